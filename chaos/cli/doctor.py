@@ -1,0 +1,54 @@
+"""``elastic-chaos doctor``: check that this machine can run the local platform.
+
+Checks torch (and whether it is a CPU or CUDA build), torchrun, python-etcd
+and an etcd with the v2 API, and says what to do about each problem. Exit 0
+when everything needed is there, 2 otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("doctor", help="check torch, torchrun and etcd on this machine",
+                       description=__doc__ + "\nexample:\n  elastic-chaos doctor --etcd-binary /usr/bin/etcd\n",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--etcd-binary", help="etcd 3.4/3.5 executable to check")
+    p.set_defaults(func=main)
+
+
+def _check_torch() -> str:
+    torch = importlib.import_module("torch")
+    build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU"
+    gpus = torch.cuda.device_count() if torch.version.cuda else 0
+    importlib.import_module("torch.distributed.run")
+    return f"torch {torch.__version__} ({build} build, {gpus} GPU(s) visible); torchrun importable"
+
+
+def _check_python_etcd() -> str:
+    importlib.import_module("etcd")
+    return "python-etcd importable (torch's etcd-v2 rendezvous backend needs it)"
+
+
+def _check_etcd(binary: str | None) -> str:
+    from chaos.etcd import check_supported, find_binary
+    path = find_binary(binary)
+    version = ".".join(map(str, check_supported(path)))
+    return f"etcd {version} at {path} (v2 API available with --enable-v2)"
+
+
+def main(args: argparse.Namespace) -> int:
+    from chaos.errors import ChaosError
+    checks = [("torch", _check_torch, "install torch first: `make install` (CPU build here)"),
+              ("python-etcd", _check_python_etcd, "pip install python-etcd"),
+              ("etcd", lambda: _check_etcd(args.etcd_binary), "")]
+    ok = True
+    for name, check, fix in checks:
+        try:
+            print(f"ok    {name}: {check()}")
+        except (ImportError, ChaosError, OSError) as exc:
+            ok = False
+            print(f"FAIL  {name}: {exc}" + (f"\n      fix: {fix}" if fix else ""))
+    return 0 if ok else 2

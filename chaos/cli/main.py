@@ -1,0 +1,57 @@
+"""``elastic-chaos``: the command line. One module per subcommand.
+
+Exit codes CI can trust: 0 the hypothesis held, 1 it failed, 2 usage or setup
+error (bad option, missing etcd, ...). A ChaosError is printed as a message,
+never as a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from chaos.errors import ChaosError
+
+EXIT_PASSED, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+EPILOG = """examples:
+  elastic-chaos demo
+  elastic-chaos run kill-node --nodes 1:2 --checkpoint-every 20 --no-replace
+  elastic-chaos faults
+  elastic-chaos doctor
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from chaos.cli import demo, doctor, faults_cmd, run
+
+    parser = argparse.ArgumentParser(
+        prog="elastic-chaos", description="Chaos testing for elastic PyTorch training.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    demo.register(sub)
+    run.register(sub)
+    faults_cmd.register(sub)
+    doctor.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        code: int = args.func(args)
+        return code
+    except ChaosError as exc:
+        print(f"elastic-chaos: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("elastic-chaos: interrupted; everything started was stopped", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""One root for every error the toolkit raises on purpose, causes chained.
+
+Messages say what happened and what to do next; the CLI turns any ChaosError
+into a one-paragraph message and exit code 2 (setup/usage) instead of a
+traceback.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+class ChaosError(Exception):
+    """Root of the toolkit's errors."""
+
+
+class SetupError(ChaosError):
+    """The environment cannot run what was asked (missing binary, wrong version, port in use)."""
+
+
+class EtcdError(SetupError):
+    """etcd is missing, unsuitable, or did not start."""
+
+
+class SpecError(ChaosError):
+    """A job, fault or scenario specification is invalid."""
+
+
+class PlatformError(ChaosError):
+    """The platform could not do what was asked of it."""
+
+
+class InjectionFailed(PlatformError):
+    """A fault could not be injected; nothing was (or only part was) hit."""
+
+
+class RecoveryTimeout(ChaosError):
+    """The job did not reach the awaited state in time."""
+
+    def __init__(self, what: str, waited_s: float, last_state: Any = None) -> None:
+        self.what = what
+        self.waited_s = waited_s
+        self.last_state = last_state
+        detail = f"; last state: {last_state}" if last_state is not None else ""
+        super().__init__(f"timed out after {waited_s:.0f}s waiting for {what}{detail}")
+
+
+class UnsafeUnpickle(ChaosError):
+    """A rendezvous state named a class outside the allow-list; refused, not loaded."""

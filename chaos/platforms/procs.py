@@ -1,0 +1,90 @@
+"""Find and signal every process of a local node, including escaped ones.
+
+torchrun starts its workers in new sessions, so a node is not a process group:
+killing the agent or its group leaves orphan workers training (reparented to
+init). Every process a node starts inherits an environment tag
+(``ELASTIC_CHAOS_NODE=<run>/<node>``), and ``/proc/<pid>/environ`` shows it
+whoever the parent is now. A kill stops the whole set first (SIGSTOP, so
+nothing can fork or react), rescans until the set is closed, and only then
+sends SIGKILL: no process of the node escapes, and none gets to run after
+its peers are gone.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+TAG_VAR = "ELASTIC_CHAOS_NODE"
+
+
+def tag_entry(tag: str) -> bytes:
+    return f"{TAG_VAR}={tag}".encode()
+
+
+def tagged_pids(tag: str) -> set[int]:
+    """PIDs of live processes whose environment carries ``tag`` (zombies excluded)."""
+    needle = tag_entry(tag)
+    found: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except (OSError, ProcessLookupError):
+            continue  # gone, a zombie, or not ours to read
+        if needle in environ.split(b"\0"):
+            found.add(int(entry.name))
+    return found
+
+
+def _signal_all(pids: set[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def stop_tree(tag: str, *, first: int | None = None, max_rounds: int = 50) -> set[int]:
+    """SIGSTOP every process of the node until no new one appears; returns the set.
+
+    ``first`` (the agent) is stopped before the scan so it cannot spawn more.
+    """
+    stopped: set[int] = set()
+    if first is not None:
+        _signal_all({first}, signal.SIGSTOP)
+        stopped.add(first)
+    for _ in range(max_rounds):
+        new = tagged_pids(tag) - stopped
+        if not new:
+            break
+        _signal_all(new, signal.SIGSTOP)
+        stopped |= new
+    return stopped
+
+
+def kill_tree(tag: str, *, first: int | None = None, timeout_s: float = 10.0) -> set[int]:
+    """Hard-kill every process of the node; blocks until none is alive. Returns the PIDs hit.
+
+    Idempotent: a node with no live process returns an empty set.
+    """
+    hit = stop_tree(tag, first=first)
+    _signal_all(hit, signal.SIGKILL)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        alive = tagged_pids(tag)
+        if not alive:
+            return hit
+        _signal_all(alive, signal.SIGKILL)
+        hit |= alive
+        time.sleep(0.02)
+    raise TimeoutError(f"processes of node {tag} still alive after SIGKILL: {sorted(tagged_pids(tag))}")
+
+
+def signal_tree(tag: str, sig: int) -> set[int]:
+    """Send ``sig`` to every live process of the node (SIGSTOP/SIGCONT for freeze/thaw)."""
+    pids = tagged_pids(tag)
+    _signal_all(pids, sig)
+    return pids

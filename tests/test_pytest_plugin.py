@@ -1,0 +1,66 @@
+"""The pytest plugin, exercised through pytester in a fresh pytest session."""
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+STEPPER = textwrap.dedent('''
+    # A stand-in training script: reports steps in trainer.progress's format without torch.
+    import json, os, time
+    for step in range(1, 10_000):
+        print("ELASTIC_CHAOS " + json.dumps({"ev": "step", "t": time.time(), "step": step,
+              "rank": int(os.environ["RANK"]), "world_size": int(os.environ["WORLD_SIZE"]),
+              "pid": os.getpid()}), flush=True)
+        time.sleep(0.05)
+''')
+
+
+def test_a_scenario_for_another_platform_skips_with_a_hint(pytester):
+    pytester.makepyfile(textwrap.dedent("""
+        import pytest
+
+        @pytest.mark.platforms("kind")
+        def test_only_on_kind():
+            raise AssertionError("must not run")
+    """))
+    result = pytester.runpytest("-rs", "--strict-markers")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*scenario runs on kind; this session is --platform local*--platform kind*"])
+
+
+def test_the_options_are_in_the_chaos_group(pytester):
+    result = pytester.runpytest("--help")
+    result.stdout.fnmatch_lines(["*elastic-chaos scenarios*", "*--platform*", "*--chaos-reports*"])
+
+
+def test_an_unknown_job_option_names_the_valid_ones(pytester):
+    pytester.makepyfile(textwrap.dedent("""
+        def test_typo(elastic_job):
+            elastic_job(nodes="1:2", chekpoint_every=5)
+    """))
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.re_match_lines([r".*unknown elastic_job option\(s\) \['chekpoint_every'\].*'checkpoint_every'.*"])
+
+
+@pytest.mark.slow
+def test_a_failed_scenario_leaves_a_report_with_the_failure_as_verdict(pytester):
+    script = pytester.path / "stepper.py"
+    script.write_text(STEPPER)
+    pytester.makepyfile(textwrap.dedent(f"""
+        def test_hypothesis_breaks(elastic_job):
+            job = elastic_job(nodes="1:1", script=[{str(script)!r}], rdzv_backend="c10d")
+            job.wait_for_step(3, timeout=60)
+            assert 1 + 1 == 3, "the hypothesis did not hold"
+    """))
+    reports = pytester.path / "out"
+    result = pytester.runpytest("--chaos-reports", str(reports))
+    result.assert_outcomes(failed=1)
+    (folder,) = reports.iterdir()
+    report = json.loads((folder / "report.json").read_text())
+    assert report["verdict"]["passed"] is False
+    assert "the hypothesis did not hold" in report["verdict"]["reasons"][0]
+    assert (folder / "timeline.jsonl").stat().st_size > 0
+    assert (folder / "nodes" / "node-0.log").exists()

@@ -1,0 +1,159 @@
+"""The reference elastic workload: ``python -m trainer.train`` under torchrun.
+
+Small on purpose: a tiny MLP on synthetic, deterministic regression data,
+DistributedDataParallel over gloo on CPU (NCCL when CUDA is present), atomic
+checkpoints every N steps on a shared directory, resume from the newest
+complete checkpoint, and an emergency checkpoint when the node is told it is
+going away (SIGTERM). A configurable step time makes a CPU run pace like a GPU
+run without burning the cores the rest of the job needs.
+
+Everything it does is reported through :mod:`trainer.progress`.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from trainer import checkpoint, progress
+from trainer.sampler import ElasticSampler
+
+FEATURES = 16
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m trainer.train", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--checkpoint-dir", type=Path,
+                   default=Path(os.environ.get("CHECKPOINT_DIR", "checkpoints")),
+                   help="shared checkpoint directory (default: $CHECKPOINT_DIR or ./checkpoints)")
+    p.add_argument("--checkpoint-every", type=int, default=20, help="steps between checkpoints")
+    p.add_argument("--step-time", type=float, default=0.1,
+                   help="minimum seconds per step; steps are padded with sleep")
+    p.add_argument("--max-steps", type=int, default=100_000, help="stop after this step")
+    p.add_argument("--batch-size", type=int, default=16, help="samples per rank per step")
+    p.add_argument("--dataset-size", type=int, default=2048, help="samples per epoch")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto",
+                   help="process-group backend; auto = nccl with CUDA, else gloo")
+    p.add_argument("--pg-timeout", type=float, default=60.0,
+                   help="seconds a collective may wait for a peer before failing")
+    p.add_argument("--save-delay", type=float, default=0.0,
+                   help="extra seconds spent inside each checkpoint write (widens the "
+                        "window kill-during-checkpoint aims at)")
+    return p.parse_args(argv)
+
+
+class Stop:
+    """Set by SIGTERM: finish the current step, save an emergency checkpoint, exit."""
+
+    requested = False
+    signum = 0
+
+    @classmethod
+    def install(cls) -> None:
+        signal.signal(signal.SIGTERM, cls._handle)
+
+    @classmethod
+    def _handle(cls, signum: int, _frame: FrameType | None) -> None:
+        cls.requested = True
+        cls.signum = signum
+
+
+def synthetic_data(size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(size, FEATURES, generator=g)
+    w = torch.randn(FEATURES, 1, generator=g)
+    return x, x @ w + 0.01 * torch.randn(size, 1, generator=g)
+
+
+def pick_backend(choice: str) -> tuple[str, torch.device]:
+    if choice == "auto":
+        choice = "nccl" if torch.cuda.is_available() else "gloo"
+    if choice == "nccl":
+        local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        torch.cuda.set_device(local_rank)
+        return "nccl", torch.device("cuda", local_rank)
+    return "gloo", torch.device("cpu")
+
+
+def build_model(device: torch.device) -> nn.Module:
+    torch.manual_seed(1234)  # identical init everywhere; DDP also broadcasts rank 0's
+    return nn.Sequential(nn.Linear(FEATURES, 64), nn.ReLU(), nn.Linear(64, 1)).to(device)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    Stop.install()
+    progress.report_start(backend=args.backend)
+    backend, device = pick_backend(args.backend)
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=args.pg_timeout))
+    rank, world = dist.get_rank(), dist.get_world_size()
+
+    model = build_model(device)
+    ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    optim = torch.optim.SGD(model.parameters(), lr=0.01)
+    sampler = ElasticSampler(args.dataset_size, args.batch_size, seed=args.seed)
+    x_all, y_all = synthetic_data(args.dataset_size, args.seed)
+
+    step = restore(args.checkpoint_dir, model, optim, sampler)
+
+    def state() -> dict[str, Any]:
+        return {"model": model.state_dict(), "optim": optim.state_dict(),
+                "sampler": sampler.state_dict()}
+
+    def save_delay() -> None:
+        time.sleep(args.save_delay)
+
+    while step < args.max_steps:
+        began = time.monotonic()
+        epoch, positions, idx = sampler.next_batch(rank, world)
+        x, y = x_all[idx].to(device), y_all[idx].to(device)
+        optim.zero_grad()
+        loss = nn.functional.mse_loss(ddp(x), y)
+        loss.backward()  # type: ignore[no-untyped-call]
+        optim.step()
+        step += 1
+        progress.report_step(step, epoch=epoch, samples=[positions], loss=round(loss.item(), 6))
+        if Stop.requested:
+            # Every rank holds the same weights after a DDP step, so whichever
+            # rank was told to go can save the job's state on its own.
+            checkpoint.save(args.checkpoint_dir, step, state())
+            progress.emit("emergency_exit", step=step, signal=Stop.signum)
+            return 128 + Stop.signum
+        if step % args.checkpoint_every == 0 and rank == 0:
+            checkpoint.save(args.checkpoint_dir, step, state(),
+                            before_rename=save_delay if args.save_delay else None)
+        time.sleep(max(0.0, args.step_time - (time.monotonic() - began)))
+
+    progress.emit("finished", step=step)
+    dist.destroy_process_group()
+    return 0
+
+
+def restore(directory: Path, model: nn.Module, optim: torch.optim.Optimizer,
+            sampler: ElasticSampler) -> int:
+    loaded = checkpoint.load_newest(directory)
+    if loaded is None:
+        progress.report_checkpoint_loaded(0, None)
+        return 0
+    model.load_state_dict(loaded.state["model"])
+    optim.load_state_dict(loaded.state["optim"])
+    sampler.load_state_dict(loaded.state["sampler"])
+    progress.report_checkpoint_loaded(loaded.step, str(loaded.path))
+    return loaded.step
+
+
+if __name__ == "__main__":
+    sys.exit(main())
