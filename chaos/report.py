@@ -7,10 +7,15 @@ rendezvous_s, recovery_s, regain_s, lost_steps, replacement_s,
 world_size_before, world_size_after, resumed_from_step), ``started_at``,
 ``finished_at``, ``timeline`` and ``node_logs`` (paths relative to the
 report folder). Additive changes keep the version; renames bump it.
+
+``write_report`` also writes the readable renderings beside report.json
+(report.html, summary.md, timeline.png: chaos.reporting), from the folder
+alone, so ``elastic-chaos report DIR`` re-renders exactly the same.
 """
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +24,8 @@ from chaos.analysis import PHASES
 
 if TYPE_CHECKING:
     from chaos.scenario import ChaosRun
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 
@@ -50,7 +57,24 @@ def write_report(run: ChaosRun) -> Path:
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(build_report(run), indent=2) + "\n")
     tmp.replace(path)
+    write_readable(run.report_dir)
     return path
+
+
+def write_readable(report_dir: Path) -> Path | None:
+    """report.html, summary.md (and timeline.png) beside report.json; returns the
+    HTML path. A rendering failure is logged with the command that retries it,
+    and never costs the run its report.json."""
+    from chaos.reporting import render_folder
+    try:
+        result = render_folder(report_dir)
+    except Exception as exc:  # noqa: BLE001 - report.json is written; the page must not fail the run
+        log.warning("report.html could not be rendered (%s: %s); report.json is complete. "
+                    "Retry with `elastic-chaos report %s`", type(exc).__name__, exc, report_dir)
+        return None
+    for note in result.notes:
+        log.info(note)
+    return result.html
 
 
 def _fmt(v: Any, unit: str = "") -> str:

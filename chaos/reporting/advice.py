@@ -1,0 +1,245 @@
+"""Tuning advice from what this run measured, never generic tips.
+
+Each finding names the setting that held recovery back, the seconds it cost in
+*this* run (from the timeline), and what a change would buy, computed from
+the same numbers. A finding is made only when its cost is a real share of the
+fault's regain time (``SHARE`` and ``MIN_COST_S``):
+
+- keep-alive expiry: after a hard loss the dead node stays a rendezvous
+  participant until its last heartbeat is ``keep_alive_interval x
+  keep_alive_max_attempt`` old; the survivors wait in the wait list until then
+  (seen in the etcd rendezvous states: when the target leaves the state).
+- last call: once ``min_nodes`` joined an incomplete round, torch waits
+  ``last_call_timeout`` for more before closing it, unless ``max_nodes`` join
+  first (seen as: round reached min size at t1, completed below max size at t2).
+- replay: steps lost since the last checkpoint are trained again;
+  ``checkpoint_every`` bounds them (the checkpoint save time is measured too).
+- restart: no rendezvous setting governs it; the breakdown says where it went
+  (worker start, checkpoint load, first step).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from chaos.events import Event
+from chaos.reporting.load import FaultView, RunData
+
+SHARE = 0.2
+MIN_COST_S = 1.0
+
+TORCH_DEFAULTS: dict[str, float] = {"last_call_timeout": 30.0, "keep_alive_interval": 5.0,
+                                    "keep_alive_max_attempt": 3.0, "join_timeout": 600.0,
+                                    "close_timeout": 30.0}
+
+
+@dataclass(frozen=True)
+class Finding:
+    fault_index: int
+    phase: str
+    setting: str | None
+    """The setting responsible, or None for a breakdown no setting governs."""
+    cost_s: float
+    text: str
+
+
+def _setting(job: dict[str, Any], name: str) -> tuple[float, bool]:
+    """(value, is_torch_default) of a rendezvous setting of the job."""
+    value = (job.get("rdzv") or {}).get(name)
+    if isinstance(value, (int, float)):
+        return float(value), False
+    return TORCH_DEFAULTS[name], True
+
+
+def _g(v: float) -> str:
+    return f"{v:g}"
+
+
+def advise(run: RunData, steady: float | None = None) -> list[Finding]:
+    """Findings for every fault of the run; ``steady`` is the steady seconds per step."""
+    out: list[Finding] = []
+    for i, fault in enumerate(run.faults):
+        regain = fault.metrics.get("regain_s")
+        total = float(regain) if isinstance(regain, (int, float)) and regain > 0 else None
+        for finding in (_keep_alive(run, i, fault), _last_call(run, i, fault),
+                        _replay(run, i, fault, steady), _restart(run, i, fault)):
+            if finding is None:
+                continue
+            if total is not None and finding.cost_s < SHARE * total:
+                continue
+            if finding.cost_s >= MIN_COST_S:
+                out.append(finding)
+        if _c10d(run) and _phase(fault, "rendezvous") and total and _phase(fault, "rendezvous") >= SHARE * total:
+            out.append(Finding(i, "rendezvous", None, _phase(fault, "rendezvous"),
+                               f"rendezvous took {_phase(fault, 'rendezvous'):.1f} s of {total:.1f} s, but with "
+                               "the c10d backend its internals (who waited for whom) are not observable; "
+                               "rerun on etcd-v2 to attribute it to keep-alive expiry or last call."))
+    return out
+
+
+def _phase(fault: FaultView, name: str) -> float:
+    return fault.phases.get(name) or 0.0
+
+
+def _c10d(run: RunData) -> bool:
+    return str(run.job.get("rdzv_backend") or "") == "c10d"
+
+
+def _states(run: RunData, start: float, end: float) -> list[Event]:
+    return [e for e in run.events if e.source == "rendezvous" and e.kind == "state" and start < e.t <= end]
+
+
+def _members(e: Event, key: str) -> set[str]:
+    return {str(p.get("node") or p.get("id")) for p in e.data.get(key) or [] if isinstance(p, dict)}
+
+
+def _ids_of(e: Event, node: str) -> set[str]:
+    return {str(p.get("id")) for p in e.data.get("participants") or []
+            if isinstance(p, dict) and p.get("node") == node}
+
+
+def _rdzv_done(fault: FaultView) -> float | None:
+    r = fault.metrics.get("rendezvous_s")
+    return fault.injected_at + float(r) if isinstance(r, (int, float)) else None
+
+
+def _keep_alive(run: RunData, i: int, fault: FaultView) -> Finding | None:
+    done = _rdzv_done(fault)
+    if fault.target is None or done is None:
+        return None
+    f = fault.injected_at
+    before = [e for e in run.events if e.source == "rendezvous" and e.kind == "state" and e.t <= f]
+    ids = _ids_of(before[-1], fault.target) if before else set()
+    after = _states(run, f, done)
+    if not after or not (_present(after[0], fault.target, ids)):
+        return None  # the target left the rendezvous at once (it said goodbye): no expiry wait
+    gone = next((e for e in after if not _present(e, fault.target, ids)), None)
+    if gone is None:
+        return None
+    detect = fault.metrics.get("detect_s")
+    waiting_from = f + (float(detect) if isinstance(detect, (int, float)) else 0.0)
+    cost = gone.t - waiting_from
+    interval, d1 = _setting(run.job, "keep_alive_interval")
+    attempts, d2 = _setting(run.job, "keep_alive_max_attempt")
+    origin = "torch defaults" if d1 and d2 else "as set for this job"
+    text = (f"{cost:.1f} s waiting for {fault.target}'s keep-alive to expire: a dead node stays a "
+            f"rendezvous participant until its last heartbeat is keep_alive_interval x "
+            f"keep_alive_max_attempt = {_g(interval)} s x {_g(attempts)} = {_g(interval * attempts)} s old "
+            f"({origin}). The survivors waited from +{waiting_from - f:.1f} s; {fault.target} left the "
+            f"rendezvous at +{gone.t - f:.1f} s.")
+    if attempts > 1:
+        text += (f" keep_alive_max_attempt={_g(attempts - 1)} would cut about {_g(interval)} s here; "
+                 f"keep_alive_interval={_g(interval / 2)} about {_g(interval * attempts / 2)} s "
+                 "(more etcd writes, and a slow node is declared dead sooner).")
+    return Finding(i, "rendezvous", "keep_alive_interval x keep_alive_max_attempt", cost, text)
+
+
+def _present(e: Event, node: str, ids: set[str]) -> bool:
+    names = _members(e, "participants") | _members(e, "wait_list")
+    return node in names or bool(ids & names) or bool(ids & _raw_ids(e))
+
+
+def _raw_ids(e: Event) -> set[str]:
+    return {str(p.get("id")) for key in ("participants", "wait_list") for p in e.data.get(key) or []
+            if isinstance(p, dict)}
+
+
+def _last_call(run: RunData, i: int, fault: FaultView) -> Finding | None:
+    done = _rdzv_done(fault)
+    if done is None:
+        return None
+    complete = next((e for e in run.events if e.source == "rendezvous" and e.kind == "round_complete"
+                     and abs(e.t - done) < 1e-3), None)
+    if complete is None:
+        return None
+    lo, hi = _node_range(run.job)
+    size = len(complete.data.get("participants") or [])
+    rnd = complete.data.get("round")
+    forming = [e for e in _states(run, fault.injected_at, done) if e.data.get("round") == rnd
+               and not e.data.get("complete") and len(e.data.get("participants") or []) >= lo]
+    if not forming or hi is None or size >= hi:
+        return None  # max_nodes joined: the last call ended early
+    lct, default = _setting(run.job, "last_call_timeout")
+    waited = complete.t - forming[0].t
+    if waited < 0.5 * lct:
+        return None
+    text = (f"{waited:.1f} s in the last call: round {rnd} had min_nodes={lo} at "
+            f"+{forming[0].t - fault.injected_at:.1f} s but torch kept it open for "
+            f"last_call_timeout={_g(lct)} s ({'torch default' if default else 'as set for this job'}) "
+            f"waiting for up to max_nodes={hi}; it closed with {size} node(s). Every shrink without "
+            f"a replacement pays this in full. last_call_timeout=5 would have saved about "
+            f"{max(0.0, waited - 5):.0f} s here; keep it above the time a replacement takes to "
+            f"join if the job should regrow in the same round"
+            + (f" ({_replacement_note(fault)})." if _replacement_note(fault) else "."))
+    return Finding(i, "rendezvous", "last_call_timeout", waited, text)
+
+
+def _replacement_note(fault: FaultView) -> str:
+    r = fault.metrics.get("replacement_s")
+    return f"this run: a replacement joined after {float(r):.1f} s" if isinstance(r, (int, float)) else \
+        "this run: no replacement joined"
+
+
+def _node_range(job: dict[str, Any]) -> tuple[int, int | None]:
+    raw = str(job.get("nodes") or "")
+    parts = raw.split(":")
+    try:
+        lo = int(parts[0])
+        hi = int(parts[1]) if len(parts) > 1 else lo
+    except ValueError:
+        return 1, None
+    return lo, hi
+
+
+def _replay(run: RunData, i: int, fault: FaultView, steady: float | None) -> Finding | None:
+    replay = fault.phases.get("replay")
+    lost = fault.metrics.get("lost_steps")
+    every = run.job.get("checkpoint_every")
+    if replay is None or not isinstance(lost, int) or not isinstance(every, int):
+        return None
+    save = _save_s(run.events)
+    text = (f"{replay:.1f} s replaying {lost} step(s) lost since the last checkpoint "
+            f"(checkpoint_every={every}")
+    if steady:
+        text += f"; the worst case is {every} steps, about {every * steady:.1f} s at {steady:.2f} s/step"
+    text += ")."
+    if save is not None and every > 1:
+        text += (f" A checkpoint save took {save:.2f} s here, so checkpoint_every={max(1, every // 2)} "
+                 f"halves the worst case for about {save:.2f} s more saving every {max(1, every // 2)} steps.")
+    return Finding(i, "replay", "checkpoint_every", replay, text)
+
+
+def _save_s(events: list[Event]) -> float | None:
+    started: dict[Any, float] = {}
+    durations = []
+    for e in events:
+        if e.source != "checkpoint":
+            continue
+        key = (e.node, e.data.get("pid"), e.data.get("step"))
+        if e.kind == "started":
+            started[key] = e.t
+        elif e.kind == "saved" and key in started:
+            durations.append(e.t - started.pop(key))
+    return sorted(durations)[len(durations) // 2] if durations else None
+
+
+def _restart(run: RunData, i: int, fault: FaultView) -> Finding | None:
+    restart = fault.phases.get("restart")
+    done = _rdzv_done(fault)
+    regain = fault.metrics.get("recovery_s")
+    if restart is None or done is None or not isinstance(regain, (int, float)):
+        return None
+    first_step = fault.injected_at + float(regain)
+    window = [e for e in run.events if done <= e.t <= first_step]
+    up = next((e for e in window if e.source == "progress" and e.kind == "start"), None)
+    loaded = next((e for e in window if e.source == "checkpoint" and e.kind == "loaded"), None)
+    parts = []
+    if up is not None:
+        parts.append(f"workers reported in {up.t - done:.1f} s after the round completed "
+                     "(process start, imports, process group)")
+    if loaded is not None:
+        parts.append(f"the checkpoint was loaded at +{loaded.t - done:.1f} s")
+    parts.append(f"the first step completed at +{first_step - done:.1f} s")
+    text = (f"{restart:.1f} s restarting workers; no rendezvous setting governs this: "
+            + "; ".join(parts) + ".")
+    return Finding(i, "restart", None, restart, text)

@@ -1,0 +1,121 @@
+"""Node and agent log lines around each fault, for the reader who asks "why".
+
+A node log mixes torchrun's agent (glog lines with their own time), the
+workers' ``trainer.progress`` lines (JSON with the trainer's time) and
+untimed lines (tracebacks). Each line takes the time of its own stamp or,
+lacking one, of the line before it; the excerpt is the window around the
+fault, with runs of step lines folded into one line so the agent's story
+stays readable.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from chaos.watchers.logs import glog_time, parse_progress
+
+_GLOG_TIME = re.compile(r"^[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6}) ")
+
+MAX_LINES = 60
+BEFORE_S = 3.0
+AFTER_MAX_S = 60.0
+
+
+@dataclass(frozen=True)
+class Line:
+    t: float | None
+    text: str
+    level: str
+    """``agent`` (torchrun), ``progress`` (a step folded), ``error`` or ``plain``."""
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    node: str
+    start: float
+    end: float
+    lines: tuple[Line, ...]
+    omitted: int
+
+
+def timed_lines(path: Path, max_bytes: int = 20_000_000) -> list[tuple[float | None, str]]:
+    """Every line of a log with its time (own stamp, else the previous line's)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(max_bytes)
+    except OSError:
+        return []
+    out: list[tuple[float | None, str]] = []
+    last: float | None = None
+    for line in raw.decode("utf-8", "replace").splitlines():
+        t = line_time(line)
+        if t is not None:
+            last = t
+        out.append((last, line))
+    return out
+
+
+def line_time(line: str) -> float | None:
+    m = _GLOG_TIME.match(line)
+    if m:
+        month, day, hh, mm, ss, us = (int(x) for x in m.groups())
+        try:
+            return glog_time(month, day, hh, mm, ss, us)
+        except ValueError:
+            return None
+    ev = parse_progress(line, "")
+    return ev.t if ev is not None else None
+
+
+def _kind(line: str) -> str:
+    if parse_progress(line, "") is not None:
+        return "progress"
+    if _GLOG_TIME.match(line):
+        return "error" if line[0] in "EF" else "agent"
+    if "Error" in line or "Traceback" in line:
+        return "error"
+    return "plain"
+
+
+def excerpt(node: str, path: Path, start: float, end: float) -> Excerpt:
+    """The node's log lines timed within [start, end], step lines folded, at most MAX_LINES."""
+    picked: list[Line] = []
+    folded: list[tuple[float | None, str]] = []
+
+    def flush() -> None:
+        if folded:
+            steps = [ev.data.get("step") for _, text in folded
+                     if (ev := parse_progress(text, "")) is not None and ev.kind == "step"]
+            what = f"steps {steps[0]}..{steps[-1]}" if steps else "progress lines"
+            picked.append(Line(folded[0][0], f"... {len(folded)} trainer progress line(s) ({what}) ...",
+                               "progress"))
+            folded.clear()
+
+    for t, text in timed_lines(path):
+        if t is None or t < start or t > end:
+            continue
+        if _is_step(text):
+            folded.append((t, text))
+            continue
+        flush()
+        picked.append(Line(t, text, _kind(text)))
+    flush()
+    omitted = max(0, len(picked) - MAX_LINES)
+    if omitted:
+        half = MAX_LINES // 2
+        picked = [*picked[:half], Line(None, f"... {omitted} line(s) omitted ...", "plain"),
+                  *picked[-half:]]
+    return Excerpt(node=node, start=start, end=end, lines=tuple(picked), omitted=omitted)
+
+
+def _is_step(text: str) -> bool:
+    ev = parse_progress(text, "")
+    return ev is not None and ev.kind == "step"
+
+
+def window(injected_at: float, regain_s: float | None) -> tuple[float, float]:
+    """From a little before the fault to a little after progress was regained
+    (at most AFTER_MAX_S when it never was)."""
+    after = min(regain_s + 2.0, AFTER_MAX_S) if regain_s is not None else AFTER_MAX_S
+    return injected_at - BEFORE_S, injected_at + after

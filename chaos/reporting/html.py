@@ -1,0 +1,195 @@
+"""report.html: one self-contained page a person reads in a minute.
+
+Everything is inline (CSS, SVG, a few lines of script) and a Content Security
+Policy forbids the page from fetching anything, so the file can be mailed,
+attached to a CI run or opened offline, and a browser never goes to the
+network for it. Order of the page: verdict, what is missing, the recovery
+table and phase bars, tuning advice, the timeline picture, log excerpts,
+files.
+"""
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from html import escape
+
+from chaos.reporting.advice import Finding
+from chaos.reporting.excerpts import Excerpt
+from chaos.reporting.load import FaultView, RunData
+from chaos.reporting.series import Series
+from chaos.reporting.svg import PHASE_COLORS, node_color, phase_bars_svg, timeline_svg
+from chaos.reporting.table import HEADER, notes, row
+
+CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
+       "img-src data:; base-uri 'none'; form-action 'none'")
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1160px;
+color:#222;padding:0 16px;line-height:1.4}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;
+padding-bottom:4px}.meta{color:#555;font-size:13px}
+.verdict{padding:12px 16px;border-radius:6px;margin:16px 0;font-size:15px}
+.verdict b{font-size:18px}.passed{background:#e6f4ea;border:1px solid #34a853}
+.failed{background:#fce8e6;border:1px solid #d93025}.unknown{background:#f1f3f4;border:1px solid #9aa0a6}
+.verdict ul{margin:6px 0 0;padding-left:20px}
+.missing{background:#fff7e0;border:1px solid #f2a541;border-radius:6px;padding:8px 16px;margin:12px 0}
+table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ddd;padding:4px 8px;text-align:right}
+th{background:#f5f5f5}td:first-child,td:nth-child(2){text-align:left}
+.advice li{margin:6px 0}.setting{font-family:monospace;background:#f1f3f4;padding:1px 4px;border-radius:3px}
+pre{background:#fafafa;border:1px solid #eee;padding:8px;font-size:11.5px;overflow-x:auto;margin:4px 0 12px}
+pre .agent{color:#1a4d8f}pre .error{color:#b3261e}pre .progress{color:#888}
+.legend span{display:inline-block;margin-right:14px;font-size:12px}
+.legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-1px;border-radius:2px}
+.chart{overflow-x:auto}
+"""
+
+SCRIPT = """
+(function () {
+  var svg = document.getElementById("timeline");
+  if (!svg) { return; }
+  var x0 = Number(svg.dataset.x0), x1 = Number(svg.dataset.x1), t1 = Number(svg.dataset.t1);
+  var line = svg.querySelector(".cursor"), label = svg.querySelector(".cursor-label");
+  svg.addEventListener("mousemove", function (ev) {
+    var pt = svg.createSVGPoint();
+    pt.x = ev.clientX; pt.y = ev.clientY;
+    var p = pt.matrixTransform(svg.getScreenCTM().inverse());
+    if (p.x < x0 || p.x > x1) { label.textContent = ""; line.setAttribute("x1", -10);
+      line.setAttribute("x2", -10); return; }
+    line.setAttribute("x1", p.x); line.setAttribute("x2", p.x);
+    label.setAttribute("x", p.x + 4);
+    label.textContent = "+" + ((p.x - x0) / (x1 - x0) * t1).toFixed(1) + " s";
+  });
+  document.documentElement.setAttribute("data-timeline", "ready");
+})();
+"""
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "unknown"
+    return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _verdict(run: RunData) -> str:
+    passed = run.passed
+    cls, word = ("passed", "PASSED") if passed else ("failed", "FAILED") if passed is False else \
+        ("unknown", "NO VERDICT")
+    items = "".join(f"<li>{escape(r)}</li>" for r in run.reasons)
+    return f'<div class="verdict {cls}" id="verdict"><b>{word}</b><ul>{items}</ul></div>'
+
+
+def _missing(run: RunData) -> str:
+    lines = [*run.missing, *notes(run.faults)]
+    if not lines:
+        return ""
+    items = "".join(f"<li>{escape(m)}</li>" for m in lines)
+    return f'<div class="missing" id="missing"><b>What is missing</b><ul>{items}</ul></div>'
+
+
+def _job(run: RunData) -> str:
+    job = run.job
+    if not job:
+        return "job spec unknown"
+    rdzv = job.get("rdzv") or {}
+    tuned = ", ".join(f"{k}={v}" for k, v in rdzv.items() if k != "backend" and v is not None)
+    bits = [f"nodes {job.get('nodes')}", f"{job.get('nproc_per_node')} worker(s)/node",
+            f"rendezvous {job.get('rdzv_backend')}" + (f" ({tuned})" if tuned else " (torch defaults)"),
+            f"checkpoint every {job.get('checkpoint_every')} steps", f"max restarts {job.get('max_restarts')}"]
+    return " · ".join(escape(b) for b in bits)
+
+
+def _table(faults: Sequence[FaultView]) -> str:
+    if not faults:
+        return "<p>No fault was injected.</p>"
+    head = "".join(f"<th>{escape(h)}</th>" for h in HEADER)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row(f)) + "</tr>" for f in faults)
+    return f'<table id="recovery"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _advice(findings: Sequence[Finding], faults: Sequence[FaultView]) -> str:
+    if not findings:
+        return ("<p>No phase was dominated by a setting this run can name (each finding needs at least "
+                "20% of the fault's regain time).</p>")
+    items = []
+    for f in findings:
+        fault = faults[f.fault_index]
+        setting = f' <span class="setting">{escape(f.setting)}</span>' if f.setting else ""
+        items.append(f'<li><b style="color:{PHASE_COLORS.get(f.phase, "#222")}">{escape(f.phase)}</b> '
+                     f'({escape(fault.kind)} on {escape(str(fault.target))}){setting}: {escape(f.text)}</li>')
+    return f'<ul class="advice" id="advice">{"".join(items)}</ul>'
+
+
+def _legend(series: Series) -> str:
+    nodes = series.nodes
+    spans = [f'<span><i style="background:{node_color(nodes, n)}"></i>{escape(n)}</span>' for n in nodes]
+    spans += [f'<span><i style="background:{c}"></i>{p}</span>' for p, c in PHASE_COLORS.items()]
+    spans.append('<span><i style="background:#d62728"></i>fault</span>')
+    spans.append('<span><i style="background:#555;border-radius:6px"></i>checkpoint saved</span>')
+    spans.append('<span><i style="background:#2ca02c;border-radius:6px"></i>checkpoint loaded</span>')
+    return f'<div class="legend">{"".join(spans)}</div>'
+
+
+def _excerpts(excerpts: Sequence[tuple[FaultView, list[Excerpt]]], t0: float) -> str:
+    if not excerpts:
+        return "<p>No fault, or no node logs: nothing to excerpt.</p>"
+    out = []
+    for fault, items in excerpts:
+        out.append(f"<h3>{escape(fault.kind)} on {escape(str(fault.target))} "
+                   f"at +{fault.injected_at - t0:.1f}s</h3>")
+        for ex in items:
+            lines = "\n".join(f'<span class="{ln.level}">{escape(ln.text)}</span>' for ln in ex.lines) \
+                or "(no lines in this window)"
+            out.append(f"<details{' open' if ex.node == fault.target or len(items) <= 3 else ''}>"
+                       f"<summary>{escape(ex.node)}: {len(ex.lines)} line(s) from +{ex.start - t0:.1f}s "
+                       f"to +{ex.end - t0:.1f}s</summary><pre>{lines}</pre></details>")
+    return "".join(out)
+
+
+def _files(run: RunData, png: bool) -> str:
+    names = [n for n in ("report.json", "timeline.jsonl") if (run.folder / n).exists()]
+    names += ["summary.md", *(["timeline.png"] if png else [])]
+    links = [f'<a href="{escape(n)}">{escape(n)}</a>' for n in names]
+    for node, path in run.node_logs.items():
+        rel = path.relative_to(run.folder) if path.is_relative_to(run.folder) else path
+        links.append(f'<a href="{escape(str(rel))}">{escape(node)} log</a>')
+    return " · ".join(links)
+
+
+def render_html(run: RunData, series: Series, findings: Sequence[Finding],
+                excerpts: Sequence[tuple[FaultView, list[Excerpt]]], *, goodput: float | None,
+                png: bool, notes: Sequence[str] = ()) -> str:
+    t0, t1 = run.t0, run.t_end
+    duration = t1 - t0
+    picture = (timeline_svg(series, run.faults, t0, t1) if run.events
+               else "<p>No timeline: nothing to draw.</p>")
+    gp = f" · goodput {goodput:.0%}" if goodput is not None else ""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{CSP}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{escape(run.title)}: elastic-chaos report</title>
+<style>{CSS}</style></head>
+<body>
+<h1>{escape(run.title)}</h1>
+<div class="meta">platform {escape(run.platform)} · {_job(run)}<br>
+started {_when(run.t0)} · {duration:.1f} s{gp} · folder {escape(str(run.folder))}</div>
+{_verdict(run)}
+{_missing(run)}
+<h2>Recovery</h2>
+{_table(run.faults)}
+<div class="chart">{phase_bars_svg(run.faults)}</div>
+<h2>Where the time went: tuning advice</h2>
+{_advice(findings, run.faults)}
+<h2>Timeline</h2>
+{_legend(series)}
+<div class="chart">{picture}</div>
+<h2>Logs around each fault</h2>
+{_excerpts(excerpts, t0)}
+<h2>Files</h2>
+<p>{_files(run, png)}</p>
+{"".join(f'<p class="meta">{escape(n)}</p>' for n in notes)}
+<p class="meta">Written by elastic-chaos. Re-render with
+<code>elastic-chaos report {escape(str(run.folder))}</code>.</p>
+<script>{SCRIPT}</script>
+</body></html>
+"""

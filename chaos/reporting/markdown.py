@@ -1,0 +1,40 @@
+"""summary.md: the run in a few lines of Markdown, for a PR comment or a CI job summary."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from chaos.reporting.advice import Finding
+from chaos.reporting.load import RunData
+from chaos.reporting.table import HEADER, notes, row
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(run: RunData, findings: Sequence[Finding], *, goodput: float | None,
+                    png: bool) -> str:
+    passed = run.passed
+    word = "PASSED" if passed else "FAILED" if passed is False else "NO VERDICT"
+    lines = [f"# {run.title}: {word}", ""]
+    meta = f"platform `{run.platform}`, {run.t_end - run.t0:.1f} s"
+    if goodput is not None:
+        meta += f", goodput {goodput:.0%}"
+    lines += [meta, ""]
+    lines += [f"- {r}" for r in run.reasons]
+    missing = [*run.missing, *notes(run.faults)]
+    if missing:
+        lines += ["", "**What is missing**", ""] + [f"- {m}" for m in missing]
+    if run.faults:
+        lines += ["", "## Recovery", "", "| " + " | ".join(HEADER) + " |",
+                  "|" + "|".join("---" for _ in HEADER) + "|"]
+        lines += ["| " + " | ".join(_cell(c) for c in row(f)) + " |" for f in run.faults]
+    if findings:
+        lines += ["", "## Tuning advice", ""]
+        for f in findings:
+            fault = run.faults[f.fault_index]
+            setting = f" (`{f.setting}`)" if f.setting else ""
+            lines.append(f"- **{f.phase}**, {fault.kind} on {fault.target}{setting}: {f.text}")
+    lines += ["", "Files: [report.html](report.html)" + (" · [timeline.png](timeline.png)" if png else "")
+              + " · [report.json](report.json) · [timeline.jsonl](timeline.jsonl)", ""]
+    return "\n".join(lines)

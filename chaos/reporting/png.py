@@ -1,0 +1,77 @@
+"""timeline.png with matplotlib: the optional extra (``pip install elastic-chaos[png]``).
+
+The same picture as the report's inline SVG, for places that show images but
+not HTML (a chat message, a slide). matplotlib is imported here only, and a
+missing matplotlib is a note in the report, not an error.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from chaos.analysis import PHASES
+from chaos.reporting.load import FaultView
+from chaos.reporting.series import Series
+from chaos.reporting.svg import FAULT_COLOR, PHASE_COLORS, node_color
+
+MISSING_NOTE = ("timeline.png skipped: matplotlib is not installed "
+                "(pip install 'elastic-chaos[png]' or `make install`)")
+
+
+def available() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def write_png(path: Path, series: Series, faults: Sequence[FaultView], t0: float, t1: float,
+              title: str) -> None:
+    """Draw the timeline to ``path``. Raises ImportError when matplotlib is absent."""
+    import matplotlib
+    matplotlib.use("Agg", force=True)
+    from matplotlib import pyplot as plt
+
+    fig, (ax, ax_ws) = plt.subplots(2, 1, figsize=(11, 5.5), sharex=True,
+                                    gridspec_kw={"height_ratios": [4, 1]})
+    try:
+        nodes = series.nodes
+        labelled: set[str] = set()
+        for s in series.steps:
+            label = s.node if s.node not in labelled else None
+            labelled.add(s.node)
+            ax.plot([p[0] - t0 for p in s.points], [p[1] for p in s.points], lw=1.8,
+                    color=node_color(nodes, s.node), label=label)
+        for t, step, kind in series.checkpoints:
+            ax.plot([t - t0], [step], "o", ms=4, color="#2ca02c" if kind == "loaded" else "#555")
+        top = max(series.max_step, 1)
+        for f in faults:
+            ax.axvline(f.injected_at - t0, color=FAULT_COLOR, ls="--", lw=1.5)
+            ax.text(f.injected_at - t0, top * 1.02, f" {f.kind} → {f.target}", color=FAULT_COLOR,
+                    fontsize=8, va="bottom")
+            start = f.injected_at - t0
+            for name in PHASES:
+                d = f.phases.get(name)
+                if d is None:
+                    break
+                ax.axvspan(start, start + d, ymin=0, ymax=0.05, color=PHASE_COLORS[name],
+                           label=name if name not in labelled else None)
+                labelled.add(name)
+                start += d
+        for r in series.rounds:
+            ax.plot([r.t - t0], [0], marker="D", color="#6c5ce7", ms=6)
+        ax.set_ylabel("training step")
+        ax.set_ylim(0, top * 1.12)
+        ax.set_title(title, fontsize=10)
+        ax.legend(loc="upper left", fontsize=7, ncol=4)
+        if series.world_size:
+            ax_ws.step([t - t0 for t, _ in series.world_size], [w for _, w in series.world_size],
+                       where="post", color="#333")
+        ax_ws.set_ylabel("world size")
+        ax_ws.set_xlabel("seconds since the run started")
+        ax_ws.set_xlim(0, max(t1 - t0, 1.0))
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+    finally:
+        plt.close(fig)

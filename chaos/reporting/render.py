@@ -1,0 +1,82 @@
+"""Render a report folder: report.html, summary.md and (with matplotlib) timeline.png.
+
+``render_folder`` reads only the folder, so it serves both the end of a run
+(chaos.report.write_report calls it) and ``elastic-chaos report DIR`` later.
+Files are written atomically (temp file, then rename): a reader never sees
+half a page.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chaos.reporting import png as png_mod
+from chaos.reporting.advice import Finding, advise
+from chaos.reporting.excerpts import Excerpt, excerpt, window
+from chaos.reporting.html import render_html
+from chaos.reporting.load import FaultView, RunData, load_run
+from chaos.reporting.markdown import render_markdown
+from chaos.reporting.series import Series, extract, goodput
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RenderResult:
+    run: RunData
+    html: Path
+    markdown: Path
+    png: Path | None
+    notes: list[str] = field(default_factory=list)
+    """What was skipped and why (e.g. no matplotlib for timeline.png)."""
+    findings: list[Finding] = field(default_factory=list)
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def fault_excerpts(run: RunData) -> list[tuple[FaultView, list[Excerpt]]]:
+    out = []
+    for f in run.faults:
+        regain = f.metrics.get("regain_s")
+        start, end = window(f.injected_at, float(regain) if isinstance(regain, (int, float)) else None)
+        out.append((f, [excerpt(node, path, start, end) for node, path in run.node_logs.items()]))
+    return out
+
+
+def run_goodput(run: RunData, series: Series) -> float | None:
+    """report.json's goodput when the analysis provides one, else the series' (docs/REPORTS.md)."""
+    given = run.report.get("goodput")
+    if isinstance(given, (int, float)) and not isinstance(given, bool):
+        return float(given)
+    return goodput(series.steps, series.steady_step_s)
+
+
+def render_folder(folder: Path, *, png: bool = True) -> RenderResult:
+    """Write report.html and summary.md (and timeline.png when matplotlib is
+    installed and ``png``) into ``folder``. Raises SpecError for a folder that
+    is not a report folder. Idempotent: re-rendering overwrites."""
+    run = load_run(folder)
+    series = extract(run.events, run.t_end)
+    findings = advise(run, series.steady_step_s)
+    gp = run_goodput(run, series)
+    notes: list[str] = []
+    png_path: Path | None = None
+    if png and run.events:
+        if png_mod.available():
+            png_path = folder / "timeline.png"
+            tmp = folder / "timeline.png.tmp.png"
+            png_mod.write_png(tmp, series, run.faults, run.t0, run.t_end, run.title)
+            tmp.replace(png_path)
+        else:
+            notes.append(png_mod.MISSING_NOTE)
+    html_path, md_path = folder / "report.html", folder / "summary.md"
+    _write(html_path, render_html(run, series, findings, fault_excerpts(run), goodput=gp,
+                                  png=png_path is not None, notes=notes))
+    _write(md_path, render_markdown(run, findings, goodput=gp, png=png_path is not None))
+    return RenderResult(run=run, html=html_path, markdown=md_path, png=png_path, notes=notes,
+                        findings=findings)

@@ -1,0 +1,241 @@
+"""What the timeline picture draws, extracted from the events once.
+
+Both renderers (the inline SVG of report.html and matplotlib's timeline.png)
+draw the same things: training step vs time per worker process (a restarted
+worker is a new line), node lifetimes, fault markers, completed rendezvous
+rounds and world size. Unknown event kinds are kept as generic markers, so a
+new fault family shows up without a renderer change.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from chaos.events import Event
+
+
+@dataclass(frozen=True)
+class StepSeries:
+    """The steps one worker process completed: one line in the picture."""
+
+    node: str
+    rank: int
+    pid: int | None
+    points: tuple[tuple[float, int], ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.node} rank {self.rank}" + (f" (pid {self.pid})" if self.pid else "")
+
+
+@dataclass(frozen=True)
+class Round:
+    t: float
+    round: int | None
+    nodes: tuple[str, ...]
+    size: int | None
+    source: str
+    """``etcd`` (the rendezvous watcher) or ``agent`` (torchrun's own log lines)."""
+
+
+@dataclass(frozen=True)
+class Lifetime:
+    node: str
+    start: float
+    end: float
+    end_kind: str
+    """``lost`` (a fault), ``exited`` (on its own), ``stopped`` (end of run) or ``running``."""
+    replaces: str | None = None
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A fault-source event: ``injected`` ones are the faults, others (reverted,
+    notice, ...) are drawn as small marks with their kind."""
+
+    t: float
+    kind: str
+    fault: str
+    node: str | None
+    detail: str
+
+
+@dataclass
+class Series:
+    steps: list[StepSeries] = field(default_factory=list)
+    rounds: list[Round] = field(default_factory=list)
+    lifetimes: list[Lifetime] = field(default_factory=list)
+    markers: list[Marker] = field(default_factory=list)
+    world_size: list[tuple[float, int]] = field(default_factory=list)
+    checkpoints: list[tuple[float, int, str]] = field(default_factory=list)
+    steady_step_s: float | None = None
+
+    @property
+    def nodes(self) -> list[str]:
+        names: list[str] = []
+        for item in [*(lt.node for lt in self.lifetimes), *(s.node for s in self.steps)]:
+            if item not in names:
+                names.append(item)
+        return names
+
+    @property
+    def max_step(self) -> int:
+        return max((p[1] for s in self.steps for p in s.points), default=0)
+
+
+def extract(events: list[Event], t_end: float) -> Series:
+    out = Series()
+    out.steps = _steps(events)
+    out.steady_step_s = steady_step_s(out.steps, _first_fault_t(events))
+    out.rounds = _rounds(events)
+    out.lifetimes = _lifetimes(events, t_end)
+    out.markers = [_marker(e) for e in events if e.source == "fault" and e.kind != "planned"]
+    out.world_size = _world_size(events, out.steady_step_s)
+    out.checkpoints = _checkpoints(events)
+    return out
+
+
+def _first_fault_t(events: list[Event]) -> float | None:
+    return next((e.t for e in events if e.source == "fault" and e.kind == "injected"), None)
+
+
+def _int(v: Any, default: int = 0) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return default
+
+
+def _steps(events: list[Event]) -> list[StepSeries]:
+    by_proc: dict[tuple[str, int, int | None], list[tuple[float, int]]] = {}
+    for e in events:
+        if e.source == "progress" and e.kind == "step" and "step" in e.data:
+            pid = e.data.get("pid")
+            key = (e.node or "?", _int(e.data.get("rank")), pid if isinstance(pid, int) else None)
+            by_proc.setdefault(key, []).append((e.t, _int(e.data["step"])))
+    return [StepSeries(node=k[0], rank=k[1], pid=k[2], points=tuple(v))
+            for k, v in sorted(by_proc.items(), key=lambda kv: kv[1][0][0])]
+
+
+def steady_step_s(steps: list[StepSeries], before: float | None) -> float | None:
+    """Median seconds between consecutive steps of one process (before ``before``
+    when at least 3 such intervals exist): the job's steady step time."""
+    def gaps(limit: float | None) -> list[float]:
+        out = []
+        for s in steps:
+            pts = [p for p in s.points if limit is None or p[0] <= limit]
+            out += [b[0] - a[0] for a, b in zip(pts, pts[1:], strict=False) if b[1] == a[1] + 1]
+        return out
+    chosen = gaps(before)
+    if len(chosen) < 3:
+        chosen = gaps(None)
+    return statistics.median(chosen) if chosen else None
+
+
+def _participants(e: Event) -> tuple[str, ...]:
+    out = []
+    for p in e.data.get("participants") or []:
+        if isinstance(p, dict):
+            out.append(str(p.get("node") or p.get("id") or "?"))
+    return tuple(out)
+
+
+def _rounds(events: list[Event]) -> list[Round]:
+    etcd = [Round(t=e.t, round=_int(e.data.get("round"), -1), nodes=_participants(e),
+                  size=len(_participants(e)), source="etcd")
+            for e in events if e.source == "rendezvous" and e.kind == "round_complete"]
+    if etcd:
+        return etcd
+    rounds: list[Round] = []  # c10d: no etcd to watch; the agents' own lines, grouped
+    for e in events:
+        if e.source != "agent" or e.kind != "rendezvous_complete":
+            continue
+        size = e.data.get("group_world_size")
+        if rounds and e.t - rounds[-1].t < 2.0:
+            last = rounds[-1]
+            rounds[-1] = Round(t=last.t, round=None, nodes=(*last.nodes, e.node or "?"),
+                               size=last.size, source="agent")
+        else:
+            rounds.append(Round(t=e.t, round=None, nodes=(e.node or "?",),
+                                size=size if isinstance(size, int) else None, source="agent"))
+    return rounds
+
+
+def _lifetimes(events: list[Event], t_end: float) -> list[Lifetime]:
+    starts: dict[str, Event] = {}
+    ends: dict[str, Event] = {}
+    stopped = next((e.t for e in events if e.source == "runner" and e.kind == "job_stopped"), None)
+    for e in events:
+        if e.source != "node" or e.node is None:
+            continue
+        if e.kind == "started":
+            starts.setdefault(e.node, e)
+        elif e.kind in ("lost", "exited") and e.node not in ends:
+            ends[e.node] = e
+    out = []
+    for node, s in starts.items():
+        end = ends.get(node)
+        if end is not None:
+            out.append(Lifetime(node, s.t, end.t, end.kind, s.data.get("replaces")))
+        else:
+            out.append(Lifetime(node, s.t, stopped or t_end, "stopped" if stopped else "running",
+                                s.data.get("replaces")))
+    return out
+
+
+def _marker(e: Event) -> Marker:
+    skip = {"fault", "hit", "actions"}
+    detail = ", ".join(f"{k}={v}" for k, v in e.data.items() if k not in skip)
+    hit = e.data.get("hit")
+    if isinstance(hit, dict) and hit.get("action"):
+        detail = f"action={hit['action']}" + (f", {detail}" if detail else "")
+    return Marker(t=e.t, kind=e.kind, fault=str(e.data.get("fault") or e.kind), node=e.node,
+                  detail=detail[:200])
+
+
+def _world_size(events: list[Event], steady: float | None) -> list[tuple[float, int]]:
+    """World size as training runs at it; 0 across a pause in training (no step for
+    longer than max(2 s, 10 steady steps))."""
+    gap = max(2.0, 10 * (steady or 0.0))
+    out: list[tuple[float, int]] = []
+    last_t: float | None = None
+    for e in events:
+        if e.source != "progress" or e.kind != "step":
+            continue
+        ws = _int(e.data.get("world_size"))
+        if last_t is not None and e.t - last_t > gap:
+            out.append((last_t + (steady or 0.0), 0))
+        if not out or out[-1][1] != ws:
+            out.append((e.t, ws))
+        last_t = e.t
+    if last_t is not None and out:
+        out.append((last_t, out[-1][1]))
+    return out
+
+
+def _checkpoints(events: list[Event]) -> list[tuple[float, int, str]]:
+    seen: set[tuple[str, int, int]] = set()
+    out = []
+    for e in events:
+        if e.source == "checkpoint" and e.kind in ("saved", "loaded", "corrupt") and "step" in e.data:
+            key = (e.kind, _int(e.data["step"]), _int(e.data.get("restart_count")))
+            if key not in seen and not (e.kind == "loaded" and _int(e.data["step"]) == 0):
+                seen.add(key)
+                out.append((e.t, _int(e.data["step"]), e.kind))
+    return out
+
+
+def goodput(steps: list[StepSeries], steady: float | None) -> float | None:
+    """Useful step time / wall time over the training span (docs/REPORTS.md).
+
+    useful = (highest step - lowest step + 1) x steady step time; wall = last step
+    time - first step time + one steady step. A replayed step counts once."""
+    points = [p for s in steps for p in s.points]
+    if len(points) < 2 or not steady:
+        return None
+    first_t = min(p[0] for p in points)
+    last_t = max(p[0] for p in points)
+    useful = (max(p[1] for p in points) - min(p[1] for p in points) + 1) * steady
+    wall = last_t - first_t + steady
+    return max(0.0, min(1.0, useful / wall)) if wall > 0 else None
