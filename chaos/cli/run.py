@@ -73,6 +73,11 @@ def summarize(report_dir: Path) -> int:
     report = json.loads((report_dir / "report.json").read_text())
     print()
     print(render_table(report))
-    print(f"\nreport folder: {report_dir}  (report.json, timeline.jsonl, nodes/*.log)")
+    print(f"\nreport folder: {report_dir}  (report.json, timeline.jsonl, nodes/*.log, summary.md)")
+    html = report_dir / "report.html"
+    if html.exists():
+        print(f"report: {html.resolve()}")
+    else:
+        print(f"report.html was not written; render it with `elastic-chaos report {report_dir}`")
     sys.stdout.flush()
     return 0 if report["verdict"]["passed"] else 1
