@@ -5,10 +5,13 @@ rendezvous key is seen, not only the states that happen to be there when we
 look. Heartbeat-only writes are dropped; every change of round, completeness,
 participants or waiting nodes becomes a ``rendezvous/state`` event, and the
 first sight of a completed round a ``rendezvous/round_complete`` event.
-Participants are named by node using their agent PID.
+Participants are named by node using their agent PID. Each state event also
+carries the round's last-call deadline and every node's last heartbeat (epoch
+seconds), so a report can tell a keep-alive expiry from a last call.
 """
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import socket
@@ -126,7 +129,18 @@ def describe(state: RendezvousState, names: dict[int, str]) -> dict[str, Any]:
         "wait_list": [node(n) for n in sorted(state.wait_list)],
         "redundancy_list": [node(n) for n in sorted(state.redundancy_list)],
         "num_nodes": len(state.participants) if state.complete else None,
+        "deadline": _epoch(state.deadline),
+        "heartbeats": {str(n): _epoch(t) for n, t in sorted(state.last_heartbeats.items())},
     }
+
+
+def _epoch(when: object) -> float | None:
+    """A rendezvous datetime (timezone-aware UTC in torch >= 2.x; naive = UTC) as epoch seconds."""
+    if not isinstance(when, datetime.datetime):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return round(when.timestamp(), 3)
 
 
 def _is_timeout(exc: BaseException) -> bool:
