@@ -14,7 +14,7 @@ PIP_TORCH_ARGS ?=
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-quick scenarios lint clean help
+.PHONY: install demo test test-quick scenarios lint clean help k8s-testenv
 
 help:
 	@echo "make demo        set up, then run a real kill-node scenario on 2 local nodes"
@@ -23,6 +23,7 @@ help:
 	@echo "make scenarios   only the scenario catalog (pytest scenarios/)"
 	@echo "make lint        ruff, mypy --strict, import-linter layer contracts"
 	@echo "make install     only the setup (.venv, torch, toolkit, etcd)"
+	@echo "make k8s-testenv build the kube-apiserver the k8s_api tests run against (once, ~5 min)"
 
 install: $(STAMP)
 
@@ -49,6 +50,10 @@ lint: install
 	$(BIN)/ruff check chaos trainer tests scenarios
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+# A real kube-apiserver for the k8s_api tests (built once, cached in .k8s-testenv/)
+k8s-testenv:
+	kind/testenv/build-kube-apiserver.sh
 
 clean:
 	rm -rf reports .pytest_cache .mypy_cache .ruff_cache
