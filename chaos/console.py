@@ -1,11 +1,16 @@
-"""Live progress in the terminal while a run happens: which phase, which step.
+"""Live progress in the terminal while a run happens: which phase, which step, how long.
 
-Subscribes to the timeline and prints one plain line per notable event (no
-control characters, so CI logs stay clean), plus the training step at most
-every few seconds. A run never sits silent.
+Subscribes to the timeline and prints one line per notable event. On a
+terminal (a TTY) the phase, training step, world size and elapsed time also
+sit in one status line at the bottom, redrawn in place twice a second. When
+the output is not a terminal (CI logs, a pipe) there are no control
+characters at all: plain lines only, the training step at most every few
+seconds, and a "still ..." line when nothing was printed for a while, so a
+run never sits silent.
 """
 from __future__ import annotations
 
+import shutil
 import sys
 import threading
 import time
@@ -13,26 +18,115 @@ from typing import TextIO
 
 from chaos.events import Event, Timeline
 
+CLEAR = "\r\x1b[K"
 
-class ConsoleProgress:
-    def __init__(self, timeline: Timeline, stream: TextIO | None = None,
-                 step_every_s: float = 3.0) -> None:
-        self.stream = stream or sys.stderr
-        self.t0 = time.time()
-        self.step_every_s = step_every_s
-        self._last_step_print = 0.0
+
+class StatusLine:
+    """Permanent lines above, one live line below (TTY); plain lines otherwise."""
+
+    def __init__(self, stream: TextIO, live: bool | None = None) -> None:
+        self.stream = stream
+        self.live = _isatty(stream) if live is None else live
+        self._status = ""
         self._lock = threading.Lock()
-        timeline.subscribe(self.on_event)
+        self.last_said = time.monotonic()
 
-    def _say(self, text: str) -> None:
+    def say(self, text: str) -> None:
         with self._lock:
-            self.stream.write(f"[{time.time() - self.t0:6.1f}s] {text}\n")
+            if self.live:
+                self.stream.write(CLEAR + text + "\n" + self._status)
+            else:
+                self.stream.write(text + "\n")
+            self.stream.flush()
+            self.last_said = time.monotonic()
+
+    def status(self, text: str) -> None:
+        """Redraw the live line (no-op when not a TTY)."""
+        if not self.live:
+            return
+        width = shutil.get_terminal_size((100, 20)).columns - 1
+        with self._lock:
+            self._status = text[:width]
+            self.stream.write(CLEAR + self._status)
             self.stream.flush()
 
+    def clear(self) -> None:
+        with self._lock:
+            if self.live and self._status:
+                self.stream.write(CLEAR)
+                self.stream.flush()
+            self._status = ""
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class ConsoleProgress:
+    """Prints a run's progress; ``live`` forces (True) or disables (False) the TTY status line.
+
+    A ticker thread redraws the status line (TTY) or prints a "still ..." line
+    after ``quiet_after_s`` of silence (no TTY); it ends with the run's
+    ``finished`` phase or ``close()``.
+    """
+
+    def __init__(self, timeline: Timeline, stream: TextIO | None = None,
+                 step_every_s: float = 3.0, *, live: bool | None = None,
+                 quiet_after_s: float = 20.0) -> None:
+        self.out = StatusLine(stream or sys.stderr, live)
+        self.stream = self.out.stream
+        self.t0 = time.time()
+        self.step_every_s = step_every_s
+        self.quiet_after_s = quiet_after_s
+        self.phase = "starting"
+        self.step: int | None = None
+        self.world_size: int | None = None
+        self._last_step_print = 0.0
+        self._stop = threading.Event()
+        timeline.subscribe(self.on_event)
+        self._ticker = threading.Thread(target=self._tick, name="console-progress", daemon=True)
+        self._ticker.start()
+
+    def elapsed(self) -> float:
+        return time.time() - self.t0
+
+    def _say(self, text: str) -> None:
+        self.out.say(f"[{self.elapsed():6.1f}s] {text}")
+
+    def status_text(self) -> str:
+        step = "no step yet" if self.step is None else f"step {self.step} at world size {self.world_size}"
+        return f"[{self.elapsed():6.1f}s] phase {self.phase} | {step}"
+
+    def _tick(self) -> None:
+        while not self._stop.wait(0.5):
+            if self.out.live:
+                self.out.status(self.status_text())
+            elif time.monotonic() - self.out.last_said >= self.quiet_after_s:
+                self._say(f"still in phase {self.phase}: "
+                          + ("no training step yet" if self.step is None
+                             else f"last step {self.step} at world size {self.world_size}"))
+
+    def close(self) -> None:
+        """Stop the ticker and clear the status line. Idempotent."""
+        self._stop.set()
+        if self._ticker.is_alive() and self._ticker is not threading.current_thread():
+            self._ticker.join(2.0)
+        self.out.clear()
+
     def on_event(self, e: Event) -> None:
+        if e.source == "runner" and e.kind == "phase":
+            self.phase = str(e.data.get("phase"))
+        if e.source == "progress" and e.kind == "step":
+            self.step = e.data.get("step")
+            self.world_size = e.data.get("world_size")
         line = self.describe(e)
         if line:
             self._say(line)
+        if e.source == "runner" and e.kind == "phase" and e.data.get("phase") == "finished":
+            self.close()
 
     def describe(self, e: Event) -> str | None:
         d = e.data
@@ -50,6 +144,8 @@ class ConsoleProgress:
                                     f"in {d.get('delay_s')}s"}.get(e.kind)
         if e.source == "fault" and e.kind == "injected":
             return f"FAULT {d.get('fault')} injected on {e.node}"
+        if e.source == "fault" and e.kind not in ("planned", "injected"):
+            return f"fault {d.get('fault', '')}: {e.kind}" + (f" on {e.node}" if e.node else "")
         if e.source == "rendezvous" and e.kind == "round_complete":
             names = [p.get("node") or p.get("id") for p in d.get("participants", [])]
             return f"rendezvous round {d.get('round')} complete: {len(names)} node(s) {names}"
@@ -62,7 +158,7 @@ class ConsoleProgress:
                 return None
             return f"{e.node}: checkpoint {e.kind} (step {d.get('step')})" if e.kind == "loaded" \
                 else f"{e.node}: checkpoint CORRUPT {d.get('path')}: {d.get('reason')}"
-        if e.source == "progress" and e.kind == "step" and d.get("rank") == 0:
+        if e.source == "progress" and e.kind == "step" and d.get("rank") == 0 and not self.out.live:
             now = time.time()
             if now - self._last_step_print >= self.step_every_s:
                 self._last_step_print = now

@@ -177,7 +177,7 @@ started {_when(run.t0)} · {duration:.1f} s{gp} · folder {escape(str(run.folder
 {_missing(run)}
 <h2>Recovery</h2>
 {_table(run.faults)}
-<div class="chart">{phase_bars_svg(run.faults)}</div>
+<div class="chart">{phase_bars_svg([(f"{f.kind} → {f.target}", f.phases) for f in run.faults])}</div>
 <h2>Where the time went: tuning advice</h2>
 {_advice(findings, run.faults)}
 <h2>Timeline</h2>

@@ -167,23 +167,40 @@ def reconstruct_report(events: list[Event]) -> dict[str, Any]:
     """A report.json-shaped dict from a timeline alone (no verdict: none was reached)."""
     started = next((e for e in events if e.source == "runner" and e.kind == "job_started"), None)
     spec = started.data.get("spec") if started else None
-    faults = []
-    injected = analysis.faults_in(events)
-    for fe, rec in zip(injected, analysis.analyze(events), strict=True):
-        faults.append({"kind": rec.fault_kind, "target": rec.target, "injected_at": fe.t,
-                       "hit": fe.data.get("hit"), "metrics": rec.to_json()})
     return {
         "schema_version": 1,
         "scenario": None,
         "platform": started.data.get("platform") if started else None,
         "job": spec if isinstance(spec, dict) else None,
         "verdict": {"passed": None, "reasons": ["no verdict: the run never finished"]},
-        "faults": faults,
+        "faults": analyze_faults(events),
         "started_at": events[0].t if events else None,
         "finished_at": None,
         "timeline": TIMELINE,
         "node_logs": {},
     }
+
+
+def fault_events(events: list[Event]) -> list[Event]:
+    """Injected faults and, from a passive watch, observed losses, in time order."""
+    return sorted((e for e in events if e.source == "fault" and e.kind in ("injected", "observed")),
+                  key=lambda e: e.t)
+
+
+def analyze_faults(events: list[Event]) -> list[dict[str, Any]]:
+    """report.json's ``faults`` entries recomputed from a timeline (chaos.analysis metrics)."""
+    out = []
+    marks = fault_events(events)
+    for i, fe in enumerate(marks):
+        until = marks[i + 1].t if i + 1 < len(marks) else None
+        kind = str(fe.data.get("fault", fe.kind))
+        rec = analysis.analyze_fault(events, kind=kind, target=fe.node, injected_at=fe.t, until=until)
+        entry: dict[str, Any] = {"kind": kind, "target": fe.node, "injected_at": fe.t,
+                                 "hit": fe.data.get("hit"), "metrics": rec.to_json()}
+        if fe.kind == "observed":
+            entry["observed"] = True
+        out.append(entry)
+    return out
 
 
 def _check_finished(events: list[Event], missing: list[str], have_timeline: bool) -> None:

@@ -41,7 +41,8 @@ def write_png(path: Path, series: Series, faults: Sequence[FaultView], t0: float
         for s in series.steps:
             label = s.node if s.node not in labelled else None
             labelled.add(s.node)
-            ax.plot([p[0] - t0 for p in s.points], [p[1] for p in s.points], lw=1.8,
+            width = max(1.2, 3.5 - 1.2 * (nodes.index(s.node) if s.node in nodes else 0))  # lockstep ranks
+            ax.plot([p[0] - t0 for p in s.points], [p[1] for p in s.points], lw=width,
                     color=node_color(nodes, s.node), label=label)
         for t, step, kind in series.checkpoints:
             ax.plot([t - t0], [step], "o", ms=4, color="#2ca02c" if kind == "loaded" else "#555")
@@ -60,11 +61,14 @@ def write_png(path: Path, series: Series, faults: Sequence[FaultView], t0: float
                 labelled.add(name)
                 start += d
         for r in series.rounds:
-            ax.plot([r.t - t0], [0], marker="D", color="#6c5ce7", ms=6)
+            ax.plot([r.t - t0], [top * 0.09], marker="D", color="#6c5ce7", ms=6)
+            ax.text(r.t - t0, top * 0.12, f"r{r.round}: {len(r.nodes)}" if r.round is not None
+                    else f"{len(r.nodes)} node(s)", fontsize=7, ha="center")
         ax.set_ylabel("training step")
         ax.set_ylim(0, top * 1.12)
         ax.set_title(title, fontsize=10)
-        ax.legend(loc="upper left", fontsize=7, ncol=4)
+        if labelled:
+            ax.legend(loc="upper left", fontsize=7, ncol=4)
         if series.world_size:
             ax_ws.step([t - t0 for t, _ in series.world_size], [w for _, w in series.world_size],
                        where="post", color="#333")

@@ -234,30 +234,30 @@ def _fault_lines(series: Series, faults: Sequence[FaultView], sx: _Scale, bottom
     return "".join(out)
 
 
-def phase_bars_svg(faults: Sequence[FaultView]) -> str:
-    """One horizontal stacked bar per fault: detect / rendezvous / restart / replay."""
-    if not faults:
+def phase_bars_svg(bars: Sequence[tuple[str, dict[str, float | None]]], *, svg_id: str = "phase-bars") -> str:
+    """One horizontal stacked bar per (label, phases): detect / rendezvous / restart / replay."""
+    if not bars:
         return ""
-    width, left, bar_h, gap = 900, 160, 22, 12
-    totals = [sum(v for v in f.phases.values() if v is not None) for f in faults]
+    width, left, bar_h, gap = 900, 200, 22, 12
+    totals = [sum(v for v in phases.values() if v is not None) for _, phases in bars]
     scale_max = max([*totals, 1.0])
-    height = len(faults) * (bar_h + gap) + 30
-    out = [f'<svg id="phase-bars" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+    height = len(bars) * (bar_h + gap) + 30
+    out = [f'<svg id="{svg_id}" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" font-family="sans-serif" role="img" aria-label="recovery phases">']
-    for i, f in enumerate(faults):
+    for i, (label, phases) in enumerate(bars):
         y = 6 + i * (bar_h + gap)
         out.append(f'<text x="{left - 8}" y="{y + bar_h / 2 + 4}" text-anchor="end" font-size="12">'
-                   f'{escape(f"{f.kind} → {f.target}")}</text>')
+                   f'{escape(label)}</text>')
         x = float(left)
         for name in PHASES:
-            d = f.phases.get(name)
+            d = phases.get(name)
             if d is None:
                 out.append(f'<text x="{_f(x + 4)}" y="{y + bar_h / 2 + 4}" font-size="11" fill="#999">'
                            f'{escape(name)}: not observed</text>')
                 break
             w = d / scale_max * (width - left - 90)
             out.append(f'<rect x="{_f(x)}" y="{y}" width="{_f(max(w, 1.0))}" height="{bar_h}" '
-                       f'fill="{PHASE_COLORS[name]}">{_t(f"{name}: {d:.1f}s")}</rect>')
+                       f'fill="{PHASE_COLORS[name]}">{_t(f"{label}: {name} {d:.1f}s")}</rect>')
             if w > 34:
                 out.append(f'<text x="{_f(x + w / 2)}" y="{y + bar_h / 2 + 4}" font-size="11" fill="#fff" '
                            f'text-anchor="middle">{d:.1f}s</text>')

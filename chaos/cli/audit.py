@@ -1,0 +1,73 @@
+"""``elastic-chaos audit DIR...``: what recovery costs, per fault kind and platform, over many runs.
+
+Each DIR is a run's report folder or a folder holding them (a CI history, a
+game day's reports/). Prints one table per fault kind and platform (runs,
+pass rate, p50/p95/max of each recovery phase and of lost steps, goodput, a
+resilience score) and writes the same as HTML (and JSON beside it). With
+``--baseline DIR...`` it flags regressions against that run set. Definitions
+(nearest-rank percentiles, the score formula, regression rules): docs/REPORTS.md.
+
+Exit 0 when no regression was flagged, 1 when one was, 2 when no run was found.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from chaos.errors import SpecError
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("audit", help="aggregate many runs: percentiles, pass rate, score, regressions",
+                       description=__doc__ + "\nexamples:\n  elastic-chaos audit reports/\n"
+                       "  elastic-chaos audit reports/release-2/ --baseline reports/release-1/ "
+                       "--html audit.html\n",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="report folders, or folders holding them")
+    p.add_argument("--baseline", nargs="+", type=Path, default=[], metavar="DIR",
+                   help="report folders to compare against (regressions are flagged)")
+    p.add_argument("--html", type=Path, default=Path("reports/audit.html"),
+                   help="where to write the HTML (default reports/audit.html; audit.json beside it)")
+    p.add_argument("--tolerance", type=float, default=0.2,
+                   help="a p50 more than this fraction above the baseline's is a regression (default 0.2)")
+    p.add_argument("--min-delta", type=float, default=1.0,
+                   help="...and at least this many seconds above it (default 1.0)")
+    p.add_argument("--score-half", type=float, default=60.0,
+                   help="regain seconds at which a fault scores 1/2 (default 60)")
+    p.set_defaults(func=main)
+
+
+def _summaries(paths: list[Path], what: str) -> list[Any]:
+    from chaos.reporting.audit import find_runs, summarize_run
+    folders = find_runs(paths)
+    if not folders:
+        raise SpecError(f"no report folder (report.json or timeline.jsonl) under {', '.join(map(str, paths))} "
+                        f"for the {what}; run some experiments first (elastic-chaos run ... / pytest scenarios/)")
+    return [summarize_run(f) for f in folders]
+
+
+def main(args: argparse.Namespace) -> int:
+    from chaos.reporting import audit, audit_view
+    if args.tolerance < 0 or args.min_delta < 0 or args.score_half <= 0:
+        raise SpecError("--tolerance and --min-delta must be >= 0, --score-half > 0")
+    runs = _summaries(args.dirs, "audit")
+    baseline = _summaries(args.baseline, "baseline") if args.baseline else []
+    groups = audit.aggregate(runs)
+    regressions = audit.compare(groups, audit.aggregate(baseline), tolerance=args.tolerance,
+                                min_delta_s=args.min_delta, half_s=args.score_half) if baseline else []
+    print(audit_view.render_text(runs, groups, baseline=baseline, regressions=regressions,
+                                 half_s=args.score_half))
+    html_path: Path = args.html
+    html_path.parent.mkdir(parents=True, exist_ok=True)
+    html_path.write_text(audit_view.render_html(runs, groups, html_path, baseline=baseline,
+                                                regressions=regressions, half_s=args.score_half),
+                         encoding="utf-8")
+    json_path = html_path.with_suffix(".json")
+    json_path.write_text(json.dumps({
+        "runs": [str(r.folder) for r in runs], "baseline": [str(r.folder) for r in baseline],
+        "groups": [g.to_json(args.score_half) for g in groups],
+        "regressions": [r.describe() for r in regressions]}, indent=2) + "\n", encoding="utf-8")
+    print(f"\naudit: {html_path.resolve()}  (and {json_path.name})")
+    return 1 if regressions else 0

@@ -1,0 +1,249 @@
+"""Watch a running elastic job without touching it: ``elastic-chaos watch``.
+
+Reads the job's rendezvous state from etcd (the same allow-list decoding and
+long-poll watch a scenario uses) and, given the folder of its node logs,
+its training progress. Nothing is injected and nothing is written to etcd.
+The live view shows every rendezvous change (round, participants, waiting
+nodes, world size); ``record`` writes the same timeline.jsonl a scenario
+writes, then report.json and report.html, so a real interruption in
+production can be audited like a chaos run.
+
+A watch sees no fault being injected; it *observes* losses. When a
+participant of the last complete round is gone from the rendezvous (neither
+participant nor waiting), that is a ``fault/observed`` event (``node-lost``)
+timed at the lost node's last heartbeat, the best evidence of when it died
+(at most ``keep_alive_interval`` early), plus a ``node/lost`` event.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from chaos.console import ConsoleProgress
+from chaos.errors import SetupError, SpecError
+from chaos.events import Event, Timeline
+from chaos.watchers.api import Watcher
+from chaos.watchers.logs import LogFollower
+from chaos.watchers.rendezvous import RendezvousWatcher
+
+OBSERVED = "observed"
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    """What ``elastic-chaos watch`` was asked to do."""
+
+    etcd: str
+    """The rendezvous etcd, HOST:PORT (torchrun's --rdzv-endpoint)."""
+    run_id: str
+    """The job's rendezvous run id (torchrun's --rdzv-id)."""
+    record: Path | None = None
+    """Folder to write timeline.jsonl (and report.json/report.html at the end) into."""
+    duration_s: float | None = None
+    """Stop after this many seconds; None = until Ctrl-C."""
+    logs: Path | None = None
+    """A folder of node logs (``<node>.log``) to follow for training progress."""
+    platform: str = "etcd"
+    """How the job was reached, recorded as the report's platform."""
+
+    def __post_init__(self) -> None:
+        host, _, port = self.etcd.rpartition(":")
+        if not host or not port.isdigit():
+            raise SpecError(f"--etcd {self.etcd!r} is not HOST:PORT (for example 127.0.0.1:2379)")
+        if not self.run_id:
+            raise SpecError("--run-id must not be empty (torchrun's --rdzv-id of the job)")
+        if self.duration_s is not None and self.duration_s <= 0:
+            raise SpecError("--duration must be > 0 seconds")
+        if self.logs is not None and not self.logs.is_dir():
+            raise SpecError(f"--logs {self.logs} is not a folder of node logs")
+
+
+def check_etcd(endpoint: str, timeout_s: float = 3.0) -> str:
+    """The etcd server version at ``endpoint``; SetupError saying what to check when unreachable."""
+    try:
+        with urllib.request.urlopen(f"http://{endpoint}/version", timeout=timeout_s) as resp:
+            body = json.load(resp)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise SetupError(f"cannot reach etcd at {endpoint} ({exc}); pass the job's rendezvous endpoint "
+                         "(torchrun --rdzv-endpoint) as --etcd HOST:PORT") from exc
+    return str(body.get("etcdserver", "?")) if isinstance(body, dict) else "?"
+
+
+class LossDetector:
+    """Turns rendezvous state events into ``fault/observed`` + ``node/lost`` when a
+    member of the last complete round leaves the rendezvous for good."""
+
+    def __init__(self, timeline: Timeline) -> None:
+        self.timeline = timeline
+        self.members: dict[str, str | None] = {}   # id -> node name, last complete round
+        self.heartbeats: dict[str, float] = {}
+        self.lost: set[str] = set()
+        timeline.subscribe(self.on_event)
+
+    def on_event(self, e: Event) -> None:
+        if e.source != "rendezvous" or e.kind != "state":
+            return
+        for ident, beat in (e.data.get("heartbeats") or {}).items():
+            if isinstance(beat, (int, float)):
+                self.heartbeats[str(ident)] = float(beat)
+        present = {str(p.get("id")) for key in ("participants", "wait_list")
+                   for p in e.data.get(key) or [] if isinstance(p, dict)}
+        for ident, name in list(self.members.items()):
+            if ident not in present and ident not in self.lost:
+                self.lost.add(ident)
+                self._lost(ident, name, e.t)
+        if e.data.get("complete"):
+            self.members = {str(p.get("id")): p.get("node") for p in e.data.get("participants") or []
+                            if isinstance(p, dict)}
+
+    def _lost(self, ident: str, name: str | None, seen_at: float) -> None:
+        beat = self.heartbeats.get(ident)
+        at = beat if beat is not None and beat <= seen_at else seen_at
+        target = name or ident
+        self.timeline.emit("node", "lost", target, t=at, id=ident, action=OBSERVED, last_heartbeat=beat,
+                           noticed_at=round(seen_at, 3))
+        self.timeline.emit("fault", OBSERVED, target, t=at, fault="node-lost", id=ident,
+                           timed_by="last heartbeat" if beat is not None else "when noticed",
+                           noticed_at=round(seen_at, 3))
+
+
+class WatchView(ConsoleProgress):
+    """The live view: every rendezvous change as a line, a status line on a TTY."""
+
+    def __init__(self, timeline: Timeline, opts: WatchOptions, stream: TextIO | None = None,
+                 live: bool | None = None) -> None:
+        self.opts = opts
+        self.round: Any = None
+        self.state = "no rendezvous yet"
+        self.participants: list[str] = []
+        self.waiting: list[str] = []
+        super().__init__(timeline, stream, step_every_s=5.0, live=live, quiet_after_s=30.0)
+        self.phase = "watching"
+
+    def status_text(self) -> str:
+        step = "" if self.step is None else f" | step {self.step}"
+        return (f"[{self.elapsed():6.1f}s] {self.opts.run_id} round {self.round} {self.state} | "
+                f"{len(self.participants)} participant(s), {len(self.waiting)} waiting | "
+                f"world size {self.world_size if self.world_size is not None else '-'}{step}")
+
+    def on_event(self, e: Event) -> None:
+        if e.source == "rendezvous" and e.kind == "state":
+            d = e.data
+            self.round = d.get("round")
+            self.state = "closed" if d.get("closed") else "complete" if d.get("complete") else "forming"
+            self.participants = _names(d.get("participants"))
+            self.waiting = _names(d.get("wait_list"))
+            if d.get("complete") and self.step is None:
+                self.world_size = len(self.participants)
+        super().on_event(e)
+
+    def describe(self, e: Event) -> str | None:
+        d = e.data
+        if e.source == "rendezvous" and e.kind == "state":
+            line = f"round {d.get('round')} {self.state}: participants {_names(d.get('participants'))}"
+            if d.get("wait_list"):
+                line += f", waiting {_names(d.get('wait_list'))}"
+            return line
+        if e.source == "rendezvous" and e.kind == "round_complete":
+            return f"round {d.get('round')} COMPLETE: world of {len(d.get('participants') or [])} node(s)"
+        if e.source == "rendezvous" and e.kind in ("deleted", "undecodable"):
+            return f"rendezvous key {e.kind}" + (f": {d.get('reason')}" if d.get("reason") else "")
+        if e.source == "fault" and e.kind == OBSERVED:
+            return (f"LOST {e.node}: left the rendezvous (timed by its {d.get('timed_by')}, "
+                    f"{float(d.get('noticed_at') or e.t) - e.t:.1f}s before it was noticed)")
+        if e.source == "node" and e.kind == "lost":
+            return None
+        return super().describe(e)
+
+
+def _names(items: Any) -> list[str]:
+    return [str(p.get("node") or p.get("id")) for p in items or [] if isinstance(p, dict)]
+
+
+def _log_pids(folder: Path) -> Callable[[], dict[int, str]]:
+    """Agent PID -> node name, from the first glog line of each ``<node>.log``."""
+    cache: dict[int, str] = {}
+
+    def lookup() -> dict[int, str]:
+        for path in folder.glob("*.log"):
+            if path.stem in cache.values():
+                continue
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    for line in f:
+                        parts = line.split()
+                        if len(parts) > 3 and line[:1] in "IWEF" and parts[2].isdigit():
+                            cache[int(parts[2])] = path.stem
+                            break
+            except OSError:
+                continue
+        return dict(cache)
+
+    return lookup
+
+
+@dataclass
+class WatchResult:
+    events: list[Event]
+    record: Path | None
+    report_html: Path | None
+    interrupted: bool
+
+
+def watch(opts: WatchOptions, *, stream: TextIO | None = None, live: bool | None = None,
+          stop: threading.Event | None = None) -> WatchResult:
+    """Watch until ``duration_s`` passes, ``stop`` is set or Ctrl-C; blocks.
+
+    Everything started here (watcher threads) is stopped before returning,
+    also on Ctrl-C. With ``record``, the folder gets timeline.jsonl as events
+    happen and report.json/report.html at the end."""
+    version = check_etcd(opts.etcd)
+    timeline = Timeline(opts.record / "timeline.jsonl" if opts.record else None)
+    timeline.emit("runner", "job_started", run_id=opts.run_id, platform=opts.platform, spec=None,
+                  etcd=opts.etcd, passive=True)
+    view = WatchView(timeline, opts, stream, live)
+    view._say(f"watching rendezvous '{opts.run_id}' in etcd {version} at {opts.etcd} (read-only)"
+              + (f", recording to {opts.record}" if opts.record else ""))
+    LossDetector(timeline)
+    timeline.emit("runner", "phase", phase="watching", etcd=opts.etcd, run_id=opts.run_id)
+    pids = _log_pids(opts.logs) if opts.logs else dict
+    watchers: list[Watcher] = [RendezvousWatcher(timeline, opts.etcd, opts.run_id, pids)]
+    if opts.logs is not None:
+        logs = opts.logs
+        watchers.append(LogFollower(timeline, lambda: {p.stem: p for p in sorted(logs.glob("*.log"))}))
+    interrupted = False
+    stop = stop or threading.Event()
+    try:
+        for w in watchers:
+            w.start()
+        deadline = None if opts.duration_s is None else time.monotonic() + opts.duration_s
+        while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
+            stop.wait(0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic())))
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        for w in watchers:
+            w.stopping()
+        errors = []
+        for w in watchers:
+            try:
+                w.stop()
+            except Exception as exc:  # noqa: BLE001 - report every watcher's failure, stop them all
+                errors.append(str(exc))
+        timeline.emit("runner", "phase", phase="finished", interrupted=interrupted)
+        view.close()
+        timeline.close()
+    html = _write_record(opts.record, timeline.events(), errors) if opts.record else None
+    return WatchResult(events=timeline.events(), record=opts.record, report_html=html, interrupted=interrupted)
+
+
+def _write_record(folder: Path, events: list[Event], errors: list[str]) -> Path | None:
+    from chaos.reporting.record import write_watch_report
+    return write_watch_report(folder, events, errors)

@@ -1,0 +1,220 @@
+"""Audit many runs at once: per fault kind and platform, what recovery costs.
+
+The question an audit answers: "what happens to our jobs when a spot node
+goes away, and what does it cost us?", over a CI history or a game day rather
+than one run. Definitions (docs/REPORTS.md has the worked examples):
+
+- A *group* is one (fault kind, platform). A run with two fault kinds counts
+  in both groups; each injected fault is one sample of its group's metrics.
+- *Pass rate*: runs whose verdict passed / runs in the group. A run without a
+  verdict (crashed, no report.json) counts as not passed.
+- *Percentiles* are nearest-rank, no interpolation: p-th percentile of n
+  sorted values is the value at rank ceil(p/100 x n) (1-based). Every number
+  shown was actually measured; p50 of [1, 2, 3, 4] is 2, p95 of 10 values is
+  the largest. Faults where a metric was not observed are left out of that
+  metric (``n`` says how many were used).
+- *Goodput* per run: useful step time / wall time (chaos.reporting.series);
+  a group shows the p50 over its runs.
+- *Resilience score* 0..100: ``100 x pass_rate x mean(fault_score)`` with
+  ``fault_score = H / (H + regain_s)``, H = 60 s (``score_half_s``): a fault
+  that regains progress at once scores 1, one that costs H seconds scores
+  1/2, one that never regains progress scores 0.
+- *Regression* against a baseline run set, per group present in both: the
+  pass rate dropped; or a metric's p50 grew by more than ``tolerance``
+  (default 20%) and by at least ``min_delta_s`` seconds (1 s; lost steps: 1
+  step); or the score fell by more than 5 points.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaos.analysis import PHASES
+from chaos.errors import SpecError
+from chaos.reporting.load import REPORT, TIMELINE, FaultView, load_run
+from chaos.reporting.series import extract, goodput
+
+METRICS: tuple[str, ...] = (*PHASES, "regain", "lost_steps")
+SCORE_HALF_S = 60.0
+SCORE_DROP = 5.0
+
+
+def percentile(values: Sequence[float], p: float) -> float | None:
+    """Nearest-rank percentile: the value at rank ceil(p/100 x n) of the sorted values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = min(len(ordered), max(1, math.ceil(p / 100.0 * len(ordered))))
+    return ordered[rank - 1]
+
+
+@dataclass(frozen=True)
+class Stat:
+    n: int
+    p50: float | None
+    p95: float | None
+    max: float | None
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Stat:
+        return cls(len(values), percentile(values, 50), percentile(values, 95), max(values, default=None))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"n": self.n, "p50": self.p50, "p95": self.p95, "max": self.max}
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run as the audit sees it."""
+
+    folder: Path
+    platform: str
+    passed: bool | None
+    faults: tuple[FaultView, ...]
+    goodput: float | None
+    missing: tuple[str, ...]
+
+
+def fault_metric(f: FaultView, metric: str) -> float | None:
+    if metric in PHASES:
+        return f.phases.get(metric)
+    key = "regain_s" if metric == "regain" else metric
+    v = f.metrics.get(key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+@dataclass
+class Group:
+    fault: str
+    platform: str
+    runs: list[RunSummary] = field(default_factory=list)
+    faults: list[FaultView] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.fault, self.platform
+
+    @property
+    def passed(self) -> int:
+        return sum(1 for r in self.runs if r.passed is True)
+
+    @property
+    def pass_rate(self) -> float:
+        return self.passed / len(self.runs) if self.runs else 0.0
+
+    @property
+    def incomplete(self) -> int:
+        return sum(1 for r in self.runs if r.passed is None)
+
+    def stat(self, metric: str) -> Stat:
+        values = [v for f in self.faults if (v := fault_metric(f, metric)) is not None]
+        return Stat.of(values)
+
+    @property
+    def goodput(self) -> Stat:
+        return Stat.of([r.goodput for r in self.runs if r.goodput is not None])
+
+    def score(self, half_s: float = SCORE_HALF_S) -> float:
+        if not self.faults:
+            return 0.0
+        scores = []
+        for f in self.faults:
+            regain = fault_metric(f, "regain")
+            scores.append(0.0 if regain is None else half_s / (half_s + max(0.0, regain)))
+        return 100.0 * self.pass_rate * sum(scores) / len(scores)
+
+    def to_json(self, half_s: float = SCORE_HALF_S) -> dict[str, Any]:
+        return {"fault": self.fault, "platform": self.platform, "runs": len(self.runs),
+                "faults": len(self.faults), "passed": self.passed, "incomplete": self.incomplete,
+                "pass_rate": self.pass_rate, "score": round(self.score(half_s), 1),
+                "goodput": self.goodput.to_json(),
+                "metrics": {m: self.stat(m).to_json() for m in METRICS},
+                "run_folders": [str(r.folder) for r in self.runs]}
+
+
+def find_runs(paths: Iterable[Path]) -> list[Path]:
+    """Report folders: each path itself when it is one, else every folder under it
+    holding report.json or timeline.jsonl. Raises SpecError for a path that does not exist."""
+    found: list[Path] = []
+    for path in paths:
+        if not path.exists():
+            raise SpecError(f"{path} does not exist; pass report folders or folders holding them "
+                            "(e.g. reports/)")
+        if (path / REPORT).exists() or (path / TIMELINE).exists():
+            found.append(path)
+            continue
+        marks = sorted({*path.rglob(REPORT), *path.rglob(TIMELINE)})
+        found += [m.parent for m in marks]
+    out: list[Path] = []
+    for p in found:
+        if p.resolve() not in {q.resolve() for q in out}:
+            out.append(p)
+    return out
+
+
+def summarize_run(folder: Path) -> RunSummary:
+    run = load_run(folder)
+    series = extract(run.events, run.t_end)
+    given = run.report.get("goodput")
+    gp = float(given) if isinstance(given, (int, float)) and not isinstance(given, bool) \
+        else goodput(series.steps, series.steady_step_s)
+    return RunSummary(folder=folder, platform=run.platform, passed=run.passed, faults=tuple(run.faults),
+                      goodput=gp, missing=tuple(run.missing))
+
+
+def aggregate(runs: Sequence[RunSummary]) -> list[Group]:
+    groups: dict[tuple[str, str], Group] = {}
+    for run in runs:
+        kinds_seen: set[str] = set()
+        for f in run.faults:
+            g = groups.setdefault((f.kind, run.platform), Group(f.kind, run.platform))
+            g.faults.append(f)
+            if f.kind not in kinds_seen:
+                g.runs.append(run)
+                kinds_seen.add(f.kind)
+    return sorted(groups.values(), key=lambda g: g.key)
+
+
+@dataclass(frozen=True)
+class Regression:
+    fault: str
+    platform: str
+    what: str
+    baseline: float
+    current: float
+
+    def describe(self) -> str:
+        if self.what == "pass rate":
+            return (f"{self.fault} on {self.platform}: pass rate {self.current:.0%} "
+                    f"(baseline {self.baseline:.0%})")
+        if self.what == "score":
+            return f"{self.fault} on {self.platform}: score {self.current:.0f} (baseline {self.baseline:.0f})"
+        unit = "" if self.what == "lost_steps" else "s"
+        return (f"{self.fault} on {self.platform}: {self.what} p50 {self.current:g}{unit} "
+                f"(baseline {self.baseline:g}{unit}, +{self.current - self.baseline:.1f}{unit})")
+
+
+def compare(current: Sequence[Group], baseline: Sequence[Group], *, tolerance: float = 0.2,
+            min_delta_s: float = 1.0, half_s: float = SCORE_HALF_S) -> list[Regression]:
+    """Regressions of ``current`` against ``baseline``, for groups present in both."""
+    base = {g.key: g for g in baseline}
+    out: list[Regression] = []
+    for g in current:
+        b = base.get(g.key)
+        if b is None:
+            continue
+        if g.pass_rate < b.pass_rate:
+            out.append(Regression(g.fault, g.platform, "pass rate", b.pass_rate, g.pass_rate))
+        for metric in METRICS:
+            now, then = g.stat(metric).p50, b.stat(metric).p50
+            if now is None or then is None:
+                continue
+            min_delta = 1.0 if metric == "lost_steps" else min_delta_s
+            if now > then * (1 + tolerance) and now - then >= min_delta:
+                out.append(Regression(g.fault, g.platform, metric, then, now))
+        if g.score(half_s) < b.score(half_s) - SCORE_DROP:
+            out.append(Regression(g.fault, g.platform, "score", b.score(half_s), g.score(half_s)))
+    return out

@@ -1,0 +1,138 @@
+"""An audit as a terminal table and as one self-contained HTML page.
+
+Same numbers in both (chaos.reporting.audit computes them); the page adds a
+stacked bar of the p50 phases per group and links to every run's report.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Sequence
+from html import escape
+from pathlib import Path
+
+from chaos.analysis import PHASES
+from chaos.reporting.audit import METRICS, SCORE_HALF_S, Group, Regression, RunSummary, Stat
+from chaos.reporting.html import CSP, CSS
+from chaos.reporting.svg import phase_bars_svg
+
+
+def _v(v: float | None, metric: str) -> str:
+    if v is None:
+        return "-"
+    return f"{v:g}" if metric == "lost_steps" else f"{v:.1f}s"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0%}"
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for i, r in enumerate(rows):
+        out.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        if i == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return out
+
+
+def _label(metric: str) -> str:
+    return "lost steps" if metric == "lost_steps" else metric
+
+
+def summary_rows(groups: Sequence[Group], half_s: float) -> list[list[str]]:
+    rows = [["fault", "platform", "runs", "faults", "pass rate", "regain p50", "lost steps p50",
+             "goodput p50", "score"]]
+    for g in groups:
+        rows.append([g.fault, g.platform, str(len(g.runs)), str(len(g.faults)),
+                     f"{g.pass_rate:.0%} ({g.passed}/{len(g.runs)})", _v(g.stat("regain").p50, "regain"),
+                     _v(g.stat("lost_steps").p50, "lost_steps"), _pct(g.goodput.p50), f"{g.score(half_s):.0f}"])
+    return rows
+
+
+def metric_rows(g: Group) -> list[list[str]]:
+    rows = [["metric", "n", "p50", "p95", "max"]]
+    for m in METRICS:
+        s = g.stat(m)
+        rows.append([_label(m), str(s.n), _v(s.p50, m), _v(s.p95, m), _v(s.max, m)])
+    return rows
+
+
+def render_text(runs: Sequence[RunSummary], groups: Sequence[Group], *, baseline: Sequence[RunSummary] = (),
+                regressions: Sequence[Regression] = (), half_s: float = SCORE_HALF_S) -> str:
+    lines = [f"audit of {len(runs)} run(s): {len(groups)} group(s) (fault kind x platform)", ""]
+    if not groups:
+        lines.append("no injected fault in these runs: nothing to aggregate")
+    else:
+        lines += _table(summary_rows(groups, half_s))
+    for g in groups:
+        lines += ["", f"{g.fault} on {g.platform}: {len(g.faults)} fault(s) in {len(g.runs)} run(s)"
+                  + (f", {g.incomplete} without a verdict" if g.incomplete else "")]
+        lines += _table(metric_rows(g))
+    if baseline:
+        lines.append("")
+        if regressions:
+            lines.append(f"REGRESSIONS against the baseline ({len(baseline)} run(s)):")
+            lines += [f"  {r.describe()}" for r in regressions]
+        else:
+            lines.append(f"no regression against the baseline ({len(baseline)} run(s))")
+    lines += ["", f"percentiles: nearest rank; score = 100 x pass rate x mean({half_s:g} / ({half_s:g} + "
+              "regain_s)); see docs/REPORTS.md"]
+    return "\n".join(lines)
+
+
+def _html_table(rows: list[list[str]], table_id: str = "") -> str:
+    head = "".join(f"<th>{escape(c)}</th>" for c in rows[0])
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
+    ident = f' id="{table_id}"' if table_id else ""
+    return f"<table{ident}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _p50_phases(g: Group) -> dict[str, float | None]:
+    stats: dict[str, Stat] = {p: g.stat(p) for p in PHASES}
+    return {p: s.p50 for p, s in stats.items()}
+
+
+def _run_link(run: RunSummary, out_dir: Path) -> str:
+    html = run.folder / "report.html"
+    target = html if html.exists() else run.folder
+    rel = os.path.relpath(target.resolve(), out_dir.resolve())
+    verdict = "passed" if run.passed else "FAILED" if run.passed is False else "no verdict"
+    kinds = ", ".join(sorted({f.kind for f in run.faults})) or "no fault"
+    return (f'<li><a href="{escape(rel)}">{escape(str(run.folder))}</a>: {escape(verdict)}, '
+            f"{escape(run.platform)}, {escape(kinds)}</li>")
+
+
+def render_html(runs: Sequence[RunSummary], groups: Sequence[Group], out_path: Path, *,
+                baseline: Sequence[RunSummary] = (), regressions: Sequence[Regression] = (),
+                half_s: float = SCORE_HALF_S) -> str:
+    now = datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+    parts = [f"<h1>Resilience audit: {len(runs)} run(s)</h1>",
+             f'<div class="meta">written {now} · percentiles are nearest-rank · score = 100 × pass rate × '
+             f"mean({half_s:g} / ({half_s:g} + regain_s)) · definitions in docs/REPORTS.md</div>"]
+    if baseline:
+        cls = "failed" if regressions else "passed"
+        title = (f"{len(regressions)} regression(s) against the baseline ({len(baseline)} run(s))"
+                 if regressions else f"No regression against the baseline ({len(baseline)} run(s))")
+        items = "".join(f"<li>{escape(r.describe())}</li>" for r in regressions)
+        parts.append(f'<div class="verdict {cls}" id="regressions"><b>{escape(title)}</b><ul>{items}</ul></div>')
+    if groups:
+        parts += ["<h2>Per fault kind and platform</h2>", _html_table(summary_rows(groups, half_s), "groups"),
+                  "<h2>Recovery phases (p50)</h2>",
+                  phase_bars_svg([(f"{g.fault} on {g.platform}", _p50_phases(g)) for g in groups],
+                                 svg_id="audit-phases")]
+        for g in groups:
+            parts.append(f"<h2>{escape(g.fault)} on {escape(g.platform)}: {len(g.faults)} fault(s), "
+                         f"{len(g.runs)} run(s)</h2>")
+            parts.append(_html_table(metric_rows(g)))
+    else:
+        parts.append("<p>No injected fault in these runs: nothing to aggregate.</p>")
+    parts.append("<h2>Runs</h2><ul>" + "".join(_run_link(r, out_path.parent) for r in runs) + "</ul>")
+    if baseline:
+        parts.append("<h2>Baseline runs</h2><ul>"
+                     + "".join(_run_link(r, out_path.parent) for r in baseline) + "</ul>")
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+            f"<title>elastic-chaos audit</title><style>{CSS}</style></head><body>"
+            + "\n".join(parts) + "</body></html>\n")
