@@ -19,11 +19,14 @@ EPILOG = """examples:
   elastic-chaos run kill-node --nodes 1:2 --checkpoint-every 20 --no-replace
   elastic-chaos faults
   elastic-chaos doctor
+  elastic-chaos report reports/demo-20250101-120000
+  elastic-chaos audit reports/ --baseline reports-last-release/
+  elastic-chaos watch --etcd 127.0.0.1:2379 --run-id my-job --record reports/watch
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from chaos.cli import demo, doctor, faults_cmd, run
+    from chaos.cli import audit, demo, doctor, faults_cmd, report_cmd, run, watch
 
     parser = argparse.ArgumentParser(
         prog="elastic-chaos", description="Chaos testing for elastic PyTorch training.",
@@ -34,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.register(sub)
     faults_cmd.register(sub)
     doctor.register(sub)
+    report_cmd.register(sub)
+    audit.register(sub)
+    watch.register(sub)
     return parser
 
 
