@@ -13,6 +13,11 @@ Fixtures: ``elastic_job`` starts one elastic job for the test and always
 stops it (and its etcd) in teardown, writing ``reports/<test id>/`` with
 ``timeline.jsonl``, node logs and ``report.json`` whose verdict is the test's
 outcome.
+
+Reporting: a failed scenario's message ends with an "elastic-chaos" section
+(its report folder and the timeline slice around the fault), and each
+scenario test carries its recovery metrics as JUnit XML properties
+(``chaos.verdict``, ``chaos.report``, ``chaos.fault0.regain_s``, ...).
 """
 from __future__ import annotations
 
@@ -37,6 +42,7 @@ MARKERS = {
 }
 
 _REPORT_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
+_RUNS_KEY = pytest.StashKey[list[ChaosRun]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -70,7 +76,39 @@ def pytest_runtest_makereport(item: pytest.Item,
                               call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     item.stash.setdefault(_REPORT_KEY, {})[report.when] = report
+    if report.when == "call" and report.failed:
+        _add_failure_context(item, report)
     return report
+
+
+def _add_failure_context(item: pytest.Item, report: pytest.TestReport) -> None:
+    """A failed scenario's message gets its report folder and the timeline slice
+    around the fault(s) (chaos.reporting.failure)."""
+    add = getattr(report.longrepr, "addsection", None)
+    if add is None:
+        return
+    from chaos.reporting.failure import failure_text
+    for run in item.stash.get(_RUNS_KEY, []):
+        try:
+            recoveries = [{"kind": r.fault_kind, "target": r.target, **r.to_json()} for r in run.recoveries()]
+            text = failure_text(run.report_dir, run.timeline.events(), [f.injected_at for f in run.faults],
+                                run.started_at, recoveries)
+        except Exception as exc:  # noqa: BLE001 - the test's own failure must still be reported
+            text = f"report folder: {run.report_dir} (timeline slice unavailable: {exc!r})"
+        add("elastic-chaos", text)
+
+
+def _record_metrics(item: pytest.Item, run: ChaosRun) -> None:
+    """The run's recovery metrics as JUnit XML properties (``--junitxml``)."""
+    import json
+
+    from chaos.reporting.failure import metric_properties
+    try:
+        report = json.loads((run.report_dir / "report.json").read_text())
+    except (OSError, ValueError):
+        return
+    html = run.report_dir / "report.html"
+    item.user_properties.extend(metric_properties(report, html if html.exists() else None))
 
 
 @pytest.fixture
@@ -136,7 +174,7 @@ def elastic_job(request: pytest.FixtureRequest, chaos_platform: str,
     reverts faults, stops the job and etcd, and writes report.json whose
     verdict is this test's outcome. One job per test.
     """
-    runs: list[ChaosRun] = []
+    runs: list[ChaosRun] = request.node.stash.setdefault(_RUNS_KEY, [])
     etcd_binary = request.config.getoption("--etcd-binary")
 
     def start(**options: Any) -> ChaosRun:
@@ -153,6 +191,7 @@ def elastic_job(request: pytest.FixtureRequest, chaos_platform: str,
     for run in runs:
         run.verdict = _verdict_of(request.node)
         run.close()
+        _record_metrics(request.node, run)
 
 
 def _verdict_of(item: pytest.Item) -> Verdict:
