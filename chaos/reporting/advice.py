@@ -127,11 +127,22 @@ def _keep_alive(run: RunData, i: int, fault: FaultView) -> Finding | None:
             f"keep_alive_max_attempt = {_g(interval)} s x {_g(attempts)} = {_g(interval * attempts)} s old "
             f"({origin}). The survivors waited from +{waiting_from - f:.1f} s; {fault.target} left the "
             f"rendezvous at +{gone.t - f:.1f} s.")
+    beat = _last_heartbeat(run.events, ids, gone.t)
+    if beat is not None:
+        text += (f" Its last heartbeat was {f - beat:.1f} s before the fault, so it was due to expire at "
+                 f"+{beat + interval * attempts - f:.1f} s.")
     if attempts > 1:
         text += (f" keep_alive_max_attempt={_g(attempts - 1)} would cut about {_g(interval)} s here; "
                  f"keep_alive_interval={_g(interval / 2)} about {_g(interval * attempts / 2)} s "
                  "(more etcd writes, and a slow node is declared dead sooner).")
     return Finding(i, "rendezvous", "keep_alive_interval x keep_alive_max_attempt", cost, text)
+
+
+def _last_heartbeat(events: list[Event], ids: set[str], before: float) -> float | None:
+    """The target's last heartbeat seen in the rendezvous states (watchers that record them)."""
+    beats = [float(v) for e in events if e.source == "rendezvous" and e.kind == "state" and e.t <= before
+             for k, v in (e.data.get("heartbeats") or {}).items() if k in ids and isinstance(v, (int, float))]
+    return max(beats, default=None)
 
 
 def _present(e: Event, node: str, ids: set[str]) -> bool:

@@ -35,7 +35,7 @@ from typing import Any
 from chaos.analysis import PHASES
 from chaos.errors import SpecError
 from chaos.reporting.load import REPORT, TIMELINE, FaultView, load_run
-from chaos.reporting.series import extract, goodput
+from chaos.reporting.series import extract
 
 METRICS: tuple[str, ...] = (*PHASES, "regain", "lost_steps")
 SCORE_HALF_S = 60.0
@@ -156,13 +156,10 @@ def find_runs(paths: Iterable[Path]) -> list[Path]:
 
 
 def summarize_run(folder: Path) -> RunSummary:
+    from chaos.reporting.render import run_goodput
     run = load_run(folder)
-    series = extract(run.events, run.t_end)
-    given = run.report.get("goodput")
-    gp = float(given) if isinstance(given, (int, float)) and not isinstance(given, bool) \
-        else goodput(series.steps, series.steady_step_s)
     return RunSummary(folder=folder, platform=run.platform, passed=run.passed, faults=tuple(run.faults),
-                      goodput=gp, missing=tuple(run.missing))
+                      goodput=run_goodput(run, extract(run.events, run.t_end)), missing=tuple(run.missing))
 
 
 def aggregate(runs: Sequence[RunSummary]) -> list[Group]:

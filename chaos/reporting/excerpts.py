@@ -9,6 +9,7 @@ stays readable.
 """
 from __future__ import annotations
 
+import datetime
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,8 +40,10 @@ class Excerpt:
     omitted: int
 
 
-def timed_lines(path: Path, max_bytes: int = 20_000_000) -> list[tuple[float | None, str]]:
-    """Every line of a log with its time (own stamp, else the previous line's)."""
+def timed_lines(path: Path, ref: float, max_bytes: int = 20_000_000) -> list[tuple[float | None, str]]:
+    """Every line of a log with its time (own stamp, else the previous line's).
+    glog stamps carry no year: it is taken from ``ref`` (a time in the log's span)."""
+    today = datetime.date.fromtimestamp(ref)
     try:
         with open(path, "rb") as f:
             raw = f.read(max_bytes)
@@ -49,19 +52,19 @@ def timed_lines(path: Path, max_bytes: int = 20_000_000) -> list[tuple[float | N
     out: list[tuple[float | None, str]] = []
     last: float | None = None
     for line in raw.decode("utf-8", "replace").splitlines():
-        t = line_time(line)
+        t = line_time(line, today)
         if t is not None:
             last = t
         out.append((last, line))
     return out
 
 
-def line_time(line: str) -> float | None:
+def line_time(line: str, today: datetime.date | None = None) -> float | None:
     m = _GLOG_TIME.match(line)
     if m:
         month, day, hh, mm, ss, us = (int(x) for x in m.groups())
         try:
-            return glog_time(month, day, hh, mm, ss, us)
+            return glog_time(month, day, hh, mm, ss, us, today)
         except ValueError:
             return None
     ev = parse_progress(line, "")
@@ -92,7 +95,7 @@ def excerpt(node: str, path: Path, start: float, end: float) -> Excerpt:
                                "progress"))
             folded.clear()
 
-    for t, text in timed_lines(path):
+    for t, text in timed_lines(path, end):
         if t is None or t < start or t > end:
             continue
         if _is_step(text):

@@ -35,6 +35,7 @@ def render_markdown(run: RunData, findings: Sequence[Finding], *, goodput: float
             fault = run.faults[f.fault_index]
             setting = f" (`{f.setting}`)" if f.setting else ""
             lines.append(f"- **{f.phase}**, {fault.kind} on {fault.target}{setting}: {f.text}")
-    lines += ["", "Files: [report.html](report.html)" + (" · [timeline.png](timeline.png)" if png else "")
-              + " · [report.json](report.json) · [timeline.jsonl](timeline.jsonl)", ""]
+    files = ["report.html", *(["timeline.png"] if png else []),
+             *(n for n in ("report.json", "timeline.jsonl") if (run.folder / n).exists())]
+    lines += ["", "Files: " + " · ".join(f"[{n}]({n})" for n in files), ""]
     return "\n".join(lines)

@@ -53,7 +53,7 @@ def run_goodput(run: RunData, series: Series) -> float | None:
     given = run.report.get("goodput")
     if isinstance(given, (int, float)) and not isinstance(given, bool):
         return float(given)
-    return goodput(series.steps, series.steady_step_s)
+    return goodput(series.steps, series.steady_step_s, run.t_end)
 
 
 def render_folder(folder: Path, *, png: bool = True) -> RenderResult:

@@ -226,16 +226,17 @@ def _checkpoints(events: list[Event]) -> list[tuple[float, int, str]]:
     return out
 
 
-def goodput(steps: list[StepSeries], steady: float | None) -> float | None:
-    """Useful step time / wall time over the training span (docs/REPORTS.md).
+def goodput(steps: list[StepSeries], steady: float | None, end: float | None = None) -> float | None:
+    """Useful step time / wall time from the first step to the end of the run (docs/REPORTS.md).
 
-    useful = (highest step - lowest step + 1) x steady step time; wall = last step
-    time - first step time + one steady step. A replayed step counts once."""
+    useful = (highest step - lowest step + 1) x steady step time; wall = the later of
+    the last step and ``end`` (when the run's evidence ends) - first step time + one
+    steady step. A replayed step counts once; a stall until the end counts as lost."""
     points = [p for s in steps for p in s.points]
     if len(points) < 2 or not steady:
         return None
     first_t = min(p[0] for p in points)
-    last_t = max(p[0] for p in points)
+    last_t = max([p[0] for p in points] + ([end] if end is not None else []))
     useful = (max(p[1] for p in points) - min(p[1] for p in points) + 1) * steady
     wall = last_t - first_t + steady
     return max(0.0, min(1.0, useful / wall)) if wall > 0 else None
