@@ -14,7 +14,7 @@ PIP_TORCH_ARGS ?=
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-quick scenarios lint clean help k8s-testenv
+.PHONY: install demo test test-quick scenarios lint clean help k8s-testenv browser-testenv
 
 help:
 	@echo "make demo        set up, then run a real kill-node scenario on 2 local nodes"
@@ -24,6 +24,7 @@ help:
 	@echo "make lint        ruff, mypy --strict, import-linter layer contracts"
 	@echo "make install     only the setup (.venv, torch, toolkit, etcd)"
 	@echo "make k8s-testenv build the kube-apiserver the k8s_api tests run against (once, ~5 min)"
+	@echo "make browser-testenv install Debian's chromium for the report.html browser test (root, apt)"
 
 install: $(STAMP)
 
@@ -54,6 +55,13 @@ lint: install
 # A real kube-apiserver for the k8s_api tests (built once, cached in .k8s-testenv/)
 k8s-testenv:
 	kind/testenv/build-kube-apiserver.sh
+
+# Debian's chromium, for tests/test_report_browser.py (skipped without it locally, a failure under CI=true)
+browser-testenv:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" != 0 ]; then echo "chromium is missing: run 'apt-get install chromium' as root"; exit 2; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	chromium --version
 
 clean:
 	rm -rf reports .pytest_cache .mypy_cache .ruff_cache
