@@ -240,7 +240,7 @@ def phase_bars_svg(bars: Sequence[tuple[str, dict[str, float | None]]], *, svg_i
         return ""
     width, left, bar_h, gap = 900, 200, 22, 12
     totals = [sum(v for v in phases.values() if v is not None) for _, phases in bars]
-    scale_max = max([*totals, 1.0])
+    scale_max = max([*totals, 10.0])  # a 1 s partial bar must not look like a full recovery
     height = len(bars) * (bar_h + gap) + 30
     out = [f'<svg id="{svg_id}" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" font-family="sans-serif" role="img" aria-label="recovery phases">']
@@ -249,11 +249,11 @@ def phase_bars_svg(bars: Sequence[tuple[str, dict[str, float | None]]], *, svg_i
         out.append(f'<text x="{left - 8}" y="{y + bar_h / 2 + 4}" text-anchor="end" font-size="12">'
                    f'{escape(label)}</text>')
         x = float(left)
+        unobserved = None
         for name in PHASES:
             d = phases.get(name)
             if d is None:
-                out.append(f'<text x="{_f(x + 4)}" y="{y + bar_h / 2 + 4}" font-size="11" fill="#999">'
-                           f'{escape(name)}: not observed</text>')
+                unobserved = name
                 break
             w = d / scale_max * (width - left - 90)
             out.append(f'<rect x="{_f(x)}" y="{y}" width="{_f(max(w, 1.0))}" height="{bar_h}" '
@@ -262,8 +262,10 @@ def phase_bars_svg(bars: Sequence[tuple[str, dict[str, float | None]]], *, svg_i
                 out.append(f'<text x="{_f(x + w / 2)}" y="{y + bar_h / 2 + 4}" font-size="11" fill="#fff" '
                            f'text-anchor="middle">{d:.1f}s</text>')
             x += w
-        out.append(f'<text x="{_f(x + 6)}" y="{y + bar_h / 2 + 4}" font-size="12" fill="#222">'
-                   f'{totals[i]:.1f}s</text>')
+        total = f"{totals[i]:.1f}s" if unobserved is None else \
+            f"{totals[i]:.1f}s, then {unobserved} not observed"
+        out.append(f'<text x="{_f(x + 6)}" y="{y + bar_h / 2 + 4}" font-size="12" '
+                   f'fill="{"#222" if unobserved is None else "#999"}">{escape(total)}</text>')
     ly = height - 12
     lx = left
     for name in PHASES:
