@@ -1,0 +1,418 @@
+"""Render a JobSpec as Kubernetes manifests: the job, its etcd, its checkpoint volume.
+
+Pure functions over frozen dataclasses, no client import: the Kubernetes
+platform applies what this renders, ``elastic-chaos manifest`` prints it for
+review (or for GitOps), and unit tests check it without a cluster.
+
+Two job kinds are supported, as the seeds run them:
+
+- ``ElasticJob`` (``elastic.pytorch.org/v1alpha1``, the TorchElastic
+  controller). The controller *prepends* ``--rdzv_backend=etcd
+  --rdzv_endpoint=<rdzvEndpoint> --rdzv_id=<job name> --nnodes=MIN:MAX`` to
+  the container args, so the args rendered here repeat ``--rdzv_backend``
+  (torchrun keeps the last one: etcd-v2, the dynamic rendezvous the watchers
+  decode, or c10d) and the job is named after the run id.
+- ``PyTorchJob`` (``kubeflow.org/v1``) with ``elasticPolicy``: the training
+  operator passes the rendezvous settings as ``PET_*`` environment variables.
+  Without ``rdzvHost`` its c10d store lives on ``<job>-worker-0``, a single
+  point of failure; rendered explicitly here so a scenario can aim at it.
+
+Every object carries ``elastic-chaos/run-id`` so the platform finds (and
+deletes) exactly what one run created.
+"""
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from chaos.errors import SpecError
+from chaos.spec import JobSpec
+
+Manifest = dict[str, Any]
+
+RUN_LABEL = "elastic-chaos/run-id"
+ROLE_LABEL = "elastic-chaos/role"
+ETCD_PORT = 2379
+ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.17"
+TRAINER_IMAGE = "elastic-chaos-trainer:dev"
+CHECKPOINT_MOUNT = "/checkpoints"
+SPOT_TAINT = "elastic-chaos/spot"
+CAPACITY_LABEL = "eks.amazonaws.com/capacityType"
+
+_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+class JobKind(str, enum.Enum):
+    ELASTICJOB = "elasticjob"
+    PYTORCHJOB = "pytorchjob"
+
+    @property
+    def api_version(self) -> str:
+        return "elastic.pytorch.org/v1alpha1" if self is JobKind.ELASTICJOB else "kubeflow.org/v1"
+
+    @property
+    def kind(self) -> str:
+        return "ElasticJob" if self is JobKind.ELASTICJOB else "PyTorchJob"
+
+    @property
+    def plural(self) -> str:
+        return "elasticjobs" if self is JobKind.ELASTICJOB else "pytorchjobs"
+
+    @property
+    def container(self) -> str:
+        """The worker container's name (the training operator requires ``pytorch``)."""
+        return "elasticjob-worker" if self is JobKind.ELASTICJOB else "pytorch"
+
+
+class StorageKind(str, enum.Enum):
+    PVC = "pvc"              # a ReadWriteMany claim: EFS/FSx on EKS, NFS elsewhere
+    HOST_PATH = "host-path"  # kind: one host folder mounted into every node container
+
+
+@dataclass(frozen=True)
+class CheckpointStorage:
+    """The shared checkpoint volume every worker pod mounts at ``/checkpoints``."""
+
+    kind: StorageKind = StorageKind.PVC
+    """A PVC (created per run unless ``existing_claim``) or a host path."""
+    storage_class: str | None = None
+    """StorageClass of the created claim (``efs-sc``, ``fsx-sc``); None: the cluster default."""
+    size: str = "5Gi"
+    """Requested size of the created claim."""
+    access_mode: str = "ReadWriteMany"
+    """Workers on different nodes share it, so ReadWriteMany."""
+    existing_claim: str | None = None
+    """Mount this claim instead of creating one (the seeds' static EFS claim)."""
+    host_path: str = "/shared/elastic-chaos"
+    """HOST_PATH: folder on every node (kind/cluster.yaml mounts one host folder there)."""
+
+
+@dataclass(frozen=True)
+class Toleration:
+    key: str
+    value: str | None = None
+    effect: str = "NoSchedule"
+    operator: str = "Equal"
+
+    def to_manifest(self) -> Manifest:
+        out: Manifest = {"key": self.key, "operator": self.operator, "effect": self.effect}
+        if self.value is not None and self.operator == "Equal":
+            out["value"] = self.value
+        return out
+
+
+@dataclass(frozen=True)
+class KubeSettings:
+    """Where and how the job's pods run; the cluster half of a run (JobSpec is the job half)."""
+
+    namespace: str = "default"
+    """Namespace of everything the run creates (must exist)."""
+    job_kind: JobKind = JobKind.ELASTICJOB
+    """ElasticJob (TorchElastic controller) or PyTorchJob (Kubeflow training operator)."""
+    image: str = TRAINER_IMAGE
+    """Trainer image: torch, the trainer package (kind/Dockerfile builds one)."""
+    image_pull_policy: str = "IfNotPresent"
+    """IfNotPresent suits kind (images loaded with ``kind load``); Always for a registry tag."""
+    etcd_image: str = ETCD_IMAGE
+    """etcd 3.5 (3.6 dropped the v2 API torch's etcd-v2 rendezvous needs)."""
+    cpu: str | None = "1"
+    """CPU request and limit per worker pod (None: none)."""
+    memory: str | None = "2Gi"
+    """Memory request and limit per worker pod (None: none)."""
+    gpus_per_node: int = 0
+    """``nvidia.com/gpu`` per worker pod; the job's nproc_per_node must equal it."""
+    efa_per_node: int = 0
+    """``vpc.amazonaws.com/efa`` interfaces per worker pod (p4d/p5: 4/32)."""
+    shm_size: str = "1Gi"
+    """Size of the in-memory ``/dev/shm`` (data-loader workers share tensors through it)."""
+    tolerations: tuple[Toleration, ...] = ()
+    """Worker pod tolerations (a spot node group's taint)."""
+    node_selector: tuple[tuple[str, str], ...] = ()
+    """Worker pod node selector (e.g. capacity type SPOT)."""
+    etcd_node_selector: tuple[tuple[str, str], ...] = ()
+    """Where etcd runs: keep it off spot capacity, it is the rendezvous."""
+    storage: CheckpointStorage = field(default_factory=CheckpointStorage)
+    one_pod_per_node: bool = True
+    """Required anti-affinity: a Kubernetes node fault takes exactly one worker."""
+    etcd_node_port: int | None = None
+    """Expose etcd as a NodePort (kind maps 32379 to the host) instead of ClusterIP."""
+    c10d_port: int = 29400
+    """Port of the c10d store on worker-0 (c10d rendezvous only)."""
+    termination_grace_s: int = 30
+    """Pod grace period: SIGTERM -> SIGKILL on a graceful delete, eviction or drain."""
+    service_account: str | None = None
+    """Service account of the worker pods (None: the namespace default)."""
+
+    def __post_init__(self) -> None:
+        if not _DNS_LABEL.match(self.namespace):
+            raise SpecError(f"namespace {self.namespace!r} is not a DNS label (lower case, digits, '-')")
+        if self.gpus_per_node < 0 or self.efa_per_node < 0:
+            raise SpecError("gpus_per_node and efa_per_node must be >= 0")
+
+
+def kind_settings(**overrides: Any) -> KubeSettings:
+    """The kind/ cluster: CPU trainer image loaded into the nodes, workers on the
+    tainted spot workers, etcd on the on-demand worker, checkpoints in the host
+    folder every node mounts, etcd reachable from the host on port 32379."""
+    base: dict[str, Any] = {
+        "tolerations": (Toleration(SPOT_TAINT, "true"),),
+        "node_selector": ((CAPACITY_LABEL, "SPOT"),),
+        "etcd_node_selector": ((CAPACITY_LABEL, "ON_DEMAND"),),
+        "storage": CheckpointStorage(kind=StorageKind.HOST_PATH),
+        "etcd_node_port": 32379,
+        "cpu": "1", "memory": "1Gi",
+    }
+    base.update(overrides)
+    return KubeSettings(**base)
+
+
+def eks_gpu_settings(*, image: str, gpus_per_node: int, efa_per_node: int = 0,
+                     storage_class: str = "efs-sc", spot: bool = True, **overrides: Any) -> KubeSettings:
+    """An EKS GPU node group as in the seeds: nvidia.com/gpu per pod, optional EFA,
+    workers on spot capacity (tolerating the node group's ``nvidia.com/gpu`` taint),
+    etcd on on-demand capacity, checkpoints on an EFS (or FSx) claim."""
+    capacity = "SPOT" if spot else "ON_DEMAND"
+    base: dict[str, Any] = {
+        "image": image, "image_pull_policy": "Always", "gpus_per_node": gpus_per_node,
+        "efa_per_node": efa_per_node, "cpu": None, "memory": None, "shm_size": "16Gi",
+        "tolerations": (Toleration("nvidia.com/gpu", operator="Exists"),),
+        "node_selector": ((CAPACITY_LABEL, capacity),),
+        "etcd_node_selector": ((CAPACITY_LABEL, "ON_DEMAND"),),
+        "storage": CheckpointStorage(kind=StorageKind.PVC, storage_class=storage_class, size="100Gi"),
+    }
+    base.update(overrides)
+    return KubeSettings(**base)
+
+
+# -- names ---------------------------------------------------------------------
+def check_run_id(run_id: str) -> str:
+    """The run id names the job and its pods (``<run id>-worker-N``): a short DNS label."""
+    if not _DNS_LABEL.match(run_id) or len(run_id) > 40:
+        raise SpecError(f"run id {run_id!r} cannot name Kubernetes objects: use at most 40 lower-case "
+                        "letters, digits and '-', starting with a letter (e.g. chaos-1a2b3c4d)")
+    return run_id
+
+
+def etcd_name(run_id: str) -> str:
+    return f"{run_id}-etcd"
+
+
+def claim_name(run_id: str, settings: KubeSettings) -> str:
+    return settings.storage.existing_claim or f"{run_id}-checkpoints"
+
+
+def worker_pod_name(run_id: str, index: int) -> str:
+    """The name both controllers give replica ``index`` (and its per-pod Service)."""
+    return f"{run_id}-worker-{index}"
+
+
+def run_selector(run_id: str, role: str | None = None) -> str:
+    return f"{RUN_LABEL}={run_id}" + (f",{ROLE_LABEL}={role}" if role else "")
+
+
+def _labels(run_id: str, role: str) -> dict[str, str]:
+    return {RUN_LABEL: run_id, ROLE_LABEL: role, "app.kubernetes.io/managed-by": "elastic-chaos"}
+
+
+def _meta(name: str, run_id: str, role: str, settings: KubeSettings) -> Manifest:
+    return {"name": name, "namespace": settings.namespace, "labels": _labels(run_id, role)}
+
+
+# -- the whole run ---------------------------------------------------------------
+def render(job: JobSpec, settings: KubeSettings) -> list[Manifest]:
+    """Every object one run creates, in apply order: claim, etcd, job."""
+    check_run_id(job.run_id)
+    if settings.gpus_per_node and job.nproc_per_node != settings.gpus_per_node:
+        raise SpecError(f"nproc_per_node is {job.nproc_per_node} but each pod gets {settings.gpus_per_node} "
+                        "GPUs: set --nproc-per-node to the GPUs per node (one worker per GPU)")
+    docs: list[Manifest] = []
+    if settings.storage.kind is StorageKind.PVC and settings.storage.existing_claim is None:
+        docs.append(checkpoint_claim(job.run_id, settings))
+    if job.rdzv.backend.needs_etcd():
+        docs += [etcd_deployment(job.run_id, settings), etcd_service(job.run_id, settings)]
+    docs.append(job_manifest(job, settings))
+    return docs
+
+
+def checkpoint_claim(run_id: str, settings: KubeSettings) -> Manifest:
+    spec: Manifest = {"accessModes": [settings.storage.access_mode],
+                      "resources": {"requests": {"storage": settings.storage.size}}}
+    if settings.storage.storage_class:
+        spec["storageClassName"] = settings.storage.storage_class
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": _meta(claim_name(run_id, settings), run_id, "checkpoints", settings), "spec": spec}
+
+
+def etcd_deployment(run_id: str, settings: KubeSettings) -> Manifest:
+    """One etcd 3.5 per job with the v2 API on (seeds: one etcd per training run)."""
+    name = etcd_name(run_id)
+    container: Manifest = {
+        "name": "etcd", "image": settings.etcd_image,
+        "command": ["/usr/local/bin/etcd", "--name", "etcd", "--data-dir", "/var/lib/etcd",
+                    "--enable-v2=true", f"--listen-client-urls=http://0.0.0.0:{ETCD_PORT}",
+                    f"--advertise-client-urls=http://{name}:{ETCD_PORT}",
+                    "--listen-peer-urls=http://0.0.0.0:2380", "--initial-cluster-state=new"],
+        "ports": [{"name": "client", "containerPort": ETCD_PORT}],
+        "readinessProbe": {"httpGet": {"path": "/health", "port": ETCD_PORT}, "periodSeconds": 2},
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+        "volumeMounts": [{"name": "data", "mountPath": "/var/lib/etcd"}],
+    }
+    pod: Manifest = {"containers": [container], "volumes": [{"name": "data", "emptyDir": {}}]}
+    if settings.etcd_node_selector:
+        pod["nodeSelector"] = dict(settings.etcd_node_selector)
+    labels = _labels(run_id, "etcd")
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(name, run_id, "etcd", settings),
+            "spec": {"replicas": 1, "strategy": {"type": "Recreate"},
+                     "selector": {"matchLabels": {RUN_LABEL: run_id, ROLE_LABEL: "etcd"}},
+                     "template": {"metadata": {"labels": labels}, "spec": pod}}}
+
+
+def etcd_service(run_id: str, settings: KubeSettings) -> Manifest:
+    port: Manifest = {"name": "client", "port": ETCD_PORT, "targetPort": ETCD_PORT, "protocol": "TCP"}
+    spec: Manifest = {"selector": {RUN_LABEL: run_id, ROLE_LABEL: "etcd"}, "ports": [port]}
+    if settings.etcd_node_port is not None:
+        spec["type"] = "NodePort"
+        port["nodePort"] = settings.etcd_node_port
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": _meta(etcd_name(run_id), run_id, "etcd", settings), "spec": spec}
+
+
+# -- the job ---------------------------------------------------------------------
+def job_manifest(job: JobSpec, settings: KubeSettings) -> Manifest:
+    if settings.job_kind is JobKind.ELASTICJOB:
+        return elasticjob(job, settings)
+    return pytorchjob(job, settings)
+
+
+def rdzv_endpoint(job: JobSpec, settings: KubeSettings) -> str:
+    """host:port the agents rendezvous at, as seen from inside the cluster."""
+    if job.rdzv.backend.needs_etcd():
+        return f"{etcd_name(job.run_id)}:{ETCD_PORT}"
+    return f"{worker_pod_name(job.run_id, 0)}:{settings.c10d_port}"
+
+
+def elasticjob(job: JobSpec, settings: KubeSettings) -> Manifest:
+    args = [f"--rdzv_backend={job.rdzv.backend.value}", *_launcher_args(job, settings)]
+    template = pod_template(job, settings, ["python", "-m", "torch.distributed.run"], args)
+    return {
+        "apiVersion": JobKind.ELASTICJOB.api_version, "kind": JobKind.ELASTICJOB.kind,
+        "metadata": _meta(job.run_id, job.run_id, "job", settings),
+        "spec": {"rdzvEndpoint": rdzv_endpoint(job, settings),
+                 "minReplicas": job.min_nodes, "maxReplicas": job.max_nodes,
+                 "replicaSpecs": {"Worker": {"replicas": job.max_nodes, "restartPolicy": "ExitCode",
+                                             "template": template}}},
+    }
+
+
+def pytorchjob(job: JobSpec, settings: KubeSettings) -> Manifest:
+    host, _, port = rdzv_endpoint(job, settings).rpartition(":")
+    policy: Manifest = {
+        "rdzvBackend": job.rdzv.backend.value, "rdzvHost": host, "rdzvPort": int(port),
+        "rdzvId": job.run_id, "minReplicas": job.min_nodes, "maxReplicas": job.max_nodes,
+        "maxRestarts": job.max_restarts, "nProcPerNode": job.nproc_per_node,
+    }
+    conf = job.rdzv.conf()
+    if conf:
+        policy["rdzvConf"] = [{"key": k, "value": v} for k, v in conf.items()]
+    template = pod_template(job, settings, ["python", "-m", "torch.distributed.run"],
+                            _launcher_args(job, settings, rdzv_in_args=False))
+    return {
+        "apiVersion": JobKind.PYTORCHJOB.api_version, "kind": JobKind.PYTORCHJOB.kind,
+        "metadata": _meta(job.run_id, job.run_id, "job", settings),
+        "spec": {"elasticPolicy": policy,
+                 "pytorchReplicaSpecs": {"Worker": {"replicas": job.max_nodes, "restartPolicy": "OnFailure",
+                                                    "template": template}}},
+    }
+
+
+def _launcher_args(job: JobSpec, settings: KubeSettings, *, rdzv_in_args: bool = True) -> list[str]:
+    """torchrun arguments after what the controller sets, then the training program."""
+    args = [f"--nproc_per_node={job.nproc_per_node}"]
+    if rdzv_in_args:  # ElasticJob: max_restarts and rdzv_conf are not part of its spec
+        args.append(f"--max_restarts={job.max_restarts}")
+        conf = job.rdzv.conf()
+        if conf:
+            args.append("--rdzv_conf=" + ",".join(f"{k}={v}" for k, v in conf.items()))
+    if job.monitor_interval is not None:
+        args.append(f"--monitor_interval={job.monitor_interval}")
+    if job.script:
+        return args + list(job.script)
+    return args + ["-m", "trainer.train", "--checkpoint-dir", f"{CHECKPOINT_MOUNT}/{job.run_id}",
+                   "--checkpoint-every", str(job.checkpoint_every), "--step-time", str(job.step_time),
+                   *job.trainer_args]
+
+
+def pod_template(job: JobSpec, settings: KubeSettings, command: list[str], args: list[str]) -> Manifest:
+    """The worker pod: trainer container, /dev/shm, checkpoints, placement."""
+    spec: Manifest = {
+        "terminationGracePeriodSeconds": settings.termination_grace_s,
+        "containers": [worker_container(job, settings, command, args)],
+        "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": settings.shm_size}},
+                    _checkpoint_volume(job.run_id, settings)],
+    }
+    if settings.tolerations:
+        spec["tolerations"] = [t.to_manifest() for t in settings.tolerations]
+    if settings.node_selector:
+        spec["nodeSelector"] = dict(settings.node_selector)
+    if settings.one_pod_per_node:
+        term = {"labelSelector": {"matchLabels": {RUN_LABEL: job.run_id, ROLE_LABEL: "worker"}},
+                "topologyKey": "kubernetes.io/hostname"}
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    if settings.service_account:
+        spec["serviceAccountName"] = settings.service_account
+    return {"metadata": {"labels": _labels(job.run_id, "worker")}, "spec": spec}
+
+
+def worker_container(job: JobSpec, settings: KubeSettings, command: list[str], args: list[str]) -> Manifest:
+    env = {"PYTHONUNBUFFERED": "1", "LOGLEVEL": "INFO",
+           "CHECKPOINT_DIR": f"{CHECKPOINT_MOUNT}/{job.run_id}", **job.node_env()}
+    env_list: list[Manifest] = [{"name": k, "value": v} for k, v in env.items()]
+    env_list.append({"name": "ELASTIC_CHAOS_NODE_NAME",
+                     "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
+    container: Manifest = {
+        "name": settings.job_kind.container, "image": settings.image,
+        "imagePullPolicy": settings.image_pull_policy, "command": command, "args": args, "env": env_list,
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
+                         {"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT}],
+    }
+    resources = _resources(settings)
+    if resources:
+        container["resources"] = resources
+    if not job.rdzv.backend.needs_etcd():
+        port_name = "c10d" if settings.job_kind is JobKind.ELASTICJOB else "pytorchjob-port"
+        container["ports"] = [{"name": port_name, "containerPort": settings.c10d_port}]
+    return container
+
+
+def _resources(settings: KubeSettings) -> Manifest:
+    amounts: dict[str, str] = {}
+    if settings.cpu:
+        amounts["cpu"] = settings.cpu
+    if settings.memory:
+        amounts["memory"] = settings.memory
+    if settings.gpus_per_node:
+        amounts["nvidia.com/gpu"] = str(settings.gpus_per_node)
+    if settings.efa_per_node:
+        amounts["vpc.amazonaws.com/efa"] = str(settings.efa_per_node)
+    if not amounts:
+        return {}
+    return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+def _checkpoint_volume(run_id: str, settings: KubeSettings) -> Manifest:
+    if settings.storage.kind is StorageKind.HOST_PATH:
+        return {"name": "checkpoints", "hostPath": {"path": settings.storage.host_path, "type": "DirectoryOrCreate"}}
+    return {"name": "checkpoints", "persistentVolumeClaim": {"claimName": claim_name(run_id, settings)}}
+
+
+def to_yaml(docs: list[Manifest]) -> str:
+    """A multi-document YAML stream (``kubectl apply -f -`` reads it)."""
+    try:
+        import yaml
+    except ImportError as exc:  # pragma: no cover - installed with the kubernetes extra
+        from chaos.errors import SetupError
+        raise SetupError("printing manifests needs PyYAML: pip install 'elastic-chaos[kubernetes]'") from exc
+    return str(yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False))
+

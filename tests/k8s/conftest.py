@@ -1,0 +1,106 @@
+"""Fixtures of the ``k8s_api`` tests: one real kube-apiserver per session, a namespace
+and a simulated set of machines per test.
+
+Without the built binary these tests skip with "run make k8s-testenv"; with
+CI=true they fail instead (CI builds it first, in .ci/run).
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from crd_util import CRD_DIR, install_crds
+from k8s_sim import ClusterSim, LogEndpoint, LogStore
+from k8s_testenv import ApiServer, find_binary, openssl_available
+
+SPOT_TAINT = {"key": "elastic-chaos/spot", "value": "true", "effect": "NoSchedule"}
+
+
+@pytest.fixture(scope="session")
+def k8s_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    """A real kube-apiserver (+ etcd) on 127.0.0.1 for the whole session, stopped by PID."""
+    binary = find_binary()
+    if binary is None or not openssl_available():
+        reason = ("no kube-apiserver built for the k8s_api tests: run `make k8s-testenv` "
+                  "(builds it once into .k8s-testenv/, ~5 min)")
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason + " -- CI must build it before `make test` (.ci/run does)")
+        pytest.skip(reason)
+    server = ApiServer(tmp_path_factory.mktemp("kube-apiserver"), binary)
+    server.start()
+    yield server
+    server.stop()
+
+
+def api_client(server: ApiServer, user: str = "admin") -> Any:
+    from kubernetes import config
+    return config.new_client_from_config(config_file=str(server.kubeconfig(user)))
+
+
+@pytest.fixture(scope="session")
+def admin(k8s_api: ApiServer) -> Any:
+    """An ApiClient with cluster-admin rights (system:masters), built from a kubeconfig file."""
+    return api_client(k8s_api, "admin")
+
+
+@pytest.fixture(scope="session")
+def core(admin: Any) -> Any:
+    from kubernetes import client
+    return client.CoreV1Api(admin)
+
+
+@pytest.fixture(scope="session")
+def custom(admin: Any) -> Any:
+    from kubernetes import client
+    return client.CustomObjectsApi(admin)
+
+
+@pytest.fixture(scope="session")
+def crds_installed(admin: Any) -> list[str]:
+    """The CRDs kind/ ships, installed once and Established."""
+    return install_crds(admin, sorted(CRD_DIR.glob("*.yaml")))
+
+
+@pytest.fixture(scope="session")
+def log_endpoint(k8s_api: ApiServer) -> Iterator[LogEndpoint]:
+    """The kubelet's log endpoint stand-in (loopback HTTPS), shared by the session."""
+    endpoint = LogEndpoint(LogStore(), k8s_api.work_dir / "pki").start()
+    yield endpoint
+    endpoint.stop()
+
+
+@pytest.fixture
+def namespace(core: Any) -> Iterator[str]:
+    """A fresh namespace per test (deletion stays pending: there is no namespace controller)."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+                          _preload_content=False)
+    yield name
+    try:
+        core.delete_namespace(name, _preload_content=False)
+    except Exception:  # noqa: BLE001 - best effort
+        pass
+
+
+@pytest.fixture
+def sim(core: Any, custom: Any, namespace: str, log_endpoint: LogEndpoint,
+        crds_installed: list[str]) -> Iterator[ClusterSim]:
+    """Controller + scheduler + kubelet for this test's namespace, with four machines like
+    kind/cluster.yaml's workers: one on-demand, three spot (tainted)."""
+    sim = ClusterSim(core, custom, namespace, log_endpoint.store, log_endpoint.port)
+    sim.add_machine(f"{namespace}-ondemand", capacity="ON_DEMAND")
+    for i in range(3):
+        sim.add_machine(f"{namespace}-spot-{i}", capacity="SPOT", taints=[SPOT_TAINT])
+    sim.start()
+    yield sim
+    sim.stop()
+    sim.delete_machines()
+
+
+def load_yaml(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
