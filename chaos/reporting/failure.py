@@ -46,7 +46,7 @@ def timeline_slice(events: Sequence[Event], fault_times: Sequence[float], t0: fl
     def fold() -> None:
         if steps:
             first, last = steps[0], steps[-1]
-            lines.append(f"  +{first.t - t0:7.1f}s  progress   {len(steps)} step event(s): step "
+            lines.append(f"  {_at(first.t - t0)}  progress   {len(steps)} step event(s): step "
                          f"{first.data.get('step')} .. {last.data.get('step')} "
                          f"(world size {last.data.get('world_size')})")
             steps.clear()
@@ -58,7 +58,7 @@ def timeline_slice(events: Sequence[Event], fault_times: Sequence[float], t0: fl
             steps.append(e)
             continue
         fold()
-        lines.append(f"  +{e.t - t0:7.1f}s  {e.source:<10} {e.kind:<20} {e.node or '':<8} {_describe(e)}")
+        lines.append(f"  {_at(e.t - t0)}  {e.source:<10} {e.kind:<20} {e.node or '':<8} {_describe(e)}".rstrip())
     fold()
     if len(lines) > max_lines:
         half = max_lines // 2
@@ -74,12 +74,16 @@ def failure_text(report_dir: Path, events: Sequence[Event], fault_times: Sequenc
         phases = r.get("phases") or {}
         parts = [f"{p} {_s(phases.get(p))}" for p in PHASES]
         out.append(f"{r.get('kind')} on {r.get('target')}: " + ", ".join(parts)
-                   + f"; regain {_s(r.get('regain_s'))}, lost steps {r.get('lost_steps')}")
+                   + f"; regain {_s(r.get('regain_s'))}, lost steps {_s(r.get('lost_steps'))}")
         out += [f"  missing: {m}" for m in r.get("missing") or []]
     out.append("timeline (seconds since the run started)" + (" around the fault(s):" if fault_times else
                                                              ", last 30 s (no fault was injected):"))
     out.append(timeline_slice(events, fault_times, t0))
     return "\n".join(out)
+
+
+def _at(offset: float) -> str:
+    return f"+{offset:.1f}s".rjust(8)
 
 
 def _s(v: Any) -> str:
