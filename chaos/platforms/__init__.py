@@ -12,6 +12,8 @@ from chaos.platforms.api import Platform
 
 PLATFORMS: dict[str, tuple[str, str]] = {
     "local": ("chaos.platforms.local", "LocalPlatform"),
+    "kubernetes": ("chaos.platforms.kubernetes", "KubernetesPlatform"),
+    "kind": ("chaos.platforms.kind", "KindPlatform"),
 }
 
 
