@@ -16,8 +16,8 @@ missing is ``None`` and ``missing`` says why: nothing is guessed.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from chaos.events import Event
@@ -47,23 +47,80 @@ class Recovery:
     world_size_after: int | None = None
     world_size_final: int | None = None
     restarts_used: int = 0
+    restart_budget: int | None = None
+    """The job's max_restarts (each agent's budget)."""
     phases: dict[str, float | None] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
+    evidence: list[Event] = field(default_factory=list, repr=False)
+    """The notable events from just before the fault to the regain: what a failed
+    assertion on this recovery shows."""
 
     @property
     def recovered(self) -> bool:
         return self.recovery_s is not None
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        for k in ("fault_kind", "target", "injected_at"):
-            d.pop(k)
-        d["phases"] = {k: _round(v) for k, v in self.phases.items()}
-        return {k: _round(v) for k, v in d.items()}
+        d = {f.name: getattr(self, f.name) for f in fields(self)
+             if f.name not in ("fault_kind", "target", "injected_at", "evidence")}
+        d["phases"] = {k: _plain(v) for k, v in self.phases.items()}
+        d["missing"] = list(self.missing)
+        return {k: _plain(v) for k, v in d.items()}
+
+    def explain(self) -> str:
+        """The timeline slice around this fault, one line per notable event."""
+        lines = [f"{self.fault_kind} on {self.target} at t0={self.injected_at:.3f}:"]
+        lines += [f"  {e.t - self.injected_at:+8.3f}s  {e.source}/{e.kind}  {e.node or ''}  "
+                  f"{_brief(e.data)}" for e in self.evidence]
+        lines += [f"  missing: {m}" for m in self.missing]
+        return "\n".join(lines)
 
 
-def _round(v: Any) -> Any:
-    return round(v, 3) if isinstance(v, float) else v
+class Measured(float):
+    """A measured seconds value that remembers which recovery it belongs to, so a
+    failing ``assert recovery.regain_s < 30`` can show the timeline slice."""
+
+    recovery: Recovery | None = None
+    metric: str = ""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (float, (float(self),))
+
+
+class MeasuredInt(int):
+    """A measured count (lost steps, world size) that remembers its recovery."""
+
+    recovery: Recovery | None = None
+    metric: str = ""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (int, (int(self),))
+
+
+def _measured(value: float | int | None, rec: Recovery, metric: str) -> Any:
+    if value is None or isinstance(value, bool):
+        return value
+    out: Measured | MeasuredInt = MeasuredInt(value) if isinstance(value, int) else Measured(value)
+    out.recovery, out.metric = rec, metric
+    return out
+
+
+_MEASURED_FIELDS = ("detect_s", "rendezvous_s", "recovery_s", "regain_s", "lost_steps", "resumed_from_step",
+                    "replacement_s", "world_size_before", "world_size_after", "world_size_final", "pre_step")
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, bool) or v is None:
+        return v
+    if isinstance(v, int):
+        return int(v)
+    if isinstance(v, float):
+        return round(float(v), 3)
+    return v
+
+
+def _brief(data: dict[str, Any], limit: int = 140) -> str:
+    text = ", ".join(f"{k}={v}" for k, v in data.items() if k not in ("samples", "participants_detail"))
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _first(events: Iterable[Event], after: float, pred: Any) -> Event | None:
@@ -74,17 +131,21 @@ def _first(events: Iterable[Event], after: float, pred: Any) -> Event | None:
 
 
 def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
-                  injected_at: float, until: float | None = None) -> Recovery:
+                  injected_at: float, until: float | None = None,
+                  max_restarts: int | None = None) -> Recovery:
     """Metrics for the fault at ``injected_at``; ``until`` bounds world_size_final
     (the next fault's time in a multi-fault run)."""
     events = sorted(events, key=lambda e: e.t)
     f = injected_at
-    rec = Recovery(fault_kind=kind, target=target, injected_at=f)
+    rec = Recovery(fault_kind=kind, target=target, injected_at=f, restart_budget=max_restarts)
     steps = [e for e in events if e.source == "progress" and e.kind == "step"]
     before = [e for e in steps if e.t <= f]
-    old_pids = {e.data.get("pid") for e in events if e.source == "progress" and e.t <= f}
+    new_gen = _new_generation(events, f)
+    # Work counts as done by the pre-fault generation even when it finished just
+    # after F: a gracefully stopped worker completes (and saves) its last step.
+    old_gen = [e for e in steps if e.t <= f or (not new_gen(e) and (until is None or e.t <= until))]
 
-    rec.pre_step = max((int(e.data["step"]) for e in before), default=0)
+    rec.pre_step = max((int(e.data["step"]) for e in old_gen), default=0)
     if before:
         rec.world_size_before = int(before[-1].data.get("world_size", 0)) or None
     else:
@@ -98,11 +159,8 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
         rdzv = _first(events, f, lambda e: e.source == "agent" and e.kind == "rendezvous_complete"
                       and e.node != target)
     resumed = _first(events, f, lambda e: e.source == "checkpoint" and e.kind == "loaded")
-    first_new = _first(steps, f, lambda e: e.data.get("pid") not in old_pids)
-    regain = _first(steps, f, lambda e: e.data.get("pid") not in old_pids
-                    and int(e.data["step"]) > (rec.pre_step or 0))
-    if regain is None:  # the survivors never restarted (e.g. a node joined a live job)
-        regain = _first(steps, f, lambda e: int(e.data["step"]) > (rec.pre_step or 0))
+    first_new = _first(steps, f, new_gen)
+    regain = _first(steps, f, lambda e: new_gen(e) and int(e.data["step"]) > (rec.pre_step or 0))
 
     rec.detect_s = _since(f, detect, "no survivor noticed the fault", rec)
     rec.rendezvous_s = _since(f, rdzv, "no rendezvous round completed after the fault", rec)
@@ -121,9 +179,46 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
     if window:
         rec.world_size_final = int(window[-1].data.get("world_size", 0)) or None
     rec.replacement_s = _replacement(events, f, target, rec)
-    rec.restarts_used = _restarts_used(events, f, until, target)
+    rec.restarts_used = _restarts_used(events, f, until)
     rec.phases = _phases(f, detect, rdzv, first_new, regain)
+    rec.evidence = _evidence(events, f, regain.t if regain else until, [detect, rdzv, resumed, first_new, regain])
+    for name in _MEASURED_FIELDS:
+        setattr(rec, name, _measured(getattr(rec, name), rec, name))
     return rec
+
+
+_NOTABLE_SOURCES = {"fault", "node", "agent", "rendezvous", "checkpoint"}
+
+
+def _evidence(events: Sequence[Event], f: float, end: float | None, marks: list[Event | None]) -> list[Event]:
+    """Notable events from 2 s before the fault to 1 s after ``end``, plus the marks."""
+    stop = (end if end is not None else f + 60.0) + 1.0
+    chosen = {id(m) for m in marks if m is not None}
+    out = [e for e in events if f - 2.0 <= e.t <= stop
+           and (id(e) in chosen or (e.source in _NOTABLE_SOURCES and e.kind != "state"))]
+    last_before = [e for e in events if e.source == "progress" and e.kind == "step" and e.t <= f][-1:]
+    return sorted(last_before + out, key=lambda e: e.t)[:80]
+
+
+def _new_generation(events: Sequence[Event], f: float) -> Callable[[Event], bool]:
+    """Whether a step event after ``f`` comes from a worker (re)started after the
+    fault: by PID when the script reports one, else by its agent having started
+    a worker group on that node since the fault."""
+    old_pids = {e.data.get("pid") for e in events if e.source == "progress" and e.t <= f} - {None}
+    starts: dict[str | None, list[float]] = {}
+    for e in events:
+        if e.source == "agent" and e.kind == "workers_starting" and e.t > f:
+            starts.setdefault(e.node, []).append(e.t)
+
+    def is_new(e: Event) -> bool:
+        if e.t <= f:
+            return False
+        pid = e.data.get("pid")
+        if pid is not None:
+            return pid not in old_pids
+        return any(t <= e.t for t in starts.get(e.node, ()))
+
+    return is_new
 
 
 def _since(f: float, ev: Event | None, why: str, rec: Recovery) -> float | None:
@@ -159,11 +254,13 @@ def _replacement(events: Sequence[Event], f: float, target: str | None, rec: Rec
     return joined.t - f
 
 
-def _restarts_used(events: Sequence[Event], f: float, until: float | None, target: str | None) -> int:
+def _restarts_used(events: Sequence[Event], f: float, until: float | None) -> int:
+    """The most worker-group restarts any one agent spent after the fault (each
+    agent has its own max_restarts budget; membership changes do not count)."""
     per_node: dict[str | None, int] = {}
     for e in events:
         if (e.source == "agent" and e.kind == "worker_group_failed" and e.t > f
-                and (until is None or e.t <= until) and e.node != target):
+                and (until is None or e.t <= until)):
             per_node[e.node] = per_node.get(e.node, 0) + 1
     return max(per_node.values(), default=0)
 
@@ -182,3 +279,72 @@ def analyze(events: Sequence[Event]) -> list[Recovery]:
         out.append(analyze_fault(events, kind=str(fe.data.get("fault", fe.kind)), target=fe.node,
                                  injected_at=fe.t, until=until))
     return out
+
+
+@dataclass
+class JobOutcome:
+    """How a job ended (or that it has not): ``running``, ``finished`` or ``failed``."""
+
+    state: str
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.state == "failed"
+
+
+def job_outcome(events: Sequence[Event], job: Any = None) -> JobOutcome:
+    """Why the job is gone, from the evidence: agents that gave up after spending
+    their restart budget, rendezvous failures, node exits. ``job`` (a JobSpec)
+    adds the configured budget to the wording."""
+    events = sorted(events, key=lambda e: e.t)
+    ends = {e.node: e for e in events if e.source == "node" and e.kind in ("exited", "lost")}
+    starts = {e.node for e in events if e.source == "node" and e.kind == "started"}
+    if not starts or starts - set(ends):
+        return JobOutcome("running")
+    if any(e.source == "progress" and e.kind == "finished" for e in events) \
+            and all(e.data.get("exit_code") == 0 for e in ends.values() if e.kind == "exited"):
+        return JobOutcome("finished", ["every node finished training"])
+    reasons: list[str] = []
+    budget = getattr(job, "max_restarts", None)
+    for node in sorted(n for n in ends if n):
+        mine = [e for e in events if e.node == node and e.source == "agent"]
+        failures = [e for e in mine if e.kind == "worker_group_failed"]
+        gave_up = any(e.kind == "agent_gave_up" for e in mine)
+        rdzv = [e for e in mine if e.kind in ("rendezvous_closed", "rendezvous_timeout", "rendezvous_error")]
+        end = ends[node]
+        if end.kind == "lost":
+            reasons.append(f"{node} was lost to a fault ({end.data.get('action', 'killed')})")
+        elif rdzv:
+            reasons.append(f"{node} could not rendezvous: {rdzv[-1].data.get('error') or rdzv[-1].kind}")
+        elif gave_up or failures:
+            spent = len(failures)
+            reasons.append(f"{node} exhausted its restart budget: its worker group failed {spent + 1} time(s), "
+                           f"restarted {spent} time(s)"
+                           + (f" (max_restarts={budget})" if budget is not None else "")
+                           + ", then its agent gave up")
+        else:
+            reasons.append(f"{node} exited with code {end.data.get('exit_code')}")
+    return JobOutcome("failed", reasons)
+
+
+def goodput(events: Sequence[Event]) -> float | None:
+    """Useful step time / wall time: committed steps x typical step time, over the
+    span from the first step's start to the last step. Downtime and replayed
+    (rolled-back) steps both lower it."""
+    from chaos.samples import account_samples
+
+    steps = sorted((e for e in events if e.source == "progress" and e.kind == "step"
+                    and int(e.data.get("rank", 0)) == 0), key=lambda e: e.t)
+    if len(steps) < 2:
+        return None
+    by_pid: dict[Any, list[float]] = {}
+    for e in steps:
+        by_pid.setdefault(e.data.get("pid"), []).append(e.t)
+    gaps = sorted(b - a for ts in by_pid.values() for a, b in zip(ts, ts[1:], strict=False))
+    if not gaps:
+        return None
+    step_time = gaps[len(gaps) // 2]
+    committed = account_samples(events).committed_steps or len({e.data.get("step") for e in steps})
+    wall = steps[-1].t - (steps[0].t - step_time)
+    return max(0.0, min(1.0, committed * step_time / wall)) if wall > 0 else None

@@ -33,6 +33,11 @@ class InjectionFailed(PlatformError):
     """A fault could not be injected; nothing was (or only part was) hit."""
 
 
+class FaultUnavailable(InjectionFailed):
+    """This platform cannot inject that fault here (and will not substitute another);
+    the message says why, e.g. partitions need root."""
+
+
 class RecoveryTimeout(ChaosError):
     """The job did not reach the awaited state in time."""
 

@@ -135,6 +135,7 @@ class EtcdServer:
     version: tuple[int, int, int] | None = field(default=None, init=False)
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _ports_fixed: bool = field(default=False, init=False, repr=False)
+    _paused: bool = field(default=False, init=False, repr=False)
 
     @property
     def endpoint(self) -> str:
@@ -233,6 +234,7 @@ class EtcdServer:
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop the server by PID: SIGTERM, then SIGKILL. Idempotent."""
+        self.resume()  # a stopped process would not act on SIGTERM
         proc, self._proc = self._proc, None
         if proc is None or proc.poll() is not None:
             return
@@ -242,6 +244,22 @@ class EtcdServer:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout_s)
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    def pause(self) -> None:
+        """SIGSTOP the server: it keeps its port, accepts connections, answers nothing."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGSTOP)
+            self._paused = True
+
+    def resume(self) -> None:
+        """SIGCONT a paused server. Idempotent."""
+        if self._proc is not None and self._paused:
+            self._proc.send_signal(signal.SIGCONT)
+        self._paused = False
 
     def kill(self) -> None:
         """Hard-stop the server (SIGKILL): the etcd-outage fault's crash variant. Idempotent."""

@@ -77,6 +77,11 @@ class Timeline:
         with self._cond:
             self._listeners.append(listener)
 
+    def unsubscribe(self, listener: Callable[[Event], None]) -> None:
+        with self._cond:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
     def events(self) -> list[Event]:
         """A snapshot, ordered by time (watchers may add slightly out of order)."""
         with self._cond:

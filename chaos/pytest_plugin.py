@@ -81,6 +81,18 @@ def pytest_runtest_makereport(item: pytest.Item,
     return report
 
 
+def pytest_assertrepr_compare(config: pytest.Config, op: str, left: object, right: object) -> list[str] | None:
+    """``assert recovery.lost_steps <= 20`` failing shows what the metric was measured
+    from: the timeline slice around that fault."""
+    from chaos.analysis import Measured, MeasuredInt
+    measured = next((v for v in (left, right) if isinstance(v, (Measured, MeasuredInt))), None)
+    if measured is None or measured.recovery is None:
+        return None
+    return [f"{left!r} {op} {right!r}",
+            f"{measured.metric} = {measured!r}, measured from this timeline slice:",
+            *measured.recovery.explain().splitlines()]
+
+
 def _add_failure_context(item: pytest.Item, report: pytest.TestReport) -> None:
     """A failed scenario's message gets its report folder and the timeline slice
     around the fault(s) (chaos.reporting.failure)."""

@@ -11,11 +11,14 @@ drives it with a few blocking calls that read like the hypothesis::
         recovery = run.wait_for_recovery(fault)
         assert recovery.lost_steps <= 20
 
-Leaving the block stops everything (also on failure) and writes report.json.
+Leaving the block reverts what faults broke, stops everything (also on
+failure) and writes report.json.
 """
 from __future__ import annotations
 
 import logging
+import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,11 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from chaos import analysis
-from chaos.errors import ChaosError, RecoveryTimeout
+from chaos.errors import ChaosError, FaultUnavailable, RecoveryTimeout
 from chaos.events import Event, Timeline
 from chaos.faults.api import Fault, FaultRecord
+from chaos.faults.triggers import Trigger
 from chaos.platforms import create_platform
 from chaos.platforms.api import Platform
+from chaos.samples import SampleAccount, account_samples
 from chaos.spec import JobSpec
 from chaos.watchers.api import Watcher
 from chaos.watchers.logs import LogFollower
@@ -37,7 +42,11 @@ log = logging.getLogger(__name__)
 
 
 class JobFailed(ChaosError):
-    """Every node of the job is gone and none is coming back."""
+    """Every node of the job is gone and none is coming back; ``outcome`` says why."""
+
+    def __init__(self, message: str, outcome: analysis.JobOutcome) -> None:
+        super().__init__(message)
+        self.outcome = outcome
 
 
 @dataclass
@@ -50,6 +59,58 @@ class Verdict:
         if not ok:
             self.passed = False
         self.reasons.append(("ok: " if ok else "FAILED: ") + reason)
+
+
+@dataclass
+class _Applied:
+    fault: Fault
+    record: FaultRecord
+    reverted: bool = False
+    timer: threading.Timer | None = None
+
+
+class ArmedFault:
+    """A fault waiting for its trigger; ``wait()`` returns its record once injected."""
+
+    def __init__(self, run: ChaosRun, fault: Fault, trigger: Trigger) -> None:
+        self.run, self.fault, self.trigger = run, fault, trigger
+        self.armed_at = time.time()
+        self.record: FaultRecord | None = None
+        self.error: BaseException | None = None
+        self._fired = threading.Event()
+        self._done = threading.Event()
+
+    def _on_event(self, event: Event) -> None:
+        if self._fired.is_set() or event.t < self.armed_at or not self.trigger.matches(event):
+            return
+        self._fired.set()
+        self.run.timeline.unsubscribe(self._on_event)
+        aim = getattr(self.fault, "aim_at", None)
+        if aim is not None:
+            aim(event)
+        threading.Thread(target=self._fire, args=(event,), name=f"armed-{self.fault.kind}", daemon=True).start()
+
+    def _fire(self, event: Event) -> None:
+        try:
+            self.run.timeline.emit("fault", "triggered", event.node, fault=self.fault.kind,
+                                   trigger=str(self.trigger), by={"source": event.source, "kind": event.kind,
+                                                                  "t": event.t})
+            self.record = self.run.inject(self.fault)
+        except BaseException as exc:  # surfaced by wait()
+            self.error = exc
+        finally:
+            self._done.set()
+
+    def wait(self, timeout: float = 180.0) -> FaultRecord:
+        """Block until the fault has been injected; raise if it failed or never fired."""
+        if not self._done.wait(timeout):
+            self.run.timeline.unsubscribe(self._on_event)
+            raise RecoveryTimeout(f"trigger '{self.trigger}' for {self.fault.kind}", timeout,
+                                  self.run.last_progress())
+        if self.error is not None:
+            raise self.error
+        assert self.record is not None
+        return self.record
 
 
 class ChaosRun:
@@ -65,8 +126,10 @@ class ChaosRun:
         self.faults: list[FaultRecord] = []
         self.verdict: Verdict | None = None
         self.started_at = time.time()
+        self._applied: list[_Applied] = []
         self._watchers: list[Watcher] = []
         self._closed = False
+        self._lock = threading.Lock()
 
     # -- lifecycle -----------------------------------------------------------
     def __enter__(self) -> ChaosRun:
@@ -91,11 +154,16 @@ class ChaosRun:
             w.start()
 
     def close(self) -> None:
-        """Stop watchers and the job, then write report.json. Idempotent."""
+        """Revert faults, stop watchers and the job, then write report.json. Idempotent."""
         if self._closed:
             return
         self._closed = True
         errors: list[str] = []
+        for applied in list(self._applied):
+            try:
+                self._revert(applied)
+            except ChaosError as exc:
+                errors.append(f"reverting {applied.fault.kind}: {exc}")
         for w in self._watchers:
             w.stopping()  # the job going away below is not news worth an event
         try:
@@ -126,22 +194,42 @@ class ChaosRun:
     def wait_for(self, what: str, predicate: Callable[[Event], bool], timeout: float) -> Event:
         """Block until an event matches; fail fast if the job died for good."""
         deadline = time.monotonic() + timeout
+        since = 0
         while True:
             left = deadline - time.monotonic()
-            ev = self.timeline.wait_for(predicate, timeout=min(max(left, 0), 1.0))
+            scanned = len(self.timeline)
+            ev = self.timeline.wait_for(predicate, timeout=min(max(left, 0), 1.0), since=since)
             if ev is not None:
                 return ev
+            since = scanned  # each event is judged once, not once a second
             self._check_alive(what)
             if time.monotonic() >= deadline:
                 raise RecoveryTimeout(what, timeout, self.last_progress())
 
-    def _check_alive(self, what: str) -> None:
+    def job_gone(self) -> bool:
+        """Every node has exited or was lost, and no replacement is on its way."""
         nodes = self.platform.nodes()
-        if nodes and not any(n.state.is_alive() for n in nodes) and not self.platform.replacement_pending():
+        return bool(nodes) and not any(n.state.is_alive() for n in nodes) \
+            and not self.platform.replacement_pending()
+
+    def _check_alive(self, what: str) -> None:
+        if self.job_gone():
+            outcome = analysis.job_outcome(self.timeline.events(), self.job)
             tails = "\n".join(f"--- {name} (last lines) ---\n{_tail(path)}"
                               for name, path in self.platform.node_logs().items())
-            raise JobFailed(f"while waiting for {what}: every node of the job has exited "
-                            f"({', '.join(f'{n.name}={n.exit_code}' for n in nodes)}).\n{tails}")
+            raise JobFailed(f"while waiting for {what}: the job failed permanently: "
+                            f"{'; '.join(outcome.reasons)}\n{tails}", outcome)
+
+    def wait_for_job_end(self, timeout: float = 180.0) -> analysis.JobOutcome:
+        """Block until every node is gone for good (a job expected to die); return why."""
+        self.phase("awaiting_job_end")
+        deadline = time.monotonic() + timeout
+        while not self.job_gone():
+            if time.monotonic() >= deadline:
+                raise RecoveryTimeout("the job to end", timeout, self.last_progress())
+            time.sleep(0.5)
+        time.sleep(0.5)  # let the log followers read the last lines
+        return analysis.job_outcome(self.timeline.events(), self.job)
 
     def last_progress(self) -> str:
         steps = [e for e in self.timeline.events() if e.source == "progress" and e.kind == "step"]
@@ -157,25 +245,93 @@ class ChaosRun:
                              lambda e: e.source == "progress" and e.kind == "step"
                              and int(e.data.get("step", 0)) >= step, timeout)
 
+    def wait_for_steps(self, count: int, timeout: float = 120.0) -> Event:
+        """Block until training has advanced ``count`` steps past the latest one seen."""
+        steps = [int(e.data.get("step", 0)) for e in self.timeline.events()
+                 if e.source == "progress" and e.kind == "step"]
+        return self.wait_for_step(max(steps, default=0) + count, timeout)
+
     # -- faults -------------------------------------------------------------
     def inject(self, fault: Fault) -> FaultRecord:
+        """Inject ``fault`` now; blocks as long as the fault takes to hit (a spot
+        interruption waits out its notice). A fault with ``duration_s`` is
+        reverted by a timer; every fault is reverted at the latest in close()."""
+        reason = fault.unavailable(self.platform)
+        if reason is not None:
+            raise FaultUnavailable(f"{fault.kind}: {reason}")
         self.phase("inject", fault=fault.kind)
         record = fault.inject(self.platform, self.timeline)
-        self.faults.append(record)
+        applied = _Applied(fault, record)
+        with self._lock:
+            self.faults.append(record)
+            self._applied.append(applied)
+        if fault.duration_s is not None:
+            applied.timer = threading.Timer(fault.duration_s, self._revert, args=(applied,))
+            applied.timer.daemon = True
+            applied.timer.start()
         return record
 
+    def arm(self, fault: Fault, trigger: Trigger) -> ArmedFault:
+        """Inject ``fault`` when ``trigger`` matches a later event; returns at once."""
+        reason = fault.unavailable(self.platform)
+        if reason is not None:
+            raise FaultUnavailable(f"{fault.kind}: {reason}")
+        armed = ArmedFault(self, fault, trigger)
+        self.timeline.emit("fault", "armed", None, fault=fault.kind, trigger=str(trigger))
+        self.timeline.subscribe(armed._on_event)
+        return armed
+
+    def revert(self, record: FaultRecord) -> None:
+        """Undo the fault of ``record`` now (heal, thaw, restart the store). Idempotent."""
+        for applied in self._applied:
+            if applied.record is record:
+                self._revert(applied)
+
+    def _revert(self, applied: _Applied) -> None:
+        with self._lock:
+            if applied.reverted:
+                return
+            applied.reverted = True
+        if applied.timer is not None:
+            applied.timer.cancel()
+        applied.fault.revert(self.platform, self.timeline, applied.record)
+
+    def repeat(self, make_fault: Callable[[], Fault], *, mtbf_s: float, duration_s: float,
+               seed: int = 0, min_alive: int = 1) -> list[FaultRecord]:
+        """Faults as a Poisson process: exponential gaps of mean ``mtbf_s`` for
+        ``duration_s`` seconds. A fault is skipped (and recorded as skipped)
+        when fewer than ``min_alive`` + 1 nodes are alive. Blocks for the duration."""
+        rng = random.Random(seed)
+        self.phase("repeated", mtbf_s=mtbf_s, duration_s=duration_s, seed=seed)
+        end = time.monotonic() + duration_s
+        records: list[FaultRecord] = []
+        while True:
+            gap = rng.expovariate(1.0 / mtbf_s)
+            if time.monotonic() + gap >= end:
+                time.sleep(max(0.0, end - time.monotonic()))
+                return records
+            time.sleep(gap)
+            self._check_alive("the next repeated fault")
+            if len(self.platform.alive_nodes()) <= min_alive:
+                self.timeline.emit("fault", "skipped", None, reason=f"only {min_alive} node(s) alive")
+                continue
+            records.append(self.inject(make_fault()))
+
+    # -- observing ------------------------------------------------------------
     def wait_for_recovery(self, fault: FaultRecord, *, timeout: float = 180.0,
                           world_size: int | None = None) -> analysis.Recovery:
         """Block until progress passes the pre-fault step (and, if given, training
         runs at ``world_size``); then return the fault's Recovery."""
         self.phase("recovering", fault=fault.kind, target=fault.target)
-        pre = analysis.analyze_fault(self.timeline.events(), kind=fault.kind, target=fault.target,
-                                     injected_at=fault.injected_at).pre_step or 0
 
         def regained(e: Event) -> bool:
-            return (e.source == "progress" and e.kind == "step" and e.t > fault.injected_at
-                    and int(e.data.get("step", 0)) > pre
-                    and (world_size is None or e.data.get("world_size") == world_size))
+            if not (e.source == "progress" and e.kind == "step" and e.t > fault.injected_at):
+                return False
+            if world_size is not None and e.data.get("world_size") != world_size:
+                return False
+            rec = analysis.analyze_fault(self.timeline.events(), kind=fault.kind, target=fault.target,
+                                         injected_at=fault.injected_at)
+            return rec.regain_s is not None
 
         self.wait_for(f"recovery from {fault.kind} on {fault.target}"
                       + (f" at world size {world_size}" if world_size else ""), regained, timeout)
@@ -200,10 +356,21 @@ class ChaosRun:
         events = self.timeline.events()
         later = [f.injected_at for f in self.faults if f.injected_at > fault.injected_at]
         return analysis.analyze_fault(events, kind=fault.kind, target=fault.target,
-                                      injected_at=fault.injected_at, until=min(later, default=None))
+                                      injected_at=fault.injected_at, until=min(later, default=None),
+                                      max_restarts=self.job.max_restarts if self.job else None)
 
     def recoveries(self) -> list[analysis.Recovery]:
         return [self.recovery(f) for f in self.faults]
+
+    @property
+    def samples(self) -> SampleAccount:
+        """Exactly-once accounting of the committed training history so far."""
+        return account_samples(self.timeline.events())
+
+    @property
+    def goodput(self) -> float | None:
+        """Useful step time / wall time since the first step (None before two steps)."""
+        return analysis.goodput(self.timeline.events())
 
 
 def _tail(path: Path, lines: int = 12) -> str:

@@ -77,6 +77,8 @@ class JobSpec:
     """Elastic node range MIN:MAX (torchrun --nnodes)."""
     nproc_per_node: int = 1
     """Worker processes per node (GPUs per node on a GPU cluster)."""
+    start_nodes: int | None = None
+    """Nodes started at first (default: MAX); fewer leaves room to scale up."""
     rdzv: RendezvousSpec = field(default_factory=RendezvousSpec)
     max_restarts: int = 3
     """Worker-group restarts each agent may spend before the job fails."""
@@ -108,6 +110,12 @@ class JobSpec:
             raise SpecError("checkpoint_every must be >= 1")
         if self.max_restarts < 0:
             raise SpecError("max_restarts must be >= 0")
+        if self.start_nodes is not None and not self.min_nodes <= self.start_nodes <= self.max_nodes:
+            raise SpecError(f"start_nodes {self.start_nodes} is outside nodes {self.nodes}")
+
+    @property
+    def initial_nodes(self) -> int:
+        return self.start_nodes if self.start_nodes is not None else self.max_nodes
 
     def node_env(self) -> dict[str, str]:
         """Environment every node of the job gets (the spec's ``env`` wins)."""

@@ -35,19 +35,20 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def save(directory: Path, step: int, state: dict[str, Any],
-         *, keep: int = 3, before_rename: Callable[[], None] | None = None) -> Path:
+def save(directory: Path, step: int, state: dict[str, Any], *, keep: int = 3,
+         before_rename: Callable[[], None] | None = None, reason: str = "periodic") -> Path:
     """Write ``state`` as the checkpoint of ``step``; blocks until durable.
 
     Safe to call from several ranks at once for the same step: each writes its
     own temporary file and the renames replace one complete file by another.
-    ``before_rename`` is a test hook (e.g. a deliberate pause to widen the
-    window a kill-during-checkpoint fault aims at).
+    ``before_rename`` runs between the durable temporary file and the rename
+    (the trainer's ``--save-delay`` pauses there to stand in for a large
+    write). ``reason`` says why (periodic, sigterm, spot-rebalance, ...).
     """
     directory.mkdir(parents=True, exist_ok=True)
     final = checkpoint_path(directory, step)
     tmp = directory / f".{final.name}.tmp.{os.getpid()}"
-    progress.report_checkpoint_started(step, str(final))
+    progress.report_checkpoint_started(step, str(final), reason=reason)
     payload = {"format_version": FORMAT_VERSION, "step": step, **state}
     with open(tmp, "wb") as f:
         torch.save(payload, f)
@@ -57,7 +58,7 @@ def save(directory: Path, step: int, state: dict[str, Any],
         before_rename()
     os.replace(tmp, final)
     _fsync_dir(directory)
-    progress.report_checkpoint_saved(step, str(final))
+    progress.report_checkpoint_saved(step, str(final), reason=reason)
     _prune(directory, keep)
     return final
 

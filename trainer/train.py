@@ -28,6 +28,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from trainer import checkpoint, progress
 from trainer.sampler import ElasticSampler
+from trainer.spot_notice import ENDPOINT_VAR, SpotNoticeWatcher
 
 FEATURES = 16
 
@@ -50,8 +51,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pg-timeout", type=float, default=60.0,
                    help="seconds a collective may wait for a peer before failing")
     p.add_argument("--save-delay", type=float, default=0.0,
-                   help="extra seconds spent inside each checkpoint write (widens the "
-                        "window kill-during-checkpoint aims at)")
+                   help="extra seconds spent inside each checkpoint write, before the rename "
+                        "(stands in for a large model's write; widens the window "
+                        "kill-during-checkpoint aims at)")
+    p.add_argument("--spot-notice", choices=["auto", "on", "off"], default="auto",
+                   help="poll the EC2 metadata service for spot notices; auto = when "
+                        "$AWS_EC2_METADATA_SERVICE_ENDPOINT is set or IMDS answers at start")
+    p.add_argument("--notice-interval", type=float, default=0.5,
+                   help="seconds between spot-notice polls")
+    p.add_argument("--checkpoint-on", choices=["interruption", "rebalance"], default="rebalance",
+                   help="earliest notice that triggers an emergency checkpoint")
+    p.add_argument("--sampler", choices=["elastic", "naive"], default="elastic",
+                   help="elastic = exactly-once across restarts and resizes; naive = "
+                        "DistributedSampler-style rank::world sharding restarted by step "
+                        "count (trains samples twice or never after a resize; for tests)")
     return p.parse_args(argv)
 
 
@@ -108,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     x_all, y_all = synthetic_data(args.dataset_size, args.seed)
 
     step = restore(args.checkpoint_dir, model, optim, sampler)
+    notices = watch_spot_notices(args)
+    emergency_saved: set[str] = set()
 
     def state() -> dict[str, Any]:
         return {"model": model.state_dict(), "optim": optim.state_dict(),
@@ -118,21 +133,29 @@ def main(argv: list[str] | None = None) -> int:
 
     while step < args.max_steps:
         began = time.monotonic()
-        epoch, positions, idx = sampler.next_batch(rank, world)
+        if args.sampler == "naive":
+            epoch, ranges, idx = naive_batch(sampler, step, rank, world)
+        else:
+            epoch, positions, idx = sampler.next_batch(rank, world)
+            ranges = [positions]
         x, y = x_all[idx].to(device), y_all[idx].to(device)
         optim.zero_grad()
         loss = nn.functional.mse_loss(ddp(x), y)
         loss.backward()  # type: ignore[no-untyped-call]
         optim.step()
         step += 1
-        progress.report_step(step, epoch=epoch, samples=[positions], loss=round(loss.item(), 6))
+        progress.report_step(step, epoch=epoch, samples=ranges, loss=round(loss.item(), 6))
         if Stop.requested:
             # Every rank holds the same weights after a DDP step, so whichever
             # rank was told to go can save the job's state on its own.
-            checkpoint.save(args.checkpoint_dir, step, state())
+            checkpoint.save(args.checkpoint_dir, step, state(), reason="sigterm")
             progress.emit("emergency_exit", step=step, signal=Stop.signum)
             return 128 + Stop.signum
-        if step % args.checkpoint_every == 0 and rank == 0:
+        notice = notices.notice() if notices is not None else None
+        if notice is not None and _acts_on(notice.kind, args.checkpoint_on) and notice.kind not in emergency_saved:
+            emergency_saved.add(notice.kind)
+            checkpoint.save(args.checkpoint_dir, step, state(), reason=f"spot-{notice.kind}")
+        elif step % args.checkpoint_every == 0 and rank == 0:
             checkpoint.save(args.checkpoint_dir, step, state(),
                             before_rename=save_delay if args.save_delay else None)
         time.sleep(max(0.0, args.step_time - (time.monotonic() - began)))
@@ -140,6 +163,35 @@ def main(argv: list[str] | None = None) -> int:
     progress.emit("finished", step=step)
     dist.destroy_process_group()
     return 0
+
+
+def _acts_on(kind: str, threshold: str) -> bool:
+    return kind == "interruption" or threshold == "rebalance"
+
+
+def watch_spot_notices(args: argparse.Namespace) -> SpotNoticeWatcher | None:
+    """Start polling IMDS for spot notices when asked to (or, on auto, when it answers)."""
+    if args.spot_notice == "off":
+        return None
+    watcher = SpotNoticeWatcher(interval_s=args.notice_interval,
+                                on_notice=lambda n: progress.emit("notice", kind=n.kind, detail=n.detail))
+    if args.spot_notice == "auto" and not (os.environ.get(ENDPOINT_VAR) or watcher.reachable()):
+        return None
+    return watcher.start()
+
+
+def naive_batch(sampler: ElasticSampler, step: int, rank: int,
+                world: int) -> tuple[int, list[list[int]], torch.Tensor]:
+    """DistributedSampler-style: rank takes every world-th position of the epoch,
+    and the position in the epoch is re-derived from the step count at the
+    *current* world size. Correct at a fixed world size; wrong after a resize."""
+    steps_per_epoch = max(1, -(-sampler.dataset_size // (sampler.batch_per_rank * world)))
+    epoch, j = divmod(step, steps_per_epoch)
+    mine = list(range(rank, sampler.dataset_size, world))
+    positions = mine[j * sampler.batch_per_rank:(j + 1) * sampler.batch_per_rank]
+    sampler.epoch = epoch
+    idx = sampler.permutation()[positions] if positions else torch.empty(0, dtype=torch.long)
+    return epoch, [[p, p + 1] for p in positions], idx
 
 
 def restore(directory: Path, model: nn.Module, optim: torch.optim.Optimizer,

@@ -12,8 +12,8 @@ def register(sub: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from chaos.faults import FAULTS
-    width = max(len(k) for k in FAULTS)
-    for name, cls in FAULTS.items():
-        print(f"{name.ljust(width)}  {cls.description}")
+    from chaos.experiments import EXPERIMENTS
+    width = max(len(k) for k in EXPERIMENTS)
+    for name, (_, description) in EXPERIMENTS.items():
+        print(f"{name.ljust(width)}  {description}")
     return 0

@@ -2,10 +2,16 @@
 from __future__ import annotations
 
 from chaos.faults.api import Fault, FaultPlan, FaultRecord
-from chaos.faults.node import KillNode
+from chaos.faults.hang import Freeze, Partition
+from chaos.faults.node import KillDuringCheckpoint, KillNode, ScaleUp, StoreHostLoss, WorkerCrash
+from chaos.faults.spot import SpotInterruption
+from chaos.faults.store import EtcdOutage
 
 FAULTS: dict[str, type[Fault]] = {
-    KillNode.kind: KillNode,
+    cls.kind: cls
+    for cls in (KillNode, SpotInterruption, Partition, Freeze, WorkerCrash, EtcdOutage, ScaleUp,
+                KillDuringCheckpoint, StoreHostLoss)
 }
 
-__all__ = ["FAULTS", "Fault", "FaultPlan", "FaultRecord", "KillNode"]
+__all__ = ["FAULTS", "EtcdOutage", "Fault", "FaultPlan", "FaultRecord", "Freeze", "KillDuringCheckpoint",
+           "KillNode", "Partition", "ScaleUp", "SpotInterruption", "StoreHostLoss", "WorkerCrash"]

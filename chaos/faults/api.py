@@ -3,17 +3,19 @@
 Modelled on torchx's ``submit_dryrun``: ``plan()`` resolves the target and
 describes every action without touching anything; ``inject()`` performs them
 and returns a FaultRecord (chaostoolkit's activity record, typed). Faults
-with an undo (heal, thaw) implement ``revert()``; scenario fixtures call it in
-teardown so a failed test still heals what it broke.
+with an undo (heal, thaw, restart the store) implement ``revert()``; the run
+calls it after ``duration_s`` when one is set, and always in teardown, so a
+failed test still heals what it broke.
 """
 from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
+from chaos.errors import InjectionFailed
 from chaos.events import Timeline
-from chaos.platforms.api import Hit, Platform
+from chaos.platforms.api import Capability, Hit, Platform
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class FaultRecord:
     kind: str
     target: str | None
     injected_at: float
+    """When the fault hit (for a spot interruption: the SIGTERM, not the notice)."""
     hit: Hit | None = None
     detail: dict[str, Any] = field(default_factory=dict)
 
@@ -44,36 +47,52 @@ class FaultRecord:
 
 
 class Fault(abc.ABC):
-    kind: str = "abstract"
-    description: str = ""
+    kind: ClassVar[str] = "abstract"
+    description: ClassVar[str] = ""
+    requires: ClassVar[Capability | None] = None
+    """The platform capability this fault needs (None: any platform can do it)."""
+    duration_s: float | None = None
+    """Seconds after which the run reverts the fault by itself (None: until teardown)."""
+
+    def unavailable(self, platform: Platform) -> str | None:
+        """Why this fault cannot be injected on ``platform`` here, or None."""
+        return platform.unavailable(self.requires) if self.requires is not None else None
 
     @abc.abstractmethod
     def plan(self, platform: Platform) -> FaultPlan:
         """Resolve targets and describe the actions; touches nothing."""
 
     @abc.abstractmethod
-    def _inject(self, platform: Platform, plan: FaultPlan) -> FaultRecord: ...
+    def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord: ...
 
     def inject(self, platform: Platform, timeline: Timeline) -> FaultRecord:
         """Perform the plan; record it on the timeline; return what was hit."""
         plan = self.plan(platform)
         timeline.emit("fault", "planned", plan.target, fault=self.kind, actions=list(plan.actions))
-        record = self._inject(platform, plan)
+        record = self._inject(platform, plan, timeline)
         timeline.emit("fault", "injected", record.target, t=record.injected_at, fault=self.kind,
                       **{k: v for k, v in record.to_json().items() if k not in ("kind", "target", "injected_at")})
         return record
 
-    def revert(self, platform: Platform, timeline: Timeline) -> None:  # noqa: B027 - optional hook
-        """Undo the fault where that means something; the default has nothing to undo."""
+    def revert(self, platform: Platform, timeline: Timeline, record: FaultRecord) -> None:
+        """Undo the fault; idempotent. Records a ``fault/reverted`` event when there was
+        something to undo."""
+        hit = self._revert(platform, record)
+        if hit is not None:
+            timeline.emit("fault", "reverted", record.target, t=hit.at, fault=self.kind, action=hit.action)
+
+    def _revert(self, platform: Platform, record: FaultRecord) -> Hit | None:
+        return None  # most faults have nothing to undo
 
 
-def pick_victim(platform: Platform, explicit: str | None = None) -> str:
+def pick_victim(platform: Platform, explicit: str | None = None, *, avoid_store_host: bool = True) -> str:
     """The node a fault aims at: ``explicit`` if given, else the newest live node
-    (never the first, so a c10d store host is only hit when asked for)."""
-    alive = platform.alive_nodes()
+    (never a c10d store host unless asked for: that is the store-host-loss fault)."""
     if explicit:
         return explicit
-    if not alive:
-        from chaos.errors import InjectionFailed
+    alive = [n.name for n in platform.alive_nodes()]
+    host = platform.store_host() if avoid_store_host else None
+    candidates = [n for n in alive if n != host] or alive
+    if not candidates:
         raise InjectionFailed("no live node to aim at")
-    return alive[-1].name
+    return candidates[-1]

@@ -14,9 +14,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos.errors import InjectionFailed, PlatformError
+from chaos.errors import FaultUnavailable, InjectionFailed, PlatformError
 from chaos.events import Timeline
 from chaos.spec import JobSpec
+
+
+class Capability(enum.Enum):
+    """What a platform may or may not be able to do to a job, here and now."""
+
+    NOTICE = "spot notice"
+    PARTITION = "network partition"
+    FREEZE = "node freeze"
+    WORKER_CRASH = "worker crash"
+    SCALE_UP = "scale-up"
+    STORE_OUTAGE = "rendezvous store outage"
+
+
+class StoreOutage(str, enum.Enum):
+    CRASH = "crash"
+    """The store process is killed: clients get connection refused at once."""
+    HANG = "hang"
+    """The store process is stopped: connections are accepted and never answered."""
 
 
 class NodeState(enum.Enum):
@@ -103,6 +121,24 @@ class Platform(abc.ABC):
     def alive_nodes(self) -> list[NodeInfo]:
         return [n for n in self.nodes() if n.state.is_alive()]
 
+    def unavailable(self, capability: Capability) -> str | None:
+        """Why this platform cannot do ``capability`` here, or None when it can.
+
+        Scenarios skip with this reason; faults refuse with it. Never silently
+        substitutes another fault.
+        """
+        return f"{capability.value} is not supported on the {self.name} platform"
+
+    def store_host(self) -> str | None:
+        """The node hosting the rendezvous store (c10d), or None when the store is
+        not a node (etcd)."""
+        return None
+
+    def _require(self, capability: Capability) -> None:
+        reason = self.unavailable(capability)
+        if reason is not None:
+            raise FaultUnavailable(reason)
+
     # -- faults ----------------------------------------------------------
     def kill_node(self, node: str, *, graceful: bool = False, grace_s: float = 30.0) -> Hit:
         """Take ``node`` away: hard (every process SIGKILLed at once) or graceful
@@ -112,8 +148,103 @@ class Platform(abc.ABC):
         """
         self._require_node(node)
         hit = self._kill_node(node, graceful=graceful, grace_s=grace_s)
-        self.timeline.emit("node", "lost", node, t=hit.at, action=hit.action, pids=list(hit.pids))
+        self.timeline.emit("node", "lost", node, t=hit.at, action=hit.action, pids=list(hit.pids),
+                           **hit.detail)
         return hit
+
+    def send_notice(self, node: str, kind: str, *, terminate_at: float) -> Hit:
+        """Publish a spot notice the node can observe (``rebalance`` or ``interruption``)."""
+        self._require(Capability.NOTICE)
+        self._require_node(node)
+        hit = self._send_notice(node, kind, terminate_at=terminate_at)
+        self.timeline.emit("node", "notice", node, t=hit.at, notice=kind, terminate_at=terminate_at)
+        return hit
+
+    def partition_node(self, node: str) -> Hit:
+        """Black-hole every packet to and from ``node``; its processes keep running."""
+        self._require(Capability.PARTITION)
+        self._require_node(node)
+        hit = self._partition_node(node)
+        self.timeline.emit("node", "partitioned", node, t=hit.at)
+        return hit
+
+    def heal_node(self, node: str) -> Hit:
+        """Undo ``partition_node``. Idempotent; a gone node is nothing to heal."""
+        hit = self._heal_node(node)
+        self.timeline.emit("node", "healed", node, t=hit.at)
+        return hit
+
+    def freeze_node(self, node: str) -> Hit:
+        """Stop every process of ``node`` at once (a hung host); sockets stay open."""
+        self._require(Capability.FREEZE)
+        self._require_node(node)
+        hit = self._freeze_node(node)
+        self.timeline.emit("node", "frozen", node, t=hit.at, action=hit.action, pids=list(hit.pids))
+        return hit
+
+    def thaw_node(self, node: str) -> Hit:
+        """Undo ``freeze_node``. Idempotent."""
+        hit = self._thaw_node(node)
+        self.timeline.emit("node", "thawed", node, t=hit.at)
+        return hit
+
+    def kill_worker(self, node: str, *, local_rank: int = 0) -> Hit:
+        """SIGKILL one worker process of ``node``; the node and its agent stay."""
+        self._require(Capability.WORKER_CRASH)
+        self._require_node(node)
+        hit = self._kill_worker(node, local_rank=local_rank)
+        self.timeline.emit("node", "worker_killed", node, t=hit.at, pids=list(hit.pids), local_rank=local_rank)
+        return hit
+
+    def add_node(self) -> NodeInfo:
+        """Start one more node of the running job (scale-up). Blocks until its agent starts."""
+        self._require(Capability.SCALE_UP)
+        if self.job is None:
+            raise PlatformError("no job is running")
+        return self._add_node()
+
+    def stop_store(self, *, how: StoreOutage = StoreOutage.CRASH) -> Hit:
+        """Take the rendezvous store (etcd) away: crashed (connections refused) or hung
+        (connections accepted, never answered). Its data stays."""
+        self._require(Capability.STORE_OUTAGE)
+        hit = self._stop_store(how=how)
+        self.timeline.emit("runner", "store_stopped", t=hit.at, action=hit.action, how=how.value)
+        return hit
+
+    def start_store(self) -> Hit:
+        """Bring the rendezvous store back with its data (restart, or resume a hung one);
+        blocks until it serves. Idempotent."""
+        hit = self._start_store()
+        self.timeline.emit("runner", "store_started", t=hit.at)
+        return hit
+
+    # optional hooks: a backend overrides those it supports and says so in unavailable()
+    def _send_notice(self, node: str, kind: str, *, terminate_at: float) -> Hit:
+        raise FaultUnavailable(f"spot notices are not supported on the {self.name} platform")
+
+    def _partition_node(self, node: str) -> Hit:
+        raise FaultUnavailable(f"partitions are not supported on the {self.name} platform")
+
+    def _heal_node(self, node: str) -> Hit:
+        return Hit(node=node, at=now(), action="nothing-to-heal")
+
+    def _freeze_node(self, node: str) -> Hit:
+        raise FaultUnavailable(f"freezing a node is not supported on the {self.name} platform")
+
+    def _thaw_node(self, node: str) -> Hit:
+        return Hit(node=node, at=now(), action="nothing-to-thaw")
+
+    def _kill_worker(self, node: str, *, local_rank: int) -> Hit:
+        raise FaultUnavailable(f"killing one worker is not supported on the {self.name} platform")
+
+    def _add_node(self) -> NodeInfo:
+        raise FaultUnavailable(f"adding a node is not supported on the {self.name} platform")
+
+    def _stop_store(self, *, how: StoreOutage) -> Hit:
+        raise FaultUnavailable(f"stopping the store is not supported on the {self.name} platform")
+
+    def _start_store(self) -> Hit:
+        raise FaultUnavailable(f"starting the store is not supported on the {self.name} platform")
 
     # -- hooks -----------------------------------------------------------
     @abc.abstractmethod

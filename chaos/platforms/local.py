@@ -1,16 +1,22 @@
 """The embedded platform: a real etcd and real torchrun agents as nodes, on this machine.
 
-A node is a ``torchrun`` agent plus every process it spawns, all carrying an
-environment tag so the whole node can be found and killed at once (see
-:mod:`chaos.platforms.procs`). A node's output (agent and workers) is appended
-to ``nodes/<name>.log``. The NodePool plays the cloud's autoscaler: a node
-lost to a fault is replaced by a fresh one after a provisioning delay.
+A node is a ``torchrun`` agent plus every process it spawns. Each process
+carries an environment tag (see :mod:`chaos.platforms.procs`); as root, a
+node also lives in its own cgroup (:mod:`chaos.platforms.cgroup`), so it can
+be frozen or killed by the kernel in one step, and optionally in its own
+network namespace (:mod:`chaos.platforms.netns`), so a partition is a real
+black hole. Each node has a metadata stand-in (:mod:`chaos.platforms.imds`)
+where spot notices appear. A node's output is appended to
+``nodes/<name>.log``. The node pool plays the autoscaler: a node lost to a
+fault is replaced after a provisioning delay.
 """
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -18,14 +24,24 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from chaos.errors import InjectionFailed, PlatformError
+from chaos.errors import InjectionFailed, PlatformError, SetupError
 from chaos.etcd import EtcdServer, free_port
 from chaos.events import Timeline
-from chaos.platforms import procs
-from chaos.platforms.api import Hit, NodeInfo, NodeState, Platform
+from chaos.platforms import netns, procs
+from chaos.platforms.api import Capability, Hit, NodeInfo, NodeState, Platform, StoreOutage
+from chaos.platforms.cgroup import NodeCgroups, find_root
+from chaos.platforms.imds import MetadataStandIn
+from chaos.platforms.relay import StallableRelay
 from chaos.spec import JobSpec, RdzvBackend
 
 log = logging.getLogger(__name__)
+
+
+class NetworkMode(str, enum.Enum):
+    HOST = "host"
+    """Every node on the host's loopback: a dead peer is noticed at once (RST)."""
+    ISOLATED = "isolated"
+    """A network namespace per node on a private bridge (root): partitions are black holes."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +58,10 @@ class LocalOptions:
     """Interpreter that runs torchrun and the workers."""
     poll_interval_s: float = 0.1
     """How often the pool checks its nodes' processes."""
+    network: NetworkMode = NetworkMode.HOST
+    """host (loopback) or isolated (a network namespace per node; needs root)."""
+    use_cgroups: bool | None = None
+    """A cgroup per node for atomic freeze/kill; None = when available (root, cgroup v2)."""
 
 
 @dataclass
@@ -50,6 +70,9 @@ class _Node:
     proc: subprocess.Popen[bytes]
     tag: str
     log_path: Path
+    imds: MetadataStandIn
+    relay: StallableRelay | None = None
+    address: str = "127.0.0.1"
     fault_pending: bool = False
 
 
@@ -62,11 +85,12 @@ class _Pending:
 class LocalPlatform(Platform):
     name = "local"
 
-    def __init__(self, timeline: Timeline, work_dir: Path,
-                 options: LocalOptions | None = None) -> None:
+    def __init__(self, timeline: Timeline, work_dir: Path, options: LocalOptions | None = None) -> None:
         super().__init__(timeline, work_dir)
         self.options = options or LocalOptions()
         self.etcd: EtcdServer | None = None
+        self.network: netns.NodeNetwork | None = None
+        self.cgroups: NodeCgroups | None = None
         self._nodes: dict[str, _Node] = {}
         self._pending: list[_Pending] = []
         self._lock = threading.RLock()
@@ -75,6 +99,7 @@ class LocalPlatform(Platform):
         self._pool_error: BaseException | None = None
         self._next_index = 0
         self._c10d_port = 0
+        self._c10d_host = "127.0.0.1"
 
     # -- paths -------------------------------------------------------------
     @property
@@ -86,10 +111,28 @@ class LocalPlatform(Platform):
     def logs_dir(self) -> Path:
         return self.work_dir / "nodes"
 
+    # -- capabilities --------------------------------------------------------
+    def unavailable(self, capability: Capability) -> str | None:
+        if capability is Capability.PARTITION and self.options.network is not NetworkMode.ISOLATED:
+            reason = netns.unavailable_reason()
+            return ("partitions need isolated node networking: " + reason if reason else
+                    "partitions need the platform option network=isolated (nodes in their own "
+                    "network namespaces); on the host's loopback a dead peer is always answered")
+        if capability is Capability.STORE_OUTAGE and self.job is not None \
+                and not self.job.rdzv.backend.needs_etcd():
+            return "the c10d store lives inside a node; use store-host-loss instead"
+        return None
+
+    def store_host(self) -> str | None:
+        if self.job is None or self.job.rdzv.backend is not RdzvBackend.C10D:
+            return None
+        return next(iter(self._nodes), None)  # the first node binds the store port
+
     # -- lifecycle -------------------------------------------------------
     def _start(self, job: JobSpec) -> None:
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        self._setup_isolation(job)
         if job.rdzv.backend.needs_etcd():
             self.etcd = EtcdServer(self.work_dir / "etcd-data", binary=_opt_path(self.options.etcd_binary),
                                    log_path=self.work_dir / "etcd.log")
@@ -98,11 +141,52 @@ class LocalPlatform(Platform):
                                pid=self.etcd.pid, version=".".join(map(str, self.etcd.version or ())))
         else:
             self._c10d_port = free_port()
-        for _ in range(job.max_nodes):
+        first = self._spawn(job)
+        if not job.rdzv.backend.needs_etcd():
+            self._wait_for_store(first.name)
+        for _ in range(job.initial_nodes - 1):
             self._spawn(job)
         self._stop_pool.clear()
         self._pool = threading.Thread(target=self._run_pool, name="node-pool", daemon=True)
         self._pool.start()
+
+    def _setup_isolation(self, job: JobSpec) -> None:
+        if self.options.network is NetworkMode.ISOLATED:
+            self.network = netns.NodeNetwork(job.run_id)
+            self.network.setup()
+        use = self.options.use_cgroups
+        root = find_root() if use is not False else None
+        if use and root is None:
+            raise SetupError("use_cgroups=True but no writable cgroup v2 hierarchy with cgroup.freeze/"
+                             "cgroup.kill was found (needs root and cgroup v2)")
+        if root is not None:
+            self.cgroups = NodeCgroups(root, job.run_id)
+        self.timeline.emit("runner", "isolation", network=self.options.network.value,
+                           cgroups=str(self.cgroups.dir) if self.cgroups else None)
+
+    def _wait_for_store(self, host: str, timeout_s: float = 120.0) -> None:
+        # c10d: whichever agent binds the port first hosts the store. Starting the
+        # others only once node-0 listens makes the host known (as worker-0 on k8s).
+        deadline = time.monotonic() + timeout_s
+        addr = (self._nodes[host].address, self._c10d_port)
+        while time.monotonic() < deadline:
+            if self._nodes[host].proc.poll() is not None:
+                raise PlatformError(f"{host} exited before hosting the c10d store; see {self._nodes[host].log_path}")
+            if self._port_open(host, addr):
+                return
+            time.sleep(0.2)
+        raise PlatformError(f"{host} did not open the c10d store port {addr} within {timeout_s:.0f}s")
+
+    def _port_open(self, node: str, addr: tuple[str, int]) -> bool:
+        if self.network is not None:
+            probe = ["ip", "netns", "exec", self.network.nodes[node].netns, sys.executable, "-c",
+                     f"import socket; socket.create_connection({addr!r}, timeout=1).close()"]
+            return subprocess.run(probe, capture_output=True, timeout=30, check=False).returncode == 0
+        try:
+            socket.create_connection(addr, timeout=1).close()
+            return True
+        except OSError:
+            return False
 
     def _stop(self) -> None:
         self._stop_pool.set()
@@ -113,11 +197,18 @@ class LocalPlatform(Platform):
             for node in self._nodes.values():
                 if node.info.state.is_alive():
                     node.info = replace(node.info, state=NodeState.STOPPED)
-                procs.kill_tree(node.tag, first=node.proc.pid if node.proc.poll() is None else None)
+                self._kill_processes(node)
                 _reap(node.proc)
+                node.imds.close()
+                if node.relay is not None:
+                    node.relay.close()
         if self.etcd is not None:
             self.etcd.stop()
             self.etcd = None
+        if self.network is not None:
+            self.network.teardown()
+        if self.cgroups is not None:
+            self.cgroups.remove()
         if self._pool_error is not None:
             raise PlatformError(f"node pool failed: {self._pool_error}") from self._pool_error
 
@@ -137,27 +228,38 @@ class LocalPlatform(Platform):
     def node_tag(self, node: str) -> str:
         return self._nodes[node].tag
 
+    def node_pids(self, node: str) -> set[int]:
+        """Every live process of ``node`` (cgroup members, or tagged processes)."""
+        rec = self._nodes[node]
+        pids = procs.tagged_pids(rec.tag)
+        if self.cgroups is not None:
+            pids |= self.cgroups.pids(node)
+        return pids
+
+    def metadata(self, node: str) -> MetadataStandIn:
+        return self._nodes[node].imds
+
     def etcd_endpoint(self) -> str | None:
         return self.etcd.endpoint if self.etcd else None
 
     def rdzv_endpoint(self, job: JobSpec) -> str:
         if job.rdzv.backend is RdzvBackend.ETCD_V2:
             assert self.etcd is not None
-            return self.etcd.endpoint
-        return f"127.0.0.1:{self._c10d_port}"
+            return self.etcd.endpoint  # in a namespace, the relay listens on the same address
+        return f"{self._c10d_host}:{self._c10d_port}"
 
-    def add_node(self, *, replaces: str | None = None) -> NodeInfo:
-        """Start one more node of the running job (scale-up, or a replacement)."""
-        if self.job is None:
-            raise PlatformError("no job is running")
-        return self._spawn(self.job, replaces=replaces)
+    def _add_node(self) -> NodeInfo:
+        assert self.job is not None
+        return self._spawn(self.job)
 
-    def _command(self, job: JobSpec) -> list[str]:
+    def _command(self, job: JobSpec, address: str) -> list[str]:
         cmd = [self.options.python, "-m", "torch.distributed.run",
                "--nnodes", job.nodes, "--nproc-per-node", str(job.nproc_per_node),
                "--rdzv-backend", job.rdzv.backend.value,
                "--rdzv-endpoint", self.rdzv_endpoint(job), "--rdzv-id", job.run_id,
                "--max-restarts", str(job.max_restarts)]
+        if self.network is not None:
+            cmd += ["--local-addr", address]
         conf = job.rdzv.conf()
         if conf:
             cmd += ["--rdzv-conf", ",".join(f"{k}={v}" for k, v in conf.items())]
@@ -175,21 +277,46 @@ class LocalPlatform(Platform):
             self._next_index += 1
             tag = f"{job.run_id}/{name}"
             log_path = self.logs_dir / f"{name}.log"
+            rec_address, relay, imds = self._node_network(name)
+            if not self._nodes:
+                self._c10d_host = rec_address  # the first node hosts a c10d store
             env = dict(os.environ)
             env.update(job.node_env())
             env.update({procs.TAG_VAR: tag, "LOGLEVEL": env.get("LOGLEVEL", "INFO"),
                         "PYTHONUNBUFFERED": "1", "ELASTIC_CHAOS_NODE_NAME": name,
-                        "CHECKPOINT_DIR": str(self.checkpoint_dir)})
+                        "CHECKPOINT_DIR": str(self.checkpoint_dir),
+                        "AWS_EC2_METADATA_SERVICE_ENDPOINT": imds.endpoint})
+            if self.network is not None:
+                env.update({"GLOO_SOCKET_IFNAME": "eth0", "NCCL_SOCKET_IFNAME": "eth0"})
+            cmd = self._command(job, rec_address)
+            if self.network is not None:
+                cmd = self.network.wrap(name, cmd)
+            if self.cgroups is not None:  # outermost: `ip netns exec` remounts /sys without the cgroups
+                cmd = self.cgroups.wrap(name, cmd)
             with open(log_path, "ab") as logf:
-                proc = subprocess.Popen(self._command(job), stdout=logf, stderr=subprocess.STDOUT,
+                proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, env=env, cwd=self.work_dir,
                                         start_new_session=True)
             info = NodeInfo(name=name, state=NodeState.RUNNING, started_at=time.time(),
-                            agent_pid=proc.pid, replaces=replaces)
-            self._nodes[name] = _Node(info=info, proc=proc, tag=tag, log_path=log_path)
+                            agent_pid=proc.pid, replaces=replaces,
+                            labels={"address": rec_address})
+            self._nodes[name] = _Node(info=info, proc=proc, tag=tag, log_path=log_path, imds=imds,
+                                      relay=relay, address=rec_address)
         self.timeline.emit("node", "started", name, t=info.started_at, agent_pid=proc.pid,
-                           replaces=replaces)
+                           replaces=replaces, address=rec_address)
         return info
+
+    def _node_network(self, name: str) -> tuple[str, StallableRelay | None, MetadataStandIn]:
+        if self.network is None:
+            return "127.0.0.1", None, MetadataStandIn(name).start()
+        net = self.network.add_node(name)
+        imds = MetadataStandIn(name, listener=self.network.listen_in(name)).start()
+        relay = None
+        if self.etcd is not None:
+            etcd = self.etcd
+            relay = StallableRelay(self.network.listen_in(name, int(etcd.client_port or 0)),
+                                   lambda: ("127.0.0.1", int(etcd.client_port or 0)), name).start()
+        return net.address, relay, imds
 
     # -- the pool: exits, replacements ---------------------------------------
     def _run_pool(self) -> None:
@@ -220,6 +347,15 @@ class LocalPlatform(Platform):
                 self._spawn(self.job, replaces=p.replaces)
 
     # -- faults ------------------------------------------------------------
+    def _kill_processes(self, rec: _Node) -> set[int]:
+        hit: set[int] = set()
+        if self.cgroups is not None:
+            if self.cgroups.is_frozen(rec.info.name):
+                self.cgroups.thaw(rec.info.name)
+            hit |= self.cgroups.kill(rec.info.name)
+        hit |= procs.kill_tree(rec.tag, first=rec.proc.pid if rec.proc.poll() is None else None)
+        return hit
+
     def _kill_node(self, node: str, *, graceful: bool, grace_s: float) -> Hit:
         with self._lock:
             rec = self._nodes[node]
@@ -228,9 +364,12 @@ class LocalPlatform(Platform):
         if graceful:
             hit = self._terminate(rec, grace_s)
         else:
-            pids = procs.kill_tree(rec.tag, first=rec.proc.pid)
-            hit = Hit(node=node, at=at, action="sigkill-all", pids=tuple(sorted(pids)))
+            pids = self._kill_processes(rec)
+            how = "cgroup.kill" if self.cgroups is not None else "sigstop-then-sigkill"
+            hit = Hit(node=node, at=at, action="sigkill-all", pids=tuple(sorted(pids)), detail={"how": how})
         _reap(rec.proc)
+        if rec.relay is not None:
+            rec.relay.close()  # the node's sockets are gone with it
         with self._lock:
             rec.info = replace(rec.info, state=NodeState.LOST, exit_code=rec.proc.returncode)
             rec.fault_pending = False
@@ -251,9 +390,92 @@ class LocalPlatform(Platform):
             action = "sigterm"
         except subprocess.TimeoutExpired:
             action = "sigterm-then-sigkill"
-        leftover = procs.kill_tree(rec.tag)
+        leftover = self._kill_processes(rec)
         return Hit(node=rec.info.name, at=at, action=action, pids=tuple(sorted(leftover)),
-                   detail={"grace_s": grace_s})
+                   detail={"grace_s": grace_s, "exited_within_grace_s": round(time.time() - at, 3)
+                           if action == "sigterm" else None})
+
+    def _send_notice(self, node: str, kind: str, *, terminate_at: float) -> Hit:
+        imds = self._nodes[node].imds
+        at = time.time()
+        if kind == "rebalance":
+            imds.recommend_rebalance(at)
+        elif kind == "interruption":
+            imds.announce_interruption(terminate_at)
+        else:
+            raise InjectionFailed(f"unknown notice kind {kind!r} (rebalance or interruption)")
+        return Hit(node=node, at=at, action=f"notice-{kind}", detail={"endpoint": imds.endpoint})
+
+    def _partition_node(self, node: str) -> Hit:
+        assert self.network is not None
+        rec = self._nodes[node]
+        at = time.time()
+        if rec.relay is not None:
+            rec.relay.stall()
+        self.network.partition(node)
+        return Hit(node=node, at=at, action="blackhole", detail={"address": rec.address})
+
+    def _heal_node(self, node: str) -> Hit:
+        rec = self._nodes.get(node)
+        at = time.time()
+        if self.network is None or rec is None or node not in self.network.nodes:
+            return Hit(node=node, at=at, action="nothing-to-heal")
+        self.network.heal(node)
+        if rec.relay is not None:
+            rec.relay.resume()
+        return Hit(node=node, at=at, action="healed")
+
+    def _freeze_node(self, node: str) -> Hit:
+        rec = self._nodes[node]
+        at = time.time()
+        if self.cgroups is not None:
+            pids = self.cgroups.freeze(node)
+            return Hit(node=node, at=at, action="cgroup.freeze", pids=tuple(sorted(pids)))
+        pids = procs.stop_tree(rec.tag, first=rec.proc.pid)
+        return Hit(node=node, at=at, action="sigstop-all", pids=tuple(sorted(pids)))
+
+    def _thaw_node(self, node: str) -> Hit:
+        rec = self._nodes.get(node)
+        at = time.time()
+        if rec is None or not rec.info.state.is_alive():
+            return Hit(node=node, at=at, action="nothing-to-thaw")
+        if self.cgroups is not None:
+            return Hit(node=node, at=at, action="cgroup.thaw", pids=tuple(sorted(self.cgroups.thaw(node))))
+        return Hit(node=node, at=at, action="sigcont-all",
+                   pids=tuple(sorted(procs.signal_tree(rec.tag, signal.SIGCONT))))
+
+    def _kill_worker(self, node: str, *, local_rank: int) -> Hit:
+        rec = self._nodes[node]
+        pid = procs.worker_pid(rec.tag, rec.proc.pid, local_rank)
+        if pid is None:
+            raise InjectionFailed(f"{node} has no running worker with LOCAL_RANK={local_rank} "
+                                  "(between restarts, or not started yet)")
+        at = time.time()
+        os.kill(pid, signal.SIGKILL)
+        return Hit(node=node, at=at, action="sigkill-worker", pids=(pid,))
+
+    def _stop_store(self, *, how: StoreOutage) -> Hit:
+        if self.etcd is None or not self.etcd.is_running():
+            raise InjectionFailed("this job has no running etcd to stop")
+        pid = self.etcd.pid
+        at = time.time()
+        if how is StoreOutage.HANG:
+            self.etcd.pause()
+        else:
+            self.etcd.kill()
+        return Hit(node="etcd", at=at, action="sigstop" if how is StoreOutage.HANG else "sigkill",
+                   pids=(pid,) if pid else ())
+
+    def _start_store(self) -> Hit:
+        if self.etcd is None:
+            raise InjectionFailed("this job has no etcd to start")
+        if self.etcd.paused:
+            self.etcd.resume()
+            return Hit(node="etcd", at=time.time(), action="sigcont", pids=(self.etcd.pid or 0,))
+        if self.etcd.is_running():
+            return Hit(node="etcd", at=time.time(), action="already-running", pids=(self.etcd.pid or 0,))
+        self.etcd.start()
+        return Hit(node="etcd", at=time.time(), action="started", pids=(self.etcd.pid or 0,))
 
 
 def _reap(proc: subprocess.Popen[bytes]) -> None:

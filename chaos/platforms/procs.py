@@ -88,3 +88,30 @@ def signal_tree(tag: str, sig: int) -> set[int]:
     pids = tagged_pids(tag)
     _signal_all(pids, sig)
     return pids
+
+
+def _environ(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("PPid:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def worker_pid(tag: str, agent_pid: int, local_rank: int) -> int | None:
+    """The node's worker process with ``LOCAL_RANK=local_rank``: a direct child of the
+    agent (its own helpers, e.g. data-loader processes, are grandchildren)."""
+    want = f"LOCAL_RANK={local_rank}".encode()
+    for pid in sorted(tagged_pids(tag)):
+        if _ppid(pid) == agent_pid and want in _environ(pid):
+            return pid
+    return None

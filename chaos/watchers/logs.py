@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,40 @@ _AGENT_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("rendezvous_timeout", re.compile(r"RendezvousTimeoutError")),
 ]
 _RESULT_FIELD = re.compile(r"^\s+(restart_count|group_rank|group_world_size)=(\d+)\s*$")
+
+# Lines without a glog header: tracebacks of the agent and of workers ("[rank0]: ...").
+# They carry no time of their own; they are stamped when read (within one poll).
+_RAW_PATTERNS: list[tuple[str, str, re.Pattern[str]]] = [
+    ("agent", "agent_gave_up", re.compile(r"ChildFailedError")),
+    ("agent", "rendezvous_error",
+     re.compile(r"(?P<error>Rendezvous(?:Connection|Timeout|Closed|State)?Error: ?.{0,160})")),
+    ("progress", "worker_error",
+     re.compile(r"^\[rank(?P<rank>\d+)\]: (?P<error>[\w.]*(?:Error|Exception)): ?(?P<message>.{0,240})")),
+]
+
+
+def collective_cause(message: str) -> str:
+    """What broke a collective: ``timeout`` (a silent peer), ``connection_closed``
+    (the kernel answered for a dead peer), or ``other``."""
+    low = message.lower()
+    if "timed out" in low or "timeout" in low:
+        return "timeout"
+    if "connection closed" in low or "connection reset" in low or "broken pipe" in low:
+        return "connection_closed"
+    return "other"
+
+
+def parse_raw(line: str, node: str, t: float) -> Event | None:
+    for source, kind, pattern in _RAW_PATTERNS:
+        m = pattern.search(line)
+        if m:
+            data: dict[str, Any] = {k: v for k, v in m.groupdict().items() if v is not None}
+            if "rank" in data:
+                data["rank"] = int(data["rank"])
+            if kind == "worker_error":
+                data["cause"] = collective_cause(data.get("message", ""))
+            return Event(t=t, source=source, kind=kind, node=node, data=data)
+    return None
 
 _CHECKPOINT_KINDS = {"checkpoint_started": "started", "checkpoint_saved": "saved",
                      "checkpoint_loaded": "loaded", "checkpoint_corrupt": "corrupt"}
@@ -115,6 +150,7 @@ class LogFollower(Watcher):
         self._offsets: dict[str, int] = {}
         self._partial: dict[str, bytes] = {}
         self._agents: dict[str, _AgentParser] = {}
+        self._last_raw: dict[tuple[Any, ...], float] = {}
 
     def poll(self) -> None:
         for node, path in self._logs().items():
@@ -143,5 +179,17 @@ class LogFollower(Watcher):
             self.timeline.add(event)
             return
         parser = self._agents.setdefault(node, _AgentParser(node))
-        for ev in parser.feed(line):
+        parsed = parser.feed(line)
+        for ev in parsed:
             self.timeline.add(ev)
+        if not parsed and not _GLOG.match(line):
+            raw = parse_raw(line, node, time.time())
+            if raw is not None and self._first_of_its_kind(raw):
+                self.timeline.add(raw)
+
+    def _first_of_its_kind(self, event: Event) -> bool:
+        # a traceback repeats its error on several lines; keep one per node and burst
+        key = (event.node, event.kind, event.data.get("rank"))
+        last = self._last_raw.get(key, 0.0)
+        self._last_raw[key] = event.t
+        return event.t - last > 2.0

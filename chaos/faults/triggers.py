@@ -1,0 +1,54 @@
+"""When a fault fires: at a time, at a step, on an event, during a rendezvous.
+
+Faults that matter most hit a job in a particular phase: while a checkpoint
+is being written, while the survivors re-form their rendezvous after a
+first failure. A Trigger is a predicate over timeline events; the run arms a
+fault with one (``ChaosRun.arm``) and injects it from a thread the moment a
+matching event is added, so the window is hit as it opens.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from chaos.events import Event
+
+REFORMING_AGENT_KINDS = frozenset({"worker_group_failed", "rendezvous_started", "membership_change"})
+
+
+@dataclass(frozen=True)
+class Trigger:
+    description: str
+    matches: Callable[[Event], bool]
+
+    def __str__(self) -> str:
+        return self.description
+
+
+def at_step(step: int) -> Trigger:
+    """Fires when any rank reports ``step`` (or later)."""
+    return Trigger(f"at step {step}",
+                   lambda e: e.source == "progress" and e.kind == "step" and int(e.data.get("step", 0)) >= step)
+
+
+def on_event(source: str, kind: str, **data: Any) -> Trigger:
+    """Fires on the first ``source/kind`` event whose data has the given values."""
+    detail = "".join(f" {k}={v}" for k, v in data.items())
+    return Trigger(f"on {source}/{kind}{detail}",
+                   lambda e: e.source == source and e.kind == kind
+                   and all(e.data.get(k) == v for k, v in data.items()))
+
+
+def checkpoint_started(min_step: int = 1) -> Trigger:
+    """Fires when a periodic checkpoint of ``min_step`` or later starts being written."""
+    return Trigger(f"when a checkpoint (step >= {min_step}) starts being written",
+                   lambda e: e.source == "checkpoint" and e.kind == "started"
+                   and int(e.data.get("step", 0)) >= min_step and e.data.get("reason", "periodic") == "periodic")
+
+
+def during_rendezvous(after: float = 0.0) -> Trigger:
+    """Fires when, after time ``after``, a survivor starts re-forming the rendezvous
+    (its worker group failed, or it is rendezvousing again)."""
+    return Trigger("during a re-rendezvous",
+                   lambda e: e.t > after and e.source == "agent" and e.kind in REFORMING_AGENT_KINDS)

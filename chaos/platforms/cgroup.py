@@ -1,0 +1,123 @@
+"""One cgroup v2 per local node: the whole node frozen or killed at once.
+
+Every process a node starts is born into the node's cgroup (the agent is
+moved there before it execs, and children inherit it), so the cgroup is the
+node's exact process set, escaped sessions included. The kernel then does
+what signals cannot do atomically: ``cgroup.freeze`` stops every process of
+the node at once (a hung host), ``cgroup.kill`` kills them all, racing no
+fork. Needs root and cgroup v2 (pure, or the hybrid ``unified`` mount);
+without them the platform falls back to signalling tagged processes
+(:mod:`chaos.platforms.procs`) and says so.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+_CANDIDATE_ROOTS = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified"))
+TOP = "elastic-chaos"
+
+
+def find_root() -> Path | None:
+    """A writable cgroup v2 hierarchy offering cgroup.freeze and cgroup.kill, or None."""
+    for root in _CANDIDATE_ROOTS:
+        if not (root / "cgroup.procs").exists() or not (root / "cgroup.subtree_control").exists():
+            continue  # not a v2 hierarchy
+        probe = root / TOP / f"probe-{os.getpid()}"
+        try:
+            probe.mkdir(parents=True, exist_ok=True)
+            ok = (probe / "cgroup.freeze").exists() and (probe / "cgroup.kill").exists()
+            probe.rmdir()
+        except OSError:
+            continue
+        if ok:
+            return root / TOP
+    return None
+
+
+class NodeCgroups:
+    """The cgroups of one run: ``<root>/elastic-chaos/<run_id>/<node>``."""
+
+    def __init__(self, base: Path, run_id: str) -> None:
+        self.dir = base / run_id
+        self.dir.mkdir(parents=True, exist_ok=True)
+
+    def path(self, node: str) -> Path:
+        return self.dir / node
+
+    def create(self, node: str) -> Path:
+        path = self.path(node)
+        path.mkdir(exist_ok=True)
+        return path
+
+    def wrap(self, node: str, cmd: list[str]) -> list[str]:
+        """``cmd`` started inside the node's cgroup (the shell joins, then execs)."""
+        procs = self.create(node) / "cgroup.procs"
+        return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(procs), *cmd]
+
+    def pids(self, node: str) -> set[int]:
+        try:
+            text = (self.path(node) / "cgroup.procs").read_text()
+        except FileNotFoundError:
+            return set()
+        return {int(p) for p in text.split()}
+
+    def freeze(self, node: str, timeout_s: float = 10.0) -> set[int]:
+        """Freeze every process of the node; blocks until the kernel reports it frozen."""
+        self._write(node, "cgroup.freeze", "1")
+        self._wait_event(node, "frozen 1", timeout_s)
+        return self.pids(node)
+
+    def thaw(self, node: str, timeout_s: float = 10.0) -> set[int]:
+        self._write(node, "cgroup.freeze", "0")
+        self._wait_event(node, "frozen 0", timeout_s)
+        return self.pids(node)
+
+    def is_frozen(self, node: str) -> bool:
+        try:
+            return "frozen 1" in (self.path(node) / "cgroup.events").read_text()
+        except FileNotFoundError:
+            return False
+
+    def kill(self, node: str, timeout_s: float = 10.0) -> set[int]:
+        """SIGKILL every process of the node at once; blocks until none is left."""
+        pids = self.pids(node)
+        if not pids:
+            return set()
+        self._write(node, "cgroup.kill", "1")
+        deadline = time.monotonic() + timeout_s
+        while self.pids(node):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"processes of {node} survived cgroup.kill: {sorted(self.pids(node))}")
+            time.sleep(0.01)
+        return pids
+
+    def remove(self) -> None:
+        """Delete the run's (empty) cgroups. Idempotent; leaves populated ones in place."""
+        if not self.dir.exists():
+            return
+        for child in self.dir.iterdir():
+            if child.is_dir():
+                _rmdir(child)
+        _rmdir(self.dir)
+
+    def _write(self, node: str, name: str, value: str) -> None:
+        (self.path(node) / name).write_text(value)
+
+    def _wait_event(self, node: str, wanted: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while wanted not in (self.path(node) / "cgroup.events").read_text():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"cgroup of {node} did not reach '{wanted}' in {timeout_s}s")
+            time.sleep(0.01)
+
+
+def _rmdir(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError as exc:
+        log.warning("could not remove cgroup %s: %s", path, exc)

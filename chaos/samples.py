@@ -1,0 +1,81 @@
+"""Exactly-once data accounting over the committed training history.
+
+Each step event of the reference trainer lists the ``[start, stop)`` ranges
+of the epoch's sample order that its rank consumed. A step that is later
+rolled back by a restore (the job resumed from an older checkpoint) did not
+count: its updates were thrown away. So the committed history is rebuilt in
+time order — a ``checkpoint loaded`` at step r discards every recorded step
+after r — and then every position of each epoch must appear exactly once:
+positions seen twice are duplicates, positions skipped below the furthest
+one consumed are gaps. A naive ``DistributedSampler`` restart after a resize
+fails this; the reference elastic sampler passes it.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from chaos.events import Event
+
+
+@dataclass
+class SampleAccount:
+    committed_steps: int = 0
+    """Steps in the final history (rolled-back steps excluded)."""
+    rolled_back_steps: int = 0
+    """Step executions thrown away by restores (work done twice)."""
+    samples: int = 0
+    """Sample positions consumed in the committed history."""
+    duplicates: list[tuple[int, int, int]] = field(default_factory=list)
+    """(epoch, position, times) for every position trained more than once."""
+    gaps: list[tuple[int, int]] = field(default_factory=list)
+    """(epoch, position) never trained although later positions were."""
+    accounted: bool = False
+    """False when no step reported its samples (nothing could be checked)."""
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.accounted and not self.duplicates and not self.gaps
+
+    def summary(self, limit: int = 5) -> str:
+        if not self.accounted:
+            return "no sample ranges were reported; exactly-once could not be checked"
+        head = (f"{self.committed_steps} committed steps, {self.samples} samples, "
+                f"{self.rolled_back_steps} step executions rolled back")
+        if self.exactly_once:
+            return head + "; every sample exactly once"
+        return (head + f"; {len(self.duplicates)} duplicated (e.g. {self.duplicates[:limit]}), "
+                f"{len(self.gaps)} never trained (e.g. {self.gaps[:limit]})")
+
+
+def account_samples(events: Iterable[Event]) -> SampleAccount:
+    """Rebuild the committed history from ``events`` and check exactly-once per epoch."""
+    history: dict[int, dict[int, tuple[int, list[list[int]]]]] = {}  # step -> rank -> (epoch, ranges)
+    account = SampleAccount()
+    for e in sorted(events, key=lambda ev: ev.t):
+        if e.source == "checkpoint" and e.kind == "loaded":
+            restored = int(e.data.get("step") or 0)
+            doomed = [s for s in history if s > restored]
+            account.rolled_back_steps += sum(len(history[s]) for s in doomed)
+            for s in doomed:
+                del history[s]
+        elif e.source == "progress" and e.kind == "step" and "samples" in e.data:
+            account.accounted = True
+            rank = int(e.data.get("rank", 0))
+            ranges = [list(r) for r in e.data["samples"]]
+            history.setdefault(int(e.data["step"]), {})[rank] = (int(e.data.get("epoch", 0)), ranges)
+    account.committed_steps = len(history)
+    counts: dict[int, Counter[int]] = {}
+    for ranks in history.values():
+        for epoch, ranges in ranks.values():
+            c = counts.setdefault(epoch, Counter())
+            for start, stop in ranges:
+                c.update(range(int(start), int(stop)))
+    for epoch in sorted(counts):
+        c = counts[epoch]
+        account.samples += sum(c.values())
+        account.duplicates += [(epoch, p, n) for p, n in sorted(c.items()) if n > 1]
+        top = max(c, default=-1)
+        account.gaps += [(epoch, p) for p in range(top) if p not in c]
+    return account
