@@ -9,10 +9,11 @@ writes, then report.json and report.html, so a real interruption in
 production can be audited like a chaos run.
 
 A watch sees no fault being injected; it *observes* losses. When a
-participant of the last complete round is gone from the rendezvous (neither
-participant nor waiting), that is a ``fault/observed`` event (``node-lost``)
-timed at the lost node's last heartbeat, the best evidence of when it died
-(at most ``keep_alive_interval`` early), plus a ``node/lost`` event.
+member of the last complete round is not a participant of the next complete
+round (or is gone from the rendezvous when the watch ends), that is a
+``fault/observed`` event (``node-lost``) timed at the lost node's last
+heartbeat in the rendezvous state, the best evidence of when it died, plus a
+``node/lost`` event.
 """
 from __future__ import annotations
 
@@ -78,13 +79,18 @@ def check_etcd(endpoint: str, timeout_s: float = 3.0) -> str:
 
 class LossDetector:
     """Turns rendezvous state events into ``fault/observed`` + ``node/lost`` when a
-    member of the last complete round leaves the rendezvous for good."""
+    member of the last complete round is not in the next complete round, or is
+    gone from the rendezvous when the watch ends. (A survivor that re-joins
+    leaves the participants for a moment before it appears in the wait list:
+    absence alone is not a loss.)"""
 
     def __init__(self, timeline: Timeline) -> None:
         self.timeline = timeline
         self.members: dict[str, str | None] = {}   # id -> node name, last complete round
+        self.round: Any = None
         self.heartbeats: dict[str, float] = {}
-        self.lost: set[str] = set()
+        self.present: set[str] = set()
+        self.last_seen = 0.0
         timeline.subscribe(self.on_event)
 
     def on_event(self, e: Event) -> None:
@@ -93,15 +99,23 @@ class LossDetector:
         for ident, beat in (e.data.get("heartbeats") or {}).items():
             if isinstance(beat, (int, float)):
                 self.heartbeats[str(ident)] = float(beat)
-        present = {str(p.get("id")) for key in ("participants", "wait_list")
-                   for p in e.data.get(key) or [] if isinstance(p, dict)}
-        for ident, name in list(self.members.items()):
-            if ident not in present and ident not in self.lost:
-                self.lost.add(ident)
+        self.present = {str(p.get("id")) for key in ("participants", "wait_list")
+                        for p in e.data.get(key) or [] if isinstance(p, dict)}
+        self.last_seen = e.t
+        if not e.data.get("complete") or e.data.get("round") == self.round:
+            return
+        now = {str(p.get("id")): p.get("node") for p in e.data.get("participants") or [] if isinstance(p, dict)}
+        for ident, name in self.members.items():
+            if ident not in now:
                 self._lost(ident, name, e.t)
-        if e.data.get("complete"):
-            self.members = {str(p.get("id")): p.get("node") for p in e.data.get("participants") or []
-                            if isinstance(p, dict)}
+        self.members, self.round = now, e.data.get("round")
+
+    def finish(self) -> None:
+        """At the end of the watch: members gone from the rendezvous never came back."""
+        for ident, name in self.members.items():
+            if self.round is not None and ident not in self.present:
+                self._lost(ident, name, self.last_seen)
+        self.members = {}
 
     def _lost(self, ident: str, name: str | None, seen_at: float) -> None:
         beat = self.heartbeats.get(ident)
@@ -156,7 +170,7 @@ class WatchView(ConsoleProgress):
         if e.source == "rendezvous" and e.kind in ("deleted", "undecodable"):
             return f"rendezvous key {e.kind}" + (f": {d.get('reason')}" if d.get("reason") else "")
         if e.source == "fault" and e.kind == OBSERVED:
-            return (f"LOST {e.node}: left the rendezvous (timed by its {d.get('timed_by')}, "
+            return (f"LOST {e.node}: not in the next complete round (timed by its {d.get('timed_by')}, "
                     f"{float(d.get('noticed_at') or e.t) - e.t:.1f}s before it was noticed)")
         if e.source == "node" and e.kind == "lost":
             return None
@@ -211,7 +225,7 @@ def watch(opts: WatchOptions, *, stream: TextIO | None = None, live: bool | None
     view = WatchView(timeline, opts, stream, live)
     view._say(f"watching rendezvous '{opts.run_id}' in etcd {version} at {opts.etcd} (read-only)"
               + (f", recording to {opts.record}" if opts.record else ""))
-    LossDetector(timeline)
+    losses = LossDetector(timeline)
     timeline.emit("runner", "phase", phase="watching", etcd=opts.etcd, run_id=opts.run_id)
     pids = _log_pids(opts.logs) if opts.logs else dict
     watchers: list[Watcher] = [RendezvousWatcher(timeline, opts.etcd, opts.run_id, pids)]
@@ -237,6 +251,7 @@ def watch(opts: WatchOptions, *, stream: TextIO | None = None, live: bool | None
                 w.stop()
             except Exception as exc:  # noqa: BLE001 - report every watcher's failure, stop them all
                 errors.append(str(exc))
+        losses.finish()
         timeline.emit("runner", "phase", phase="finished", interrupted=interrupted)
         view.close()
         timeline.close()

@@ -99,22 +99,30 @@ def open_page(chromium: str, page: Path, *, screenshot: Path, expression: str,
               width: int = 1280, height: int = 1800, timeout: float = 60.0) -> PageResult:
     """Load ``page`` (a file), settle, evaluate ``expression``, screenshot; stop the browser."""
     profile = tempfile.mkdtemp(prefix="chromium-profile-")
+    scratch = tempfile.mkdtemp(prefix="chromium-tmp-")   # its singleton socket dir lands here, not in /tmp
     cmd_r, cmd_w = os.pipe()    # we write commands, chromium reads fd 3
     rep_r, rep_w = os.pipe()    # chromium writes replies to fd 4, we read
     proc = subprocess.Popen(
         [chromium, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-pipe",
          f"--window-size={width},{height}", "about:blank"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        preexec_fn=_dup_fds(cmd_r, rep_w), pass_fds=(3, 4), start_new_session=True)
+        preexec_fn=_dup_fds(cmd_r, rep_w), pass_fds=(3, 4), start_new_session=True,
+        env={**os.environ, "TMPDIR": scratch})
     os.close(cmd_r)
     os.close(rep_w)
+    pipe = _Pipe(proc, cmd_w, rep_r)
     try:
-        return _drive(_Pipe(proc, cmd_w, rep_r), page, screenshot, expression, width, height, timeout)
+        return _drive(pipe, page, screenshot, expression, width, height, timeout)
     finally:
+        try:
+            pipe.send("Browser.close", timeout=5)  # a clean exit removes its own files
+        except (OSError, RuntimeError, TimeoutError):
+            pass
         os.close(cmd_w)
         os.close(rep_r)
         _stop(proc)
         shutil.rmtree(profile, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _dup_fds(cmd_r: int, rep_w: int) -> Any:
@@ -166,6 +174,10 @@ def _drive(pipe: _Pipe, page: Path, screenshot: Path, expression: str, width: in
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        pass
     if proc.poll() is not None:
         return
     try:

@@ -133,7 +133,7 @@ def test_watch_records_rounds_and_an_observed_loss_without_writing_to_etcd(etcd,
     assert "\x1b" not in out.stderr and "\r" not in out.stderr   # not a TTY: plain lines only
     assert "round 0 COMPLETE: world of 2 node(s)" in out.stderr
     assert "round 1 forming: participants ['10.0.0.1_101_0']" in out.stderr
-    assert "LOST 10.0.0.1_202_0: left the rendezvous (timed by its last heartbeat" in out.stderr
+    assert "LOST 10.0.0.1_202_0: not in the next complete round (timed by its last heartbeat" in out.stderr
     assert "round 1 COMPLETE: world of 1 node(s)" in out.stderr
 
     events = [json.loads(line) for line in (record / "timeline.jsonl").read_text().splitlines()]
