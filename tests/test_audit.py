@@ -163,3 +163,10 @@ def test_audit_of_nothing_is_a_usage_error(tmp_path):
     (tmp_path / "empty").mkdir()
     out = cli("audit", "empty", cwd=tmp_path)
     assert out.returncode == 2 and "no report folder" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_passive_watch_recording_is_its_own_group():
+    (run,) = [audit.summarize_run(f) for f in audit.find_runs([RUNS / "watched-kill-node"])]
+    (group,) = audit.aggregate([run])
+    assert group.key == ("node-lost", "etcd") and group.passed == 1
+    assert group.stat("regain").n == 1

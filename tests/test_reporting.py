@@ -182,3 +182,14 @@ def test_report_command_exit_codes(copy_run, tmp_path):
     bad = cli("report", str(empty))
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "neither report.json nor timeline.jsonl" in bad.stderr
+
+
+def test_a_passive_watch_recording_renders_its_observed_loss(copy_run):
+    result = render_folder(copy_run("watched-kill-node"), png=False)
+    (fault,) = result.run.faults
+    assert fault.observed and fault.kind == "node-lost" and fault.target == "node-1"
+    assert result.run.passed is True and result.run.platform == "etcd"
+    html = result.html.read_text()
+    assert "node-lost → node-1" in html and 'class="verdict passed"' in html
+    (keep_alive,) = [f for f in result.findings if f.setting and "keep_alive" in f.setting]
+    assert "due to expire" not in keep_alive.text            # the loss is timed at that very heartbeat

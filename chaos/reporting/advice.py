@@ -128,7 +128,7 @@ def _keep_alive(run: RunData, i: int, fault: FaultView) -> Finding | None:
             f"({origin}). The survivors waited from +{waiting_from - f:.1f} s; {fault.target} left the "
             f"rendezvous at +{gone.t - f:.1f} s.")
     beat = _last_heartbeat(run.events, ids, gone.t)
-    if beat is not None:
+    if beat is not None and not fault.observed:  # an observed loss is timed at that heartbeat
         text += (f" Its last heartbeat was {f - beat:.1f} s before the fault, so it was due to expire at "
                  f"+{beat + interval * attempts - f:.1f} s.")
     if attempts > 1:

@@ -30,6 +30,8 @@ class FaultView:
     target: str | None
     injected_at: float
     metrics: dict[str, Any]
+    observed: bool = False
+    """Seen by a passive watch (timed at the lost node's last heartbeat), not injected."""
 
     @property
     def phases(self) -> dict[str, float | None]:
@@ -220,7 +222,7 @@ def _fault_view(raw: dict[str, Any]) -> FaultView:
     metrics = raw.get("metrics")
     return FaultView(kind=str(raw.get("kind", "unknown")), target=raw.get("target"),
                      injected_at=_num(raw.get("injected_at")) or 0.0,
-                     metrics=metrics if isinstance(metrics, dict) else {})
+                     metrics=metrics if isinstance(metrics, dict) else {}, observed=raw.get("observed") is True)
 
 
 def _node_logs(folder: Path, report: dict[str, Any], missing: list[str]) -> dict[str, Path]:
