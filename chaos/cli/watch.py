@@ -5,8 +5,10 @@ size) and, with ``--logs DIR`` (the folder of the job's node logs), training
 progress. Injects nothing and writes nothing to etcd. ``--record DIR`` writes
 the same timeline.jsonl a scenario writes, and report.json / report.html at
 the end, so a real interruption can be audited passively (losses are
-observed, see docs/REPORTS.md). Stops after ``--duration`` seconds or on
-Ctrl-C, stopping everything it started.
+observed, see docs/REPORTS.md). With ``--platform kubernetes --job NAME`` the
+rendezvous is found from the ElasticJob/PyTorchJob object and its etcd reached
+through ``kubectl port-forward`` (or ``--etcd``). Stops after ``--duration``
+seconds or on Ctrl-C, stopping everything it started.
 
 Exit 0 when every observed loss was followed by a re-formed rendezvous (and
 regained progress, where visible), 1 when one was not, 2 on a usage or setup
@@ -26,13 +28,21 @@ def register(sub: Any) -> None:
                        description=__doc__ + "\nexamples:\n"
                        "  elastic-chaos watch --etcd 127.0.0.1:2379 --run-id my-job --duration 600\n"
                        "  elastic-chaos watch --etcd etcd:2379 --run-id my-job --logs /shared/logs "
-                       "--record reports/prod-incident\n",
+                       "--record reports/prod-incident\n"
+                       "  elastic-chaos watch --platform kubernetes --job my-job --namespace training "
+                       "--record reports/spot-day\n",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--etcd", metavar="HOST:PORT", help="the job's rendezvous etcd (torchrun --rdzv-endpoint)")
+    p.add_argument("--etcd", metavar="HOST:PORT", help="the job's rendezvous etcd (torchrun --rdzv-endpoint); "
+                   "with --platform kubernetes: reach its etcd here instead of a kubectl port-forward")
     p.add_argument("--run-id", metavar="ID", help="the job's rendezvous id (torchrun --rdzv-id)")
     p.add_argument("--platform", choices=["etcd", "kubernetes"], default="etcd",
                    help="etcd (default): watch --etcd directly; kubernetes: find the job by --job NAME")
-    p.add_argument("--job", metavar="NAME", help="with --platform kubernetes: the job to watch")
+    k = p.add_argument_group("kubernetes (--platform kubernetes)")
+    k.add_argument("--job", metavar="NAME", help="the ElasticJob or PyTorchJob to watch")
+    k.add_argument("--namespace", default="default", help="its namespace (default: default)")
+    k.add_argument("--kubeconfig", help="kubeconfig file (default $KUBECONFIG, ~/.kube/config, in-cluster)")
+    k.add_argument("--kube-context", help="kubeconfig context")
+    k.add_argument("--kubectl", default="kubectl", help="kubectl for the etcd port-forward (default: kubectl)")
     p.add_argument("--logs", type=Path, metavar="DIR", help="folder of the job's node logs (<node>.log) "
                    "to follow for training progress")
     p.add_argument("--record", type=Path, metavar="DIR", help="write timeline.jsonl, report.json and "
@@ -42,18 +52,37 @@ def register(sub: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.platform == "kubernetes":
+        return _watch_kubernetes(args)
+    if not args.etcd or not args.run_id:
+        raise SpecError("watch needs --etcd HOST:PORT and --run-id ID (torchrun's --rdzv-endpoint and "
+                        "--rdzv-id of the job), or --platform kubernetes --job NAME")
+    return _watch(args, args.etcd, args.run_id, "etcd")
+
+
+def _watch_kubernetes(args: argparse.Namespace) -> int:
+    from chaos import live_k8s
+    if not args.job:
+        raise SpecError("--platform kubernetes needs --job NAME (the ElasticJob or PyTorchJob to watch)")
+    rdzv = live_k8s.locate(live_k8s.custom_objects_api(args.kubeconfig, args.kube_context), args.namespace,
+                           args.job)
+    if args.run_id and args.run_id != rdzv.run_id:
+        raise SpecError(f"--run-id {args.run_id} contradicts {rdzv.kind} {args.job}'s rendezvous id {rdzv.run_id}")
+    print(f"{rdzv.kind} {rdzv.namespace}/{rdzv.name}: rendezvous '{rdzv.run_id}' at {rdzv.host}:{rdzv.port} "
+          f"({rdzv.backend})")
+    with live_k8s.etcd_endpoint(rdzv, explicit=args.etcd, kubectl=args.kubectl, kubeconfig=args.kubeconfig,
+                                context=args.kube_context, log_dir=args.record) as endpoint:
+        return _watch(args, endpoint, rdzv.run_id, "kubernetes")
+
+
+def _watch(args: argparse.Namespace, endpoint: str, run_id: str, platform: str) -> int:
     from chaos.live import WatchOptions, watch
     from chaos.reporting.load import analyze_faults
     from chaos.reporting.record import watch_verdict
-    if args.platform == "kubernetes":
-        raise SpecError("--platform kubernetes is not available yet: chaos.platforms.kubernetes is not part "
-                        "of this build. Watch the job's rendezvous etcd directly with --etcd HOST:PORT "
-                        "--run-id ID (e.g. after `kubectl port-forward svc/etcd 2379`)")
-    if not args.etcd or not args.run_id:
-        raise SpecError("watch needs --etcd HOST:PORT and --run-id ID (torchrun's --rdzv-endpoint and "
-                        "--rdzv-id of the job)")
-    opts = WatchOptions(etcd=args.etcd, run_id=args.run_id, record=args.record, duration_s=args.duration,
-                        logs=args.logs)
+    opts = WatchOptions(etcd=endpoint, run_id=run_id, record=args.record, duration_s=args.duration,
+                        logs=args.logs, platform=platform)
+    if args.record is not None:
+        args.record.mkdir(parents=True, exist_ok=True)
     result = watch(opts)
     if result.record is not None:
         print(f"\nrecorded: {result.record / 'timeline.jsonl'}")
