@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from chaos.platforms.k8s_watch import _close, _shutdown, api_status, iter_lines
+from chaos.platforms.k8s_watch import _close, _shutdown, api_status, is_transient, iter_lines
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,15 @@ class PodLogFollower:
             from chaos.errors import PlatformError
             raise PlatformError(f"following the log of pod {self.pod} failed: {self._error}") from self._error
 
+    def reconnect(self) -> bool:
+        """Cut the current log stream (as a flaky network would); the follower resumes
+        without writing a line twice. False when no stream was open."""
+        with self._lock:
+            resp = self._resp
+        if resp is not None:
+            _shutdown(resp)
+        return resp is not None
+
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
@@ -128,10 +137,10 @@ class PodLogFollower:
     def _follow(self, *, previous: bool) -> None:
         try:
             resp = self._read_log(self.pod, self.namespace, container=self.container, follow=not previous,
-                                  previous=previous or None, timestamps=True, _preload_content=False,
-                                  _request_timeout=(10, None) if not previous else 30)
+                                  timestamps=True, _preload_content=False, _request_timeout=(10, 300),
+                                  **({"previous": True} if previous else {}))
         except Exception as exc:
-            if api_status(exc) in (401, 403):
+            if api_status(exc) in (401, 403) or not is_transient(exc):
                 raise
             log.debug("logs of %s not readable yet: %s", self.pod, exc)
             return
@@ -145,6 +154,8 @@ class PodLogFollower:
                     if self._stop.is_set():
                         return
         except Exception as exc:  # the stream broke: the loop looks again
+            if not is_transient(exc):
+                raise
             log.debug("log stream of %s ended: %s", self.pod, exc)
         finally:
             with self._lock:

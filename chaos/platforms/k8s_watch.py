@@ -50,6 +50,12 @@ def api_message(exc: BaseException) -> str:
     return str(getattr(exc, "reason", None) or exc).strip()
 
 
+def is_transient(exc: BaseException) -> bool:
+    """An HTTP answer or a network failure (worth retrying), not a bug in the call."""
+    return (api_status(exc) is not None or isinstance(exc, OSError)
+            or type(exc).__module__.startswith(("urllib3", "http.client", "ssl")))
+
+
 def read_json(resp: Any) -> Any:
     """The JSON body of a raw (``_preload_content=False``) response."""
     return json.loads(resp.data)
@@ -173,6 +179,8 @@ class ObjectWatch:
                 except Exception as exc:  # network, apiserver restart, ...
                     if self._stop.is_set():
                         return
+                    if not is_transient(exc):
+                        raise
                     if api_status(exc) == GONE:
                         self._relist()
                         continue

@@ -104,3 +104,51 @@ def sim(core: Any, custom: Any, namespace: str, log_endpoint: LogEndpoint,
 
 def load_yaml(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+@pytest.fixture(scope="session")
+def job_etcd(tmp_path_factory: pytest.TempPathFactory, k8s_api: ApiServer) -> Iterator[Any]:
+    """The etcd a job's rendezvous would use (the etcd pod cannot run here: a local one)."""
+    from chaos.etcd import EtcdServer
+    server = EtcdServer(tmp_path_factory.mktemp("job-etcd") / "data")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def make_platform(admin: Any, namespace: str, sim: ClusterSim, job_etcd: Any,
+                  tmp_path: Path) -> Iterator[Any]:
+    """Build a KubernetesPlatform on this test's namespace with injected clients
+    (``user`` picks whose credentials; ``kind=True`` builds a KindPlatform)."""
+    from kubernetes import client
+
+    from chaos.events import Timeline
+    from chaos.platforms import k8s_manifests as m
+    from chaos.platforms.kind import KindOptions, KindPlatform
+    from chaos.platforms.kubernetes import KubernetesOptions, KubernetesPlatform
+    made: list[Any] = []
+
+    def make(*, job_kind: m.JobKind = m.JobKind.ELASTICJOB, api: Any = None, kind: bool = False,
+             docker: str = "docker", **settings: Any) -> Any:
+        api = api or admin
+        clients = {"core_v1": client.CoreV1Api(api), "apps_v1": client.AppsV1Api(api),
+                   "custom_objects": client.CustomObjectsApi(api), "policy_v1": client.PolicyV1Api(api)}
+        kube = m.kind_settings(namespace=namespace, job_kind=job_kind, **settings)
+        timeline = Timeline(tmp_path / f"timeline-{len(made)}.jsonl")
+        work = tmp_path / f"run-{len(made)}"
+        common = {"settings": kube, "etcd_endpoint": job_etcd.endpoint, "start_timeout_s": 30.0,
+                  "stop_timeout_s": 15.0, "watch_window_s": 5}
+        if kind:
+            platform = KindPlatform(timeline, work, KindOptions(docker=docker, **common), **clients)
+        else:
+            platform = KubernetesPlatform(timeline, work, KubernetesOptions(**common), **clients)
+        made.append(platform)
+        return platform
+
+    yield make
+    for platform in made:
+        try:
+            platform.stop()
+        finally:
+            platform.timeline.close()

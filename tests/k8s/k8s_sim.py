@@ -230,8 +230,9 @@ class ClusterSim:
 
     # -- controller ----------------------------------------------------------------------
     def _controller(self) -> None:
-        names = {p["metadata"]["name"] for p in
-                 raw(self.core.list_namespaced_pod(self.ns, _preload_content=False))["items"]}
+        pods = raw(self.core.list_namespaced_pod(self.ns, _preload_content=False))["items"]
+        names = {p["metadata"]["name"] for p in pods}
+        owners: set[str] = set()
         for group, version, plural, kind in JOB_KINDS:
             try:
                 jobs = raw(self.custom.list_namespaced_custom_object(group, version, self.ns, plural,
@@ -241,6 +242,7 @@ class ClusterSim:
                     continue
                 raise
             for job in jobs:
+                owners.add(job["metadata"]["uid"])
                 if job["metadata"].get("deletionTimestamp"):
                     continue
                 specs = job["spec"].get("replicaSpecs") or job["spec"].get("pytorchReplicaSpecs")
@@ -249,6 +251,18 @@ class ClusterSim:
                     name = f"{job['metadata']['name']}-worker-{i}"
                     if name not in names:
                         self._create_pod(job, kind, worker["template"], name, i)
+        self._garbage_collect(pods, owners)
+
+    def _garbage_collect(self, pods: list[dict[str, Any]], owners: set[str]) -> None:
+        """The garbage collector's part: pods whose owning job is gone are deleted."""
+        for pod in pods:
+            refs = pod["metadata"].get("ownerReferences") or []
+            if refs and not pod["metadata"].get("deletionTimestamp") and not any(r["uid"] in owners for r in refs):
+                try:
+                    self.core.delete_namespaced_pod(pod["metadata"]["name"], self.ns, _preload_content=False)
+                except Exception as exc:  # noqa: BLE001 - already gone
+                    if getattr(exc, "status", None) != 404:
+                        raise
 
     def _create_pod(self, job: dict[str, Any], kind: str, template: dict[str, Any], name: str, i: int) -> None:
         spec = copy.deepcopy(template["spec"])

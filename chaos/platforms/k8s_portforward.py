@@ -1,0 +1,80 @@
+"""Reach the job's etcd from outside the cluster: ``kubectl port-forward``, stopped by PID.
+
+The rendezvous watcher long-polls etcd's v2 API from the machine running the
+scenario. Inside a pod the Service name works; on kind the etcd NodePort is
+mapped to the host; anywhere else this forwards a free 127.0.0.1 port to the
+Service. kubectl does the SPDY/WebSocket streaming that the Python client
+would need a second code path for.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from chaos.errors import PlatformError
+
+_FORWARDING = re.compile(r"Forwarding from 127\.0\.0\.1:(\d+) ->")
+
+
+class PortForward:
+    """``kubectl port-forward <target> :<port>`` on 127.0.0.1; ``start()`` blocks until it listens."""
+
+    def __init__(self, kubectl: str, namespace: str, target: str, port: int, *, kubeconfig: str | None = None,
+                 context: str | None = None, log_path: Path | None = None, ready_timeout_s: float = 30.0) -> None:
+        self.kubectl, self.namespace, self.target, self.port = kubectl, namespace, target, port
+        self.kubeconfig, self.context = kubeconfig, context
+        self.log_path = log_path
+        self.ready_timeout_s = ready_timeout_s
+        self.local_port: int | None = None
+        self._proc: subprocess.Popen[str] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.local_port}"
+
+    def command(self) -> list[str]:
+        cmd = [self.kubectl]
+        if self.kubeconfig:
+            cmd += ["--kubeconfig", self.kubeconfig]
+        if self.context:
+            cmd += ["--context", self.context]
+        return cmd + ["-n", self.namespace, "port-forward", "--address", "127.0.0.1", self.target, f":{self.port}"]
+
+    def start(self) -> None:
+        if shutil.which(self.kubectl) is None:
+            raise PlatformError(f"cannot reach the job's etcd from here: {self.kubectl} is not on PATH for "
+                                "`kubectl port-forward`. Install kubectl, or pass etcd_endpoint (a NodePort or "
+                                "load-balancer address of the etcd Service)")
+        self._proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+        assert self._proc.stdout is not None
+        deadline = time.monotonic() + self.ready_timeout_s
+        seen: list[str] = []
+        while time.monotonic() < deadline:
+            line = self._proc.stdout.readline()
+            if not line:
+                break
+            seen.append(line.rstrip())
+            match = _FORWARDING.search(line)
+            if match:
+                self.local_port = int(match[1])
+                return
+        self.stop()
+        raise PlatformError(f"kubectl port-forward to {self.namespace}/{self.target} did not start: "
+                            + (" | ".join(seen[-5:]) or "no output"))
+
+    def stop(self) -> None:
+        """Stop kubectl by PID. Idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
