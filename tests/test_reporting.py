@@ -193,3 +193,9 @@ def test_a_passive_watch_recording_renders_its_observed_loss(copy_run):
     assert "node-lost → node-1" in html and 'class="verdict passed"' in html
     (keep_alive,) = [f for f in result.findings if f.setting and "keep_alive" in f.setting]
     assert "due to expire" not in keep_alive.text            # the loss is timed at that very heartbeat
+
+
+@pytest.mark.parametrize("command", ["report", "audit", "watch"])
+def test_help_shows_an_example(command):
+    out = cli(command, "--help")
+    assert out.returncode == 0 and "example" in out.stdout
