@@ -199,3 +199,11 @@ def test_a_passive_watch_recording_renders_its_observed_loss(copy_run):
 def test_help_shows_an_example(command):
     out = cli(command, "--help")
     assert out.returncode == 0 and "example" in out.stdout
+
+
+def test_a_long_series_is_thinned_keeping_its_ends():
+    from chaos.reporting.svg import MAX_POINTS, thin
+    points = [(float(i), i) for i in range(10 * MAX_POINTS + 7)]
+    out = thin(points)
+    assert len(out) <= MAX_POINTS + 1 and out[0] == points[0] and out[-1] == points[-1]
+    assert thin(points[:10]) == points[:10]

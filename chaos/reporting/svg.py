@@ -59,6 +59,21 @@ def nice_step(span: float, target: int = 10) -> float:
     return float(10 * mag)
 
 
+MAX_POINTS = 1500
+
+
+def thin(points: Sequence[tuple[float, int]], limit: int = MAX_POINTS) -> Sequence[tuple[float, int]]:
+    """At most ``limit`` points of a long series (every k-th, first and last kept):
+    an hour of steps stays a page of kilobytes, not megabytes."""
+    if len(points) <= limit:
+        return points
+    k = math.ceil(len(points) / limit)
+    out = list(points[::k])
+    if out[-1] != points[-1]:
+        out.append(points[-1])
+    return out
+
+
 def timeline_svg(series: Series, faults: Sequence[FaultView], t0: float, t1: float) -> str:
     """The whole timeline picture as one ``<svg>`` element."""
     sx = _Scale(t0, t1)
@@ -115,7 +130,7 @@ def _steps_lane(series: Series, sx: _Scale, top: float, nodes: Sequence[str]) ->
     for s in series.steps:
         # ranks in lockstep overlap: earlier nodes drawn wider, so every line stays visible
         width = max(1.5, 4.5 - 1.5 * (nodes.index(s.node) if s.node in nodes else 0))
-        pts = " ".join(f"{_f(sx.x(t))},{_f(y(step))}" for t, step in s.points)
+        pts = " ".join(f"{_f(sx.x(t))},{_f(y(step))}" for t, step in thin(s.points))
         first, last = s.points[0], s.points[-1]
         tip = (f"{s.label}: steps {first[1]}..{last[1]} from +{first[0] - sx.t0:.1f}s "
                f"to +{last[0] - sx.t0:.1f}s")
