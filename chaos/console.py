@@ -141,7 +141,10 @@ class ConsoleProgress:
                     "lost": f"{e.node}: LOST ({d.get('action')}, {len(d.get('pids', []))} processes)",
                     "exited": f"{e.node}: agent exited with code {d.get('exit_code')}",
                     "provisioning": f"provisioning a replacement for {d.get('replaces')} "
-                                    f"in {d.get('delay_s')}s"}.get(e.kind)
+                                    f"in {d.get('delay_s')}s",
+                    "notice": f"{e.node}: {d.get('notice')} notice"
+                              + (f", terminating in {float(d['terminate_at']) - e.t:.0f}s"
+                                 if isinstance(d.get("terminate_at"), (int, float)) else "")}.get(e.kind)
         if e.source == "fault" and e.kind == "injected":
             return f"FAULT {d.get('fault')} injected on {e.node}"
         if e.source == "fault" and e.kind not in ("planned", "injected"):

@@ -207,3 +207,13 @@ def test_a_long_series_is_thinned_keeping_its_ends():
     out = thin(points)
     assert len(out) <= MAX_POINTS + 1 and out[0] == points[0] and out[-1] == points[-1]
     assert thin(points[:10]) == points[:10]
+
+
+def test_node_events_such_as_spot_notices_are_marked_on_the_node_lane(copy_run):
+    folder = copy_run("kill-node-shrink")
+    report = json.loads((folder / "report.json").read_text())
+    with open(folder / "timeline.jsonl", "a") as f:
+        f.write(json.dumps({"t": report["faults"][0]["injected_at"] - 5, "source": "node", "kind": "notice",
+                            "node": "node-1", "data": {"notice": "interruption"}}) + "\n")
+    html = render_folder(folder, png=False).html.read_text()
+    assert '<path class="node-mark"' in html and "node-1: notice (notice=interruption)" in html

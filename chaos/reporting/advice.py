@@ -129,8 +129,9 @@ def _keep_alive(run: RunData, i: int, fault: FaultView) -> Finding | None:
             f"rendezvous at +{gone.t - f:.1f} s.")
     beat = _last_heartbeat(run.events, ids, gone.t)
     if beat is not None and not fault.observed:  # an observed loss is timed at that heartbeat
-        text += (f" Its last heartbeat was {f - beat:.1f} s before the fault, so it was due to expire at "
-                 f"+{beat + interval * attempts - f:.1f} s.")
+        when = f"{f - beat:.1f} s before the fault" if beat <= f else \
+            f"{beat - f:.1f} s after the fault (it was still shutting down and never left the rendezvous)"
+        text += f" Its last heartbeat was {when}, so it was due to expire at +{beat + interval * attempts - f:.1f} s."
     if attempts > 1:
         text += (f" keep_alive_max_attempt={_g(attempts - 1)} would cut about {_g(interval)} s here; "
                  f"keep_alive_interval={_g(interval / 2)} about {_g(interval * attempts / 2)} s "

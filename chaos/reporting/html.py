@@ -124,6 +124,9 @@ def _legend(series: Series) -> str:
     spans = [f'<span><i style="background:{node_color(nodes, n)}"></i>{escape(n)}</span>' for n in nodes]
     spans += [f'<span><i style="background:{c}"></i>{p}</span>' for p, c in PHASE_COLORS.items()]
     spans.append('<span><i style="background:#d62728"></i>fault</span>')
+    if series.node_marks:
+        spans.append('<span><i style="background:#f2a541;transform:rotate(45deg) scale(0.8)"></i>'
+                     'node event (notice, ...)</span>')
     spans.append('<span><i style="background:#555;border-radius:6px"></i>checkpoint saved</span>')
     spans.append('<span><i style="background:#2ca02c;border-radius:6px"></i>checkpoint loaded</span>')
     return f'<div class="legend">{"".join(spans)}</div>'

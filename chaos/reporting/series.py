@@ -67,6 +67,8 @@ class Series:
     rounds: list[Round] = field(default_factory=list)
     lifetimes: list[Lifetime] = field(default_factory=list)
     markers: list[Marker] = field(default_factory=list)
+    node_marks: list[Marker] = field(default_factory=list)
+    """Other node events (a spot notice, ...), drawn on the node's lane."""
     world_size: list[tuple[float, int]] = field(default_factory=list)
     checkpoints: list[tuple[float, int, str]] = field(default_factory=list)
     steady_step_s: float | None = None
@@ -91,6 +93,8 @@ def extract(events: list[Event], t_end: float) -> Series:
     out.rounds = _rounds(events)
     out.lifetimes = _lifetimes(events, t_end)
     out.markers = [_marker(e) for e in events if e.source == "fault" and e.kind != "planned"]
+    out.node_marks = [_marker(e) for e in events if e.source == "node" and e.node is not None
+                      and e.kind not in ("started", "lost", "exited")]
     out.world_size = _world_size(events, out.steady_step_s)
     out.checkpoints = _checkpoints(events)
     return out

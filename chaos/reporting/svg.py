@@ -186,6 +186,13 @@ def _node_lane(series: Series, node: str, sx: _Scale, top: float, nodes: Sequenc
         if lt.end_kind == "lost":
             out.append(f'<text x="{_f(x1 + 2)}" y="{_f(top + NODE_H - 4)}" font-size="11" '
                        f'fill="{FAULT_COLOR}">lost</text>')
+    for m in series.node_marks:
+        if m.node != node:
+            continue
+        x = sx.x(m.t)
+        tip = f"{node}: {m.kind}" + (f" ({m.detail})" if m.detail else "") + f" at +{m.t - sx.t0:.1f}s"
+        out.append(f'<path class="node-mark" d="M{_f(x)},{_f(top + 1)} l5,8 l-5,8 l-5,-8 z" fill="#f2a541" '
+                   f'stroke="#8a5a00" stroke-width="0.8">{_t(tip)}</path>')
     return "".join(out)
 
 
