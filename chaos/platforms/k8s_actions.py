@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from chaos.errors import InjectionFailed
+from chaos.platforms import k8s_manifests as m
 from chaos.platforms.k8s_watch import K8sObject, api_message, api_status, read_json
 
 HINTS = {
@@ -198,3 +199,22 @@ def _evictable(pod: K8sObject) -> bool:
     if any(ref.get("kind") == "DaemonSet" for ref in meta.get("ownerReferences") or []):
         return False
     return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def create_error(doc: m.Manifest, exc: BaseException, settings: m.KubeSettings) -> str:
+    """Why creating one of the run's objects failed, and what to do about it."""
+    status, what = api_status(exc), f"creating {doc['kind']} {settings.namespace}/{doc['metadata']['name']}"
+    if status is None:
+        return f"{what}: {exc}"
+    if status == 404 and doc["kind"] in ("ElasticJob", "PyTorchJob"):
+        jk = settings.job_kind
+        return (f"{what}: the cluster does not serve {jk.plural}.{jk.api_version.split('/')[0]} "
+                f"(HTTP 404 {api_message(exc)}). Install the CRD and its controller: `make kind-up` on kind, "
+                "or kubectl apply -f kind/manifests/crds/ and the controller (docs/KUBERNETES.md).")
+    if status == 409:
+        return (f"{what}: it already exists (HTTP 409): a run with this id was not cleaned up; delete it with "
+                f"kubectl delete -n {settings.namespace} {doc['kind'].lower()},deploy,svc,pvc,pod "
+                f"-l {m.RUN_LABEL}={doc['metadata']['labels'][m.RUN_LABEL]}")
+    if status == 403:
+        return f"{what}: forbidden (HTTP 403 {api_message(exc)}); see docs/KUBERNETES.md for the RBAC the toolkit needs"
+    return f"{what}: HTTP {status} {api_message(exc)}"

@@ -208,6 +208,11 @@ def worker_pod_name(run_id: str, index: int) -> str:
     return f"{run_id}-worker-{index}"
 
 
+def initial_replicas(job: JobSpec) -> int:
+    """Worker replicas the job starts with (JobSpec.start_nodes, default MAX)."""
+    return int(getattr(job, "initial_nodes", job.max_nodes))
+
+
 def run_selector(run_id: str, role: str | None = None) -> str:
     return f"{RUN_LABEL}={run_id}" + (f",{ROLE_LABEL}={role}" if role else "")
 
@@ -301,7 +306,7 @@ def elasticjob(job: JobSpec, settings: KubeSettings) -> Manifest:
         "metadata": _meta(job.run_id, job.run_id, "job", settings),
         "spec": {"rdzvEndpoint": rdzv_endpoint(job, settings),
                  "minReplicas": job.min_nodes, "maxReplicas": job.max_nodes,
-                 "replicaSpecs": {"Worker": {"replicas": job.max_nodes, "restartPolicy": "ExitCode",
+                 "replicaSpecs": {"Worker": {"replicas": initial_replicas(job), "restartPolicy": "ExitCode",
                                              "template": template}}},
     }
 
@@ -322,7 +327,7 @@ def pytorchjob(job: JobSpec, settings: KubeSettings) -> Manifest:
         "apiVersion": JobKind.PYTORCHJOB.api_version, "kind": JobKind.PYTORCHJOB.kind,
         "metadata": _meta(job.run_id, job.run_id, "job", settings),
         "spec": {"elasticPolicy": policy,
-                 "pytorchReplicaSpecs": {"Worker": {"replicas": job.max_nodes, "restartPolicy": "OnFailure",
+                 "pytorchReplicaSpecs": {"Worker": {"replicas": initial_replicas(job), "restartPolicy": "OnFailure",
                                                     "template": template}}},
     }
 

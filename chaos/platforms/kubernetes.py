@@ -26,10 +26,11 @@ from chaos.errors import InjectionFailed, PlatformError, SetupError
 from chaos.events import Timeline
 from chaos.platforms import k8s_manifests as m
 from chaos.platforms.api import Hit, NodeInfo, NodeState, Platform
-from chaos.platforms.k8s_actions import ClusterActions
+from chaos.platforms.k8s_actions import ClusterActions, create_error
 from chaos.platforms.k8s_logs import Instance, PodLogFollower
 from chaos.platforms.k8s_pods import MachineTracker, PodTracker
 from chaos.platforms.k8s_portforward import PortForward
+from chaos.platforms.k8s_scale import JobScaler
 from chaos.platforms.k8s_watch import ObjectWatch, api_message, api_status
 from chaos.spec import JobSpec
 
@@ -57,6 +58,12 @@ class KubernetesOptions:
     """Server-side timeout of each watch request; the next one resumes where it ended."""
     kubectl: str = "kubectl"
     """kubectl used for the etcd port-forward only."""
+    replace_lost_nodes: bool = True
+    """Let the controller replace a worker pod lost to ``kill_node`` (False: the job is
+    scaled down just before, as when the spot pool has no capacity left)."""
+    provisioning_delay_s: float | None = None
+    """Hold the replacement back this long (scaled down, then up: the autoscaler's
+    minutes); None: as fast as the controller re-creates it."""
 
 
 class KubernetesPlatform(Platform):
@@ -78,6 +85,7 @@ class KubernetesPlatform(Platform):
         self._lock = threading.Lock()
         self._port_forward: PortForward | None = None
         self._created: list[m.Manifest] = []
+        self._scaler: JobScaler | None = None
 
     # -- paths ----------------------------------------------------------------------
     @property
@@ -87,6 +95,7 @@ class KubernetesPlatform(Platform):
     # -- lifecycle -------------------------------------------------------------------
     def _start(self, job: JobSpec) -> None:
         docs = m.render(job, self.settings)
+        self._scaler = JobScaler(self.custom, self.settings, job.run_id, m.initial_replicas(job))
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         self.pods.on_new_pod = self._follow_logs
         self._watch(job)
@@ -124,7 +133,7 @@ class KubernetesPlatform(Platform):
                 self.custom.create_namespaced_custom_object(group, version, ns, jk.plural, doc,
                                                             _preload_content=False)
         except Exception as exc:
-            raise PlatformError(_create_error(doc, exc, self.settings)) from exc
+            raise PlatformError(create_error(doc, exc, self.settings)) from exc
 
     def _wait_running(self, job: JobSpec) -> None:
         want = getattr(job, "initial_nodes", job.max_nodes)
@@ -156,6 +165,8 @@ class KubernetesPlatform(Platform):
         assert self.job is not None
         errors: list[str] = []
         self.pods.stopping = True
+        if self._scaler is not None:
+            self._scaler.cancel()
         for doc in reversed(self._created):
             try:
                 self._delete(doc)
@@ -218,7 +229,8 @@ class KubernetesPlatform(Platform):
         return {name: self.logs_dir / f"{name}.log" for name in self.pods.names()}
 
     def replacement_pending(self) -> bool:
-        return self.pods.replacement_pending()
+        held = self._scaler is not None and self._scaler.pending()
+        return held or self.pods.replacement_pending()
 
     def store_host(self) -> str | None:
         if self.job is None or self.job.rdzv.backend.needs_etcd():
@@ -255,6 +267,13 @@ class KubernetesPlatform(Platform):
     # -- faults -----------------------------------------------------------------------
     def _kill_node(self, node: str, *, graceful: bool, grace_s: float) -> Hit:
         grace = max(1, int(round(grace_s))) if graceful else 0
+        opts = self.options
+        if self._scaler is not None and (not opts.replace_lost_nodes or opts.provisioning_delay_s is not None):
+            delay = opts.provisioning_delay_s if opts.replace_lost_nodes else None
+            self._scaler.hold_back(node, delay, on_restore=lambda: self.timeline.emit(
+                "node", "provisioned", None, replaces=node))
+            if delay is not None:
+                self.timeline.emit("node", "provisioning", None, replaces=node, delay_s=delay)
         return self._delete_pod(node, grace_s=grace, uid=None)
 
     def delete_pod(self, pod: str, *, grace_s: int = 0, uid: str | None = None) -> Hit:
@@ -336,24 +355,6 @@ class KubernetesPlatform(Platform):
 
 def _machine(info: NodeInfo | None) -> str | None:
     return info.labels.get("machine") if info else None
-
-
-def _create_error(doc: m.Manifest, exc: BaseException, settings: m.KubeSettings) -> str:
-    status, what = api_status(exc), f"creating {doc['kind']} {settings.namespace}/{doc['metadata']['name']}"
-    if status is None:
-        return f"{what}: {exc}"
-    if status == 404 and doc["kind"] in ("ElasticJob", "PyTorchJob"):
-        jk = settings.job_kind
-        return (f"{what}: the cluster does not serve {jk.plural}.{jk.api_version.split('/')[0]} "
-                f"(HTTP 404 {api_message(exc)}). Install the CRD and its controller: `make kind-up` on kind, "
-                "or kubectl apply -f kind/manifests/crds/ and the controller (docs/KUBERNETES.md).")
-    if status == 409:
-        return (f"{what}: it already exists (HTTP 409): a run with this id was not cleaned up; delete it with "
-                f"kubectl delete -n {settings.namespace} {doc['kind'].lower()},deploy,svc,pvc,pod "
-                f"-l {m.RUN_LABEL}={doc['metadata']['labels'][m.RUN_LABEL]}")
-    if status == 403:
-        return f"{what}: forbidden (HTTP 403 {api_message(exc)}); see docs/KUBERNETES.md for the RBAC the toolkit needs"
-    return f"{what}: HTTP {status} {api_message(exc)}"
 
 
 def _clients(options: KubernetesOptions, api_client: Any, core_v1: Any, apps_v1: Any, custom: Any,

@@ -247,22 +247,36 @@ class ClusterSim:
                     continue
                 specs = job["spec"].get("replicaSpecs") or job["spec"].get("pytorchReplicaSpecs")
                 worker = specs["Worker"]
-                for i in range(int(worker.get("replicas", 1))):
+                replicas = int(worker.get("replicas", 1))
+                for i in range(replicas):
                     name = f"{job['metadata']['name']}-worker-{i}"
                     if name not in names:
                         self._create_pod(job, kind, worker["template"], name, i)
+                self._scale_down(pods, job, replicas)
         self._garbage_collect(pods, owners)
+
+    def _scale_down(self, pods: list[dict[str, Any]], job: dict[str, Any], replicas: int) -> None:
+        """Both controllers delete the replicas whose index is no longer wanted."""
+        for pod in pods:
+            meta = pod["metadata"]
+            owned = any(r["uid"] == job["metadata"]["uid"] for r in meta.get("ownerReferences") or [])
+            index = int((meta.get("labels") or {}).get("replica-index", -1))
+            if owned and index >= replicas and not meta.get("deletionTimestamp"):
+                self._delete(meta["name"])
+
+    def _delete(self, name: str) -> None:
+        try:
+            self.core.delete_namespaced_pod(name, self.ns, _preload_content=False)
+        except Exception as exc:  # noqa: BLE001 - already gone
+            if getattr(exc, "status", None) != 404:
+                raise
 
     def _garbage_collect(self, pods: list[dict[str, Any]], owners: set[str]) -> None:
         """The garbage collector's part: pods whose owning job is gone are deleted."""
         for pod in pods:
             refs = pod["metadata"].get("ownerReferences") or []
             if refs and not pod["metadata"].get("deletionTimestamp") and not any(r["uid"] in owners for r in refs):
-                try:
-                    self.core.delete_namespaced_pod(pod["metadata"]["name"], self.ns, _preload_content=False)
-                except Exception as exc:  # noqa: BLE001 - already gone
-                    if getattr(exc, "status", None) != 404:
-                        raise
+                self._delete(pod["metadata"]["name"])
 
     def _create_pod(self, job: dict[str, Any], kind: str, template: dict[str, Any], name: str, i: int) -> None:
         spec = copy.deepcopy(template["spec"])

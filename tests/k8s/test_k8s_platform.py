@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.errors import PlatformError
+from chaos.errors import InjectionFailed, PlatformError
 from chaos.platforms import k8s_manifests as m
 from chaos.platforms.api import NodeState
 from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
@@ -160,7 +160,7 @@ def test_the_store_host_is_worker_0_on_c10d_and_none_with_etcd(make_platform):
 def test_a_missing_crd_says_how_to_install_it(make_platform, namespace):
     platform = make_platform()
     group_missing = m.KubeSettings(namespace=namespace, job_kind=m.JobKind.ELASTICJOB)
-    from chaos.platforms.kubernetes import _create_error
+    from chaos.platforms.k8s_actions import create_error as _create_error
     exc = type("ApiException", (Exception,), {})("not found")
     exc.status, exc.body = 404, json.dumps({"message": "the server could not find the requested resource"})
     message = _create_error({"kind": "ElasticJob", "metadata": {"name": "j", "labels": {m.RUN_LABEL: "j"}}},
@@ -176,3 +176,35 @@ def test_node_logs_paths_live_in_the_report_folder(make_platform, tmp_path):
     logs = platform.node_logs()
     assert sorted(logs) == [m.worker_pod_name(job.run_id, i) for i in (0, 1)]
     assert all(Path(p).parent == platform.work_dir / "nodes" for p in logs.values())
+
+
+def test_without_replacement_the_job_is_scaled_down_before_the_kill(make_platform, core, namespace):
+    platform = make_platform()
+    platform.options = type(platform.options)(**{**platform.options.__dict__, "replace_lost_nodes": False})
+    job = JobSpec(nodes="1:3")
+    platform.start(job)
+    with pytest.raises(InjectionFailed, match="highest-index worker"):
+        platform.kill_node(m.worker_pod_name(job.run_id, 1), graceful=False)   # the controller would drop -2
+    victim = m.worker_pod_name(job.run_id, 2)
+
+    platform.kill_node(victim, graceful=False)
+
+    time.sleep(1.5)                                                # the sim controller would have re-created it
+    assert pods_in(core, namespace) == [m.worker_pod_name(job.run_id, i) for i in (0, 1)]
+    assert platform.pods.get(victim).state is NodeState.LOST
+
+
+def test_a_provisioning_delay_holds_the_replacement_back_that_long(make_platform):
+    platform = make_platform()
+    platform.options = type(platform.options)(**{**platform.options.__dict__, "provisioning_delay_s": 2.0})
+    job = JobSpec(nodes="1:2")
+    platform.start(job)
+    victim = m.worker_pod_name(job.run_id, 1)
+
+    hit = platform.kill_node(victim, graceful=False)
+    assert platform.replacement_pending()
+
+    until("the replacement running", lambda: platform.pods.get(victim).state is NodeState.RUNNING, timeout_s=20)
+    started = [e for e in platform.timeline.events() if e.kind == "started" and e.node == victim and e.t > hit.at]
+    assert started and started[0].t - hit.at >= 2.0
+    assert any(e.kind == "provisioning" and e.data["delay_s"] == 2.0 for e in platform.timeline.events())

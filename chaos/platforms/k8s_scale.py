@@ -1,0 +1,76 @@
+"""Hold a lost pod's replacement back, or keep it away, by scaling the job's Worker replicas.
+
+On a cluster the controller re-creates a lost worker pod at once; what makes
+a replacement slow (or impossible) in production is capacity: the autoscaler
+needs minutes for a machine, or a spot pool has none. The local platform
+models that with ``replace_lost_nodes`` / ``provisioning_delay_s``; here the
+same options scale the job down just before the fault (the controller then
+wants one pod fewer, so it does not replace the victim) and, after the delay,
+back up (the controller creates the replacement). Both controllers drop the
+highest replica index when scaled down, so the victim must be that one.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from chaos.errors import InjectionFailed
+from chaos.platforms import k8s_manifests as m
+
+log = logging.getLogger(__name__)
+
+
+class JobScaler:
+    """Patches ``<replica specs>.Worker.replicas`` of one job object."""
+
+    def __init__(self, custom: Any, settings: m.KubeSettings, run_id: str, replicas: int) -> None:
+        self.custom, self.settings, self.run_id = custom, settings, run_id
+        self.replicas = replicas
+        self._timers: list[threading.Timer] = []
+        self._lock = threading.Lock()
+
+    def hold_back(self, victim: str, delay_s: float | None, on_restore: Any = None) -> None:
+        """Scale down by one so ``victim`` is not replaced; with ``delay_s``, scale back
+        up after that long (``on_restore()`` is called then)."""
+        index = int(victim.rsplit("-", 1)[-1])
+        if index != self.replicas - 1:
+            raise InjectionFailed(f"holding back the replacement of {victim} needs the highest-index worker "
+                                  f"({m.worker_pod_name(self.run_id, self.replicas - 1)}): the controller drops "
+                                  "the highest index when scaled down. Aim the fault there or let it be replaced")
+        self.scale(self.replicas - 1)
+        if delay_s is not None:
+            timer = threading.Timer(delay_s, self._restore, args=(on_restore,))
+            timer.daemon = True
+            with self._lock:
+                self._timers.append(timer)
+            timer.start()
+
+    def pending(self) -> bool:
+        with self._lock:
+            return any(t.is_alive() for t in self._timers)
+
+    def cancel(self) -> None:
+        with self._lock:
+            for t in self._timers:
+                t.cancel()
+            self._timers.clear()
+
+    def _restore(self, on_restore: Any) -> None:
+        try:
+            self.scale(self.replicas + 1)
+            if on_restore is not None:
+                on_restore()
+        except Exception:  # a gone job at the end of a run: nothing to restore
+            log.exception("could not scale %s back up", self.run_id)
+
+    def scale(self, replicas: int) -> None:
+        jk = self.settings.job_kind
+        group, version = jk.api_version.split("/")
+        specs = "replicaSpecs" if jk is m.JobKind.ELASTICJOB else "pytorchReplicaSpecs"
+        body = {"spec": {specs: {"Worker": {"replicas": replicas}}}}
+        from chaos.platforms.k8s_actions import refused_loudly
+        with refused_loudly(f"scaling {jk.kind} {self.run_id} to {replicas} workers"):
+            self.custom.patch_namespaced_custom_object(group, version, self.settings.namespace, jk.plural,
+                                                       self.run_id, body, _preload_content=False)
+        self.replicas = replicas

@@ -1,0 +1,75 @@
+"""``pytest --platform kubernetes|kind --kubeconfig ...``: the elastic_job fixture runs the
+scenario's job on the cluster (here: the real API server, the sim playing its nodes)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chaos.errors import SpecError
+from chaos.platforms import k8s_manifests as m
+from chaos.platforms.k8s_options import parse_toleration, platform_options
+from chaos.platforms.kind import KindOptions
+from chaos.platforms.kubernetes import KubernetesOptions
+
+pytestmark = pytest.mark.k8s_api
+
+SCENARIO = """
+from chaos.faults.kubernetes import DeletePod
+
+def test_scenario(elastic_job):
+    job = elastic_job(nodes="1:2", etcd_endpoint="{etcd}", start_timeout_s=30, watch_window_s=5{extra})
+    assert job.platform.name == "{platform}"
+    assert job.platform.settings.job_kind.value == "{kind}"
+    assert len(job.platform.alive_nodes()) == 2
+    record = job.inject(DeletePod())
+    events = [(e.source, e.kind, e.node) for e in job.timeline.events()]
+    assert ("fault", "injected", record.target) in events
+    assert ("node", "lost", record.target) in events
+"""
+
+
+@pytest.mark.parametrize("platform,kind", [("kubernetes", "pytorchjob"), ("kind", "elasticjob")])
+def test_elastic_job_runs_on_the_cluster_the_flags_name(pytester, k8s_api, namespace, sim, job_etcd,
+                                                        platform, kind):
+    extra = ', tolerations=["elastic-chaos/spot=true:NoSchedule"]' if platform == "kubernetes" else ""
+    pytester.makepyfile(test_scenario=SCENARIO.format(etcd=job_etcd.endpoint, platform=platform, kind=kind,
+                                                      extra=extra))
+    reports = pytester.path / "reports"
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", f"--platform={platform}", f"--kubeconfig={k8s_api.kubeconfig('admin')}",
+        "--kube-context=admin@test", f"--k8s-namespace={namespace}", f"--job-kind={kind}",
+        f"--chaos-reports={reports}")
+    result.assert_outcomes(passed=1)
+    report = json.loads(next(reports.glob("*/report.json")).read_text())
+    assert report["verdict"]["passed"] is True
+    assert len(list(reports.glob("*/nodes/*.log"))) >= 2                  # pod logs followed into the report
+
+
+def test_unknown_options_name_the_accepted_ones():
+    with pytest.raises(TypeError, match=r"unknown option\(s\) for --platform kind: \['etcd_binary'\]; "
+                                        r"cluster settings are .*'gpus_per_node'.* platform options .*'docker'"):
+        platform_options("kind", {"etcd_binary": "/x"})
+
+
+def test_plain_values_become_typed_settings():
+    opts = platform_options("kubernetes", {"job_kind": "PyTorchJob", "gpus_per_node": 8,
+                                           "node_selector": {"eks.amazonaws.com/capacityType": "SPOT"},
+                                           "tolerations": ["nvidia.com/gpu:NoSchedule"],
+                                           "provisioning_delay_s": 30.0},
+                            kubeconfig="/k", namespace="train")["options"]
+    assert isinstance(opts, KubernetesOptions) and not isinstance(opts, KindOptions)
+    assert opts.kubeconfig == "/k" and opts.provisioning_delay_s == 30.0
+    s = opts.settings
+    assert (s.namespace, s.job_kind, s.gpus_per_node) == ("train", m.JobKind.PYTORCHJOB, 8)
+    assert s.node_selector == (("eks.amazonaws.com/capacityType", "SPOT"),)
+    assert s.tolerations == (m.Toleration("nvidia.com/gpu", None, "NoSchedule", "Exists"),)
+    kind = platform_options("kind", {})["options"]
+    assert kind.context == "kind-elastic-chaos" and kind.settings.storage.kind is m.StorageKind.HOST_PATH
+
+
+def test_a_bad_toleration_or_job_kind_says_how_to_write_it():
+    with pytest.raises(SpecError, match="key=value:NoSchedule"):
+        parse_toleration("spot")
+    with pytest.raises(SpecError, match="elasticjob or pytorchjob"):
+        platform_options("kubernetes", {"job_kind": "mpijob"})
