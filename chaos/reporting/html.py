@@ -139,12 +139,15 @@ def _excerpts(excerpts: Sequence[tuple[FaultView, list[Excerpt]]], t0: float) ->
     for fault, items in excerpts:
         out.append(f"<h3>{escape(fault.kind)} on {escape(str(fault.target))} "
                    f"at +{fault.injected_at - t0:.1f}s</h3>")
-        for ex in items:
-            lines = "\n".join(f'<span class="{ln.level}">{escape(ln.text)}</span>' for ln in ex.lines) \
-                or "(no lines in this window)"
-            out.append(f"<details{' open' if ex.node == fault.target or len(items) <= 3 else ''}>"
+        shown = [ex for ex in items if ex.lines]
+        for ex in shown:
+            lines = "\n".join(f'<span class="{ln.level}">{escape(ln.text)}</span>' for ln in ex.lines)
+            out.append(f"<details{' open' if ex.node == fault.target or len(shown) <= 3 else ''}>"
                        f"<summary>{escape(ex.node)}: {len(ex.lines)} line(s) from +{ex.start - t0:.1f}s "
                        f"to +{ex.end - t0:.1f}s</summary><pre>{lines}</pre></details>")
+        quiet = [ex.node for ex in items if not ex.lines]
+        if quiet:
+            out.append(f'<p class="meta">No log lines in this window from {escape(", ".join(quiet))}.</p>')
     return "".join(out)
 
 

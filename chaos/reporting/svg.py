@@ -82,9 +82,10 @@ def timeline_svg(series: Series, faults: Sequence[FaultView], t0: float, t1: flo
     parts: list[str] = []
     parts.append(_steps_lane(series, sx, y, nodes))
     y += STEP_H
-    parts.append(_lane_label("recovery", y, PHASE_H))
+    phase_h = phase_lane_height(len(faults))
+    parts.append(_lane_label("recovery", y, phase_h))
     parts.append(_phase_lane(faults, sx, y))
-    y += PHASE_H
+    y += phase_h
     parts.append(_lane_label("rendezvous", y, RDZV_H))
     parts.append(_rounds_lane(series, sx, y))
     y += RDZV_H
@@ -143,16 +144,26 @@ def _steps_lane(series: Series, sx: _Scale, top: float, nodes: Sequence[str]) ->
     return "".join(out)
 
 
+ROW_H = 12
+
+
+def phase_lane_height(n_faults: int) -> int:
+    """One row per fault (phases of overlapping recoveries must not hide each other)."""
+    return PHASE_H if n_faults <= 1 else 8 + ROW_H * n_faults
+
+
 def _phase_lane(faults: Sequence[FaultView], sx: _Scale, top: float) -> str:
     out = []
-    for f in faults:
+    bar_h = PHASE_H - 8 if len(faults) <= 1 else ROW_H - 2
+    for i, f in enumerate(faults):
         t = f.injected_at
+        y = top + 4 + (0 if len(faults) <= 1 else i * ROW_H)
         for name in PHASES:
             d = f.phases.get(name)
             if d is None:
                 break
-            out.append(f'<rect class="phase" x="{_f(sx.x(t))}" y="{_f(top + 4)}" '
-                       f'width="{_f(max(sx.x(t + d) - sx.x(t), 1.0))}" height="{PHASE_H - 8}" '
+            out.append(f'<rect class="phase" x="{_f(sx.x(t))}" y="{_f(y)}" '
+                       f'width="{_f(max(sx.x(t + d) - sx.x(t), 1.0))}" height="{bar_h}" '
                        f'fill="{PHASE_COLORS[name]}">{_t(f"{f.kind} on {f.target}: {name} {d:.1f}s")}</rect>')
             t += d
     return "".join(out)
@@ -236,14 +247,18 @@ def _axis(sx: _Scale, y: float) -> str:
 
 def _fault_lines(series: Series, faults: Sequence[FaultView], sx: _Scale, bottom: float) -> str:
     out = []
+    last_x, row = -1e9, 0
     for f in faults:
         x = sx.x(f.injected_at)
         label = f"{f.kind} → {f.target}" if f.target else f.kind
+        row = row + 1 if x - last_x < 7 * len(label) else 0  # stagger labels that would overlap
+        last_x = x
+        how = "observed" if f.observed else "injected"
         out.append(f'<g class="fault"><line x1="{_f(x)}" x2="{_f(x)}" y1="{TOP - 4}" y2="{_f(bottom)}" '
                    f'stroke="{FAULT_COLOR}" stroke-width="2" stroke-dasharray="6,3"/>'
-                   f'<text x="{_f(x + 4)}" y="{TOP + 8}" font-size="12" font-weight="bold" '
+                   f'<text x="{_f(x + 4)}" y="{TOP + 8 + 14 * (row % 4)}" font-size="12" font-weight="bold" '
                    f'fill="{FAULT_COLOR}">{escape(label)}</text>'
-                   f'{_t(f"{label} injected at +{f.injected_at - sx.t0:.1f}s")}</g>')
+                   f'{_t(f"{label} {how} at +{f.injected_at - sx.t0:.1f}s")}</g>')
     for m in series.markers:
         if m.kind == "injected":
             continue
