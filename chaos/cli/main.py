@@ -22,11 +22,12 @@ EPILOG = """examples:
   elastic-chaos report reports/demo-20250101-120000
   elastic-chaos audit reports/ --baseline reports-last-release/
   elastic-chaos watch --etcd 127.0.0.1:2379 --run-id my-job --record reports/watch
+  elastic-chaos manifest --platform kubernetes --job-kind pytorchjob --nodes 1:4
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from chaos.cli import audit, demo, doctor, faults_cmd, report_cmd, run, watch
+    from chaos.cli import audit, demo, doctor, faults_cmd, manifest, report_cmd, run, watch
 
     parser = argparse.ArgumentParser(
         prog="elastic-chaos", description="Chaos testing for elastic PyTorch training.",
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     report_cmd.register(sub)
     audit.register(sub)
     watch.register(sub)
+    manifest.register(sub)
     return parser
 
 
