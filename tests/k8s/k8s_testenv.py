@@ -6,7 +6,8 @@ into ``.k8s-testenv/bin``. This module starts it against a real etcd
 
 - a CA and serving certificate generated with openssl (clients verify TLS);
 - token authentication: ``admin`` (system:masters), ``viewer`` (bound by the
-  tests to a read-only Role) and ``nobody`` (no binding at all);
+  tests to a read-only Role), ``runner`` (bound to kind/manifests/rbac.yaml's
+  roles) and ``nobody`` (no binding at all);
 - RBAC authorization, so a token without rights gets a real 403;
 - service-account keys generated here (1.20 requires a signing key and issuer).
 
@@ -35,7 +36,7 @@ DEFAULT_BINARY = REPO / ".k8s-testenv" / "bin" / "kube-apiserver"
 BINARY_VAR = "ELASTIC_CHAOS_KUBE_APISERVER"
 
 TOKENS = {"admin": "admin-token-elastic-chaos", "viewer": "viewer-token-elastic-chaos",
-          "nobody": "nobody-token-elastic-chaos"}
+          "runner": "runner-token-elastic-chaos", "nobody": "nobody-token-elastic-chaos"}
 
 
 def find_binary() -> Path | None:
@@ -92,7 +93,8 @@ class ApiServer:
         make_pki(pki)
         (self.work_dir / "tokens.csv").write_text(
             f'{TOKENS["admin"]},admin,uid-admin,"system:masters"\n'
-            f"{TOKENS['viewer']},viewer,uid-viewer\n{TOKENS['nobody']},nobody,uid-nobody\n")
+            f"{TOKENS['viewer']},viewer,uid-viewer\n{TOKENS['runner']},runner,uid-runner\n"
+            f"{TOKENS['nobody']},nobody,uid-nobody\n")
         self.etcd = EtcdServer(self.work_dir / "etcd-data", log_path=self.work_dir / "etcd.log")
         self.etcd.start()
         self.port = free_port()
