@@ -24,6 +24,8 @@ help:
 	@echo "make lint        ruff, mypy --strict, import-linter layer contracts"
 	@echo "make install     only the setup (.venv, torch, toolkit, etcd)"
 	@echo "make k8s-testenv build the kube-apiserver the k8s_api tests run against (once, ~5 min)"
+	@echo "make kind-up     kind cluster + trainer image + controller (docker, kind, kubectl needed)"
+	@echo "make kind-test   pytest scenarios/ --platform kind;  make kind-down deletes the cluster"
 	@echo "make browser-testenv install Debian's chromium for the report.html browser test (root, apt)"
 
 install: $(STAMP)
@@ -65,3 +67,6 @@ browser-testenv:
 
 clean:
 	rm -rf reports .pytest_cache .mypy_cache .ruff_cache
+
+# kind-up, kind-test, kind-down (needs docker, kind, kubectl; see docs/KUBERNETES.md)
+include kind/kind.mk
