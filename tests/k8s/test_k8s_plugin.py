@@ -12,8 +12,6 @@ from chaos.platforms.k8s_options import parse_toleration, platform_options
 from chaos.platforms.kind import KindOptions
 from chaos.platforms.kubernetes import KubernetesOptions
 
-pytestmark = pytest.mark.k8s_api
-
 SCENARIO = """
 from chaos.faults.kubernetes import DeletePod
 
@@ -29,6 +27,7 @@ def test_scenario(elastic_job):
 """
 
 
+@pytest.mark.k8s_api
 @pytest.mark.parametrize("platform,kind", [("kubernetes", "pytorchjob"), ("kind", "elasticjob")])
 def test_elastic_job_runs_on_the_cluster_the_flags_name(pytester, k8s_api, namespace, sim, job_etcd,
                                                         platform, kind):
