@@ -121,6 +121,11 @@ class ObjectWatch:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
 
+    @property
+    def error(self) -> BaseException | None:
+        """What killed the watch thread, if it died (``stop()`` raises it)."""
+        return self._error
+
     # -- lifecycle ------------------------------------------------------------
     def start(self, timeout_s: float = 30.0) -> ObjectWatch:
         self._thread = threading.Thread(target=self._run, name=f"watch-{self.name}", daemon=True)

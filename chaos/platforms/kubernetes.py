@@ -96,6 +96,7 @@ class KubernetesPlatform(Platform):
     def _start(self, job: JobSpec) -> None:
         docs = m.render(job, self.settings)
         self._scaler = JobScaler(self.custom, self.settings, job.run_id, m.initial_replicas(job))
+        self.pods, self.machines, self._created = PodTracker(self.timeline), MachineTracker(self.timeline), []
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         self.pods.on_new_pod = self._follow_logs
         self._watch(job)
@@ -136,7 +137,7 @@ class KubernetesPlatform(Platform):
             raise PlatformError(create_error(doc, exc, self.settings)) from exc
 
     def _wait_running(self, job: JobSpec) -> None:
-        want = getattr(job, "initial_nodes", job.max_nodes)
+        want = m.initial_replicas(job)
         deadline = time.monotonic() + self.options.start_timeout_s
         while time.monotonic() < deadline:
             running = [n for n in self.pods.nodes() if n.state is NodeState.RUNNING]
@@ -218,7 +219,7 @@ class KubernetesPlatform(Platform):
 
     def _raise_if_watch_died(self) -> None:
         for w in self._watches:
-            if w._error is not None:
+            if w.error is not None:
                 w.stop()
 
     # -- what the job looks like ------------------------------------------------------
