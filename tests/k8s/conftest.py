@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from crd_util import CRD_DIR, install_crds
 from k8s_sim import ClusterSim, LogEndpoint, LogStore
-from k8s_testenv import ApiServer, find_binary, openssl_available
+from k8s_testenv import ApiServer, api_client, find_binary, openssl_available
 
 SPOT_TAINT = {"key": "elastic-chaos/spot", "value": "true", "effect": "NoSchedule"}
 
@@ -35,11 +34,6 @@ def k8s_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
     server.start()
     yield server
     server.stop()
-
-
-def api_client(server: ApiServer, user: str = "admin") -> Any:
-    from kubernetes import config
-    return config.new_client_from_config(config_file=str(server.kubeconfig(user)))
 
 
 @pytest.fixture(scope="session")
@@ -100,10 +94,6 @@ def sim(core: Any, custom: Any, namespace: str, log_endpoint: LogEndpoint,
     yield sim
     sim.stop()
     sim.delete_machines()
-
-
-def load_yaml(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
 @pytest.fixture(scope="session")

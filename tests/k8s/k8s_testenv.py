@@ -187,5 +187,27 @@ def _etcd_v3(url: str, call: str, body: dict[str, object]) -> dict[str, Any]:
         return out
 
 
+def api_client(server: ApiServer, user: str = "admin") -> Any:
+    """A kubernetes ApiClient for ``user``, built from a kubeconfig file as users do."""
+    from kubernetes import config
+    return config.new_client_from_config(config_file=str(server.kubeconfig(user)))
+
+
+def until(what: str, check: Any, timeout_s: float = 15.0) -> Any:
+    """Poll ``check()`` until it is truthy (returning it) or fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def load_yaml(path: Path) -> list[dict[str, Any]]:
+    import yaml
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
 def openssl_available() -> bool:
     return shutil.which("openssl") is not None

@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from test_k8s_platform import until
+from k8s_testenv import until
 
 from chaos.errors import FaultUnavailable, InjectionFailed
 from chaos.faults.kubernetes import (
@@ -207,7 +207,7 @@ def ci_runner(admin, namespace):
                                    DrainNode(timeout_s=5), DeleteNode()], ids=lambda f: f.kind)
 def test_an_rbac_denied_fault_fails_loudly_and_hits_nothing(k8s_api, ci_runner, make_platform, core,
                                                              namespace, fault):
-    from conftest import api_client
+    from k8s_testenv import api_client
     platform = make_platform(api=api_client(k8s_api, "viewer"))
     job = started(platform)                               # the runner may run the job...
     victim = m.worker_pod_name(job.run_id, 1)
@@ -222,7 +222,7 @@ def test_an_rbac_denied_fault_fails_loudly_and_hits_nothing(k8s_api, ci_runner, 
 
 
 def test_a_token_without_any_binding_cannot_even_start(k8s_api, make_platform):
-    from conftest import api_client
+    from k8s_testenv import api_client
 
     from chaos.errors import PlatformError
     platform = make_platform(api=api_client(k8s_api, "nobody"))

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from k8s_testenv import until
 
 from chaos.errors import InjectionFailed, PlatformError
 from chaos.platforms import k8s_manifests as m
@@ -19,16 +19,6 @@ from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
 from chaos.watchers.logs import PREFIX, LogFollower
 
 pytestmark = pytest.mark.k8s_api
-
-
-def until(what: str, check: Callable[[], object], timeout_s: float = 15.0) -> object:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def progress(step: int, node: str = "x") -> str:

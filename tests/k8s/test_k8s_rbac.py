@@ -3,8 +3,8 @@ injects every Kubernetes fault (the least privilege docs/KUBERNETES.md documents
 from __future__ import annotations
 
 import pytest
-from conftest import api_client, load_yaml
 from crd_util import CRD_DIR
+from k8s_testenv import api_client, load_yaml
 
 from chaos.faults.kubernetes import CordonNode, DeleteNode, DeletePod, DeletePodGraceful, DrainNode, EvictPod
 from chaos.platforms import k8s_manifests as m
@@ -61,7 +61,7 @@ def test_the_documented_roles_run_a_job_and_every_fault(k8s_api, runner_rights, 
 
 
 def sim_wait_running(platform, pod: str) -> None:
-    from test_k8s_platform import until
+    from k8s_testenv import until
 
     from chaos.platforms.api import NodeState
     until(f"{pod} running again", lambda: platform.pods.get(pod).state is NodeState.RUNNING, timeout_s=20)

@@ -129,7 +129,7 @@ def test_410_gone_relists_and_replays_what_was_missed_as_synthetic_events(k8s_ap
 
 
 def test_stop_reraises_what_killed_the_watch(k8s_api, namespace):
-    from conftest import api_client
+    from k8s_testenv import api_client
     from kubernetes import client
     nobody = client.CoreV1Api(api_client(k8s_api, "nobody"))
     with pytest.raises(PlatformError, match="could not list pods: HTTP 403 .*forbidden"):
