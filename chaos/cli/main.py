@@ -27,7 +27,7 @@ EPILOG = """examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from chaos.cli import audit, demo, doctor, faults_cmd, manifest, report_cmd, run, watch
+    from chaos.cli import audit, cleanup, demo, doctor, faults_cmd, gameday, manifest, report_cmd, run, watch
 
     parser = argparse.ArgumentParser(
         prog="elastic-chaos", description="Chaos testing for elastic PyTorch training.",
@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     report_cmd.register(sub)
     audit.register(sub)
     watch.register(sub)
+    gameday.register(sub)
+    cleanup.register(sub)
     manifest.register(sub)
     return parser
 
