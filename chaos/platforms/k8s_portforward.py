@@ -8,10 +8,12 @@ would need a second code path for.
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +32,7 @@ class PortForward:
         self.log_path = log_path
         self.ready_timeout_s = ready_timeout_s
         self.local_port: int | None = None
-        self._proc: subprocess.Popen[str] | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
 
     @property
     def endpoint(self) -> str:
@@ -45,27 +47,34 @@ class PortForward:
         return cmd + ["-n", self.namespace, "port-forward", "--address", "127.0.0.1", self.target, f":{self.port}"]
 
     def start(self) -> None:
+        """Start kubectl; block until it announces its local port. Its output goes to
+        ``log_path`` (never a pipe nobody reads: kubectl logs every connection)."""
         if shutil.which(self.kubectl) is None:
             raise PlatformError(f"cannot reach the job's etcd from here: {self.kubectl} is not on PATH for "
                                 "`kubectl port-forward`. Install kubectl, or pass etcd_endpoint (a NodePort or "
                                 "load-balancer address of the etcd Service)")
-        self._proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, text=True, start_new_session=True)
-        assert self._proc.stdout is not None
+        if self.log_path is None:
+            fd, name = tempfile.mkstemp(prefix="elastic-chaos-port-forward-", suffix=".log")
+            os.close(fd)
+            self.log_path = Path(name)
+        with open(self.log_path, "ab") as out:
+            self._proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + self.ready_timeout_s
-        seen: list[str] = []
+        text = ""
         while time.monotonic() < deadline:
-            line = self._proc.stdout.readline()
-            if not line:
-                break
-            seen.append(line.rstrip())
-            match = _FORWARDING.search(line)
+            text = self.log_path.read_text(errors="replace")
+            match = _FORWARDING.search(text)
             if match:
                 self.local_port = int(match[1])
                 return
+            if self._proc.poll() is not None:
+                break
+            time.sleep(0.1)
         self.stop()
+        said = " | ".join(line.strip() for line in text.splitlines()[-5:] if line.strip())
         raise PlatformError(f"kubectl port-forward to {self.namespace}/{self.target} did not start: "
-                            + (" | ".join(seen[-5:]) or "no output"))
+                            + (said or "no output"))
 
     def stop(self) -> None:
         """Stop kubectl by PID. Idempotent."""
