@@ -161,6 +161,11 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
     resumed = _first(events, f, lambda e: e.source == "checkpoint" and e.kind == "loaded")
     first_new = _first(steps, f, new_gen)
     regain = _first(steps, f, lambda e: new_gen(e) and int(e.data["step"]) > (rec.pre_step or 0))
+    if until is not None:  # the next fault came first: what follows it is that fault's recovery
+        detect, rdzv, resumed, first_new, regain = (
+            m if m is not None and m.t <= until else None for m in (detect, rdzv, resumed, first_new, regain))
+        if regain is None:
+            rec.missing.append("the next fault came before this one's recovery completed")
 
     rec.detect_s = _since(f, detect, "no survivor noticed the fault", rec)
     rec.rendezvous_s = _since(f, rdzv, "no rendezvous round completed after the fault", rec)
@@ -328,10 +333,12 @@ def job_outcome(events: Sequence[Event], job: Any = None) -> JobOutcome:
     return JobOutcome("failed", reasons)
 
 
-def goodput(events: Sequence[Event]) -> float | None:
-    """Useful step time / wall time: committed steps x typical step time, over the
-    span from the first step's start to the last step. Downtime and replayed
-    (rolled-back) steps both lower it."""
+def goodput(events: Sequence[Event], end: float | None = None) -> float | None:
+    """Useful step time / wall time (docs/REPORTS.md): committed steps (rolled-back
+    ones excluded) x the steady step time (median gap between a worker's
+    consecutive steps), over the span from the first step's start to the later of
+    the last step and ``end`` (when the run's evidence ends: a stall until the end
+    counts as lost). Downtime and replayed steps both lower it."""
     from chaos.samples import account_samples
 
     steps = sorted((e for e in events if e.source == "progress" and e.kind == "step"
@@ -346,5 +353,6 @@ def goodput(events: Sequence[Event]) -> float | None:
         return None
     step_time = gaps[len(gaps) // 2]
     committed = account_samples(events).committed_steps or len({e.data.get("step") for e in steps})
-    wall = steps[-1].t - (steps[0].t - step_time)
+    last = max(steps[-1].t, end) if end is not None else steps[-1].t
+    wall = last - (steps[0].t - step_time)
     return max(0.0, min(1.0, committed * step_time / wall)) if wall > 0 else None

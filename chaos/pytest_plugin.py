@@ -225,15 +225,26 @@ def elastic_job(request: pytest.FixtureRequest, chaos_platform: str,
         _record_metrics(request.node, run)
 
 
+def _failure_message(report: pytest.TestReport) -> str:
+    """The assertion (or exception) that failed, without the source listing and the
+    report sections appended below it."""
+    crash: Any = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", None)
+    if message:
+        where = f" ({crash.path}:{crash.lineno})" if getattr(crash, "path", None) else ""
+        return str(message)[:4000] + where
+    return report.longreprtext[:4000]
+
+
 def _verdict_of(item: pytest.Item) -> Verdict:
     reports = item.stash.get(_REPORT_KEY, {})
     call = reports.get("call")
     if call is None:
         setup = reports.get("setup")
-        reason = setup.longreprtext if setup is not None and setup.failed else "test did not run"
-        return Verdict(False, [f"FAILED: {reason[-2000:]}"])
+        reason = _failure_message(setup) if setup is not None and setup.failed else "test did not run"
+        return Verdict(False, [f"FAILED: {reason}"])
     if call.passed:
         return Verdict(True, ["ok: every assertion of the scenario held"])
     if call.skipped:
         return Verdict(False, ["FAILED: skipped"])
-    return Verdict(False, [f"FAILED: {call.longreprtext[-2000:]}"])
+    return Verdict(False, [f"FAILED: {_failure_message(call)}"])

@@ -4,9 +4,12 @@ Schema version 1, top level: ``schema_version``, ``scenario``, ``platform``,
 ``job``, ``verdict`` {``passed``, ``reasons``}, ``faults`` (each: ``kind``,
 ``target``, ``injected_at``, ``metrics`` with at least detect_s,
 rendezvous_s, recovery_s, regain_s, lost_steps, replacement_s,
-world_size_before, world_size_after, resumed_from_step), ``started_at``,
-``finished_at``, ``timeline`` and ``node_logs`` (paths relative to the
-report folder). Additive changes keep the version; renames bump it.
+world_size_before, world_size_after, resumed_from_step), ``goodput``
+(analysis.goodput), ``samples`` (exactly-once accounting: accounted,
+exactly_once, committed/rolled-back steps, duplicate and gap counts),
+``started_at``, ``finished_at``, ``timeline`` and ``node_logs`` (paths
+relative to the report folder). Additive changes keep the version; renames
+bump it.
 
 ``write_report`` also writes the readable renderings beside report.json
 (report.html, summary.md, timeline.png: chaos.reporting), from the folder
@@ -44,12 +47,25 @@ def build_report(run: ChaosRun) -> dict[str, Any]:
         "verdict": {"passed": bool(verdict and verdict.passed),
                     "reasons": list(verdict.reasons) if verdict else ["no verdict was reached"]},
         "faults": faults,
+        "goodput": _rounded(run.goodput),
+        "samples": _samples(run),
         "started_at": round(run.started_at, 3),
         "finished_at": round(time.time(), 3),
         "timeline": "timeline.jsonl",
         "node_logs": {name: str(path.relative_to(run.report_dir)) if path.is_relative_to(run.report_dir)
                       else str(path) for name, path in run.platform.node_logs().items()},
     }
+
+
+def _rounded(v: float | None) -> float | None:
+    return None if v is None else round(v, 4)
+
+
+def _samples(run: ChaosRun) -> dict[str, Any]:
+    acc = run.samples
+    return {"accounted": acc.accounted, "exactly_once": acc.exactly_once,
+            "committed_steps": acc.committed_steps, "rolled_back_steps": acc.rolled_back_steps,
+            "duplicates": len(acc.duplicates), "gaps": len(acc.gaps), "summary": acc.summary()}
 
 
 def write_report(run: ChaosRun) -> Path:

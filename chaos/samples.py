@@ -30,7 +30,8 @@ class SampleAccount:
     duplicates: list[tuple[int, int, int]] = field(default_factory=list)
     """(epoch, position, times) for every position trained more than once."""
     gaps: list[tuple[int, int]] = field(default_factory=list)
-    """(epoch, position) never trained although later positions were."""
+    """(epoch, position) never trained although later positions were, or the epoch
+    ended (steps report ``epoch_size``)."""
     accounted: bool = False
     """False when no step reported its samples (nothing could be checked)."""
 
@@ -53,6 +54,7 @@ def account_samples(events: Iterable[Event]) -> SampleAccount:
     """Rebuild the committed history from ``events`` and check exactly-once per epoch."""
     history: dict[int, dict[int, tuple[int, list[list[int]]]]] = {}  # step -> rank -> (epoch, ranges)
     account = SampleAccount()
+    epoch_size: int | None = None
     for e in sorted(events, key=lambda ev: ev.t):
         if e.source == "checkpoint" and e.kind == "loaded":
             restored = int(e.data.get("step") or 0)
@@ -62,6 +64,8 @@ def account_samples(events: Iterable[Event]) -> SampleAccount:
                 del history[s]
         elif e.source == "progress" and e.kind == "step" and "samples" in e.data:
             account.accounted = True
+            if e.data.get("epoch_size") is not None:
+                epoch_size = int(e.data["epoch_size"])
             rank = int(e.data.get("rank", 0))
             ranges = [list(r) for r in e.data["samples"]]
             history.setdefault(int(e.data["step"]), {})[rank] = (int(e.data.get("epoch", 0)), ranges)
@@ -72,10 +76,13 @@ def account_samples(events: Iterable[Event]) -> SampleAccount:
             c = counts.setdefault(epoch, Counter())
             for start, stop in ranges:
                 c.update(range(int(start), int(stop)))
+    last_epoch = max(counts, default=0)
     for epoch in sorted(counts):
         c = counts[epoch]
         account.samples += sum(c.values())
         account.duplicates += [(epoch, p, n) for p, n in sorted(c.items()) if n > 1]
-        top = max(c, default=-1)
-        account.gaps += [(epoch, p) for p in range(top) if p not in c]
+        # a finished epoch (a later one began) must have covered all of it; the
+        # current one everything below the furthest position consumed so far
+        end = epoch_size if epoch < last_epoch and epoch_size is not None else max(c, default=-1)
+        account.gaps += [(epoch, p) for p in range(end) if p not in c]
     return account

@@ -370,7 +370,7 @@ class ChaosRun:
     @property
     def goodput(self) -> float | None:
         """Useful step time / wall time since the first step (None before two steps)."""
-        return analysis.goodput(self.timeline.events())
+        return analysis.goodput(self.timeline.events(), end=time.time())
 
 
 def _tail(path: Path, lines: int = 12) -> str:

@@ -31,5 +31,5 @@ def test_a_naive_distributed_sampler_restart_is_caught(elastic_job):
     job.wait_for_recovery(fault, timeout=150)
     job.wait_for_steps(30, timeout=60)
 
-    samples = job.samples
-    assert samples.duplicates and samples.gaps, samples.summary()
+    samples = job.samples                 # restarted at world size 1, it re-derives its place in
+    assert samples.duplicates, samples.summary()   # the epoch from the step count: samples twice

@@ -144,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         loss.backward()  # type: ignore[no-untyped-call]
         optim.step()
         step += 1
-        progress.report_step(step, epoch=epoch, samples=ranges, loss=round(loss.item(), 6))
+        progress.report_step(step, epoch=epoch, samples=ranges, epoch_size=args.dataset_size,
+                             loss=round(loss.item(), 6))
         if Stop.requested:
             # Every rank holds the same weights after a DDP step, so whichever
             # rank was told to go can save the job's state on its own.

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from chaos.errors import InjectionFailed, PlatformError, SetupError
+from chaos.errors import InjectionFailed, PlatformError, SetupError, SpecError
 from chaos.etcd import EtcdServer, free_port
 from chaos.events import Timeline
 from chaos.platforms import netns, procs
@@ -62,6 +62,13 @@ class LocalOptions:
     """host (loopback) or isolated (a network namespace per node; needs root)."""
     use_cgroups: bool | None = None
     """A cgroup per node for atomic freeze/kill; None = when available (root, cgroup v2)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.network, NetworkMode):  # "isolated" from a CLI flag or a fixture kwarg
+            try:
+                object.__setattr__(self, "network", NetworkMode(self.network))
+            except ValueError:
+                raise SpecError(f"network {self.network!r}: choose host or isolated") from None
 
 
 @dataclass

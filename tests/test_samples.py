@@ -1,0 +1,88 @@
+"""Exactly-once accounting of the committed history (chaos.samples)."""
+from __future__ import annotations
+
+from chaos.events import Event
+from chaos.samples import account_samples
+
+
+def step(t: float, n: int, rank: int, ranges: list[list[int]], epoch: int = 0) -> Event:
+    return Event(t, "progress", "step", f"node-{rank}", {"step": n, "rank": rank, "epoch": epoch, "samples": ranges})
+
+
+def loaded(t: float, n: int) -> Event:
+    return Event(t, "checkpoint", "loaded", "node-0", {"step": n})
+
+
+def elastic_run() -> list[Event]:
+    """World 2 for steps 1-6 (batch 4), crash, restore to step 4, world 1 after."""
+    ev, t = [loaded(0, 0)], 1.0
+    for s in range(1, 7):
+        base = (s - 1) * 8
+        ev += [step(t, s, 0, [[base, base + 4]]), step(t, s, 1, [[base + 4, base + 8]])]
+        t += 1
+    ev.append(loaded(t, 4))                     # steps 5 and 6 are rolled back
+    cursor = 32
+    for s in range(5, 9):
+        ev.append(step(t + s, s, 0, [[cursor, cursor + 4]]))
+        cursor += 4
+    return ev
+
+
+def test_an_elastic_restore_and_resize_trains_every_sample_once():
+    acc = account_samples(elastic_run())
+    assert acc.exactly_once, acc.summary()
+    assert acc.committed_steps == 8
+    assert acc.rolled_back_steps == 4           # 2 steps x 2 ranks thrown away
+    assert acc.samples == 48
+
+
+def test_rolled_back_steps_that_were_not_retrained_are_gaps_only_below_the_frontier():
+    ev = elastic_run()[:-2]                      # stop after re-training step 6
+    acc = account_samples(ev)
+    assert acc.exactly_once, acc.summary()
+
+
+def naive_run() -> list[Event]:
+    """DistributedSampler-style: rank r takes positions r, r+W, ... and the batch in
+    the epoch is derived from the step count at the *current* world size."""
+    size, batch = 64, 4
+    ev, t = [loaded(0, 0)], 1.0
+
+    def positions(step_no: int, rank: int, world: int) -> list[list[int]]:
+        mine = list(range(rank, size, world))
+        j = step_no % (size // (batch * world))
+        return [[p, p + 1] for p in mine[j * batch:(j + 1) * batch]]
+
+    for s in range(0, 6):
+        ev += [step(t, s + 1, r, positions(s, r, 2)) for r in range(2)]
+        t += 1
+    ev.append(loaded(t, 4))
+    for s in range(4, 8):
+        ev.append(step(t + s, s + 1, 0, positions(s, 0, 1)))
+    return ev
+
+
+def test_a_naive_sampler_restarted_at_a_smaller_world_trains_samples_twice():
+    acc = account_samples(naive_run())
+    assert not acc.exactly_once
+    assert [d[1] for d in acc.duplicates] == list(range(16, 32))
+    assert "duplicated" in acc.summary()
+
+
+def test_a_finished_epoch_that_skipped_samples_has_gaps():
+    # one rank of two at world 2, then the world grows to 4 and the epoch ends early
+    ev = [loaded(0, 0), step(1, 1, 0, [[0, 4]]), step(1, 1, 1, [[4, 8]]),
+          step(2, 2, 0, [[16, 20]], epoch=0), step(3, 3, 0, [[0, 4]], epoch=1)]
+    for e in ev:
+        if e.kind == "step":
+            e.data["epoch_size"] = 20
+    acc = account_samples(ev)
+    assert [p for _, p in acc.gaps] == list(range(8, 16))
+    assert "never trained" in acc.summary()
+
+
+def test_nothing_to_check_without_sample_ranges():
+    ev = [Event(1, "progress", "step", "node-0", {"step": 1, "rank": 0})]
+    acc = account_samples(ev)
+    assert not acc.accounted and not acc.exactly_once
+    assert "could not be checked" in acc.summary()
