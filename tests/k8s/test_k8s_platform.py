@@ -198,3 +198,29 @@ def test_a_provisioning_delay_holds_the_replacement_back_that_long(make_platform
     started = [e for e in platform.timeline.events() if e.kind == "started" and e.node == victim and e.t > hit.at]
     assert started and started[0].t - hit.at >= 2.0
     assert any(e.kind == "provisioning" and e.data["delay_s"] == 2.0 for e in platform.timeline.events())
+
+
+def test_a_chaos_run_on_kubernetes_watches_the_rendezvous_in_the_jobs_etcd(admin, namespace, sim, job_etcd,
+                                                                           tmp_path):
+    import urllib.parse
+    import urllib.request
+
+    from kubernetes import client
+
+    from chaos.platforms.kubernetes import KubernetesOptions
+    from chaos.scenario import ChaosRun
+    state = (Path(__file__).parents[1] / "fixtures" / "rdzv_state_torch-2.13_2nodes.b64").read_text().strip()
+    options = KubernetesOptions(settings=m.kind_settings(namespace=namespace), etcd_endpoint=job_etcd.endpoint,
+                                start_timeout_s=30, watch_window_s=5)
+    clients = {"core_v1": client.CoreV1Api(admin), "apps_v1": client.AppsV1Api(admin),
+               "custom_objects": client.CustomObjectsApi(admin)}
+    with ChaosRun(tmp_path / "run", platform="kubernetes", platform_options={"options": options, **clients}) as run:
+        job = JobSpec(nodes="1:2")
+        run.start(job)
+        url = f"{job_etcd.url}/v2/keys/torch/elastic/rendezvous/{job.run_id}"
+        req = urllib.request.Request(url, data=urllib.parse.urlencode({"value": state}).encode(), method="PUT")
+        urllib.request.urlopen(req, timeout=5).close()            # what torch's agents write there
+        event = run.timeline.wait_for(lambda e: e.source == "rendezvous" and e.kind == "round_complete",
+                                      timeout=10)
+    assert event is not None and len(event.data["participants"]) == 2
+    assert (tmp_path / "run" / "report.json").exists()
