@@ -14,6 +14,7 @@ PLATFORMS: dict[str, tuple[str, str]] = {
     "local": ("chaos.platforms.local", "LocalPlatform"),
     "kubernetes": ("chaos.platforms.kubernetes", "KubernetesPlatform"),
     "kind": ("chaos.platforms.kind", "KindPlatform"),
+    "eks": ("chaos.platforms.eks", "EksPlatform"),
 }
 
 
