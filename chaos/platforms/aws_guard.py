@@ -63,8 +63,11 @@ def _append(path: Path, record: dict[str, Any]) -> None:
     """One JSON line, appended (O_APPEND), flushed and fsynced: never rewritten."""
     path.parent.mkdir(parents=True, exist_ok=True)
     line = (json.dumps(record, sort_keys=True, default=str) + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
     try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line      # a crash cut the last line off: never glue onto it
         os.write(fd, line)
         os.fsync(fd)
     finally:
