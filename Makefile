@@ -14,7 +14,7 @@ PIP_TORCH_ARGS ?=
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-quick scenarios lint clean help k8s-testenv browser-testenv
+.PHONY: install demo test test-quick scenarios lint clean help k8s-testenv browser-testenv bench bench-quick
 
 help:
 	@echo "make demo        set up, then run a real kill-node scenario on 2 local nodes"
@@ -23,6 +23,8 @@ help:
 	@echo "make scenarios   only the scenario catalog (pytest scenarios/)"
 	@echo "make lint        ruff, mypy --strict, import-linter layer contracts"
 	@echo "make install     only the setup (.venv, torch, toolkit, etcd)"
+	@echo "make bench       benchmarks -> bench/results.json, bench/RESULTS.md (about an hour)"
+	@echo "make bench-quick a subset of the benchmarks in under 5 minutes (writes to bench/quick/)"
 	@echo "make k8s-testenv build the kube-apiserver the k8s_api tests run against (once, ~5 min)"
 	@echo "make kind-up     kind cluster + trainer image + controller (docker, kind, kubectl needed)"
 	@echo "make kind-test   pytest scenarios/ --platform kind;  make kind-down deletes the cluster"
@@ -50,7 +52,7 @@ scenarios: install
 	$(BIN)/python -m pytest scenarios/ $(PYTEST_ARGS)
 
 lint: install
-	$(BIN)/ruff check chaos trainer tests scenarios
+	$(BIN)/ruff check chaos trainer tests scenarios bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -70,3 +72,9 @@ clean:
 
 # kind-up, kind-test, kind-down (needs docker, kind, kubectl; see docs/KUBERNETES.md)
 include kind/kind.mk
+
+bench: install
+	$(BIN)/python -m bench
+
+bench-quick: install
+	$(BIN)/python -m bench --quick --out bench/quick

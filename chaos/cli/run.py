@@ -33,8 +33,10 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--steady-steps", type=int, default=50, help="steps before the fault (default 50)")
     g.add_argument("--max-restarts", type=int, default=3, help="torchrun --max-restarts (default 3)")
     g.add_argument("--rdzv-backend", choices=["etcd-v2", "c10d"], default="etcd-v2")
-    g.add_argument("--last-call-timeout", type=float, help="rendezvous last_call_timeout (torch: 30)")
-    g.add_argument("--keep-alive-interval", type=float, help="rendezvous keep_alive_interval (torch: 5)")
+    g.add_argument("--rdzv-preset", choices=["default", "fast"],
+                   help="recovery timing preset (docs/PRESETS.md); explicit knobs below override it")
+    g.add_argument("--last-call-timeout", type=int, help="rendezvous last_call_timeout, whole seconds (torch: 30)")
+    g.add_argument("--keep-alive-interval", type=int, help="rendezvous keep_alive_interval, whole seconds (torch: 5)")
     g.add_argument("--keep-alive-max-attempt", type=int, help="rendezvous keep_alive_max_attempt (torch: 3)")
     g.add_argument("--pg-timeout", type=float, help="the trainer's collective timeout in seconds (trainer: 60)")
     g.add_argument("--replace", dest="replace", action="store_true", default=True,
@@ -90,6 +92,7 @@ def options_from(args: argparse.Namespace) -> Any:
         nodes=args.nodes, nproc_per_node=args.nproc_per_node, checkpoint_every=args.checkpoint_every,
         step_time=args.step_time, steady_steps=args.steady_steps, replace=args.replace,
         provisioning_delay_s=args.provisioning_delay, rdzv_backend=args.rdzv_backend, rdzv_conf=conf,
+        preset=args.rdzv_preset,
         max_restarts=args.max_restarts, target=args.target, timeout_s=args.timeout,
         etcd_binary=args.etcd_binary, report_dir=args.report_dir, quiet=args.quiet, network=args.network,
         pg_timeout_s=args.pg_timeout, duration_s=args.duration, notice_s=spot[0], grace_s=spot[1],

@@ -17,7 +17,7 @@ from chaos.analysis import Recovery
 from chaos.console import ConsoleProgress
 from chaos.platforms.local import LocalOptions, NetworkMode
 from chaos.scenario import ChaosRun, JobFailed, Verdict
-from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
+from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec, preset
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ class ExperimentOptions:
     """Whether the node pool provisions a replacement for the lost node."""
     provisioning_delay_s: float = 5.0
     rdzv_backend: str = "etcd-v2"
+    preset: str | None = None
+    """A named timing preset (chaos.spec.PRESETS: default, fast); explicit knobs override it."""
     rdzv_conf: tuple[tuple[str, Any], ...] = ()
     """Rendezvous knobs (last_call_timeout, keep_alive_interval, ...) set explicitly."""
     max_restarts: int = 3
@@ -65,14 +67,18 @@ class ExperimentOptions:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def job(self, **overrides: Any) -> JobSpec:
+        """The job spec: the preset first, then explicit knobs and --pg-timeout over it."""
         args = list(self.trainer_args)
         if self.pg_timeout_s is not None:
             args += ["--pg-timeout", str(self.pg_timeout_s)]
         spec = JobSpec(nodes=self.nodes, nproc_per_node=self.nproc_per_node,
                        checkpoint_every=self.checkpoint_every, step_time=self.step_time,
                        max_restarts=self.max_restarts, trainer_args=tuple(args),
-                       rdzv=RendezvousSpec(backend=RdzvBackend(self.rdzv_backend),
-                                           **{k: v for k, v in self.rdzv_conf}))
+                       rdzv=RendezvousSpec(backend=RdzvBackend(self.rdzv_backend)))
+        if self.preset is not None:
+            spec = preset(self.preset).apply(spec)
+        if self.rdzv_conf:
+            spec = replace(spec, rdzv=replace(spec.rdzv, **dict(self.rdzv_conf)))
         return replace(spec, **overrides) if overrides else spec
 
     def local(self, **overrides: Any) -> LocalOptions:

@@ -1,0 +1,84 @@
+"""Plain-language findings computed from the measured figures (nothing hard-coded)."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+TARGET_RATIO = 1.5
+
+
+def _median(case: dict[str, Any], key: str) -> float | None:
+    v = (case.get(key) or {}).get("median")
+    return float(v) if v is not None else None
+
+
+def recovery_findings(results: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    floor = (results.get("floor_s") or {}).get("median")
+    cases: dict[str, Any] = results.get("recovery", {})
+    for key, case in cases.items():
+        phases = {p: _median(case, p) for p in ("detect", "rendezvous", "restart", "replay")}
+        known = {p: v for p, v in phases.items() if v is not None}
+        if not known:
+            continue
+        top = max(known, key=lambda p: known[p])
+        total = sum(known.values())
+        out.append(f"{key}: the {top} phase dominates ({known[top]:.1f} s of {total:.1f} s)")
+    for key, case in cases.items():
+        backend, preset, fault = key.split("/")
+        default = cases.get(f"{backend}/default/{fault}")
+        if preset == "fast" and default and _median(default, "recovery_s") and _median(case, "recovery_s"):
+            d, f = _median(default, "recovery_s"), _median(case, "recovery_s")
+            assert d is not None and f is not None
+            out.append(f"{backend}/{fault}: the fast preset recovers in {f:.1f} s vs {d:.1f} s with torch's "
+                       f"defaults ({d / f:.1f}x faster)")
+    fast_kill = cases.get("etcd-v2/fast/kill-node")
+    if fast_kill and floor:
+        ratio = fast_kill.get("ratio_to_floor")
+        if ratio is not None and ratio <= TARGET_RATIO:
+            out.append(f"etcd-v2/fast/kill-node recovers in {ratio}x the floor (target <= {TARGET_RATIO}x): met")
+        elif ratio is not None:
+            excess = {p: (_median(fast_kill, p) or 0.0) for p in ("detect", "rendezvous")}
+            restart = _median(fast_kill, "restart") or 0.0
+            excess["restart (beyond the floor)"] = max(0.0, restart - floor)
+            worst = max(excess, key=lambda p: excess[p])
+            out.append(f"etcd-v2/fast/kill-node recovers in {ratio}x the floor (target <= {TARGET_RATIO}x): "
+                       f"NOT met; beyond the floor's {floor:.1f} s, the {worst} phase costs the most "
+                       f"({excess[worst]:.1f} s): " + _why(worst))
+    return out
+
+
+def _why(phase: str) -> str:
+    return {
+        "detect": "the survivor's worker must fail its collective and exit, and the agent notice it",
+        "rendezvous": "the dead node must miss keep_alive_max_attempt heartbeats (whole seconds) before "
+                      "it leaves the rendezvous, then last_call_timeout (>= 1 s in torch) runs",
+        "restart (beyond the floor)": "the agent stops the group, assigns ranks through the store and "
+                                      "spawns the worker; on 2 cores that work competes with the other "
+                                      "processes of the job",
+    }.get(phase, "")
+
+
+def scale_findings(scale: list[dict[str, Any]]) -> list[str]:
+    out: list[str] = []
+    ok = [s for s in scale if s.get("ok")]
+    failed = [s for s in scale if not s.get("ok")]
+    if ok:
+        biggest = max(ok, key=lambda s: s["nodes"])
+        mem = biggest.get("memory_per_node_mb") or 0.0
+        total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
+        out.append(f"largest size that formed and recovered: {biggest['nodes']} nodes "
+                   f"(formation {biggest.get('formation_s')} s, recovery {biggest.get('recovery_s')} s)")
+        if mem:
+            out.append(f"memory: {mem:.0f} MB per node (agent + worker); {total_mb / 1024:.0f} GB of RAM "
+                       f"would hold about {int(total_mb / mem)} nodes")
+        if len(ok) >= 2:
+            small, large = min(ok, key=lambda s: s["nodes"]), biggest
+            if small.get("formation_s") and large.get("formation_s"):
+                per = (large["formation_s"] - small["formation_s"]) / (large["nodes"] - small["nodes"])
+                out.append(f"formation grows by about {per:.1f} s per node: every node starts two Python "
+                           f"processes that import torch (~3.5 s of CPU each) on {os.cpu_count()} cores, "
+                           "so CPU, not memory, limits the count here")
+    for s in failed:
+        out.append(f"{s['nodes']} nodes did not complete: {s.get('error')}")
+    return out

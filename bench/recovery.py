@@ -1,0 +1,100 @@
+"""Recovery after kill-node, spot-interruption and partition, per backend and preset.
+
+One job per case (2 nodes, no automatic replacement). Each repetition hits the
+newest node, waits until the survivor trains again alone (the measured
+recovery), removes what is left of the victim, adds a node back and waits for
+the world to regrow before the next repetition. So every repetition measures
+the same thing: one survivor re-forming alone.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.stats import summary
+from chaos.analysis import PHASES, Recovery
+from chaos.faults import KillNode, Partition, ScaleUp, SpotInterruption
+from chaos.faults.api import Fault
+from chaos.platforms import netns
+from chaos.platforms.local import LocalOptions, NetworkMode
+from chaos.scenario import ChaosRun
+from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec, preset
+
+log = logging.getLogger(__name__)
+
+FAULTS: dict[str, Callable[[], Fault]] = {
+    "kill-node": lambda: KillNode(),
+    "spot-interruption": lambda: SpotInterruption(rebalance_lead_s=1.0, notice_s=2.0, grace_s=20.0),
+    "partition": lambda: Partition(),
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    backend: str
+    preset: str
+    fault: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.backend}/{self.preset}/{self.fault}"
+
+
+def unavailable(case: Case) -> str | None:
+    if case.fault == "partition":
+        return netns.unavailable_reason()
+    return None
+
+
+def run_case(case: Case, reps: int, out: Path, say: Callable[[str], None]) -> list[Recovery]:
+    job = preset(case.preset).apply(JobSpec(nodes="1:2", checkpoint_every=20, step_time=0.1, max_restarts=100,
+                                            rdzv=RendezvousSpec(backend=RdzvBackend(case.backend))))
+    network = NetworkMode.ISOLATED if case.fault == "partition" else NetworkMode.HOST
+    options = LocalOptions(replace_lost_nodes=False, network=network)
+    recoveries: list[Recovery] = []
+    timeout = 240.0
+    with ChaosRun(out / case.key.replace("/", "_"), scenario=f"bench {case.key}",
+                  platform_options={"options": options}) as run:
+        run.start(job)
+        run.wait_for_step(30, timeout=timeout)
+        for i in range(reps):
+            fault = run.inject(FAULTS[case.fault]())
+            rec = run.wait_for_recovery(fault, timeout=timeout)
+            recoveries.append(rec)
+            say(f"  {case.key} #{i + 1}: recovery {rec.recovery_s:.1f}s "
+                f"({', '.join(f'{p} {v:.1f}' for p, v in rec.phases.items() if v is not None)})")
+            if i + 1 == reps:
+                break
+            if fault.target in {n.name for n in run.platform.alive_nodes()}:
+                run.platform.kill_node(fault.target)       # a partitioned node: take it away for good
+            grow = run.inject(ScaleUp())
+            run.wait_for_world_size(grow, 2, timeout=timeout)
+            run.wait_for_steps(10, timeout=timeout)
+    return recoveries
+
+
+def case_result(recs: list[Recovery], floor_s: float | None) -> dict[str, Any]:
+    out: dict[str, Any] = {p: summary(r.phases.get(p) for r in recs) for p in PHASES}
+    out["recovery_s"] = summary(r.recovery_s for r in recs)
+    out["regain_s"] = summary(r.regain_s for r in recs)
+    out["lost_steps"] = summary(r.lost_steps for r in recs)
+    median = out["recovery_s"]["median"]
+    out["ratio_to_floor"] = round(median / floor_s, 2) if median is not None and floor_s else None
+    return out
+
+
+def cases(quick: bool) -> list[Case]:
+    if quick:
+        return [Case("etcd-v2", "fast", "kill-node")]
+    backends = ("etcd-v2", "c10d")
+    presets = ("default", "fast")
+    faults = ("kill-node", "spot-interruption", "partition")
+    return [Case(b, p, f) for b in backends for p in presets for f in faults]
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0

@@ -1,0 +1,66 @@
+"""How far the local platform scales: rendezvous formation and recovery for N nodes.
+
+Each size runs ``nodes = N-1:N`` (so the job can shrink by one) with the fast
+preset and slow, tiny steps. Formation is job start -> the first step at
+world size N; recovery is one hard kill -> the first step of the re-formed
+world. Memory per node is the resident set of every process of a node
+(agent + worker), averaged over nodes, in steady state.
+"""
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from chaos.errors import ChaosError
+from chaos.faults import KillNode
+from chaos.platforms.local import LocalOptions, LocalPlatform
+from chaos.scenario import ChaosRun
+from chaos.spec import JobSpec, preset
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def node_memory_mb(platform: LocalPlatform) -> float:
+    alive = platform.alive_nodes()
+    per_node = [sum(rss_mb(p) for p in platform.node_pids(n.name)) for n in alive]
+    return sum(per_node) / len(per_node) if per_node else 0.0
+
+
+def run_size(n: int, out: Path, say: Callable[[str], None], timeout: float = 600.0) -> dict[str, Any]:
+    job = preset("fast").apply(JobSpec(nodes=f"{n - 1}:{n}", checkpoint_every=50, step_time=0.5,
+                                       max_restarts=10, trainer_args=("--batch-size", "4")))
+    result: dict[str, Any] = {"nodes": n}
+    started = time.time()
+    try:
+        with ChaosRun(out / f"scale-{n}", scenario=f"bench scale {n}",
+                      platform_options={"options": LocalOptions(replace_lost_nodes=False)}) as run:
+            run.start(job)
+            formed = run.wait_for(f"training at world size {n}",
+                                  lambda e: e.source == "progress" and e.kind == "step"
+                                  and e.data.get("world_size") == n, timeout)
+            result["formation_s"] = round(formed.t - started, 2)
+            run.wait_for_steps(5, timeout=timeout)
+            assert isinstance(run.platform, LocalPlatform)
+            result["memory_per_node_mb"] = round(node_memory_mb(run.platform), 1)
+            result["load_avg_1m"] = round(os.getloadavg()[0], 2)
+            fault = run.inject(KillNode())
+            rec = run.wait_for_recovery(fault, timeout=timeout)
+            result["recovery_s"] = round(rec.recovery_s, 2) if rec.recovery_s is not None else None
+            result["phases"] = {k: (round(v, 2) if v is not None else None) for k, v in rec.phases.items()}
+            result["ok"] = True
+    except ChaosError as exc:
+        result["ok"] = False
+        result["error"] = str(exc).splitlines()[0][:300]
+    say(f"  scale {n} nodes: {result}")
+    return result

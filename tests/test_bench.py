@@ -1,0 +1,67 @@
+"""The benchmark's own logic (findings, results files) on hand-made figures; the
+benchmark itself runs with `make bench`, not in the test suite."""
+from __future__ import annotations
+
+import json
+
+from bench import report
+from bench.findings import recovery_findings, scale_findings
+from bench.stats import summary
+
+
+def case(detect, rdzv, restart, replay, recovery, ratio):
+    s = lambda v: summary([v])  # noqa: E731
+    return {"detect": s(detect), "rendezvous": s(rdzv), "restart": s(restart), "replay": s(replay),
+            "recovery_s": s(recovery), "lost_steps": s(10), "ratio_to_floor": ratio}
+
+
+RESULTS = {
+    "floor_s": summary([5.0, 6.0, 7.0]),
+    "recovery": {"etcd-v2/default/kill-node": case(1.0, 44.0, 7.0, 1.0, 52.0, 8.67),
+                 "etcd-v2/fast/kill-node": case(0.5, 3.0, 6.5, 1.0, 10.0, 1.67)},
+    "skipped": {"etcd-v2/fast/partition": "network namespaces need root"},
+}
+
+
+def test_summary_ignores_missing_values():
+    assert summary([3.0, None, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0, "n": 3}
+    assert summary([None]) == {"median": None, "min": None, "max": None, "n": 0}
+
+
+def test_findings_name_the_dominant_phase_and_the_preset_gain():
+    found = recovery_findings(RESULTS)
+    assert "etcd-v2/default/kill-node: the rendezvous phase dominates (44.0 s of 53.0 s)" in found
+    assert any("fast preset recovers in 10.0 s vs 52.0 s" in f and "5.2x" in f for f in found)
+
+
+def test_a_missed_floor_target_says_which_phase_stands_in_the_way():
+    (missed,) = [f for f in recovery_findings(RESULTS) if "target <= 1.5x" in f]
+    assert "NOT met" in missed and "the rendezvous phase costs the most (3.0 s)" in missed
+
+
+def test_a_met_target_says_so():
+    results = json.loads(json.dumps(RESULTS))
+    results["recovery"]["etcd-v2/fast/kill-node"]["ratio_to_floor"] = 1.3
+    assert any(f.endswith(": met") for f in recovery_findings(results))
+
+
+def test_scale_findings_name_the_largest_size_and_failures():
+    found = scale_findings([{"nodes": 2, "ok": True, "formation_s": 20.0, "recovery_s": 9.0, "memory_per_node_mb": 500},
+                            {"nodes": 8, "ok": True, "formation_s": 50.0, "recovery_s": 14.0,
+                             "memory_per_node_mb": 480},
+                            {"nodes": 16, "ok": False, "error": "timed out after 600s"}])
+    assert found[0].startswith("largest size that formed and recovered: 8 nodes")
+    assert any("5.0 s per node" in f for f in found)
+    assert found[-1] == "16 nodes did not complete: timed out after 600s"
+
+
+def test_results_files_are_written(tmp_path):
+    results = dict(RESULTS, findings=recovery_findings(RESULTS), date="2026-11-22", wall_s=10)
+    report.write_json(results, tmp_path / "results.json")
+    report.write_markdown(results, tmp_path / "RESULTS.md", None)
+    loaded = json.loads((tmp_path / "results.json").read_text())
+    assert loaded["recovery"]["etcd-v2/fast/kill-node"]["recovery_s"] == {"median": 10.0, "min": 10.0,
+                                                                          "max": 10.0, "n": 1}
+    md = (tmp_path / "RESULTS.md").read_text()
+    assert "| etcd-v2/fast/kill-node | 0.5 | 3.0 | 6.5 | 1.0 | 10.0 | 1.67 | 10.0 | 1 |" in md
+    assert "skipped: network namespaces need root" in md
