@@ -346,8 +346,8 @@ def goodput(events: Sequence[Event], end: float | None = None) -> float | None:
     if len(steps) < 2:
         return None
     by_pid: dict[Any, list[float]] = {}
-    for e in steps:
-        by_pid.setdefault(e.data.get("pid"), []).append(e.t)
+    for e in steps:  # a script's regex steps carry no pid: one series per node
+        by_pid.setdefault((e.data.get("pid"), e.node), []).append(e.t)
     gaps = sorted(b - a for ts in by_pid.values() for a, b in zip(ts, ts[1:], strict=False))
     if not gaps:
         return None

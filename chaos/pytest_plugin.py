@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from chaos.scenario import ChaosRun, Verdict
-from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
+from chaos.spec import JobSpec, Observation, RdzvBackend, RendezvousSpec
 
 MARKERS = {
     "platforms(*names)": "run only on these platforms (local, kind, kubernetes, eks); others skip",
@@ -156,12 +156,21 @@ def chaos_report_dir(request: pytest.FixtureRequest) -> Path:
 
 _JOB_FIELDS = {f.name for f in fields(JobSpec)}
 _RDZV_FIELDS = {f.name for f in fields(RendezvousSpec)} - {"backend"}
+_OBSERVE_FIELDS = {f.name for f in fields(Observation)}
 
 
 def split_job_options(options: dict[str, Any]) -> tuple[JobSpec, dict[str, Any]]:
     """Keyword arguments -> (JobSpec, platform options). ``rdzv_backend`` and the
-    rendezvous knobs (``last_call_timeout``, ...) go into the RendezvousSpec."""
+    rendezvous knobs (``last_call_timeout``, ...) go into the RendezvousSpec; a
+    script's ``progress_regex``, ``checkpoint``, ``resume_regex`` and ``unit`` into
+    its Observation."""
+    observe_kw = {k: options.pop(k) for k in list(options) if k in _OBSERVE_FIELDS}
     job_kw = {k: options.pop(k) for k in list(options) if k in _JOB_FIELDS}
+    if observe_kw:
+        job_kw["observe"] = Observation(**{k: (str(v) if k == "checkpoint" and v is not None else v)
+                                           for k, v in observe_kw.items()})
+    if job_kw.get("workdir") is not None:
+        job_kw["workdir"] = str(job_kw["workdir"])
     rdzv_kw = {k: options.pop(k) for k in list(options) if k in _RDZV_FIELDS}
     backend = RdzvBackend(options.pop("rdzv_backend", RdzvBackend.ETCD_V2))
     job_kw.setdefault("rdzv", RendezvousSpec(backend=backend, **rdzv_kw))
@@ -186,7 +195,7 @@ def _platform_options(platform: str, options: dict[str, Any], etcd_binary: str |
         known = {f.name for f in fields(LocalOptions)}
         unknown = set(options) - known
         if unknown:
-            job_options = sorted(_JOB_FIELDS | _RDZV_FIELDS | {"rdzv_backend"})
+            job_options = sorted(_JOB_FIELDS | _RDZV_FIELDS | _OBSERVE_FIELDS | {"rdzv_backend"})
             raise TypeError(f"unknown elastic_job option(s) {sorted(unknown)}; job options are "
                             f"{job_options}, local platform options {sorted(known)}")
         options.setdefault("etcd_binary", etcd_binary)
@@ -197,8 +206,10 @@ def _platform_options(platform: str, options: dict[str, Any], etcd_binary: str |
 @pytest.fixture
 def elastic_job(request: pytest.FixtureRequest, chaos_platform: str,
                 chaos_report_dir: Path) -> Iterator[Callable[..., ChaosRun]]:
-    """Factory: ``elastic_job(nodes="1:2", checkpoint_every=20, replace_lost_nodes=False)``
-    starts one elastic job and returns its running ChaosRun.
+    r"""Factory: ``elastic_job(nodes="1:2", checkpoint_every=20, replace_lost_nodes=False)``
+    starts one elastic job and returns its running ChaosRun. Your own script:
+    ``elastic_job(script=["train.py", "--epochs", "9"], progress_regex=r"epoch (?P<step>\d+)",
+    checkpoint="snapshot.pt", workdir=tmp_path)`` (see chaos.spec.Observation).
 
     Job fields (JobSpec, rendezvous knobs, ``rdzv_backend``) and platform
     options (for local: LocalOptions) are told apart by name. Teardown always

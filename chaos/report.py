@@ -7,8 +7,11 @@ rendezvous_s, recovery_s, regain_s, lost_steps, replacement_s,
 world_size_before, world_size_after, resumed_from_step), ``goodput``
 (analysis.goodput), ``samples`` (exactly-once accounting: accounted,
 exactly_once, committed/rolled-back steps, duplicate and gap counts),
-``started_at``, ``finished_at``, ``timeline`` and ``node_logs`` (paths
-relative to the report folder). Additive changes keep the version; renames
+``observation`` (a user script's job only, else null: where progress,
+checkpoint saves and resumes were read from, and notes on what was
+inferred or could not be measured: chaos.observation), ``started_at``,
+``finished_at``, ``timeline`` and ``node_logs`` (paths relative to the
+report folder). Additive changes keep the version; renames
 bump it.
 
 ``write_report`` also writes the readable renderings beside report.json
@@ -49,6 +52,7 @@ def build_report(run: ChaosRun) -> dict[str, Any]:
         "faults": faults,
         "goodput": _rounded(run.goodput),
         "samples": _samples(run),
+        "observation": run.observation(),
         "started_at": round(run.started_at, 3),
         "finished_at": round(time.time(), 3),
         "timeline": "timeline.jsonl",
@@ -104,7 +108,8 @@ def _fmt(v: Any, unit: str = "") -> str:
 def render_table(report: dict[str, Any]) -> str:
     """The recovery table a person reads at the end of a run."""
     lines = []
-    header = ["fault", "target", *(f"{p}" for p in PHASES), "regain", "lost steps",
+    unit = ((report.get("observation") or {}).get("unit") or "step")
+    header = ["fault", "target", *(f"{p}" for p in PHASES), "regain", f"lost {unit}s",
               "resumed from", "world size", "replacement"]
     rows = [header]
     for f in report.get("faults", []):
@@ -130,4 +135,6 @@ def render_table(report: dict[str, Any]) -> str:
     for f in report.get("faults", []):
         for why in f["metrics"].get("missing") or []:
             lines.append(f"  note ({f['kind']} on {f.get('target')}): {why}")
+    for why in (report.get("observation") or {}).get("notes") or []:
+        lines.append(f"  note (script): {why}")
     return "\n".join(lines)

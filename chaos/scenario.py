@@ -35,8 +35,10 @@ from chaos.platforms.api import Platform
 from chaos.samples import SampleAccount, account_samples
 from chaos.spec import JobSpec
 from chaos.watchers.api import Watcher
+from chaos.watchers.checkpoints import CheckpointWatcher
 from chaos.watchers.logs import LogFollower
 from chaos.watchers.rendezvous import RendezvousWatcher
+from chaos.watchers.script_lines import ScriptLines
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +132,8 @@ class ChaosRun:
         self._watchers: list[Watcher] = []
         self._closed = False
         self._lock = threading.Lock()
+        self.workdir: Path | None = None
+        """The job's shared working directory on this machine (None where not local)."""
 
     # -- lifecycle -----------------------------------------------------------
     def __enter__(self) -> ChaosRun:
@@ -146,7 +150,11 @@ class ChaosRun:
         self.job = job
         self.phase("starting", nodes=job.nodes)
         self.platform.start(job)
-        self._watchers.append(LogFollower(self.timeline, self.platform.node_logs))
+        self.workdir = self.platform.job_workdir()
+        self._watchers.append(LogFollower(self.timeline, self.platform.node_logs,
+                                          ScriptLines(job.observe, job.nproc_per_node)))
+        if job.observe.checkpoint and self.workdir is not None:  # a script's own checkpoint file
+            self._watchers.append(CheckpointWatcher(self.timeline, self.workdir / job.observe.checkpoint))
         endpoint = self.platform.etcd_endpoint()
         if endpoint:
             self._watchers.append(RendezvousWatcher(self.timeline, endpoint, job.run_id, self._pid_to_node))
@@ -234,7 +242,9 @@ class ChaosRun:
     def last_progress(self) -> str:
         steps = [e for e in self.timeline.events() if e.source == "progress" and e.kind == "step"]
         if not steps:
-            return "no training step yet"
+            regex = self.job.observe.progress_regex if self.job else None
+            return "no training step yet" + (f" (no line matched --progress-regex {regex!r}; compare it "
+                                             f"with {self.report_dir / 'nodes'}/*.log)" if regex else "")
         e = steps[-1]
         return f"step {e.data.get('step')} on {e.node} at world size {e.data.get('world_size')}"
 
@@ -361,6 +371,12 @@ class ChaosRun:
 
     def recoveries(self) -> list[analysis.Recovery]:
         return [self.recovery(f) for f in self.faults]
+
+    def observation(self) -> dict[str, Any] | None:
+        """What could be seen of a script job, and what not (report.json's
+        ``observation``; None for the reference trainer)."""
+        from chaos.observation import summarize
+        return summarize(self.timeline.events(), self.job, self.workdir)
 
     @property
     def samples(self) -> SampleAccount:

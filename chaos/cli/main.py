@@ -14,9 +14,10 @@ from chaos.errors import ChaosError
 
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
-EPILOG = """examples:
+EPILOG = r"""examples:
   elastic-chaos demo
   elastic-chaos run kill-node --nodes 1:2 --checkpoint-every 20 --no-replace
+  elastic-chaos run kill-node --progress-regex 'it=(?P<step>\d+)' --checkpoint ckpt.pt -- train.py
   elastic-chaos faults
   elastic-chaos doctor
   elastic-chaos report reports/demo-20250101-120000
@@ -48,8 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from chaos.cli.script_options import split_script
     parser = build_parser()
-    args = parser.parse_args(argv)
+    words, script = split_script(list(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(words)
+    if script is not None:
+        args.script = script  # `run ... -- train.py args`: the training command, untouched
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from chaos.cli.script_options import add_script_options, script_fields
 from chaos.errors import SpecError
 
 DESCRIPTION = """Start an elastic job on the local platform, wait for steady training,
@@ -21,6 +22,11 @@ examples:
   elastic-chaos run etcd-outage --duration 10 --store-outage hang --during-rendezvous
   elastic-chaos run repeated --mtbf 45 --run-for 300 --seed 7
   elastic-chaos run kill-during-checkpoint --repetitions 20
+
+your own training script (everything after -- runs on every node, unchanged):
+  elastic-chaos run kill-node --progress-regex 'epoch (?P<step>\\d+)' --checkpoint snapshot.pt \
+      --unit epoch --steady-steps 5 --checkpoint-every 2 -- train.py --epochs 100
+  elastic-chaos run kill-node --backend gloo --env DEVICE=cpu -- train_nccl.py   # GPU script in CPU CI
 """
 
 
@@ -78,6 +84,7 @@ def register(sub: Any) -> None:
     p.add_argument("fault", metavar="FAULT", help="fault name (see `elastic-chaos faults`)")
     add_job_options(p)
     add_fault_options(p)
+    add_script_options(p)
     p.set_defaults(func=main)
 
 
@@ -98,7 +105,7 @@ def options_from(args: argparse.Namespace) -> Any:
         pg_timeout_s=args.pg_timeout, duration_s=args.duration, notice_s=spot[0], grace_s=spot[1],
         rebalance_lead_s=spot[2] if spot[2] >= 0 else None, mtbf_s=args.mtbf, run_for_s=args.run_for,
         seed=args.seed, repetitions=args.repetitions, during_rendezvous=args.during_rendezvous,
-        store_outage=args.store_outage, crashes=args.crashes)
+        store_outage=args.store_outage, crashes=args.crashes, **script_fields(args))
 
 
 def main(args: argparse.Namespace) -> int:

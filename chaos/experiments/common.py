@@ -15,9 +15,11 @@ from typing import Any
 
 from chaos.analysis import Recovery
 from chaos.console import ConsoleProgress
+from chaos.observation import checks as observation_checks
+from chaos.observation import log_tails
 from chaos.platforms.local import LocalOptions, NetworkMode
 from chaos.scenario import ChaosRun, JobFailed, Verdict
-from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec, preset
+from chaos.spec import JobSpec, Observation, PgBackend, RdzvBackend, RendezvousSpec, preset
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,16 @@ class ExperimentOptions:
     store_outage: str = "crash"
     """etcd-outage: crash (killed, refused at once) or hang (stopped, never answers)."""
     crashes: int | None = None
+    script: tuple[str, ...] = ()
+    """A user's training script and its arguments (after ``--``); empty: the reference trainer."""
+    observe: Observation = field(default_factory=Observation)
+    """How the script is observed: progress/resume regexes, its checkpoint path, its unit."""
+    workdir: str | None = None
+    """The job's shared working directory (default: ``workdir/`` in the report folder)."""
+    backend: str | None = None
+    """Force the process-group backend (gloo, nccl); None: the script's (or trainer's) own."""
+    env: tuple[tuple[str, str], ...] = ()
+    """Extra environment variables for every node (--env KEY=VALUE)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def job(self, **overrides: Any) -> JobSpec:
@@ -79,6 +91,8 @@ class ExperimentOptions:
             spec = preset(self.preset).apply(spec)
         if self.rdzv_conf:
             spec = replace(spec, rdzv=replace(spec.rdzv, **dict(self.rdzv_conf)))
+        spec = replace(spec, script=self.script, observe=self.observe, workdir=self.workdir,
+                       backend=PgBackend(self.backend) if self.backend else None, env=self.env)
         return replace(spec, **overrides) if overrides else spec
 
     def local(self, **overrides: Any) -> LocalOptions:
@@ -104,15 +118,37 @@ def open_run(opts: ExperimentOptions, scenario: str, **local_overrides: Any) -> 
             yield run
         except JobFailed as exc:
             # the hypothesis did not hold, and the evidence says why: a verdict, not an error
-            run.verdict = Verdict(False, [f"FAILED: the job failed permanently: {'; '.join(exc.outcome.reasons)}"])
+            run.verdict = failed_verdict(run, exc)
+        else:
+            check_observation(run)
+
+
+def failed_verdict(run: ChaosRun, exc: JobFailed) -> Verdict:
+    """The verdict of a job that died for good; one that never trained says so, with
+    the tail of every node's log (a script that crashes at start)."""
+    reasons = "; ".join(exc.outcome.reasons)
+    if any(e.source == "progress" and e.kind == "step" for e in run.timeline.events()):
+        return Verdict(False, [f"FAILED: the job failed permanently: {reasons}"])
+    tails = ["    " + tail.replace("\n", "\n    ") for tail in log_tails(run.platform.node_logs())]
+    return Verdict(False, [f"FAILED: the job never reached steady state: it failed permanently before a "
+                           f"training step was seen ({reasons}). The nodes' last log lines:", *tails])
+
+
+def check_observation(run: ChaosRun) -> None:
+    """Add the checks every script run shares (e.g. a checkpoint path never written)."""
+    if run.verdict is None:
+        return
+    for ok, reason in observation_checks(run.observation()):
+        run.verdict.require(ok, reason)
 
 
 def check_recovered(v: Verdict, rec: Recovery, job: JobSpec, *, lost_at_most: int | None = None) -> None:
     """The checks every recoverable fault shares: training resumed, bounded loss."""
     bound = job.checkpoint_every if lost_at_most is None else lost_at_most
     v.require(rec.recovered, f"training resumed after the fault ({seconds(rec.recovery_s)})")
+    unit = f" (in {job.observe.unit}s)" if job.script and job.observe.unit != "step" else ""
     v.require(rec.lost_steps is not None and rec.lost_steps <= bound,
-              f"lost_steps {rec.lost_steps} <= {bound}")
+              f"lost_steps {rec.lost_steps} <= {bound}{unit}")
 
 
 def seconds(v: float | None) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from chaos.errors import SpecError
 from chaos.experiments.common import ExperimentOptions, check_recovered, open_run, seconds
 from chaos.faults import KillDuringCheckpoint, KillNode, StoreHostLoss, WorkerCrash
 from chaos.faults.triggers import checkpoint_started
@@ -56,6 +57,10 @@ def worker_crash(opts: ExperimentOptions, *, scenario: str = "worker-crash") -> 
 def kill_during_checkpoint(opts: ExperimentOptions, *, scenario: str = "kill-during-checkpoint") -> ChaosRun:
     """Kill the node writing a checkpoint while it writes, ``repetitions`` times;
     every restart must load the newest COMPLETE checkpoint, never the partial one."""
+    if opts.script and opts.observe.progress_regex:
+        raise SpecError("kill-during-checkpoint fires when a checkpoint write starts, which only "
+                        "trainer.progress reports (report_checkpoint_started); a script read by "
+                        "--progress-regex shows completed saves only. Integrate it (docs/INTEGRATE.md)")
     job = opts.job(trainer_args=(*opts.job().trainer_args, "--save-delay", "1.0"))
     with open_run(opts, scenario) as run:
         run.start(job)

@@ -1,12 +1,14 @@
 """Experiments where a node goes silent, a notice comes first, or the store blinks."""
 from __future__ import annotations
 
+from chaos.events import Event
 from chaos.experiments.common import ExperimentOptions, check_recovered, open_run, seconds
 from chaos.faults import EtcdOutage, Freeze, KillNode, Partition, SpotInterruption
-from chaos.faults.api import Fault
+from chaos.faults.api import Fault, FaultRecord
 from chaos.faults.triggers import during_rendezvous
 from chaos.platforms.api import StoreOutage
 from chaos.scenario import ChaosRun, Verdict
+from chaos.spec import JobSpec
 
 SILENT_PG_TIMEOUT_S = 15.0
 
@@ -66,14 +68,33 @@ def spot_interruption(opts: ExperimentOptions, *, scenario: str = "spot-interrup
                      and str(e.data.get("reason", "")).startswith(("spot-", "sigterm"))]
         v = Verdict()
         check_recovered(v, rec, job, lost_at_most=0)
-        v.require(bool(noticed), f"the trainer on {record.target} observed the notice "
-                                 f"({', '.join(str(e.data.get('kind')) for e in noticed) or 'none'})")
-        v.require(bool(emergency), f"an emergency checkpoint was saved ({len(emergency)})")
+        if job.script:
+            _script_saved_in_time(v, job, record, events, noticed)
+        else:
+            v.require(bool(noticed), f"the trainer on {record.target} observed the notice "
+                                     f"({', '.join(str(e.data.get('kind')) for e in noticed) or 'none'})")
+            v.require(bool(emergency), f"an emergency checkpoint was saved ({len(emergency)})")
         v.require(record.hit is not None and record.hit.action == "sigterm",
                   f"the node left within the {opts.grace_s:g}s grace period "
                   f"({record.hit.action if record.hit else 'no hit'})")
         run.verdict = v
     return run
+
+
+def _script_saved_in_time(v: Verdict, job: JobSpec, record: FaultRecord, events: list[Event],
+                          noticed: list[Event]) -> None:
+    """A user's script need not read spot notices; what counts is that it saved
+    before it went (on the notice, or on SIGTERM): a checkpoint after the first warning."""
+    warned = float(record.detail.get("rebalance_at") or record.detail.get("notice_at") or record.injected_at)
+    saves = [e for e in events if e.source == "checkpoint" and e.kind == "saved" and e.t >= warned]
+    if noticed:
+        v.require(True, f"the script on {record.target} observed the notice")
+    else:
+        v.reasons.append(f"not checked: whether the script on {record.target} saw the notice (it reports "
+                         "none; only saving before the node goes matters here)")
+    hint = "" if saves or job.observe.checkpoint else " (pass --checkpoint PATH so the script's saves are seen)"
+    v.require(bool(saves), f"a checkpoint was saved between the first warning and the node's end "
+                           f"({len(saves)}){hint}")
 
 
 def etcd_outage(opts: ExperimentOptions, *, scenario: str = "etcd-outage") -> ChaosRun:

@@ -118,6 +118,11 @@ class Platform(abc.ABC):
         """Whether a lost node's replacement is on its way (the job is not dead yet)."""
         return False
 
+    def job_workdir(self) -> Path | None:
+        """The job's shared working directory as a path on this machine (where a
+        script's checkpoint file can be watched), or None where it is not local."""
+        return None
+
     def alive_nodes(self) -> list[NodeInfo]:
         return [n for n in self.nodes() if n.state.is_alive()]
 

@@ -32,7 +32,7 @@ from chaos.platforms.api import Capability, Hit, NodeInfo, NodeState, Platform, 
 from chaos.platforms.cgroup import NodeCgroups, find_root
 from chaos.platforms.imds import MetadataStandIn
 from chaos.platforms.relay import StallableRelay
-from chaos.spec import JobSpec, RdzvBackend
+from chaos.spec import JobSpec, RdzvBackend, locate_script
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +107,8 @@ class LocalPlatform(Platform):
         self._next_index = 0
         self._c10d_port = 0
         self._c10d_host = "127.0.0.1"
+        self._workdir: Path | None = None
+        self._script: tuple[str, ...] = ()
 
     # -- paths -------------------------------------------------------------
     @property
@@ -117,6 +119,22 @@ class LocalPlatform(Platform):
     @property
     def logs_dir(self) -> Path:
         return self.work_dir / "nodes"
+
+    def job_workdir(self) -> Path | None:
+        """Where the nodes run (their current directory): the job's ``workdir``, by
+        default ``workdir/`` in the report folder for a script, the report folder
+        for the reference trainer."""
+        return self._workdir
+
+    def _prepare_workdir(self, job: JobSpec) -> Path:
+        if job.workdir is not None:
+            path = Path(job.workdir).expanduser().resolve()
+        else:
+            path = self.work_dir.resolve() / "workdir" if job.script else self.work_dir
+        if path.exists() and not path.is_dir():
+            raise SpecError(f"workdir {path} is a file; give a directory (it is created when missing)")
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     # -- capabilities --------------------------------------------------------
     def unavailable(self, capability: Capability) -> str | None:
@@ -137,6 +155,9 @@ class LocalPlatform(Platform):
 
     # -- lifecycle -------------------------------------------------------
     def _start(self, job: JobSpec) -> None:
+        # a relative script path means relative to here; the nodes run in the workdir
+        self._script = locate_script(job.script) if job.script else ()
+        self._workdir = self._prepare_workdir(job)
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         self._setup_isolation(job)
@@ -273,10 +294,13 @@ class LocalPlatform(Platform):
         if job.monitor_interval is not None:
             cmd += ["--monitor-interval", str(job.monitor_interval)]
         if job.script:
-            return cmd + list(job.script)
+            # trainer.launch forces the script's process-group backend (one that hard-codes NCCL, on CPU)
+            shim = ["-m", "trainer.launch", "--backend", job.backend.value] if job.backend else []
+            return cmd + shim + list(self._script or job.script)
+        backend = ["--backend", job.backend.value] if job.backend else []
         return cmd + ["-m", "trainer.train", "--checkpoint-dir", str(self.checkpoint_dir),
                       "--checkpoint-every", str(job.checkpoint_every),
-                      "--step-time", str(job.step_time), *job.trainer_args]
+                      "--step-time", str(job.step_time), *backend, *job.trainer_args]
 
     def _spawn(self, job: JobSpec, *, replaces: str | None = None) -> NodeInfo:
         with self._lock:
@@ -302,7 +326,7 @@ class LocalPlatform(Platform):
                 cmd = self.cgroups.wrap(name, cmd)
             with open(log_path, "ab") as logf:
                 proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, env=env, cwd=self.work_dir,
+                                        stdin=subprocess.DEVNULL, env=env, cwd=self._workdir or self.work_dir,
                                         start_new_session=True)
             info = NodeInfo(name=name, state=NodeState.RUNNING, started_at=time.time(),
                             agent_pid=proc.pid, replaces=replaces,

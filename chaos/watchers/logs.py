@@ -19,6 +19,7 @@ from typing import Any
 
 from chaos.events import Event, Timeline
 from chaos.watchers.api import Watcher
+from chaos.watchers.script_lines import ScriptLines
 
 PREFIX = "ELASTIC_CHAOS "  # trainer.progress.PREFIX; chaos does not import trainer
 
@@ -144,9 +145,12 @@ class _AgentParser:
 class LogFollower(Watcher):
     """Follows every node log the platform reports (new nodes are picked up as they appear)."""
 
-    def __init__(self, timeline: Timeline, logs: Callable[[], dict[str, Path]]) -> None:
+    def __init__(self, timeline: Timeline, logs: Callable[[], dict[str, Path]],
+                 script: ScriptLines | None = None) -> None:
         super().__init__(timeline)
         self._logs = logs
+        self._script = script if script is not None and script.active else None
+        """A user script's own lines as progress (--progress-regex/--resume-regex)."""
         self._offsets: dict[str, int] = {}
         self._partial: dict[str, bytes] = {}
         self._agents: dict[str, _AgentParser] = {}
@@ -182,7 +186,14 @@ class LogFollower(Watcher):
         parsed = parser.feed(line)
         for ev in parsed:
             self.timeline.add(ev)
+            if self._script is not None:
+                self._script.agent_event(ev)
         if not parsed and not _GLOG.match(line):
+            if self._script is not None:
+                own = self._script.feed(node, line, time.time())
+                if own is not None:
+                    self.timeline.add(own)
+                    return
             raw = parse_raw(line, node, time.time())
             if raw is not None and self._first_of_its_kind(raw):
                 self.timeline.add(raw)

@@ -1,0 +1,100 @@
+"""Read an unmodified script's own log lines as progress, by the user's regexes.
+
+A script that does not use ``trainer.progress`` still prints something each
+step or epoch ("epoch 7 loss 0.31", "it=1200"). With ``--progress-regex`` every
+match (named group ``step``) becomes a ``progress/step`` event, and with
+``--resume-regex`` the line it prints when it restores becomes a
+``checkpoint/loaded`` event: the same shapes ``trainer.progress`` produces, so
+the analysis needs no special case. What such a line cannot say is filled in
+from the agent's own log, and marked: ``world_size`` from the node's last
+rendezvous result (nodes x nproc_per_node) unless the regex has a
+``world_size`` group. Each event carries ``via: "regex"`` and the line; its
+time is when the line was read (within one poll of the follower), since the
+script stamps nothing.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from chaos.events import Event
+from chaos.spec import Observation, step_regex
+
+LINE_LIMIT = 200
+
+
+class ScriptLines:
+    """Per-job state: compiled patterns, each node's world size and last step."""
+
+    def __init__(self, observe: Observation, nproc_per_node: int = 1) -> None:
+        self.progress = step_regex(observe.progress_regex, "progress_regex") if observe.progress_regex else None
+        self.resume = step_regex(observe.resume_regex, "resume_regex") if observe.resume_regex else None
+        self.nproc_per_node = nproc_per_node
+        self._world: dict[str, int] = {}
+        self._restart: dict[str, int] = {}
+        self._last_step: dict[str, int] = {}
+        self._warned: set[str] = set()
+
+    @property
+    def active(self) -> bool:
+        return self.progress is not None or self.resume is not None
+
+    def agent_event(self, event: Event) -> None:
+        """Learn from the node's agent: its rendezvous result, its (re)started workers."""
+        node = event.node or ""
+        if event.kind == "rendezvous_complete" and "group_world_size" in event.data:
+            self._world[node] = int(event.data["group_world_size"]) * self.nproc_per_node
+            if "restart_count" in event.data:
+                self._restart[node] = int(event.data["restart_count"])
+        elif event.kind == "workers_starting":
+            self._last_step.pop(node, None)  # a new worker generation may repeat a step
+
+    def feed(self, node: str, line: str, t: float) -> Event | None:
+        """The event a script line stands for, or None."""
+        if self.resume is not None:
+            m = self.resume.search(line)
+            if m is not None:
+                step = _int(m["step"])
+                if step is None:
+                    return self._unparsed(node, "resume_regex", m["step"], line, t)
+                return Event(t=t, source="checkpoint", kind="loaded", node=node,
+                             data={"step": step, "path": None, "via": "regex", "line": line[:LINE_LIMIT]})
+        if self.progress is None:
+            return None
+        m = self.progress.search(line)
+        if m is None:
+            return None
+        step = _int(m["step"])
+        if step is None:
+            return self._unparsed(node, "progress_regex", m["step"], line, t)
+        if self._last_step.get(node) == step:
+            return None  # several local ranks printing the same step: one event
+        self._last_step[node] = step
+        data: dict[str, Any] = {"step": step, "via": "regex", "line": line[:LINE_LIMIT]}
+        world = _int(m.groupdict().get("world_size"))
+        if world is not None:
+            data["world_size"] = world
+        elif node in self._world:
+            data["world_size"] = self._world[node]
+            data["world_size_from"] = "agent"
+        if node in self._restart:
+            data["restart_count"] = self._restart[node]
+        return Event(t=t, source="progress", kind="step", node=node, data=data)
+
+    def _unparsed(self, node: str, option: str, text: str | None, line: str, t: float) -> Event | None:
+        """Once per option: a match whose ``step`` is not an integer (such lines are ignored)."""
+        if option in self._warned:
+            return None
+        self._warned.add(option)
+        return Event(t=t, source="progress", kind="unparsed", node=node,
+                     data={"option": option, "step_text": text, "line": line[:LINE_LIMIT],
+                           "why": f"{option} matched but its step group {text!r} is not an integer; "
+                                  "such lines are ignored"})
+
+
+def _int(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text.strip())
+    except ValueError:
+        return None
