@@ -35,7 +35,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet $(PIP_TORCH_ARGS) "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -e ".[etcd,test,dev,png,kubernetes,aws]"
+	$(BIN)/python -m pip install --quiet -e ".[etcd,test,dev,png,kubernetes,aws,lightning]"
 	$(BIN)/elastic-chaos doctor
 	touch $(STAMP)
 
