@@ -41,7 +41,9 @@ _AGENT_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("rendezvous_closed", re.compile(r"RendezvousClosedError|rendezvous '.*' is closed", re.I)),
     ("rendezvous_timeout", re.compile(r"RendezvousTimeoutError")),
 ]
-_RESULT_FIELD = re.compile(r"^\s+(restart_count|group_rank|group_world_size)=(\d+)\s*$")
+# the result block's "  key=value" lines (master_addr, local_ranks, ... sit between the ones we keep)
+_RESULT_FIELD = re.compile(r"^\s+(\w+)=(.*?)\s*$")
+_RESULT_KEPT = ("restart_count", "group_rank", "group_world_size")
 
 # Lines without a glog header: tracebacks of the agent and of workers ("[rank0]: ...").
 # They carry no time of their own; they are stamped when read (within one poll).
@@ -125,7 +127,8 @@ class _AgentParser:
         if self.pending is not None:
             f = _RESULT_FIELD.match(msg)
             if f:
-                self.pending[f[1]] = int(f[2])
+                if f[1] in _RESULT_KEPT and f[2].isdigit():
+                    self.pending[f[1]] = int(f[2])
                 return []
             events.append(Event(t=self.pending_t, source="agent", kind="rendezvous_complete",
                                 node=self.node, data=self.pending))
