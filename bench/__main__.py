@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import fidelity, floor, overhead, recovery, report, scale
+from bench import fidelity, floor, integrity, overhead, recovery, report, scale
 from bench.findings import recovery_findings, scale_findings
 
 HERE = Path(__file__).parent
@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="a subset that runs in under 5 minutes")
     p.add_argument("--reps", type=int, help="repetitions per recovery case (default 5; quick 2)")
     p.add_argument("--sizes", default=None, help="comma-separated node counts for the scale bench")
+    p.add_argument("--integrity-reps", type=int, help="kill-during-checkpoint repetitions (default 20; quick 2)")
     p.add_argument("--out", type=Path, default=HERE, help="where results.json and RESULTS.md go")
     p.add_argument("--runs", type=Path, help="where the runs' report folders go (default: a temp dir)")
     args = p.parse_args(argv)
@@ -61,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     say(f"scale: {sizes}")
     results["scale"] = [scale.run_size(n, runs, say) for n in sizes]
     results["scale_findings"] = scale_findings(results["scale"])
+
+    integrity_reps = args.integrity_reps or (2 if args.quick else 20)
+    say(f"checkpoint integrity: {integrity_reps} kills during checkpoint writes")
+    results["integrity"] = integrity.kill_during_checkpoint(integrity_reps, runs, say)
 
     say("overhead")
     results["overhead"] = {"watchers": overhead.watcher_overhead(runs, window_s=15.0 if args.quick else 30.0),

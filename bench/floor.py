@@ -33,7 +33,8 @@ def _prepare_checkpoint(directory: Path) -> None:
     _run_trainer(directory, max_steps=40, checkpoint_every=40)
 
 
-def _run_trainer(directory: Path, *, max_steps: int, checkpoint_every: int = 1000) -> tuple[float, list[dict[str, Any]]]:
+def _run_trainer(directory: Path, *, max_steps: int,
+                 checkpoint_every: int = 1000) -> tuple[float, list[dict[str, Any]]]:
     env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1",
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), PYTHONUNBUFFERED="1")
     env.pop("AWS_EC2_METADATA_SERVICE_ENDPOINT", None)

@@ -84,6 +84,13 @@ def write_markdown(results: dict[str, Any], path: Path, plot_name: str | None) -
                          f"{s.get('memory_per_node_mb', '-')} | {s.get('load_avg_1m', '-')} | "
                          f"{'ok' if s.get('ok') else s.get('error', 'failed')} |")
         lines += [""] + [f"- {f}" for f in results.get("scale_findings", [])] + [""]
+    integ = results.get("integrity") or {}
+    if integ:
+        lines += ["## Checkpoint integrity", "",
+                  f"{integ.get('repetitions')} kills of the node writing a checkpoint, each while it wrote: "
+                  f"{integ.get('resumed_from_complete')} restarts resumed from the newest complete checkpoint, "
+                  f"{integ.get('corrupt_seen')} corrupt checkpoints met — "
+                  f"{'never a partial one' if integ.get('all_ok') else 'FAILED'}.", ""]
     over = results.get("overhead") or {}
     if over:
         w, t = over.get("watchers", {}), over.get("timeline", {})
