@@ -12,6 +12,7 @@ written is a wrong path, not a passing run).
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -122,13 +123,30 @@ def checks(summary: dict[str, Any] | None) -> list[tuple[bool, str]]:
     return out
 
 
+_GLOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ ")
+
+
+def script_output(lines: list[str]) -> list[str]:
+    """A node log without torchrun's own words: its glog lines, and the agent's
+    closing traceback and ChildFailedError summary (which name no cause)."""
+    end = len(lines)
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith("Traceback") and any("torch/distributed/run.py" in x for x in lines[i + 1:i + 6]):
+            end = i
+            break
+    return [x for x in lines[:end] if not _GLOG_LINE.match(x)]
+
+
 def log_tails(node_logs: dict[str, Path], lines: int = TAIL_LINES) -> list[str]:
-    """The last lines of every node's log, one block per node."""
+    """The last lines the script printed on every node (torchrun's own lines left
+    out; the raw log's tail when the script printed nothing), one block per node."""
     out = []
     for name, path in sorted(node_logs.items()):
         try:
-            text = path.read_text(errors="replace").splitlines()[-lines:]
+            raw = path.read_text(errors="replace").splitlines()
         except OSError:
-            text = ["(no log)"]
-        out.append(f"--- {name} (last {len(text)} lines of {path}) ---\n" + "\n".join(text))
+            raw = ["(no log)"]
+        own = script_output(raw)[-lines:]
+        text, what = (own, "the script's last") if own else (raw[-lines:], "the log's last")
+        out.append(f"--- {name}: {what} {len(text)} lines ({path}) ---\n" + "\n".join(text))
     return out

@@ -285,3 +285,14 @@ def test_the_integration_guide_shows_the_diff_of_the_two_example_scripts():
     assert shown.group(1) == diff
     added = [line for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
     assert sum("progress." in line for line in added) == 3 and "+from trainer import progress" in added
+
+
+def test_a_node_log_tail_leaves_out_torchruns_own_closing_words():
+    from chaos.observation import script_output
+    log = ["I1122 14:17:05.1 31452 torch/x.py:1] Starting worker group", "loading shards",
+           "Traceback (most recent call last):", '  File "train.py", line 4, in <module>',
+           "FileNotFoundError: shard-0", "E1122 14:17:11.2 31452 api.py:1002] failed (exitcode: 1)",
+           "Traceback (most recent call last):", '  File "<frozen runpy>", line 198',
+           '  File "/v/torch/distributed/run.py", line 1032, in <module>',
+           "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:", "Root Cause (first observed failure):"]
+    assert script_output(log) == log[1:5]

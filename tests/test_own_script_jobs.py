@@ -1,0 +1,140 @@
+"""Bring your own script, end to end: `elastic-chaos run FAULT ... -- script.py` on real
+elastic jobs (real etcd, real torchrun agents). The script under test is
+tests/scripts/plain_ddp.py: plain DDP, its own log format and snapshot file, no
+import of ours. Rendezvous timing is not what these test: last_call_timeout 3 s."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+HERE = Path(__file__).resolve().parent
+PLAIN_DDP = HERE / "scripts" / "plain_ddp.py"
+EXAMPLES = HERE.parent / "examples"
+PROGRESS = r"\[plain-ddp\] iter=(?P<step>\d+)"
+RESUME = r"restored snapshot of iter (?P<step>\d+)"
+FAST = ("--last-call-timeout", "3", "--timeout", "150", "--quiet")
+
+
+def run_cli(tmp_path: Path, *args: str, timeout: float = 400) -> tuple[subprocess.CompletedProcess[str], Path]:
+    report = tmp_path / "report"
+    out = subprocess.run([sys.executable, "-m", "chaos.cli.main", "run", *args[:1], "--report-dir", str(report),
+                          *args[1:]], capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
+    return out, report
+
+
+def load(report: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((report / "report.json").read_text())
+    return data
+
+
+def node_lines(report: Path, pattern: str) -> list[re.Match[str]]:
+    found = []
+    for log in sorted((report / "nodes").glob("*.log")):
+        found += [m for m in map(re.compile(pattern).search, log.read_text().splitlines()) if m]
+    return found
+
+
+def test_a_plain_ddp_script_survives_kill_node_and_the_report_counts_its_iterations(tmp_path):
+    out, report = run_cli(tmp_path, "kill-node", "--no-replace", *FAST, "--steady-steps", "25",
+                          "--checkpoint-every", "10", "--unit", "iteration", "--progress-regex", PROGRESS,
+                          "--resume-regex", RESUME, "--checkpoint", "snapshot.pt",
+                          "--", str(PLAIN_DDP), "--save-every", "10")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "lost iterations" in out.stdout  # the table speaks the script's unit
+    data = load(report)
+    m = data["faults"][0]["metrics"]
+    # the script's own word: the iteration it printed when it restored its snapshot
+    restored = [int(x["step"]) for x in node_lines(report, RESUME)]
+    assert restored and m["resumed_from_step"] == restored[0] and restored[0] % 10 == 0
+    assert m["lost_steps"] == m["pre_step"] - restored[0] and 0 <= m["lost_steps"] <= 10
+    assert m["world_size_before"] == 2 and m["world_size_after"] == 1
+    assert m["detect_s"] is not None and m["rendezvous_s"] is not None and m["regain_s"] is not None
+    assert not any("inferred" in why for why in m["missing"])
+    obs = data["observation"]
+    assert obs["progress"] == "progress_regex" and obs["resume"] == "resume_regex" and obs["unit"] == "iteration"
+    assert obs["checkpoint"]["saves_observed"] >= 2 and not obs["checkpoint"]["never_written"]
+    assert Path(obs["workdir"]) == (report / "workdir").resolve() and (report / "workdir" / "snapshot.pt").is_file()
+
+
+def test_a_plain_ddp_script_that_saves_on_sigterm_loses_nothing_to_a_spot_interruption(tmp_path):
+    out, report = run_cli(tmp_path, "spot-interruption", "--no-replace", *FAST, "--steady-steps", "25",
+                          "--notice", "3", "--rebalance-lead", "1", "--grace", "20", "--unit", "iteration",
+                          "--progress-regex", PROGRESS, "--checkpoint", "snapshot.pt",
+                          "--", str(PLAIN_DDP), "--save-every", "50")
+    assert out.returncode == 0, out.stdout + out.stderr
+    m = load(report)["faults"][0]["metrics"]
+    saved_on_signal = node_lines(report, r"saved iter (?P<step>\d+) on signal 15")
+    assert saved_on_signal and m["pre_step"] == int(saved_on_signal[0]["step"])
+    assert m["lost_steps"] == 0 and m["resumed_from_step"] == m["pre_step"]
+    assert any("inferred" in why for why in m["missing"])  # no --resume-regex: and the report says so
+    assert "a checkpoint was saved between the first warning and the node's end" in out.stdout
+    assert "not checked: whether the script on node-1 saw the notice" in out.stdout
+
+
+CRASHES_AT_START = """
+import sys
+print("loading shards from /data/train", flush=True)
+raise FileNotFoundError("/data/train/shard-00000.tar: no such file")
+"""
+
+
+def test_a_script_that_crashes_at_start_never_reaches_steady_state_and_shows_the_node_log(tmp_path):
+    script = tmp_path / "broken_train.py"
+    script.write_text(CRASHES_AT_START)
+    out, _ = run_cli(tmp_path, "kill-node", "--nodes", "1:1", "--max-restarts", "0", *FAST,
+                     "--progress-regex", PROGRESS, "--", "broken_train.py")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "the job never reached steady state" in out.stdout
+    assert "FileNotFoundError: /data/train/shard-00000.tar: no such file" in out.stdout  # the node's log tail
+    assert "Traceback" not in out.stderr
+
+
+PURE_PYTHON = """
+import json, os, sys, time
+state = "state/step.json"                     # where it really saves
+os.makedirs("state", exist_ok=True)
+step = json.load(open(state))["step"] if os.path.exists(state) else 0
+while True:
+    step += 1
+    print(f"step {step}", flush=True)
+    if step % 5 == 0:
+        with open(state + ".tmp", "w") as f:
+            json.dump({"step": step}, f)
+        os.replace(state + ".tmp", state)
+    time.sleep(0.1)
+"""
+
+
+def test_a_checkpoint_path_never_written_fails_the_verdict_and_says_what_is_there(tmp_path):
+    script = tmp_path / "count.py"
+    script.write_text(PURE_PYTHON)
+    out, report = run_cli(tmp_path, "worker-crash", "--nodes", "1:1", *FAST, "--steady-steps", "12",
+                          "--progress-regex", r"^step (?P<step>\d+)", "--checkpoint", "step.json",
+                          "--", str(script))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "ok: training resumed after the fault" in out.stdout
+    assert "FAILED: the checkpoint path 'step.json' was written during the run: it never was" in out.stdout
+    assert "the workdir holds: state/" in out.stdout
+    assert load(report)["observation"]["checkpoint"]["never_written"] is True
+
+
+def test_the_two_line_integration_reports_the_exact_resumed_epoch(tmp_path):
+    out, report = run_cli(tmp_path, "worker-crash", "--nodes", "1:1", *FAST, "--steady-steps", "5",
+                          "--checkpoint-every", "2", "--unit", "epoch",
+                          "--", str(EXAMPLES / "ddp_train_progress.py"), "--save-every", "2")
+    assert out.returncode == 0, out.stdout + out.stderr
+    data = load(report)
+    m = data["faults"][0]["metrics"]
+    resumed = node_lines(report, r"Resuming training from snapshot at Epoch (?P<step>\d+)")
+    assert resumed and m["resumed_from_step"] == int(resumed[0]["step"])  # the script's word, not inferred
+    assert not any("inferred" in why for why in m["missing"]) and m["lost_steps"] <= 2
+    assert data["observation"]["progress"] == "trainer.progress"
+    assert data["observation"]["resume"] == "trainer.progress"
