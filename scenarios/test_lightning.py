@@ -1,0 +1,45 @@
+"""A PyTorch Lightning job loses a node: it resumes from Lightning's last checkpoint.
+
+Seed 002's jobs: Lightning ``ddp`` under TorchElastic. trainer/lightning_example.py
+is such a job (CPU, gloo); its only elastic-chaos line is ElasticChaosCallback,
+which reports Lightning's global step and its checkpoint writes and restores, so
+the lost steps are measured from the step Lightning restored, not inferred.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+from conftest import FAST_RDZV
+
+from chaos.faults import KillNode
+
+if importlib.util.find_spec("lightning") is None:  # make install has it; CI must not skip
+    _why = "needs the lightning extra: pip install -e '.[lightning]' (make install includes it)"
+    if os.environ.get("CI") == "true":
+        raise RuntimeError(_why)
+    pytest.skip(_why, allow_module_level=True)
+
+pytestmark = [pytest.mark.slow, pytest.mark.platforms("local")]
+
+CHECKPOINT_EVERY = 10
+
+
+def test_a_lightning_job_resumes_from_its_last_checkpoint_after_losing_a_node(elastic_job):
+    job = elastic_job(nodes="1:2", replace_lost_nodes=False, **FAST_RDZV,
+                      script=["-m", "trainer.lightning_example", "--checkpoint-every", str(CHECKPOINT_EVERY),
+                              "--step-time", "0.1"])
+    job.wait_for_step(25, timeout=240)                        # steady state, between checkpoints
+
+    fault = job.inject(KillNode())
+    recovery = job.wait_for_recovery(fault, timeout=240)
+
+    loaded = [e for e in job.timeline.events() if e.source == "checkpoint" and e.kind == "loaded"
+              and e.t > fault.injected_at]
+    assert loaded and loaded[0].data["reason"] == "lightning"   # Lightning's own restore, reported
+    assert recovery.resumed_from_step == loaded[0].data["step"] and recovery.resumed_from_step % CHECKPOINT_EVERY == 0
+    assert recovery.lost_steps is not None and recovery.lost_steps <= CHECKPOINT_EVERY
+    assert recovery.world_size_before == 2 and recovery.world_size_after == 1
+    saved = [e for e in job.timeline.events() if e.source == "checkpoint" and e.kind == "saved"]
+    assert any(e.data["path"].endswith("last.ckpt") for e in saved)
