@@ -102,6 +102,8 @@ import json, os, sys, time
 state = "state/step.json"                     # where it really saves
 os.makedirs("state", exist_ok=True)
 step = json.load(open(state))["step"] if os.path.exists(state) else 0
+if step:
+    print(f"resumed at step {step}", flush=True)
 while True:
     step += 1
     print(f"step {step}", flush=True)
@@ -138,3 +140,23 @@ def test_the_two_line_integration_reports_the_exact_resumed_epoch(tmp_path):
     assert not any("inferred" in why for why in m["missing"]) and m["lost_steps"] <= 2
     assert data["observation"]["progress"] == "trainer.progress"
     assert data["observation"]["resume"] == "trainer.progress"
+
+
+def test_the_elastic_job_fixture_runs_a_script_in_its_shared_workdir_and_watches_a_directory(elastic_job, tmp_path):
+    from chaos.faults import WorkerCrash
+
+    script = tmp_path / "count.py"
+    script.write_text(PURE_PYTHON)
+    workdir = tmp_path / "shared"
+    job = elastic_job(nodes="1:1", script=[str(script)], workdir=workdir, checkpoint="state",
+                      progress_regex=r"^step (?P<step>\d+)", resume_regex=r"resumed at step (?P<step>\d+)",
+                      last_call_timeout=3)
+    job.wait_for_step(12, timeout=120)
+    recovery = job.wait_for_recovery(job.inject(WorkerCrash()), timeout=120)
+
+    assert (workdir / "state" / "step.json").is_file()           # the script ran in the given workdir
+    assert recovery.resumed_from_step is not None and recovery.resumed_from_step % 5 == 0
+    assert recovery.lost_steps is not None and recovery.lost_steps < 5
+    observed = job.observation()
+    assert observed["checkpoint"]["saves_observed"] >= 2 and observed["resume"] == "resume_regex"
+    assert job.workdir == workdir.resolve()
