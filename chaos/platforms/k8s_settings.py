@@ -1,0 +1,167 @@
+"""What a Kubernetes run needs to know about the cluster: job kind, image, resources, placement, storage.
+
+Frozen dataclasses (KubeSettings is the cluster half of a run; JobSpec is the
+job half) and two presets: ``kind_settings()`` for the kind/ cluster and
+``eks_gpu_settings()`` for a spot GPU node group on EKS. Rendering them into
+manifests is :mod:`k8s_manifests`'s job; both are pure (no client import).
+"""
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from chaos.errors import SpecError
+
+Manifest = dict[str, Any]
+
+ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.17"
+TRAINER_IMAGE = "elastic-chaos-trainer:dev"
+CHECKPOINT_MOUNT = "/checkpoints"
+SPOT_TAINT = "elastic-chaos/spot"
+CAPACITY_LABEL = "eks.amazonaws.com/capacityType"
+
+DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+class JobKind(str, enum.Enum):
+    ELASTICJOB = "elasticjob"
+    PYTORCHJOB = "pytorchjob"
+
+    @property
+    def api_version(self) -> str:
+        return "elastic.pytorch.org/v1alpha1" if self is JobKind.ELASTICJOB else "kubeflow.org/v1"
+
+    @property
+    def kind(self) -> str:
+        return "ElasticJob" if self is JobKind.ELASTICJOB else "PyTorchJob"
+
+    @property
+    def plural(self) -> str:
+        return "elasticjobs" if self is JobKind.ELASTICJOB else "pytorchjobs"
+
+    @property
+    def container(self) -> str:
+        """The worker container's name (the training operator requires ``pytorch``)."""
+        return "elasticjob-worker" if self is JobKind.ELASTICJOB else "pytorch"
+
+
+class StorageKind(str, enum.Enum):
+    PVC = "pvc"              # a ReadWriteMany claim: EFS/FSx on EKS, NFS elsewhere
+    HOST_PATH = "host-path"  # kind: one host folder mounted into every node container
+
+
+@dataclass(frozen=True)
+class CheckpointStorage:
+    """The shared checkpoint volume every worker pod mounts at ``/checkpoints``."""
+
+    kind: StorageKind = StorageKind.PVC
+    """A PVC (created per run unless ``existing_claim``) or a host path."""
+    storage_class: str | None = None
+    """StorageClass of the created claim (``efs-sc``, ``fsx-sc``); None: the cluster default."""
+    size: str = "5Gi"
+    """Requested size of the created claim."""
+    access_mode: str = "ReadWriteMany"
+    """Workers on different nodes share it, so ReadWriteMany."""
+    existing_claim: str | None = None
+    """Mount this claim instead of creating one (the seeds' static EFS claim)."""
+    host_path: str = "/shared/elastic-chaos"
+    """HOST_PATH: folder on every node (kind/cluster.yaml mounts one host folder there)."""
+
+
+@dataclass(frozen=True)
+class Toleration:
+    key: str
+    value: str | None = None
+    effect: str = "NoSchedule"
+    operator: str = "Equal"
+
+    def to_manifest(self) -> Manifest:
+        out: Manifest = {"key": self.key, "operator": self.operator, "effect": self.effect}
+        if self.value is not None and self.operator == "Equal":
+            out["value"] = self.value
+        return out
+
+
+@dataclass(frozen=True)
+class KubeSettings:
+    """Where and how the job's pods run; the cluster half of a run (JobSpec is the job half)."""
+
+    namespace: str = "default"
+    """Namespace of everything the run creates (must exist)."""
+    job_kind: JobKind = JobKind.ELASTICJOB
+    """ElasticJob (TorchElastic controller) or PyTorchJob (Kubeflow training operator)."""
+    image: str = TRAINER_IMAGE
+    """Trainer image: torch, the trainer package (kind/Dockerfile builds one)."""
+    image_pull_policy: str = "IfNotPresent"
+    """IfNotPresent suits kind (images loaded with ``kind load``); Always for a registry tag."""
+    etcd_image: str = ETCD_IMAGE
+    """etcd 3.5 (3.6 dropped the v2 API torch's etcd-v2 rendezvous needs)."""
+    cpu: str | None = "1"
+    """CPU request and limit per worker pod (None: none)."""
+    memory: str | None = "2Gi"
+    """Memory request and limit per worker pod (None: none)."""
+    gpus_per_node: int = 0
+    """``nvidia.com/gpu`` per worker pod; the job's nproc_per_node must equal it."""
+    efa_per_node: int = 0
+    """``vpc.amazonaws.com/efa`` interfaces per worker pod (p4d/p5: 4/32)."""
+    shm_size: str = "1Gi"
+    """Size of the in-memory ``/dev/shm`` (data-loader workers share tensors through it)."""
+    tolerations: tuple[Toleration, ...] = ()
+    """Worker pod tolerations (a spot node group's taint)."""
+    node_selector: tuple[tuple[str, str], ...] = ()
+    """Worker pod node selector (e.g. capacity type SPOT)."""
+    etcd_node_selector: tuple[tuple[str, str], ...] = ()
+    """Where etcd runs: keep it off spot capacity, it is the rendezvous."""
+    storage: CheckpointStorage = field(default_factory=CheckpointStorage)
+    one_pod_per_node: bool = True
+    """Required anti-affinity: a Kubernetes node fault takes exactly one worker."""
+    etcd_node_port: int | None = None
+    """Expose etcd as a NodePort (kind maps 32379 to the host) instead of ClusterIP."""
+    c10d_port: int = 29400
+    """Port of the c10d store on worker-0 (c10d rendezvous only)."""
+    termination_grace_s: int = 30
+    """Pod grace period: SIGTERM -> SIGKILL on a graceful delete, eviction or drain."""
+    service_account: str | None = None
+    """Service account of the worker pods (None: the namespace default)."""
+
+    def __post_init__(self) -> None:
+        if not DNS_LABEL.match(self.namespace):
+            raise SpecError(f"namespace {self.namespace!r} is not a DNS label (lower case, digits, '-')")
+        if self.gpus_per_node < 0 or self.efa_per_node < 0:
+            raise SpecError("gpus_per_node and efa_per_node must be >= 0")
+
+
+def kind_settings(**overrides: Any) -> KubeSettings:
+    """The kind/ cluster: CPU trainer image loaded into the nodes, workers on the
+    tainted spot workers, etcd on the on-demand worker, checkpoints in the host
+    folder every node mounts, etcd reachable from the host on port 32379."""
+    base: dict[str, Any] = {
+        "tolerations": (Toleration(SPOT_TAINT, "true"),),
+        "node_selector": ((CAPACITY_LABEL, "SPOT"),),
+        "etcd_node_selector": ((CAPACITY_LABEL, "ON_DEMAND"),),
+        "storage": CheckpointStorage(kind=StorageKind.HOST_PATH),
+        "etcd_node_port": 32379,
+        "cpu": "1", "memory": "1Gi",
+    }
+    base.update(overrides)
+    return KubeSettings(**base)
+
+
+def eks_gpu_settings(*, image: str, gpus_per_node: int, efa_per_node: int = 0,
+                     storage_class: str = "efs-sc", spot: bool = True, **overrides: Any) -> KubeSettings:
+    """An EKS GPU node group as in the seeds: nvidia.com/gpu per pod, optional EFA,
+    workers on spot capacity (tolerating the node group's ``nvidia.com/gpu`` taint),
+    etcd on on-demand capacity, checkpoints on an EFS (or FSx) claim."""
+    capacity = "SPOT" if spot else "ON_DEMAND"
+    base: dict[str, Any] = {
+        "image": image, "image_pull_policy": "Always", "gpus_per_node": gpus_per_node,
+        "efa_per_node": efa_per_node, "cpu": None, "memory": None, "shm_size": "16Gi",
+        "tolerations": (Toleration("nvidia.com/gpu", operator="Exists"),),
+        "node_selector": ((CAPACITY_LABEL, capacity),),
+        "etcd_node_selector": ((CAPACITY_LABEL, "ON_DEMAND"),),
+        "storage": CheckpointStorage(kind=StorageKind.PVC, storage_class=storage_class, size="100Gi"),
+    }
+    base.update(overrides)
+    return KubeSettings(**base)
