@@ -45,12 +45,13 @@ def session(args: argparse.Namespace, tags: dict[str, str]) -> Iterator[tuple[Pl
     report = None if args.dry_run else report_dir(args)
     work = report or args.state_dir / "scratch"
     timeline = Timeline()
+    aws_fault = args.fault in ("spot-interruption", "terminate-instance", "insufficient-capacity")
     fault = make_fault(args.fault, count=args.count, targets=tuple(args.target), notice_s=args.notice,
-                       duration_s=args.duration, poll_s=args.poll, timeout_s=args.deadline,
+                       duration_s=args.duration, poll_s=args.poll, timeout_s=args.deadline if aws_fault else None,
                        pod=args.target[0] if args.target else None)
     common: dict[str, Any] = {"fault": fault, "deadline_s": args.deadline, "poll_s": args.poll,
                               "replacement_timeout_s": args.replacement_timeout, "report_dir": report,
-                              "expect_replacement": args.fault != "insufficient-capacity"}
+                              "expect_replacement": args.fault in ("spot-interruption", "terminate-instance")}
     if args.etcd:
         from chaos.watchers.rendezvous import RendezvousWatcher
         rdzv_id = args.run_id or args.job

@@ -90,10 +90,10 @@ def run_gameday(platform: Platform, side: AwsSide, opts: GamedayOptions, out: Pr
         if plan.target not in population and hasattr(platform, "pods_on"):
             population = sorted({str(n.labels.get("machine")) for n in platform.alive_nodes()})
         check_blast_radius([str(plan.target)], population, side.limits)
-    out(f"game day: {fault.kind}, {len(chosen)} target(s) within --max-nodes {side.limits.max_nodes} / "
+    out(f"game day: {fault.kind}, {len(chosen) or 1} target(s) within --max-nodes {side.limits.max_nodes} / "
         f"--max-percent {side.limits.max_percent:g}")
-    for target in chosen:
-        out(f"  target: {target.describe()}")
+    for line in [t.describe() for t in chosen] or [str(plan.target)]:
+        out(f"  target: {line}")
     for step in plan.actions:
         out(f"  step: {step}")
     if guard.dry_run:
@@ -173,7 +173,7 @@ def _await_replacement(opts: GamedayOptions, stops: StopConditions, watcher: Rep
     if stopped:
         result.code, result.reasons = 1, [f"stopped: {stopped}"]
         return
-    deadline = time.monotonic() + opts.replacement_timeout_s
+    deadline = time.monotonic() + (opts.replacement_timeout_s if opts.expect_replacement else 0.0)
     want_join = opts.core_v1 is not None
     while time.monotonic() < deadline:
         why = stops.reason()

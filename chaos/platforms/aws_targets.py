@@ -6,7 +6,7 @@ Nothing outside it is ever a target: explicit names must be in it, tags only
 narrow it, and :func:`~chaos.platforms.aws_guard.check_blast_radius` refuses
 more targets than ``--max-nodes`` / ``--max-percent`` allow before any call
 that changes something. The choice is deterministic: the newest live nodes
-(as ``pick_victim`` does on every platform).
+(as ``pick_victim`` does on every platform): the population comes oldest first.
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ class AwsTargetable(Protocol):
     aws_side: AwsSide
 
     def aws_population(self) -> list[Target]:
-        """Every node of the targeted job (reads only)."""
+        """Every node of the targeted job, oldest first (reads only)."""
 
 
 class AwsSide:
@@ -109,8 +109,7 @@ class AwsSide:
             if not candidates:
                 what = "spot instance" if spot_only else "live node"
                 raise FaultUnavailable(f"none of the {len(alive)} live node(s) of the target is a {what}")
-            candidates.sort(key=lambda t: (t.instance.launch_time or 0.0, t.instance.id))
-            chosen = candidates[-count:]
+            chosen = candidates[-count:]     # the population comes oldest first
         if spot_only and any(not t.instance.spot for t in chosen):
             raise FaultUnavailable(f"{[t.name for t in chosen if not t.instance.spot]} are not spot instances: "
                                    "FIS can only interrupt spot instances (use terminate-instance)")

@@ -140,9 +140,10 @@ class EksPlatform(KubernetesPlatform):
         return self.machine(self.machine_of(pod)).instance_id
 
     def aws_population(self) -> list[Target]:
-        """The job's live worker pods' nodes as instances; with tags, only instances carrying them."""
+        """The job's live worker pods' nodes as instances, in the order their pods started
+        (oldest first); with tags, only instances carrying them."""
         by_machine: dict[str, list[str]] = {}
-        for node in self.alive_nodes():
+        for node in sorted(self.alive_nodes(), key=lambda n: n.started_at):
             machine = node.labels.get("machine")
             if machine:
                 by_machine.setdefault(machine, []).append(node.name)
@@ -150,7 +151,7 @@ class EksPlatform(KubernetesPlatform):
         ids = [m.instance_id for m in machines.values()]
         instances = {i.id: i for i in describe_instances(self.aws_side.clients.ec2, ids=ids)}
         out = []
-        for name, m in sorted(machines.items()):
+        for name, m in machines.items():
             inst = instances.get(m.instance_id)
             if inst is not None and inst.matches(self.aws_side.tags):
                 out.append(Target(inst, machine=name, pods=tuple(by_machine[name])))

@@ -136,3 +136,42 @@ def test_a_dry_run_drain_touches_no_node(admin, namespace, job_etcd, tmp_path, e
         assert proxy.mutating() == []
     finally:
         platform.stop()
+
+
+def _gameday(k8s_api, namespace, proxy, state, *extra):
+    from chaos.cli.main import main
+    return main(["gameday", *extra, "--namespace", namespace, "--kubeconfig", str(k8s_api.kubeconfig("admin")),
+                 "--tag", "eks:cluster-name=test", "--region", "us-west-2", "--endpoint-url", proxy.endpoint,
+                 "--state-dir", str(state), "--max-percent", "100", "--poll", "0.2"])
+
+
+def test_gameday_dry_run_on_a_job_resolves_its_nodes_and_changes_nothing(running, k8s_api, namespace, core,
+                                                                         tmp_path, capsys):
+    platform, aws, proxy, mapping = running
+    proxy.clear()
+    code = _gameday(k8s_api, namespace, proxy, tmp_path / "state", "terminate-instance", "--job",
+                    platform.job.run_id, "--dry-run")
+    out = capsys.readouterr().out
+    assert code == 0, out
+    newest = platform.alive_nodes()[-1]
+    machine = newest.labels["machine"]
+    assert f"target: node {machine} = {mapping[machine]} (spot" in out and newest.name in out
+    assert f"would call ec2:TerminateInstances {mapping[machine]}" in out
+    assert proxy.mutating() == []
+
+
+def test_gameday_drains_the_node_under_a_jobs_worker_and_uncordons_it(running, k8s_api, namespace, core,
+                                                                      tmp_path, capsys):
+    platform, aws, proxy, mapping = running
+    code = _gameday(k8s_api, namespace, proxy, tmp_path / "state", "drain-node", "--job", platform.job.run_id,
+                    "--gameday", "--report-dir", str(tmp_path / "report"))
+    out = capsys.readouterr().out
+    assert code == 0, out
+    report = json.loads((tmp_path / "report" / "gameday.json").read_text())
+    machine = report["record"]["machine"]
+    node = json.loads(core.read_node(machine, _preload_content=False).data)
+    assert not node["spec"].get("unschedulable")                     # reverted
+    audit = [json.loads(line) for line in (tmp_path / "state" / "audit.jsonl").read_text().splitlines()]
+    assert [(e["phase"], e["operation"]) for e in audit] == [
+        ("attempt", "Drain"), ("result", "Drain"), ("attempt", "PatchNode"), ("result", "PatchNode")]
+    assert CleanupJournal(tmp_path / "state" / "cleanup-journal.jsonl", "x").pending() == []
