@@ -26,7 +26,8 @@ def k8s_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
     binary = find_binary()
     if binary is None or not openssl_available():
         reason = ("no kube-apiserver built for the k8s_api tests: run `make k8s-testenv` "
-                  "(builds it once into .k8s-testenv/, ~5 min)")
+                  "(builds it once into .k8s-testenv/, ~5 min)" if binary is None else
+                  "the k8s_api tests generate their certificates with openssl: apt-get install openssl")
         if os.environ.get("CI") == "true":
             pytest.fail(reason + " -- CI must build it before `make test` (.ci/run does)")
         pytest.skip(reason)
