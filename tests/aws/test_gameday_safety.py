@@ -111,3 +111,29 @@ def test_the_audit_log_holds_every_destructive_call_made_at_the_server(clients, 
     assert all(e["result"] == "ok" for e in results)
     report = json.loads((tmp_path / "report" / "gameday.json").read_text())
     assert report["passed"] and report["replacement"]["provision_s"] is not None
+
+
+def test_gameday_help_explains_the_safety_model_with_an_example(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["gameday", "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    for words in ("safety model", "--gameday", "--dry-run", "blast radius", "--max-percent", "--stop-alarm",
+                  "audit.jsonl", "cleanup-journal.jsonl", "elastic-chaos cleanup", "examples:",
+                  "elastic-chaos gameday spot-interruption --job"):
+        assert words in out, words
+
+
+def test_the_deadline_stops_the_wait_for_a_replacement_that_never_comes(clients, proxy, tmp_path, capsys):
+    image = clients.ec2.describe_images()["Images"][0]["ImageId"]
+    clients.ec2.run_instances(ImageId=image, MinCount=2, MaxCount=2, InstanceMarketOptions={"MarketType": "spot"},
+                              TagSpecifications=[{"ResourceType": "instance", "Tags": [
+                                  {"Key": "eks:cluster-name", "Value": "gameday"},
+                                  {"Key": "eks:nodegroup-name", "Value": "gpu-spot"}]}])   # no group replaces them
+    code = gameday(proxy, tmp_path / "state", "terminate-instance", "--gameday", "--deadline", "3",
+                   "--report-dir", str(tmp_path / "report"))
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "stopped: the deadline passed (3s)" in out
+    report = json.loads((tmp_path / "report" / "gameday.json").read_text())
+    assert report["passed"] is False and report["replacement"]["provision_s"] is None
