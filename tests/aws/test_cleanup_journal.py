@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from conftest import FIS_ROLE, REGION
+from aws_fleet import FIS_ROLE, REGION
 
 from chaos.cli.main import main
 from chaos.platforms.aws_guard import CleanupJournal

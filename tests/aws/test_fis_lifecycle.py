@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
+from aws_helpers import platform, side
 from aws_stand_in import FisEffect
-from helpers import platform, side
 
 from chaos.events import Timeline
 from chaos.faults.aws import FisSpotInterruption

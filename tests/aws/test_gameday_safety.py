@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from aws_fleet import FIS_ROLE, REGION
 from aws_stand_in import FisEffect
-from conftest import FIS_ROLE, REGION
 
 from chaos.cli.main import main
 from chaos.platforms.aws import describe_instances

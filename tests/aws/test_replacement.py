@@ -1,7 +1,7 @@
 """Terminate, ASG replacement observed, and no replacement under insufficient capacity (moto)."""
 from __future__ import annotations
 
-from helpers import platform, side
+from aws_helpers import platform, side
 
 from chaos.events import Timeline
 from chaos.faults.aws import InsufficientCapacity, TerminateInstance

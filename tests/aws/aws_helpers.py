@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from conftest import CLUSTER_TAGS, FIS_ROLE
+from aws_fleet import CLUSTER_TAGS, FIS_ROLE
 
 from chaos.events import Timeline
 from chaos.platforms.aws_guard import AuditLog, CleanupJournal, Guard, SafetyLimits
