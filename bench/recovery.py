@@ -17,6 +17,7 @@ from typing import Any
 
 from bench.stats import summary
 from chaos.analysis import PHASES, Recovery
+from chaos.errors import ChaosError
 from chaos.faults import KillNode, Partition, ScaleUp, SpotInterruption
 from chaos.faults.api import Fault
 from chaos.platforms import netns
@@ -50,35 +51,63 @@ def unavailable(case: Case) -> str | None:
     return None
 
 
-def run_case(case: Case, reps: int, out: Path, say: Callable[[str], None]) -> list[Recovery]:
+@dataclass
+class CaseRun:
+    recoveries: list[Recovery]
+    problems: list[str]
+    """Why the case stopped early (a timeout, a split brain), if it did."""
+
+
+def run_case(case: Case, reps: int, out: Path, say: Callable[[str], None]) -> CaseRun:
     job = preset(case.preset).apply(JobSpec(nodes="1:2", checkpoint_every=20, step_time=0.1, max_restarts=100,
                                             rdzv=RendezvousSpec(backend=RdzvBackend(case.backend))))
     network = NetworkMode.ISOLATED if case.fault == "partition" else NetworkMode.HOST
     options = LocalOptions(replace_lost_nodes=False, network=network)
-    recoveries: list[Recovery] = []
+    result = CaseRun([], [])
     timeout = 240.0
     with ChaosRun(out / case.key.replace("/", "_"), scenario=f"bench {case.key}",
                   platform_options={"options": options}) as run:
-        run.start(job)
-        run.wait_for_step(30, timeout=timeout)
-        for i in range(reps):
-            fault = run.inject(FAULTS[case.fault]())
-            rec = run.wait_for_recovery(fault, timeout=timeout)
-            recoveries.append(rec)
-            say(f"  {case.key} #{i + 1}: recovery {rec.recovery_s:.1f}s "
-                f"({', '.join(f'{p} {v:.1f}' for p, v in rec.phases.items() if v is not None)})")
-            if i + 1 == reps:
-                break
-            if fault.target in {n.name for n in run.platform.alive_nodes()}:
-                run.platform.kill_node(fault.target)       # a partitioned node: take it away for good
-            grow = run.inject(ScaleUp())
-            run.wait_for_world_size(grow, 2, timeout=timeout)
-            run.wait_for_steps(10, timeout=timeout)
-    return recoveries
+        try:
+            run.start(job)
+            run.wait_for_step(30, timeout=timeout)
+            for i in range(reps):
+                rec = _one_repetition(run, case, timeout, last=i + 1 == reps)
+                result.recoveries.append(rec)
+                say(f"  {case.key} #{i + 1}: recovery {_s(rec.recovery_s)} "
+                    f"({', '.join(f'{p} {v:.1f}' for p, v in rec.phases.items() if v is not None)})")
+                if run.split_brains():
+                    raise SplitBrainSeen(run.split_brains()[0].describe())
+        except (ChaosError, SplitBrainSeen) as exc:
+            result.problems.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+            say(f"  {case.key}: stopped early: {result.problems[-1]}")
+    return result
 
 
-def case_result(recs: list[Recovery], floor_s: float | None) -> dict[str, Any]:
+class SplitBrainSeen(Exception):
+    pass
+
+
+def _one_repetition(run: ChaosRun, case: Case, timeout: float, *, last: bool) -> Recovery:
+    """Hit the newest node, measure the survivor's recovery, then regrow to 2 nodes."""
+    fault = run.inject(FAULTS[case.fault]())
+    rec = run.wait_for_recovery(fault, timeout=timeout)
+    if not last:
+        if fault.target in {n.name for n in run.platform.alive_nodes()}:
+            run.platform.kill_node(fault.target)       # a partitioned node: take it away for good
+        grow = run.inject(ScaleUp())
+        run.wait_for_world_size(grow, 2, timeout=timeout)
+        run.wait_for_steps(10, timeout=timeout)
+    return rec
+
+
+def _s(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}s"
+
+
+def case_result(case_run: CaseRun, floor_s: float | None) -> dict[str, Any]:
+    recs = case_run.recoveries
     out: dict[str, Any] = {p: summary(r.phases.get(p) for r in recs) for p in PHASES}
+    out["problems"] = case_run.problems
     out["recovery_s"] = summary(r.recovery_s for r in recs)
     out["regain_s"] = summary(r.regain_s for r in recs)
     out["lost_steps"] = summary(r.lost_steps for r in recs)

@@ -69,6 +69,9 @@ def write_markdown(results: dict[str, Any], path: Path, plot_name: str | None) -
     for key, why in results.get("skipped", {}).items():
         lines.append(f"| {key} | skipped: {why} | | | | | | | |")
     lines += ["", "Medians in seconds, measured from the fault; phases add up to regain_s.", ""]
+    for key, case in results.get("recovery", {}).items():
+        for problem in case.get("problems") or []:
+            lines.append(f"- {key} stopped early: {problem}")
     if plot_name:
         lines += [f"![median phases per case]({plot_name})", ""]
     lines += ["### Presets", ""]

@@ -234,6 +234,9 @@ def elastic_job(request: pytest.FixtureRequest, chaos_platform: str,
         run.verdict = _verdict_of(request.node)
         run.close()
         _record_metrics(request.node, run)
+        brains = run.split_brains()
+        if brains:  # an invariant, whatever the test asserted: fail it (at teardown)
+            pytest.fail(f"split brain in {run.report_dir}: " + "; ".join(b.describe() for b in brains))
 
 
 def _failure_message(report: pytest.TestReport) -> str:

@@ -5,7 +5,8 @@ Schema version 1, top level: ``schema_version``, ``scenario``, ``platform``,
 ``target``, ``injected_at``, ``metrics`` with at least detect_s,
 rendezvous_s, recovery_s, regain_s, lost_steps, replacement_s,
 world_size_before, world_size_after, resumed_from_step), ``goodput``
-(analysis.goodput), ``samples`` (exactly-once accounting: accounted,
+(analysis.goodput), ``split_brain`` (periods two worlds trained at once:
+chaos.invariants), ``samples`` (exactly-once accounting: accounted,
 exactly_once, committed/rolled-back steps, duplicate and gap counts),
 ``observation`` (a user script's job only, else null: where progress,
 checkpoint saves and resumes were read from, and notes on what was
@@ -51,6 +52,7 @@ def build_report(run: ChaosRun) -> dict[str, Any]:
                     "reasons": list(verdict.reasons) if verdict else ["no verdict was reached"]},
         "faults": faults,
         "goodput": _rounded(run.goodput),
+        "split_brain": [b.to_json() for b in run.split_brains()],
         "samples": _samples(run),
         "observation": run.observation(),
         "started_at": round(run.started_at, 3),

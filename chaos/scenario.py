@@ -30,6 +30,7 @@ from chaos.errors import ChaosError, FaultUnavailable, RecoveryTimeout
 from chaos.events import Event, Timeline
 from chaos.faults.api import Fault, FaultRecord
 from chaos.faults.triggers import Trigger
+from chaos.invariants import SplitBrain, split_brains
 from chaos.platforms import create_platform
 from chaos.platforms.api import Platform
 from chaos.samples import SampleAccount, account_samples
@@ -187,6 +188,9 @@ class ChaosRun:
             self.verdict = self.verdict or Verdict()
             for e in errors:
                 self.verdict.require(False, f"cleanup: {e}")
+        for brain in self.split_brains():  # whatever the scenario asserted, this is a failure
+            self.verdict = self.verdict or Verdict()
+            self.verdict.require(False, f"one job trains as one world: {brain.describe()}")
         self.phase("finished")
         from chaos.report import write_report
         write_report(self)
@@ -377,6 +381,10 @@ class ChaosRun:
         ``observation``; None for the reference trainer)."""
         from chaos.observation import summarize
         return summarize(self.timeline.events(), self.job, self.workdir)
+
+    def split_brains(self) -> list[SplitBrain]:
+        """Times two worlds of this job trained at once (see chaos.invariants)."""
+        return split_brains(self.timeline.events())
 
     @property
     def samples(self) -> SampleAccount:

@@ -293,15 +293,19 @@ PRESETS: dict[str, Preset] = {
         "default", "torch's own settings: last_call_timeout 30 s, keep-alive 5 s x 3, monitor 0.1 s "
                    "(the reference trainer's collective timeout: 60 s; torch's gloo default is 30 min)"),
     "fast": Preset(
-        "fast", "recommended for jobs whose nodes answer within a second: a dead node leaves the "
-                "rendezvous after 2 s, a shrunken world starts 1 s after the minimum is reached",
-        last_call_timeout=1, keep_alive_interval=1, keep_alive_max_attempt=2, monitor_interval=0.1,
+        "fast", "recommended when agents can heartbeat reliably: a dead node leaves the rendezvous "
+                "after 4 s, a shrunken world starts 1 s after the minimum is reached, a silent peer "
+                "fails a collective after 10 s",
+        last_call_timeout=1, keep_alive_interval=1, keep_alive_max_attempt=4, monitor_interval=0.1,
         pg_timeout_s=10.0,
-        trade_offs="An agent that cannot write its heartbeat for 2 s (etcd slow, host overloaded, a long "
-                   "GC pause in the agent) is declared dead at the next rendezvous; a replacement that "
-                   "arrives more than 1 s after the survivors costs a second restart to join; a collective "
-                   "slower than 10 s (a large all-reduce on a slow network, an uneven data loader) is taken "
-                   "for a failure. Measure your step's slowest collective before lowering pg timeouts."),
+        trade_offs="torch writes a heartbeat only when the last one is at least keep_alive_interval old, "
+                   "so with a timer of the same period heartbeats land about every 2 intervals: "
+                   "keep_alive_max_attempt 2 left no margin and, measured here under load, a live node "
+                   "was declared dead and a newcomer formed a second world beside it (split brain). "
+                   "4 attempts leave 2 s of margin: an agent stalled longer (slow etcd, an overloaded "
+                   "host) is still declared dead. A replacement arriving more than 1 s after the "
+                   "survivors costs a second restart; a collective slower than 10 s (a large all-reduce "
+                   "on a slow network, an uneven data loader) is taken for a failure."),
 }
 
 

@@ -58,8 +58,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--spot-notice", choices=["auto", "on", "off"], default="auto",
                    help="poll the EC2 metadata service for spot notices; auto = when "
                         "$AWS_EC2_METADATA_SERVICE_ENDPOINT is set or IMDS answers at start")
-    p.add_argument("--notice-interval", type=float, default=0.5,
-                   help="seconds between spot-notice polls")
+    p.add_argument("--notice-interval", type=float, default=1.0,
+                   help="seconds between spot-notice polls (AWS suggests every 5 s for a 2-minute notice)")
     p.add_argument("--checkpoint-on", choices=["interruption", "rebalance"], default="rebalance",
                    help="earliest notice that triggers an emergency checkpoint")
     p.add_argument("--sampler", choices=["elastic", "naive"], default="elastic",

@@ -16,7 +16,7 @@ import json
 import secrets
 import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 TOKEN_PATH = "/latest/api/token"
@@ -38,12 +38,13 @@ class MetadataStandIn:
         self._lock = threading.Lock()
         self.requests: list[tuple[str, str, int]] = []
         """(method, path, status) of every request, for tests and reports."""
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler(), bind_and_activate=listener is None)
+        # one thread per node serves its requests in turn: a few tiny GETs a second,
+        # not worth a thread each (the toolkit must not perturb what it measures)
+        self._server = HTTPServer(("127.0.0.1", 0), self._handler(), bind_and_activate=listener is None)
         if listener is not None:
             self._server.socket.close()
             self._server.socket = listener
             self._server.server_address = listener.getsockname()
-        self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
                                         name=f"imds-{node}", daemon=True)
         self._closed = False

@@ -34,6 +34,9 @@ class Watcher(abc.ABC):
         self._thread = threading.Thread(target=self._run, name=type(self).__name__, daemon=True)
         self._thread.start()
 
+    def finish(self) -> None:  # noqa: B027 - optional hook
+        """Release what the watcher holds (files, connections); runs when the thread ends."""
+
     def _run(self) -> None:
         try:
             self.poll()
@@ -43,6 +46,8 @@ class Watcher(abc.ABC):
         except BaseException as exc:
             log.exception("%s failed", type(self).__name__)
             self._error = exc
+        finally:
+            self.finish()
 
     def stopping(self) -> None:
         """Tell the thread the run is ending (it keeps polling until ``stop()``)."""

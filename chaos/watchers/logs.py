@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from chaos.events import Event, Timeline
 from chaos.watchers.api import Watcher
@@ -158,6 +158,7 @@ class LogFollower(Watcher):
         self._partial: dict[str, bytes] = {}
         self._agents: dict[str, _AgentParser] = {}
         self._last_raw: dict[tuple[Any, ...], float] = {}
+        self._files: dict[str, BinaryIO] = {}
 
     def poll(self) -> None:
         for node, path in self._logs().items():
@@ -165,12 +166,15 @@ class LogFollower(Watcher):
                 self._handle(node, line)
 
     def _new_lines(self, node: str, path: Path) -> list[str]:
-        try:
-            with open(path, "rb") as f:
-                f.seek(self._offsets.get(node, 0))
-                chunk = f.read()
-        except FileNotFoundError:
-            return []
+        f = self._files.get(node)
+        if f is None:  # kept open: reopening every log ten times a second is most of our cost
+            try:
+                f = open(path, "rb")  # noqa: SIM115 - closed in finish()
+            except FileNotFoundError:
+                return []
+            f.seek(self._offsets.get(node, 0))
+            self._files[node] = f
+        chunk = f.read()
         if not chunk:
             return []
         self._offsets[node] = self._offsets.get(node, 0) + len(chunk)
@@ -179,6 +183,11 @@ class LogFollower(Watcher):
         if lines[-1]:
             self._partial[node] = lines[-1]
         return [raw.decode("utf-8", "replace") for raw in lines[:-1]]
+
+    def finish(self) -> None:
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
 
     def _handle(self, node: str, line: str) -> None:
         event = parse_progress(line, node)

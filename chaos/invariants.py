@@ -1,0 +1,60 @@
+"""Invariants every run must keep, whatever the fault: one job trains as one world.
+
+Split brain: torch's dynamic rendezvous can declare a live node dead (its
+heartbeats late by more than keep_alive_interval x keep_alive_max_attempt)
+and let a newcomer open a new round without it. The old participant never
+looks for newer rounds — its agent only counts waiting nodes — so it keeps
+training in its stale world while the new round trains too: two worlds, one
+checkpoint directory, each overwriting the other's progress. Measured here
+with keep_alive 1 s x 2 under load. It shows on the timeline as two rank-0
+worker processes reporting steps at the same time.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from chaos.events import Event
+
+MIN_OVERLAP_S = 3.0
+"""Longer than a graceful hand-over, where an old worker finishes its last step."""
+
+
+@dataclass(frozen=True)
+class SplitBrain:
+    start: float
+    end: float
+    worlds: tuple[tuple[str | None, int, int], ...]
+    """(node, pid, world size) of each rank 0 training at the same time."""
+
+    def describe(self) -> str:
+        who = ", ".join(f"rank 0 pid {pid} on {node} at world size {ws}" for node, pid, ws in self.worlds)
+        return f"split brain for {self.end - self.start:.1f}s: {who} trained at the same time"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"start": round(self.start, 3), "end": round(self.end, 3),
+                "worlds": [{"node": n, "pid": p, "world_size": w} for n, p, w in self.worlds],
+                "description": self.describe()}
+
+
+def split_brains(events: Sequence[Event]) -> list[SplitBrain]:
+    """Periods of more than MIN_OVERLAP_S when two rank-0 processes reported steps."""
+    spans: dict[int, list[Any]] = {}  # pid -> [first t, last t, node, world size, steps]
+    for e in sorted(events, key=lambda ev: ev.t):
+        if e.source != "progress" or e.kind != "step" or int(e.data.get("rank", 0)) != 0:
+            continue
+        pid = e.data.get("pid")
+        if pid is None:
+            continue
+        span = spans.setdefault(int(pid), [e.t, e.t, e.node, int(e.data.get("world_size", 0)), 0])
+        span[1] = e.t
+        span[4] += 1
+    found: list[SplitBrain] = []
+    items = sorted(spans.items(), key=lambda kv: kv[1][0])
+    for i, (pid_a, a) in enumerate(items):
+        for pid_b, b in items[i + 1:]:
+            start, end = max(a[0], b[0]), min(a[1], b[1])
+            if end - start > MIN_OVERLAP_S and a[4] > 2 and b[4] > 2:
+                found.append(SplitBrain(start, end, ((a[2], pid_a, a[3]), (b[2], pid_b, b[3]))))
+    return found
