@@ -3,7 +3,7 @@ newest COMPLETE checkpoint, never the partial one."""
 from __future__ import annotations
 
 import pytest
-from conftest import CHECKPOINT_EVERY, FAST_RDZV, STEADY
+from scenario_settings import CHECKPOINT_EVERY, FAST_RDZV, STEADY
 
 from chaos.faults import KillDuringCheckpoint
 from chaos.faults.triggers import checkpoint_started

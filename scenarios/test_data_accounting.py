@@ -3,7 +3,7 @@ trained once in the committed history — and the check catches a sampler that d
 from __future__ import annotations
 
 import pytest
-from conftest import CHECKPOINT_EVERY, FAST_RDZV, STEADY
+from scenario_settings import CHECKPOINT_EVERY, FAST_RDZV, STEADY
 
 from chaos.faults import KillNode
 

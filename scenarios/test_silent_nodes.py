@@ -3,7 +3,7 @@ timeouts, as after a real instance loss, a NIC failure or a hung host."""
 from __future__ import annotations
 
 import pytest
-from conftest import CHECKPOINT_EVERY, FAST_RDZV, STEADY
+from scenario_settings import CHECKPOINT_EVERY, FAST_RDZV, STEADY
 
 from chaos.faults import Freeze, Partition
 

@@ -3,7 +3,7 @@ SIGTERM, so nothing is lost (AWS's sequence, with the 2-minute notice scaled dow
 from __future__ import annotations
 
 import pytest
-from conftest import CHECKPOINT_EVERY, FAST_RDZV, STEADY
+from scenario_settings import CHECKPOINT_EVERY, FAST_RDZV, STEADY
 
 from chaos.faults import SpotInterruption
 

@@ -9,7 +9,7 @@ answer) is waited out. The etcd of an etcd-v2 job must be highly available.
 from __future__ import annotations
 
 import pytest
-from conftest import CHECKPOINT_EVERY, FAST_RDZV, STEADY
+from scenario_settings import CHECKPOINT_EVERY, FAST_RDZV, STEADY
 
 from chaos.faults import EtcdOutage, KillNode
 from chaos.faults.triggers import during_rendezvous

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import CHECKPOINT_EVERY, FAST_RDZV, STEADY
+from scenario_settings import CHECKPOINT_EVERY, FAST_RDZV, STEADY
 
 from chaos.faults import WorkerCrash
 
