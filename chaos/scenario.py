@@ -199,8 +199,16 @@ class ChaosRun:
     def phase(self, name: str, **data: Any) -> None:
         self.timeline.emit("runner", "phase", phase=name, **data)
 
-    def _pid_to_node(self) -> dict[int, str]:
-        return {n.agent_pid: n.name for n in self.platform.nodes() if n.agent_pid}
+    def _pid_to_node(self) -> dict[int | str, str]:
+        """Rendezvous participants -> node names: by agent PID and by address, each only
+        where it is unambiguous (local nodes share "localhost"; pods share PID 1)."""
+        nodes = self.platform.nodes()
+        keys: dict[int | str, list[str]] = {}
+        for n in nodes:
+            for key in (n.agent_pid, n.labels.get("address"), n.name):
+                if key:
+                    keys.setdefault(key, []).append(n.name)
+        return {k: v[0] for k, v in keys.items() if len(set(v)) == 1}
 
     # -- waiting ------------------------------------------------------------
     def wait_for(self, what: str, predicate: Callable[[Event], bool], timeout: float) -> Event:

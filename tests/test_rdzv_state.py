@@ -59,3 +59,21 @@ def test_not_base64_is_a_value_error():
 def test_a_plain_pickle_of_another_shape_is_a_value_error():
     with pytest.raises(ValueError, match="not a state"):
         decode(base64.b64encode(pickle.dumps({"round": 1})).decode())
+
+
+def test_participants_are_named_by_address_where_pids_repeat():
+    from chaos.watchers.rendezvous import describe
+    from chaos.watchers.rdzv_state import RendezvousState
+
+    pod_a, pod_b = NodeDesc("trainer-worker-0.trainer.ns.svc", 1, 0), NodeDesc("trainer-worker-1", 1, 0)
+    state = RendezvousState(round=1, complete=True, participants={pod_a: 0, pod_b: 1})
+    names = {"trainer-worker-0": "trainer-worker-0", "trainer-worker-1": "trainer-worker-1"}
+    assert [p["node"] for p in describe(state, names)["participants"]] == ["trainer-worker-0", "trainer-worker-1"]
+
+
+def test_participants_sharing_localhost_are_named_by_pid():
+    from chaos.watchers.rendezvous import describe
+    from chaos.watchers.rdzv_state import RendezvousState
+
+    state = RendezvousState(participants={NodeDesc("localhost", 11, 0): 0, NodeDesc("localhost", 12, 0): 1})
+    assert [p["node"] for p in describe(state, {11: "node-0", 12: "node-1"})["participants"]] == ["node-0", "node-1"]

@@ -18,7 +18,7 @@ import socket
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from chaos.errors import UnsafeUnpickle
@@ -35,7 +35,7 @@ class RendezvousWatcher(Watcher):
     interval_s = 0.0  # the long poll itself paces the loop
 
     def __init__(self, timeline: Timeline, endpoint: str, run_id: str,
-                 pid_to_node: Callable[[], dict[int, str]], *, wait_s: float = 1.0) -> None:
+                 pid_to_node: Callable[[], Mapping[Any, str]], *, wait_s: float = 1.0) -> None:
         super().__init__(timeline)
         self.url = f"http://{endpoint}/v2/keys{KEY_PREFIX}/{run_id}"
         self._pid_to_node = pid_to_node
@@ -117,11 +117,15 @@ def _change_key(state: RendezvousState) -> tuple[Any, ...]:
             tuple(sorted(state.wait_list)), tuple(sorted(state.redundancy_list)))
 
 
-def describe(state: RendezvousState, names: dict[int, str]) -> dict[str, Any]:
-    """The state as event data; each node descriptor gains the platform's node name."""
+def describe(state: RendezvousState, names: Mapping[Any, str]) -> dict[str, Any]:
+    """The state as event data; each node descriptor gains the platform's node name,
+    found by its address (str keys: the address or its short host name) or, where
+    addresses are shared (every local node is "localhost"), its agent PID (int keys;
+    every pod's agent is PID 1)."""
 
     def node(n: NodeDesc) -> dict[str, Any]:
-        return {"node": names.get(n.pid), "id": str(n)}
+        name = names.get(n.addr) or names.get(n.addr.split(".")[0]) or names.get(n.pid)
+        return {"node": name, "id": str(n)}
 
     return {
         "round": state.round, "complete": state.complete, "closed": state.closed,
