@@ -146,6 +146,7 @@ def _live(platform: Platform, side: AwsSide, opts: GamedayOptions, stops: StopCo
                                  groups=[t.instance.asg for t in chosen if t.instance.asg],
                                  core_v1=opts.core_v1, interval_s=opts.poll_s)
     rdzv = opts.rendezvous(timeline) if opts.rendezvous else None
+    watcher.poll()     # the group's members before the fault, seen before the fault (not racing it)
     watcher.start()
     if rdzv is not None:
         rdzv.__enter__()
