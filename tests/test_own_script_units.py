@@ -117,7 +117,9 @@ def follow(tmp_path: Path, lines: list[str], observe: Observation, nproc: int = 
     log = tmp_path / "node-0.log"
     log.write_text("\n".join(lines) + "\n")
     tl = Timeline()
-    LogFollower(tl, lambda: {"node-0": log}, ScriptLines(observe, nproc)).poll()
+    follower = LogFollower(tl, lambda: {"node-0": log}, ScriptLines(observe, nproc))
+    follower.poll()
+    follower.finish()  # the follower keeps log files open between polls
     return tl.events()
 
 
