@@ -119,7 +119,7 @@ class ArmedFault:
 class ChaosRun:
     def __init__(self, report_dir: Path, *, platform: str = "local", scenario: str = "adhoc",
                  platform_options: dict[str, Any] | None = None) -> None:
-        self.report_dir = report_dir
+        self.report_dir = report_dir.resolve()  # nodes run with another cwd: paths must be absolute
         self.report_dir.mkdir(parents=True, exist_ok=True)
         self.scenario = scenario
         self.timeline = Timeline(report_dir / "timeline.jsonl")

@@ -77,7 +77,7 @@ class Platform(abc.ABC):
 
     def __init__(self, timeline: Timeline, work_dir: Path) -> None:
         self.timeline = timeline
-        self.work_dir = work_dir
+        self.work_dir = work_dir.resolve()
         self.job: JobSpec | None = None
 
     # -- lifecycle -------------------------------------------------------
