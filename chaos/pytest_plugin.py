@@ -71,6 +71,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for name, doc in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {doc}")
+    from chaos.signals import terminate_cleanly
+    terminate_cleanly()  # a CI timeout's SIGTERM still runs fixture teardowns (servers stopped by PID)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         args.script = script  # `run ... -- train.py args`: the training command, untouched
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    from chaos.signals import terminate_cleanly
+    terminate_cleanly()  # `kill PID` stops the run and everything it started, as Ctrl-C does
     try:
         code: int = args.func(args)
         return code

@@ -1,0 +1,48 @@
+"""SIGTERM to a run stops everything it started (a CI timeout must not leak servers)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_sigterm_to_a_run_stops_its_etcd_and_nodes(tmp_path):
+    report = tmp_path / "r"
+    proc = subprocess.Popen([sys.executable, "-m", "chaos.cli.main", "run", "kill-node", "--quiet",
+                             "--report-dir", str(report)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    timeline = report / "timeline.jsonl"
+    deadline = time.monotonic() + 120
+    pids: set[int] = set()
+    while time.monotonic() < deadline and len(pids) < 3:        # etcd and two agents
+        if timeline.exists():
+            for line in timeline.read_text().splitlines():
+                ev = json.loads(line)
+                pid = ev["data"].get("agent_pid") or (ev["data"].get("pid") if ev["kind"] == "etcd_started" else None)
+                if pid:
+                    pids.add(int(pid))
+        time.sleep(0.2)
+    assert len(pids) == 3, f"the run did not start etcd and two nodes in time: {pids}"
+
+    os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+
+    assert proc.returncode == 130 and "interrupted" in err
+    assert [p for p in pids if alive(p)] == []
+    assert (report / "report.json").exists()                     # and the evidence was written
