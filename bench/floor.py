@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,14 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import summary
+from chaos.etcd import free_port
 
 PREFIX = "ELASTIC_CHAOS "
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _prepare_checkpoint(directory: Path) -> None:
@@ -36,7 +30,7 @@ def _prepare_checkpoint(directory: Path) -> None:
 def _run_trainer(directory: Path, *, max_steps: int,
                  checkpoint_every: int = 1000) -> tuple[float, list[dict[str, Any]]]:
     env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1",
-               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), PYTHONUNBUFFERED="1")
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), PYTHONUNBUFFERED="1")
     env.pop("AWS_EC2_METADATA_SERVICE_ENDPOINT", None)
     cmd = [sys.executable, "-m", "trainer.train", "--checkpoint-dir", str(directory), "--max-steps", str(max_steps),
            "--checkpoint-every", str(checkpoint_every), "--step-time", "0", "--spot-notice", "off"]

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 import stat
 import urllib.request
@@ -12,15 +11,7 @@ import pytest
 
 from chaos.errors import EtcdError
 from chaos.etcd import EtcdServer, check_supported, find_binary
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie still answers kill(0); it is not running
-    return "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+from chaos.platforms.procs import is_running
 
 
 def test_starts_serving_the_v2_api_on_loopback_and_stops_by_pid(tmp_path):
@@ -31,8 +22,8 @@ def test_starts_serving_the_v2_api_on_loopback_and_stops_by_pid(tmp_path):
         with urllib.request.urlopen(req, timeout=5) as r:
             assert json.load(r)["node"]["value"] == "1"
         pid = server.pid
-        assert pid is not None and pid_alive(pid)
-    assert not pid_alive(pid)
+        assert pid is not None and is_running(pid)
+    assert not is_running(pid)
     assert server.log_path is not None and server.log_path.exists()
 
 

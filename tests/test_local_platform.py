@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 import pytest
 
@@ -17,6 +16,7 @@ from chaos.events import Timeline
 from chaos.platforms import procs
 from chaos.platforms.api import NodeState
 from chaos.platforms.local import LocalOptions, LocalPlatform
+from chaos.platforms.procs import is_running
 from chaos.spec import JobSpec
 
 pytestmark = pytest.mark.slow
@@ -29,13 +29,6 @@ print("worker up", os.getpid(), flush=True)
 time.sleep(300)
 """
 
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
 
 
 def wait_until(pred, timeout: float = 60.0, what: str = "condition"):
@@ -93,8 +86,8 @@ def test_a_node_kill_leaves_no_process_of_that_node_alive(platform_factory):
     hit = platform.kill_node(victim)
 
     assert set(hit.pids) >= pids
-    assert [p for p in pids if alive(p)] == []
-    assert all(alive(p) for p in other)               # the other node is untouched
+    assert [p for p in pids if is_running(p)] == []
+    assert all(is_running(p) for p in other)               # the other node is untouched
     assert {n.name: n.state for n in platform.nodes()}[victim] is NodeState.LOST
 
 
@@ -103,7 +96,7 @@ def test_stop_takes_down_every_node_and_is_idempotent(platform_factory):
     pids = node_pids(platform, "node-0", 3) | node_pids(platform, "node-1", 3)
     platform.stop()
     platform.stop()
-    assert [p for p in pids if alive(p)] == []
+    assert [p for p in pids if is_running(p)] == []
 
 
 def test_a_lost_node_is_replaced_after_the_provisioning_delay(platform_factory):

@@ -7,19 +7,13 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
+from chaos.platforms.procs import is_running
+
 pytestmark = pytest.mark.slow
 
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
 
 
 def test_sigterm_to_a_run_stops_its_etcd_and_nodes(tmp_path):
@@ -44,5 +38,5 @@ def test_sigterm_to_a_run_stops_its_etcd_and_nodes(tmp_path):
     _, err = proc.communicate(timeout=60)
 
     assert proc.returncode == 130 and "interrupted" in err
-    assert [p for p in pids if alive(p)] == []
+    assert [p for p in pids if is_running(p)] == []
     assert (report / "report.json").exists()                     # and the evidence was written

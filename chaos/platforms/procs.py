@@ -115,3 +115,12 @@ def worker_pid(tag: str, agent_pid: int, local_rank: int) -> int | None:
         if _ppid(pid) == agent_pid and want in _environ(pid):
             return pid
     return None
+
+
+def is_running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie, dead but not yet reaped, is not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
