@@ -107,6 +107,7 @@ def test_pod_logs_are_followed_into_node_files_through_reconnects_restarts_and_r
 
     follower = LogFollower(platform.timeline, platform.node_logs)   # the local platform's parser, unchanged
     follower.poll()
+    follower.finish()  # the follower keeps log files open between polls
     steps = [e.data["step"] for e in platform.timeline.events() if e.source == "progress" and e.node == pod]
     assert sorted(steps) == [1, 1, 2, 3]                            # the replacement printed step 1 again
 
