@@ -166,6 +166,7 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
             m if m is not None and m.t <= until else None for m in (detect, rdzv, resumed, first_new, regain))
         if regain is None:
             rec.missing.append("the next fault came before this one's recovery completed")
+    # a cascade (a triggered fault) inside the window is part of this recovery
 
     rec.detect_s = _since(f, detect, "no survivor noticed the fault", rec)
     rec.rendezvous_s = _since(f, rdzv, "no rendezvous round completed after the fault", rec)
@@ -275,15 +276,20 @@ def faults_in(events: Sequence[Event]) -> list[Event]:
     return sorted((e for e in events if e.source == "fault" and e.kind == "injected"), key=lambda e: e.t)
 
 
+def window_end(injected_at: float, faults: Sequence[tuple[float, bool]]) -> float | None:
+    """Where the recovery window of the fault at ``injected_at`` ends: at the next
+    fault that was not fired by a trigger. ``faults``: (injected_at, triggered)."""
+    later = [t for t, triggered in faults if t > injected_at and not triggered]
+    return min(later, default=None)
+
+
 def analyze(events: Sequence[Event]) -> list[Recovery]:
-    """One Recovery per injected fault in the timeline."""
+    """One Recovery per injected fault in the timeline (a triggered fault — a
+    cascade — stays inside the window of the fault before it)."""
     faults = faults_in(events)
-    out = []
-    for i, fe in enumerate(faults):
-        until = faults[i + 1].t if i + 1 < len(faults) else None
-        out.append(analyze_fault(events, kind=str(fe.data.get("fault", fe.kind)), target=fe.node,
-                                 injected_at=fe.t, until=until))
-    return out
+    marks = [(fe.t, "trigger" in fe.data) for fe in faults]
+    return [analyze_fault(events, kind=str(fe.data.get("fault", fe.kind)), target=fe.node,
+                          injected_at=fe.t, until=window_end(fe.t, marks)) for fe in faults]
 
 
 @dataclass

@@ -98,7 +98,7 @@ class ArmedFault:
             self.run.timeline.emit("fault", "triggered", event.node, fault=self.fault.kind,
                                    trigger=str(self.trigger), by={"source": event.source, "kind": event.kind,
                                                                   "t": event.t})
-            self.record = self.run.inject(self.fault)
+            self.record = self.run.inject(self.fault, trigger=str(self.trigger))
         except BaseException as exc:  # surfaced by wait()
             self.error = exc
         finally:
@@ -274,15 +274,16 @@ class ChaosRun:
         return self.wait_for_step(max(steps, default=0) + count, timeout)
 
     # -- faults -------------------------------------------------------------
-    def inject(self, fault: Fault) -> FaultRecord:
+    def inject(self, fault: Fault, *, trigger: str | None = None) -> FaultRecord:
         """Inject ``fault`` now; blocks as long as the fault takes to hit (a spot
         interruption waits out its notice). A fault with ``duration_s`` is
-        reverted by a timer; every fault is reverted at the latest in close()."""
+        reverted by a timer; every fault is reverted at the latest in close().
+        ``trigger``: the armed trigger that fired it (see ``arm``)."""
         reason = fault.unavailable(self.platform)
         if reason is not None:
             raise FaultUnavailable(f"{fault.kind}: {reason}")
         self.phase("inject", fault=fault.kind)
-        record = fault.inject(self.platform, self.timeline)
+        record = fault.inject(self.platform, self.timeline, trigger=trigger)
         applied = _Applied(fault, record)
         with self._lock:
             self.faults.append(record)
@@ -375,10 +376,12 @@ class ChaosRun:
         return self.recovery(fault)
 
     def recovery(self, fault: FaultRecord) -> analysis.Recovery:
+        """The fault's Recovery so far. A later fault fired by a trigger (a cascade)
+        is part of this recovery; an independent one ends its window."""
         events = self.timeline.events()
-        later = [f.injected_at for f in self.faults if f.injected_at > fault.injected_at]
+        until = analysis.window_end(fault.injected_at, [(f.injected_at, "trigger" in f.detail) for f in self.faults])
         return analysis.analyze_fault(events, kind=fault.kind, target=fault.target,
-                                      injected_at=fault.injected_at, until=min(later, default=None),
+                                      injected_at=fault.injected_at, until=until,
                                       max_restarts=self.job.max_restarts if self.job else None)
 
     def recoveries(self) -> list[analysis.Recovery]:

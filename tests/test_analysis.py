@@ -125,3 +125,21 @@ def test_two_faults_are_analysed_separately():
     assert first.world_size_final == 1  # bounded by the second fault
     assert second.pre_step == 80 and second.lost_steps == 0
     assert second.detect_s == pytest.approx(2.0) and second.recovery_s == pytest.approx(9.0)
+
+
+def test_a_triggered_second_fault_is_part_of_the_first_ones_recovery():
+    ev = healthy_recovery()
+    # a cascade fired by a trigger 2 s after the first fault, before the recovery
+    cascade = {"fault": "kill-node", "trigger": "during a re-rendezvous"}
+    ev.append(Event(F + 2.0, "fault", "injected", "node-2", cascade))
+    first, second = analyze(ev)
+    assert first.recovery_s == pytest.approx(10.0) and first.world_size_after == 1
+    assert second.recovery_s == pytest.approx(8.0)
+
+
+def test_an_independent_second_fault_ends_the_first_ones_window():
+    ev = healthy_recovery()
+    ev.append(Event(F + 2.0, "fault", "injected", "node-2", {"fault": "kill-node"}))
+    first, _ = analyze(ev)
+    assert first.recovery_s is None
+    assert "the next fault came before this one's recovery completed" in first.missing

@@ -10,7 +10,7 @@ failed test still heals what it broke.
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from chaos.errors import InjectionFailed
@@ -65,11 +65,15 @@ class Fault(abc.ABC):
     @abc.abstractmethod
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord: ...
 
-    def inject(self, platform: Platform, timeline: Timeline) -> FaultRecord:
-        """Perform the plan; record it on the timeline; return what was hit."""
+    def inject(self, platform: Platform, timeline: Timeline, *, trigger: str | None = None) -> FaultRecord:
+        """Perform the plan; record it on the timeline; return what was hit. ``trigger``
+        names the event-trigger that fired it (an armed fault: a cascade is measured
+        as part of the recovery it interrupted)."""
         plan = self.plan(platform)
         timeline.emit("fault", "planned", plan.target, fault=self.kind, actions=list(plan.actions))
         record = self._inject(platform, plan, timeline)
+        if trigger is not None:
+            record = replace(record, detail={**record.detail, "trigger": trigger})
         timeline.emit("fault", "injected", record.target, t=record.injected_at, fault=self.kind,
                       **{k: v for k, v in record.to_json().items() if k not in ("kind", "target", "injected_at")})
         return record
