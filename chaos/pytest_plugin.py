@@ -26,14 +26,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from chaos.scenario import ChaosRun, Verdict
-from chaos.spec import JobSpec, Observation, RdzvBackend, RendezvousSpec
+from chaos.spec import JobSpec, Observation, RdzvBackend, RendezvousSpec, preset
 
 MARKERS = {
     "platforms(*names)": "run only on these platforms (local, kind, kubernetes, eks); others skip",
@@ -163,7 +163,8 @@ _OBSERVE_FIELDS = {f.name for f in fields(Observation)}
 
 def split_job_options(options: dict[str, Any]) -> tuple[JobSpec, dict[str, Any]]:
     """Keyword arguments -> (JobSpec, platform options). ``rdzv_backend`` and the
-    rendezvous knobs (``last_call_timeout``, ...) go into the RendezvousSpec; a
+    rendezvous knobs (``last_call_timeout``, ...) go into the RendezvousSpec, over
+    ``rdzv_preset`` (a name in chaos.spec.PRESETS) when one is given; a
     script's ``progress_regex``, ``checkpoint``, ``resume_regex`` and ``unit`` into
     its Observation."""
     observe_kw = {k: options.pop(k) for k in list(options) if k in _OBSERVE_FIELDS}
@@ -175,13 +176,19 @@ def split_job_options(options: dict[str, Any]) -> tuple[JobSpec, dict[str, Any]]
         job_kw["workdir"] = str(job_kw["workdir"])
     rdzv_kw = {k: options.pop(k) for k in list(options) if k in _RDZV_FIELDS}
     backend = RdzvBackend(options.pop("rdzv_backend", RdzvBackend.ETCD_V2))
-    job_kw.setdefault("rdzv", RendezvousSpec(backend=backend, **rdzv_kw))
+    named_preset = options.pop("rdzv_preset", None)
+    job_kw.setdefault("rdzv", RendezvousSpec(backend=backend))
     for key in ("script", "trainer_args"):
         if key in job_kw:
             job_kw[key] = tuple(job_kw[key])
     if "env" in job_kw and isinstance(job_kw["env"], dict):
         job_kw["env"] = tuple(job_kw["env"].items())
-    return JobSpec(**job_kw), options
+    job = JobSpec(**job_kw)
+    if named_preset is not None:  # the preset first; knobs given beside it win
+        job = preset(named_preset).apply(job)
+    if rdzv_kw:
+        job = replace(job, rdzv=replace(job.rdzv, **rdzv_kw))
+    return job, options
 
 
 def _platform_options(platform: str, options: dict[str, Any], etcd_binary: str | None,
@@ -197,7 +204,7 @@ def _platform_options(platform: str, options: dict[str, Any], etcd_binary: str |
         known = {f.name for f in fields(LocalOptions)}
         unknown = set(options) - known
         if unknown:
-            job_options = sorted(_JOB_FIELDS | _RDZV_FIELDS | _OBSERVE_FIELDS | {"rdzv_backend"})
+            job_options = sorted(_JOB_FIELDS | _RDZV_FIELDS | _OBSERVE_FIELDS | {"rdzv_backend", "rdzv_preset"})
             raise TypeError(f"unknown elastic_job option(s) {sorted(unknown)}; job options are "
                             f"{job_options}, local platform options {sorted(known)}")
         options.setdefault("etcd_binary", etcd_binary)

@@ -1,8 +1,16 @@
-"""A spot fleet's life: interruptions as a Poisson process, with replacement."""
+"""A spot fleet's life: interruptions as a Poisson process, with replacement.
+
+With torch's default rendezvous timing this scenario once never recovered: a
+replacement killed while it waited to join stayed in the rendezvous wait list
+until its keep-alive expired (15 s), and every round the survivors completed
+in the meantime was followed at once by another restart for the "waiting"
+dead node — a restart storm, then a round with a dead participant. The fleet
+below runs the fast preset (a dead node is dropped after 4 s).
+"""
 from __future__ import annotations
 
 import pytest
-from scenario_settings import CHECKPOINT_EVERY, FAST_RDZV, STEADY
+from scenario_settings import CHECKPOINT_EVERY, STEADY
 
 from chaos.analysis import analyze
 from chaos.faults import KillNode
@@ -12,11 +20,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.platforms("local")]
 
 def test_every_interruption_of_a_poisson_process_is_recovered_from(elastic_job):
     job = elastic_job(nodes="1:2", checkpoint_every=CHECKPOINT_EVERY, provisioning_delay_s=2.0,
-                      max_restarts=10, **FAST_RDZV)
+                      max_restarts=20, rdzv_preset="fast")
     job.wait_for_step(STEADY)
 
-    faults = job.repeat(lambda: KillNode(), mtbf_s=15.0, duration_s=40.0, seed=3, min_alive=1)
-    assert len(faults) >= 2, "seed 3 over 40 s at a 15 s mean gives interruptions"
+    faults = job.repeat(lambda: KillNode(), mtbf_s=20.0, duration_s=45.0, seed=3, min_alive=1)
+    assert len(faults) >= 2, "seed 3 over 45 s at a 20 s mean gives three interruptions"
     job.wait_for_recovery(faults[-1], timeout=150)
 
     recoveries = analyze(job.timeline.events())
