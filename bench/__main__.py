@@ -12,6 +12,7 @@ from typing import Any
 
 from bench import fidelity, floor, integrity, overhead, recovery, report, scale
 from bench.findings import recovery_findings, scale_findings
+from chaos.signals import terminate_cleanly
 
 HERE = Path(__file__).parent
 
@@ -29,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=HERE, help="where results.json and RESULTS.md go")
     p.add_argument("--runs", type=Path, help="where the runs' report folders go (default: a temp dir)")
     args = p.parse_args(argv)
+    terminate_cleanly()  # `kill PID` stops the case at hand and everything it started
     reps = args.reps or (2 if args.quick else 5)
     sizes = [int(s) for s in (args.sizes or ("2" if args.quick else "2,4,8,16")).split(",")]
     began = time.monotonic()
