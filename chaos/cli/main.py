@@ -27,6 +27,14 @@ EPILOG = r"""examples:
 """
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("elastic-chaos")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     from chaos.cli import audit, cleanup, demo, doctor, faults_cmd, gameday, manifest, report_cmd, run, watch
 
@@ -34,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="elastic-chaos", description="Chaos testing for elastic PyTorch training.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     demo.register(sub)
     run.register(sub)
