@@ -1,12 +1,21 @@
-"""`python -m bench [--quick]`: run the benchmarks, write bench/results.json and bench/RESULTS.md."""
+"""`python -m bench [--quick]`: run the benchmarks, write bench/results.json and bench/RESULTS.md.
+
+`--only PATTERN --merge` re-measures matching recovery cases (with a floor
+measured in the same run, so their ratios stay same-run ratios) and updates
+them in an existing results.json, keeping every other figure.
+"""
 from __future__ import annotations
 
 import argparse
 import datetime
+import fnmatch
+import json
+import os
 import platform
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,75 +25,111 @@ from chaos.signals import terminate_cleanly
 
 HERE = Path(__file__).parent
 
+FIDELITY_NOTE = ("recovery_s, regain_s, lost_steps and resumed_from_step come from the trainer's own stamps "
+                 "live as well, so they agree exactly; the rendezvous and detect figures differ by how much "
+                 "earlier or later the etcd watch saw the event than the agents logged it.")
+
 
 def say(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a subset that runs in under 5 minutes")
     p.add_argument("--reps", type=int, help="repetitions per recovery case (default 5; quick 2)")
     p.add_argument("--sizes", default=None, help="comma-separated node counts for the scale bench")
     p.add_argument("--integrity-reps", type=int, help="kill-during-checkpoint repetitions (default 20; quick 2)")
+    p.add_argument("--only", metavar="PATTERN",
+                   help="only the recovery cases matching PATTERN (fnmatch, e.g. 'c10d/*/partition')")
+    p.add_argument("--merge", action="store_true", help="with --only: update those cases in OUT/results.json")
     p.add_argument("--out", type=Path, default=HERE, help="where results.json and RESULTS.md go")
     p.add_argument("--runs", type=Path, help="where the runs' report folders go (default: a temp dir)")
     args = p.parse_args(argv)
-    terminate_cleanly()  # `kill PID` stops the case at hand and everything it started
-    reps = args.reps or (2 if args.quick else 5)
-    sizes = [int(s) for s in (args.sizes or ("2" if args.quick else "2,4,8,16")).split(",")]
-    began = time.monotonic()
-    runs = args.runs or Path(tempfile.mkdtemp(prefix="elastic-chaos-bench-"))
-    say(f"runs go to {runs}")
-    results: dict[str, Any] = {"command": "make bench-quick" if args.quick else "make bench",
-                               "machine": f"{platform.node()} ({platform.machine()}, "
-                                          f"{__import__('os').cpu_count()} cores)",
-                               "date": datetime.date.today().isoformat(), "reps": reps}
+    if args.merge and not args.only:
+        p.error("--merge needs --only")
+    if args.merge and not (args.out / "results.json").exists():
+        p.error(f"--merge: {args.out / 'results.json'} does not exist; run the full bench first")
+    return args
 
-    say("floor: a worker's cold start")
-    fl = floor.measure_floor(3 if args.quick else 5)
-    results["floor_s"], results["floor_parts"] = fl["floor_s"], fl["parts"]
-    floor_s = results["floor_s"]["median"]
-    say(f"floor {floor_s} s")
 
-    results["recovery"], results["skipped"] = {}, {}
+def measure_recovery(args: argparse.Namespace, reps: int, runs: Path, floor_s: float | None,
+                     results: dict[str, Any]) -> list[Path]:
     run_dirs = []
     for case in recovery.cases(args.quick):
+        if args.only and not fnmatch.fnmatch(case.key, args.only):
+            continue
         why = recovery.unavailable(case)
         if why:
             results["skipped"][case.key] = why
             say(f"skip {case.key}: {why}")
             continue
+        results["skipped"].pop(case.key, None)
         say(f"recovery {case.key} x{reps}")
-        recs = recovery.run_case(case, reps, runs, say)
-        results["recovery"][case.key] = recovery.case_result(recs, floor_s)
+        case_result = recovery.case_result(recovery.run_case(case, reps, runs, say), floor_s)
+        case_result["floor_s"] = floor_s  # the floor this case's ratio was taken against
+        results["recovery"][case.key] = case_result
         run_dirs.append(runs / case.key.replace("/", "_"))
     results["findings"] = recovery_findings(results)
+    return run_dirs
 
+
+def measure_rest(args: argparse.Namespace, runs: Path, run_dirs: list[Path], results: dict[str, Any]) -> None:
+    sizes = [int(s) for s in (args.sizes or ("2" if args.quick else "2,4,8,16")).split(",")]
     say(f"scale: {sizes}")
     results["scale"] = [scale.run_size(n, runs, say) for n in sizes]
     results["scale_findings"] = scale_findings(results["scale"])
-
     integrity_reps = args.integrity_reps or (2 if args.quick else 20)
     say(f"checkpoint integrity: {integrity_reps} kills during checkpoint writes")
     results["integrity"] = integrity.kill_during_checkpoint(integrity_reps, runs, say)
-
     say("overhead")
     results["overhead"] = {"watchers": overhead.watcher_overhead(runs, window_s=15.0 if args.quick else 30.0),
                            "timeline": overhead.timeline_throughput()}
     say("fidelity")
-    results["fidelity"] = fidelity.fidelity(run_dirs)
-    results["fidelity"]["note"] = ("recovery_s, regain_s, lost_steps and resumed_from_step come from the "
-                                   "trainer's own stamps live as well, so they agree exactly; the rendezvous "
-                                   "and detect figures differ by how much earlier or later the etcd watch "
-                                   "saw the event than the agents logged it.")
-    results["wall_s"] = round(time.monotonic() - began)
-    args.out.mkdir(parents=True, exist_ok=True)
-    plot_name = "recovery.png" if report.plot(results, args.out / "recovery.png") else None
-    report.write_json(results, args.out / "results.json")
-    report.write_markdown(results, args.out / "RESULTS.md", plot_name)
-    say(f"wrote {args.out / 'results.json'} and {args.out / 'RESULTS.md'} in {results['wall_s']} s")
+    results["fidelity"] = {**fidelity.fidelity(run_dirs), "note": FIDELITY_NOTE}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    terminate_cleanly()  # `kill PID` stops the case at hand and everything it started
+    reps = args.reps or (2 if args.quick else 5)
+    began = time.monotonic()
+    runs = args.runs or Path(tempfile.mkdtemp(prefix="elastic-chaos-bench-"))
+    say(f"runs go to {runs}")
+    results: dict[str, Any] = (json.loads((args.out / "results.json").read_text()) if args.merge else
+                               {"recovery": {}, "skipped": {}})
+    results.update({"machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores)", "reps": reps})
+    stamp = {"command": "make bench-quick" if args.quick else "make bench",
+             "date": datetime.date.today().isoformat()}
+    if args.merge:
+        results.setdefault("remeasured", []).append({**stamp, "only": args.only})
+    else:
+        results.update(stamp)
+
+    say("floor: a worker's cold start")
+    fl = floor.measure_floor(3 if args.quick else 5)
+    if not args.merge:
+        results["floor_s"], results["floor_parts"] = fl["floor_s"], fl["parts"]
+    say(f"floor {fl['floor_s']['median']} s")
+    run_dirs = measure_recovery(args, reps, runs, fl["floor_s"]["median"], results)
+    if not args.only:
+        measure_rest(args, runs, run_dirs, results)
+    wall = round(time.monotonic() - began)
+    if args.merge:
+        results["remeasured"][-1]["wall_s"] = wall
+    else:
+        results["wall_s"] = wall
+    write(args.out, results, say)
     return 0
+
+
+def write(out: Path, results: dict[str, Any], say: Callable[[str], None]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    plot_name = "recovery.png" if report.plot(results, out / "recovery.png") else None
+    report.write_json(results, out / "results.json")
+    report.write_markdown(results, out / "RESULTS.md", plot_name)
+    say(f"wrote {out / 'results.json'} and {out / 'RESULTS.md'}")
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ def _run_trainer(directory: Path, *, max_steps: int,
     return spawned, events
 
 
-def measure_floor(reps: int) -> dict[str, object]:
+def measure_floor(reps: int) -> dict[str, Any]:
     """Median cold start over ``reps`` runs, with its parts (as stamped by the trainer)."""
     totals, to_start, to_loaded = [], [], []
     with tempfile.TemporaryDirectory(prefix="elastic-chaos-floor-") as tmp:

@@ -1,6 +1,7 @@
 """bench/results.json and bench/RESULTS.md (a table and a plot)."""
 from __future__ import annotations
 
+import fnmatch
 import json
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,12 @@ def write_markdown(results: dict[str, Any], path: Path, plot_name: str | None) -
     for key, why in results.get("skipped", {}).items():
         lines.append(f"| {key} | skipped: {why} | | | | | | | |")
     lines += ["", "Medians in seconds, measured from the fault; phases add up to regain_s.", ""]
+    for again in results.get("remeasured") or []:
+        floors = sorted({c.get("floor_s") for k, c in results.get("recovery", {}).items()
+                         if c.get("floor_s") is not None and fnmatch.fnmatch(k, again.get("only", ""))})
+        lines.append(f"- Cases matching `{again.get('only')}` were re-measured on {again.get('date')} "
+                     f"(`python -m bench --only '{again.get('only')}' --merge`, {again.get('wall_s')} s); "
+                     f"their ratios use the floor measured in that run ({', '.join(f'{f} s' for f in floors)}).")
     for key, case in results.get("recovery", {}).items():
         for problem in case.get("problems") or []:
             lines.append(f"- {key} stopped early: {problem}")

@@ -280,7 +280,7 @@ class LocalPlatform(Platform):
         assert self.job is not None
         return self._spawn(self.job)
 
-    def _command(self, job: JobSpec, address: str) -> list[str]:
+    def _command(self, job: JobSpec, address: str, *, store_host: bool = False) -> list[str]:
         cmd = [self.options.python, "-m", "torch.distributed.run",
                "--nnodes", job.nodes, "--nproc-per-node", str(job.nproc_per_node),
                "--rdzv-backend", job.rdzv.backend.value,
@@ -289,6 +289,11 @@ class LocalPlatform(Platform):
         if self.network is not None:
             cmd += ["--local-addr", address]
         conf = job.rdzv.conf()
+        if job.rdzv.backend is RdzvBackend.C10D:
+            # Say who hosts the store, as a PyTorchJob does for worker-0: torch's own
+            # guess compares the endpoint with the host name's addresses, which in a
+            # node's network namespace are not the node's address.
+            conf["is_host"] = "1" if store_host else "0"
         if conf:
             cmd += ["--rdzv-conf", ",".join(f"{k}={v}" for k, v in conf.items())]
         if job.monitor_interval is not None:
@@ -309,7 +314,8 @@ class LocalPlatform(Platform):
             tag = f"{job.run_id}/{name}"
             log_path = self.logs_dir / f"{name}.log"
             rec_address, relay, imds = self._node_network(name)
-            if not self._nodes:
+            store_host = not self._nodes
+            if store_host:
                 self._c10d_host = rec_address  # the first node hosts a c10d store
             env = dict(os.environ)
             env.update(job.node_env())
@@ -319,7 +325,7 @@ class LocalPlatform(Platform):
                         "AWS_EC2_METADATA_SERVICE_ENDPOINT": imds.endpoint})
             if self.network is not None:
                 env.update({"GLOO_SOCKET_IFNAME": "eth0", "NCCL_SOCKET_IFNAME": "eth0"})
-            cmd = self._command(job, rec_address)
+            cmd = self._command(job, rec_address, store_host=store_host)
             if self.network is not None:
                 cmd = self.network.wrap(name, cmd)
             if self.cgroups is not None:  # outermost: `ip netns exec` remounts /sys without the cgroups
