@@ -44,6 +44,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--only", metavar="PATTERN",
                    help="only the recovery cases matching PATTERN (fnmatch, e.g. 'c10d/*/partition')")
     p.add_argument("--merge", action="store_true", help="with --only: update those cases in OUT/results.json")
+    p.add_argument("--render", action="store_true",
+                   help="measure nothing: re-render OUT/RESULTS.md and the plot from OUT/results.json")
     p.add_argument("--out", type=Path, default=HERE, help="where results.json and RESULTS.md go")
     p.add_argument("--runs", type=Path, help="where the runs' report folders go (default: a temp dir)")
     args = p.parse_args(argv)
@@ -92,6 +94,8 @@ def measure_rest(args: argparse.Namespace, runs: Path, run_dirs: list[Path], res
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.render:
+        return render(args.out)
     terminate_cleanly()  # `kill PID` stops the case at hand and everything it started
     reps = args.reps or (2 if args.quick else 5)
     began = time.monotonic()
@@ -121,6 +125,21 @@ def main(argv: list[str] | None = None) -> int:
     else:
         results["wall_s"] = wall
     write(args.out, results, say)
+    return 0
+
+
+def render(out: Path) -> int:
+    path = out / "results.json"
+    try:
+        results = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        print(f"bench: cannot read {path}: {e}; run `make bench` to measure", file=sys.stderr)
+        return 2
+    # findings are derived from the figures, so a newer bench explains old figures too
+    results["findings"] = recovery_findings(results)
+    if "scale" in results:
+        results["scale_findings"] = scale_findings(results["scale"])
+    write(out, results, say)
     return 0
 
 

@@ -32,6 +32,7 @@ def recovery_findings(results: dict[str, Any]) -> list[str]:
             assert d is not None and f is not None
             out.append(f"{backend}/{fault}: the fast preset recovers in {f:.1f} s vs {d:.1f} s with torch's "
                        f"defaults ({d / f:.1f}x faster)")
+    out += _partition_detection(cases)
     fast_kill = cases.get("etcd-v2/fast/kill-node")
     if fast_kill and floor:
         ratio = fast_kill.get("ratio_to_floor")
@@ -45,6 +46,30 @@ def recovery_findings(results: dict[str, Any]) -> list[str]:
             out.append(f"etcd-v2/fast/kill-node recovers in {ratio}x the floor (target <= {TARGET_RATIO}x): "
                        f"NOT met; beyond the floor's {floor:.1f} s, the {worst} phase costs the most "
                        f"({excess[worst]:.1f} s): " + _why(worst))
+    return out
+
+
+def _partition_detection(cases: dict[str, Any]) -> list[str]:
+    """Where the backends split one partition's recovery differently, say why.
+
+    Detection is the first evidence of the loss anywhere. etcd-v2 keeps each node's
+    keep-alive as an etcd key with a TTL, so its expiry is visible in the store; c10d
+    keeps it inside the TCPStore on a surviving node and only checks it on the next
+    rendezvous, so the first evidence is the survivors' collective timing out.
+    """
+    out: list[str] = []
+    for preset in ("default", "fast"):
+        etcd, c10d = cases.get(f"etcd-v2/{preset}/partition"), cases.get(f"c10d/{preset}/partition")
+        if not (etcd and c10d):
+            continue
+        de, dc = _median(etcd, "detect"), _median(c10d, "detect")
+        re_, rc = _median(etcd, "recovery_s"), _median(c10d, "recovery_s")
+        if de is None or dc is None or re_ is None or rc is None or abs(dc - de) < 2.0:
+            continue
+        out.append(f"{preset}/partition: detect {de:.1f} s on etcd-v2 vs {dc:.1f} s on c10d (recovery "
+                   f"{re_:.1f} s vs {rc:.1f} s). etcd-v2's keep-alive expiry is visible in etcd; c10d's "
+                   "lives in the store on a survivor and is only checked at the next rendezvous, so the "
+                   "first evidence there is the collective timing out (the trainer's --pg-timeout)")
     return out
 
 

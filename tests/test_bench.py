@@ -45,6 +45,26 @@ def test_a_met_target_says_so():
     assert any(f.endswith(": met") for f in recovery_findings(results))
 
 
+def test_partition_findings_explain_where_the_backends_detect_differently():
+    results = json.loads(json.dumps(RESULTS))
+    results["recovery"]["etcd-v2/default/partition"] = case(15.0, 75.0, 3.0, 1.0, 93.0, 40.0)
+    results["recovery"]["c10d/default/partition"] = case(60.0, 30.0, 3.0, 1.0, 93.0, 40.0)
+    (found,) = [f for f in recovery_findings(results) if f.startswith("default/partition")]
+    assert "detect 15.0 s on etcd-v2 vs 60.0 s on c10d" in found and "--pg-timeout" in found
+    results["recovery"]["c10d/default/partition"] = case(15.5, 75.0, 3.0, 1.0, 93.0, 40.0)
+    assert not [f for f in recovery_findings(results) if f.startswith("default/partition")]
+
+
+def test_render_recomputes_findings_from_results_json(tmp_path, capsys):
+    from bench.__main__ import main
+    assert main(["--render", "--out", str(tmp_path)]) == 2
+    assert "run `make bench`" in capsys.readouterr().err
+    report.write_json(dict(RESULTS, findings=["stale"]), tmp_path / "results.json")
+    assert main(["--render", "--out", str(tmp_path)]) == 0
+    md = (tmp_path / "RESULTS.md").read_text()
+    assert "stale" not in md and "the rendezvous phase dominates" in md
+
+
 def test_scale_findings_name_the_largest_size_and_failures():
     found = scale_findings([{"nodes": 2, "ok": True, "formation_s": 20.0, "recovery_s": 9.0, "memory_per_node_mb": 500},
                             {"nodes": 8, "ok": True, "formation_s": 50.0, "recovery_s": 14.0,
