@@ -26,8 +26,8 @@ from chaos.signals import terminate_cleanly
 HERE = Path(__file__).parent
 
 FIDELITY_NOTE = ("recovery_s, regain_s, lost_steps and resumed_from_step come from the trainer's own stamps "
-                 "live as well, so they agree exactly; the rendezvous and detect figures differ by how much "
-                 "earlier or later the etcd watch saw the event than the agents logged it.")
+                 "live as well, so they agree exactly; rendezvous_s differs by how much earlier or later the "
+                 "etcd watch saw the round complete than the agents logged it.")
 
 
 def say(text: str) -> None:

@@ -6,6 +6,12 @@ from the node log files, plus the fault's own timestamp — and compared with
 the live report. Live, the rendezvous is observed through an etcd watch
 (stamped on arrival); offline, by the agents' own "Rendezvous complete"
 stamps. The worst absolute error per metric is reported.
+
+One kind of evidence has no stamp at the source: a rendezvous state change seen
+in etcd (an etcd-v2 keep-alive key expiring after a partition). etcd stamps no
+time on it, and no agent logs it, so a detection that came from the store is
+not an error against a later agent line: it is reported apart, as how far the
+store led the agents' own word (``store_detections``).
 """
 from __future__ import annotations
 
@@ -13,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chaos.analysis import analyze_fault
+from chaos.analysis import analyze_fault, first_detection
 from chaos.events import Event, read_events
 from chaos.watchers.logs import _AgentParser, parse_progress
 
@@ -33,9 +39,10 @@ def source_events(run_dir: Path) -> list[Event]:
     return events
 
 
-def compare_run(run_dir: Path) -> dict[str, float]:
+def compare_run(run_dir: Path, store_leads: list[float] | None = None) -> dict[str, float]:
     report = json.loads((run_dir / "report.json").read_text())
     truth_events = source_events(run_dir)
+    live_events = read_events(run_dir / "timeline.jsonl")
     worst: dict[str, float] = {}
     faults = report.get("faults", [])
     for i, fault in enumerate(faults):
@@ -43,8 +50,14 @@ def compare_run(run_dir: Path) -> dict[str, float]:
         truth = analyze_fault(truth_events, kind=fault["kind"], target=fault["target"],
                               injected_at=fault["injected_at"], until=until)
         live = fault["metrics"]
+        seen = first_detection(live_events, fault["injected_at"], fault["target"])
+        store_side = seen is not None and seen.source == "rendezvous"
         for metric in METRICS:
             a, b = live.get(metric), getattr(truth, metric)
+            if metric == "detect_s" and store_side:
+                if store_leads is not None and a is not None and b is not None:
+                    store_leads.append(float(b) - float(a))
+                continue
             if a is None or b is None:
                 continue
             worst[metric] = max(worst.get(metric, 0.0), abs(float(a) - float(b)))
@@ -53,12 +66,16 @@ def compare_run(run_dir: Path) -> dict[str, float]:
 
 def fidelity(run_dirs: list[Path]) -> dict[str, Any]:
     worst: dict[str, float] = {}
+    leads: list[float] = []
     compared = 0
     for d in run_dirs:
         if not (d / "report.json").exists():
             continue
         compared += 1
-        for metric, err in compare_run(d).items():
+        for metric, err in compare_run(d, leads).items():
             worst[metric] = max(worst.get(metric, 0.0), err)
     return {"runs": compared, "worst_abs_error": {k: round(v, 3) for k, v in worst.items()},
+            "store_detections": {"faults": len(leads),
+                                 "max_lead_s": round(max(leads), 3) if leads else None,
+                                 "median_lead_s": round(sorted(leads)[len(leads) // 2], 3) if leads else None},
             "ground_truth": "trainer and agent log stamps read from node logs; fault records"}

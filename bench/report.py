@@ -116,5 +116,14 @@ def write_markdown(results: dict[str, Any], path: Path, plot_name: str | None) -
         lines += ["## Fidelity", "", f"Ground truth: {fid.get('ground_truth')}; {fid.get('runs')} runs compared.", "",
                   "| metric | worst absolute error |", "|---|---|"]
         lines += [f"| {k} | {v} |" for k, v in (fid.get("worst_abs_error") or {}).items()]
+        sd = fid.get("store_detections") or {}
+        if sd.get("faults"):
+            lines += ["", f"- detect_s of {sd['faults']} faults came from the store (a rendezvous state change "
+                          "seen in etcd, e.g. a keep-alive expiring), which has no stamp at the source; they are "
+                          f"not in the table. The store led the agents' own first line by {sd['median_lead_s']} s "
+                          f"(median), {sd['max_lead_s']} s at most: after a partition the keep-alive expires "
+                          "long before the survivors' collective times out."]
         lines += ["", fid.get("note", ""), ""]
+        if fid.get("recomputed"):
+            lines += [f"Recomputed {fid['recomputed']}.", ""]
     path.write_text("\n".join(lines) + "\n")

@@ -123,6 +123,14 @@ def _brief(data: dict[str, Any], limit: int = 140) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def first_detection(events: Iterable[Event], f: float, target: str | None) -> Event | None:
+    """The first sign after ``f`` that the survivors noticed: an agent on another node
+    saw a worker fail or restarted, or the rendezvous state changed in the store."""
+    return _first(events, f, lambda e: (e.source == "agent" and e.kind in _DETECT_AGENT_KINDS
+                                        and e.node != target)
+                  or (e.source == "rendezvous" and e.kind == "state"))
+
+
 def _first(events: Iterable[Event], after: float, pred: Any) -> Event | None:
     for ev in events:
         if ev.t > after and pred(ev):
@@ -151,9 +159,7 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
     else:
         rec.missing.append("no step completed before the fault (no steady state)")
 
-    detect = _first(events, f, lambda e: (e.source == "agent" and e.kind in _DETECT_AGENT_KINDS
-                                          and e.node != target)
-                    or (e.source == "rendezvous" and e.kind == "state"))
+    detect = first_detection(events, f, target)
     rdzv = _first(events, f, lambda e: e.source == "rendezvous" and e.kind == "round_complete")
     if rdzv is None:  # no etcd watcher (c10d): fall back to the agents' own word
         rdzv = _first(events, f, lambda e: e.source == "agent" and e.kind == "rendezvous_complete"

@@ -85,3 +85,32 @@ def test_results_files_are_written(tmp_path):
     md = (tmp_path / "RESULTS.md").read_text()
     assert "| etcd-v2/fast/kill-node | 0.5 | 3.0 | 6.5 | 1.0 | 10.0 | 1.67 | 10.0 | 1 |" in md
     assert "skipped: network namespaces need root" in md
+
+
+def test_fidelity_compares_with_the_agents_own_stamps_and_keeps_store_detections_apart(tmp_path):
+    """On a committed real run; then the same run as if etcd had shown the loss first."""
+    import shutil
+    from pathlib import Path
+
+    from bench import fidelity
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "runs" / "kill-node-shrink", run)
+    exact = fidelity.fidelity([run])
+    assert exact["worst_abs_error"]["detect_s"] < 0.01 and exact["store_detections"]["faults"] == 0
+
+    report_path = run / "report.json"
+    data = json.loads(report_path.read_text())
+    fault = data["faults"][0]
+    agents_said = fault["metrics"]["detect_s"]
+    seen = fault["injected_at"] + 0.2  # a keep-alive expiry seen in etcd before any agent logged a failure
+    lines = (run / "timeline.jsonl").read_text().splitlines()
+    lines.append(json.dumps({"t": seen, "source": "rendezvous", "kind": "state", "node": None,
+                             "data": {"round": 0, "complete": True, "closed": False}}))
+    lines.sort(key=lambda line: json.loads(line)["t"])  # the timeline is in arrival order
+    (run / "timeline.jsonl").write_text("\n".join(lines) + "\n")
+    fault["metrics"]["detect_s"] = 0.2
+    report_path.write_text(json.dumps(data))
+    apart = fidelity.fidelity([run])
+    assert "detect_s" not in apart["worst_abs_error"]
+    assert apart["store_detections"]["faults"] == 1
+    assert abs(apart["store_detections"]["max_lead_s"] - (agents_said - 0.2)) < 0.01
