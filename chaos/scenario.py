@@ -167,6 +167,9 @@ class ChaosRun:
         if self._closed:
             return
         self._closed = True
+        # what the nodes print from here on (workers failing as their peers stop) is
+        # the toolkit tearing the job down, not the job's behaviour: say so first
+        self.phase("teardown")
         errors: list[str] = []
         for applied in list(self._applied):
             try:
