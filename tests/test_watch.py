@@ -156,16 +156,20 @@ def test_watch_records_rounds_and_an_observed_loss_without_writing_to_etcd(etcd,
 
 def test_ctrl_c_stops_the_watch_cleanly_and_keeps_the_recording(etcd, tmp_path):
     record = tmp_path / "rec"
+    # Ctrl-C at a terminal: a suite started in the background (`.ci/run &`) inherits
+    # SIGINT ignored, which Python then keeps; give the watch a terminal's disposition
     proc = subprocess.Popen(cli("watch", "--etcd", etcd.endpoint, "--run-id", RUN_ID, "--record", str(record)),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_until_watching(record)
-        proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    with proc:  # closes the pipes whatever happens
+        try:
+            wait_until_watching(record)
+            proc.send_signal(signal.SIGINT)
+            stdout, stderr = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
     assert proc.returncode == 0, stderr
     assert "Traceback" not in stderr
     assert "phase: finished (interrupted=True)" in stderr
