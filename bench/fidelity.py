@@ -19,14 +19,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chaos.analysis import analyze_fault, first_detection
+from bench.stats import summary
+from chaos.analysis import analyze_fault, faults_in, first_detection, window_end
 from chaos.events import Event, read_events
 from chaos.watchers.logs import _AgentParser, parse_progress
 
 METRICS = ("detect_s", "rendezvous_s", "recovery_s", "regain_s", "lost_steps", "resumed_from_step")
 
 
-def source_events(run_dir: Path) -> list[Event]:
+def source_events(run_dir: Path, live_events: list[Event]) -> list[Event]:
     """Events from the node logs and the run's fault/node records only (no watcher)."""
     events: list[Event] = []
     for log in sorted((run_dir / "nodes").glob("*.log")):
@@ -35,18 +36,19 @@ def source_events(run_dir: Path) -> list[Event]:
         for line in log.read_text(errors="replace").splitlines():
             ev = parse_progress(line, node)
             events.extend([ev] if ev is not None else parser.feed(line))
-    events += [e for e in read_events(run_dir / "timeline.jsonl") if e.source in ("fault", "node")]
+    events += [e for e in live_events if e.source in ("fault", "node")]
     return events
 
 
 def compare_run(run_dir: Path, store_leads: list[float] | None = None) -> dict[str, float]:
     report = json.loads((run_dir / "report.json").read_text())
-    truth_events = source_events(run_dir)
-    live_events = read_events(run_dir / "timeline.jsonl")
+    live_events = list(read_events(run_dir / "timeline.jsonl"))
+    truth_events = source_events(run_dir, live_events)
+    # the same recovery windows as the live report: a cascade stays in its fault's window
+    marks = [(e.t, "trigger" in e.data) for e in faults_in(live_events)]
     worst: dict[str, float] = {}
-    faults = report.get("faults", [])
-    for i, fault in enumerate(faults):
-        until = faults[i + 1]["injected_at"] if i + 1 < len(faults) else None
+    for fault in report.get("faults", []):
+        until = window_end(fault["injected_at"], marks)
         truth = analyze_fault(truth_events, kind=fault["kind"], target=fault["target"],
                               injected_at=fault["injected_at"], until=until)
         live = fault["metrics"]
@@ -74,8 +76,7 @@ def fidelity(run_dirs: list[Path]) -> dict[str, Any]:
         compared += 1
         for metric, err in compare_run(d, leads).items():
             worst[metric] = max(worst.get(metric, 0.0), err)
+    lead = summary(leads)
     return {"runs": compared, "worst_abs_error": {k: round(v, 3) for k, v in worst.items()},
-            "store_detections": {"faults": len(leads),
-                                 "max_lead_s": round(max(leads), 3) if leads else None,
-                                 "median_lead_s": round(sorted(leads)[len(leads) // 2], 3) if leads else None},
+            "store_detections": {"faults": len(leads), "max_lead_s": lead["max"], "median_lead_s": lead["median"]},
             "ground_truth": "trainer and agent log stamps read from node logs; fault records"}
