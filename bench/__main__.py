@@ -73,7 +73,6 @@ def measure_recovery(args: argparse.Namespace, reps: int, runs: Path, floor_s: f
         case_result["floor_s"] = floor_s  # the floor this case's ratio was taken against
         results["recovery"][case.key] = case_result
         run_dirs.append(runs / case.key.replace("/", "_"))
-    results["findings"] = recovery_findings(results)
     return run_dirs
 
 
@@ -81,7 +80,6 @@ def measure_rest(args: argparse.Namespace, runs: Path, run_dirs: list[Path], res
     sizes = [int(s) for s in (args.sizes or ("2" if args.quick else "2,4,8,16")).split(",")]
     say(f"scale: {sizes}")
     results["scale"] = [scale.run_size(n, runs, say) for n in sizes]
-    results["scale_findings"] = scale_findings(results["scale"])
     integrity_reps = args.integrity_reps or (2 if args.quick else 20)
     say(f"checkpoint integrity: {integrity_reps} kills during checkpoint writes")
     results["integrity"] = integrity.kill_during_checkpoint(integrity_reps, runs, say)
@@ -135,15 +133,16 @@ def render(out: Path) -> int:
     except (OSError, ValueError) as e:
         print(f"bench: cannot read {path}: {e}; run `make bench` to measure", file=sys.stderr)
         return 2
-    # findings are derived from the figures, so a newer bench explains old figures too
-    results["findings"] = recovery_findings(results)
-    if "scale" in results:
-        results["scale_findings"] = scale_findings(results["scale"])
     write(out, results, say)
     return 0
 
 
 def write(out: Path, results: dict[str, Any], say: Callable[[str], None]) -> None:
+    # findings are derived from the figures here, for every path (a measurement, a
+    # merge, --render), so a newer bench explains older figures too
+    results["findings"] = recovery_findings(results)
+    if "scale" in results:
+        results["scale_findings"] = scale_findings(results["scale"])
     out.mkdir(parents=True, exist_ok=True)
     plot_name = "recovery.png" if report.plot(results, out / "recovery.png") else None
     report.write_json(results, out / "results.json")
