@@ -167,12 +167,13 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
     resumed = _first(events, f, lambda e: e.source == "checkpoint" and e.kind == "loaded")
     first_new = _first(steps, f, new_gen)
     regain = _first(steps, f, lambda e: new_gen(e) and int(e.data["step"]) > (rec.pre_step or 0))
-    if until is not None:  # the next fault came first: what follows it is that fault's recovery
+    # ``until``: the next independent fault (a cascade fired by a trigger does not
+    # end the window: see window_end); what follows it is that fault's recovery
+    if until is not None:
         detect, rdzv, resumed, first_new, regain = (
             m if m is not None and m.t <= until else None for m in (detect, rdzv, resumed, first_new, regain))
         if regain is None:
             rec.missing.append("the next fault came before this one's recovery completed")
-    # a cascade (a triggered fault) inside the window is part of this recovery
 
     rec.detect_s = _since(f, detect, "no survivor noticed the fault", rec)
     rec.rendezvous_s = _since(f, rdzv, "no rendezvous round completed after the fault", rec)

@@ -122,8 +122,8 @@ class ChaosRun:
         self.report_dir = report_dir.resolve()  # nodes run with another cwd: paths must be absolute
         self.report_dir.mkdir(parents=True, exist_ok=True)
         self.scenario = scenario
-        self.timeline = Timeline(report_dir / "timeline.jsonl")
-        self.platform: Platform = create_platform(platform, self.timeline, report_dir,
+        self.timeline = Timeline(self.report_dir / "timeline.jsonl")
+        self.platform: Platform = create_platform(platform, self.timeline, self.report_dir,
                                                   **(platform_options or {}))
         self.job: JobSpec | None = None
         self.faults: list[FaultRecord] = []
