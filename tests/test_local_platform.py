@@ -30,7 +30,6 @@ time.sleep(300)
 """
 
 
-
 def wait_until(pred, timeout: float = 60.0, what: str = "condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

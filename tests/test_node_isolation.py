@@ -91,10 +91,6 @@ def cgroups():
     groups.remove()
 
 
-def state(pid: int) -> str:
-    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
-
-
 def test_a_cgroup_freezes_and_kills_a_whole_process_tree(cgroups):
     tree = "import subprocess,sys,time; subprocess.Popen([sys.executable,'-c','import time; time.sleep(60)'], " \
            "start_new_session=True); time.sleep(60)"
