@@ -9,6 +9,12 @@ after r — and then every position of each epoch must appear exactly once:
 positions seen twice are duplicates, positions skipped below the furthest
 one consumed are gaps. A naive ``DistributedSampler`` restart after a resize
 fails this; the reference elastic sampler passes it.
+
+The account is also taken while the job runs, and each node's events arrive
+through its own follower, so one rank's latest steps can be on the timeline
+before another's. A step is *settled* once every rank of its world has
+reported it; gaps are only looked for below what settled steps consumed, so a
+rank whose report is still in flight is not mistaken for a skipped sample.
 """
 from __future__ import annotations
 
@@ -53,6 +59,7 @@ class SampleAccount:
 def account_samples(events: Iterable[Event]) -> SampleAccount:
     """Rebuild the committed history from ``events`` and check exactly-once per epoch."""
     history: dict[int, dict[int, tuple[int, list[list[int]]]]] = {}  # step -> rank -> (epoch, ranges)
+    world: dict[int, int] = {}  # step -> world size its ranks reported
     account = SampleAccount()
     epoch_size: int | None = None
     for e in sorted(events, key=lambda ev: ev.t):
@@ -62,27 +69,40 @@ def account_samples(events: Iterable[Event]) -> SampleAccount:
             account.rolled_back_steps += sum(len(history[s]) for s in doomed)
             for s in doomed:
                 del history[s]
+                world.pop(s, None)
         elif e.source == "progress" and e.kind == "step" and "samples" in e.data:
             account.accounted = True
             if e.data.get("epoch_size") is not None:
                 epoch_size = int(e.data["epoch_size"])
             rank = int(e.data.get("rank", 0))
             ranges = [list(r) for r in e.data["samples"]]
-            history.setdefault(int(e.data["step"]), {})[rank] = (int(e.data.get("epoch", 0)), ranges)
+            n = int(e.data["step"])
+            history.setdefault(n, {})[rank] = (int(e.data.get("epoch", 0)), ranges)
+            if e.data.get("world_size") is not None:
+                world[n] = max(world.get(n, 0), int(e.data["world_size"]))
     account.committed_steps = len(history)
     counts: dict[int, Counter[int]] = {}
-    for ranks in history.values():
+    frontier: dict[int, int] = {}  # epoch -> furthest position a settled step consumed
+    settled_epochs: set[int] = set()
+    for n, ranks in history.items():
+        settled = len(ranks) >= world.get(n, len(ranks))
         for epoch, ranges in ranks.values():
             c = counts.setdefault(epoch, Counter())
             for start, stop in ranges:
                 c.update(range(int(start), int(stop)))
-    last_epoch = max(counts, default=0)
+                if settled and int(stop) > int(start):
+                    frontier[epoch] = max(frontier.get(epoch, -1), int(stop) - 1)
+            if settled:
+                settled_epochs.add(epoch)
+    last_settled_epoch = max(settled_epochs, default=-1)
     for epoch in sorted(counts):
         c = counts[epoch]
         account.samples += sum(c.values())
         account.duplicates += [(epoch, p, n) for p, n in sorted(c.items()) if n > 1]
-        # a finished epoch (a later one began) must have covered all of it; the
-        # current one everything below the furthest position consumed so far
-        end = epoch_size if epoch < last_epoch and epoch_size is not None else max(c, default=-1)
+        # a finished epoch (a later one has a settled step) must have covered all
+        # of it; the current one everything below the furthest settled position
+        end = frontier.get(epoch, -1)
+        if epoch < last_settled_epoch and epoch_size is not None:
+            end = epoch_size
         account.gaps += [(epoch, p) for p in range(end) if p not in c]
     return account

@@ -86,3 +86,31 @@ def test_nothing_to_check_without_sample_ranges():
     acc = account_samples(ev)
     assert not acc.accounted and not acc.exactly_once
     assert "could not be checked" in acc.summary()
+
+
+def live_world2(steps: int, lagging_rank_reported: int) -> list[Event]:
+    """World 2, batch 4: rank 0 has reported ``steps`` steps, rank 1 only the first
+    ``lagging_rank_reported`` (its follower has not caught up yet)."""
+    ev = [loaded(0, 0)]
+    for s in range(1, steps + 1):
+        base = (s - 1) * 8
+        for rank in (0, 1):
+            if rank == 1 and s > lagging_rank_reported:
+                continue
+            e = step(float(s), s, rank, [[base + 4 * rank, base + 4 * rank + 4]])
+            e.data["world_size"] = 2
+            ev.append(e)
+    return ev
+
+
+def test_a_rank_whose_latest_steps_are_still_in_flight_is_not_a_gap():
+    # a live account: rank 1's last three steps have not reached the timeline yet
+    acc = account_samples(live_world2(steps=10, lagging_rank_reported=7))
+    assert acc.exactly_once, acc.summary()
+
+
+def test_a_step_every_rank_reported_still_exposes_a_skipped_sample():
+    ev = live_world2(steps=10, lagging_rank_reported=10)
+    ev[5].data["samples"] = [[16, 18]]             # rank 0 of step 3 skipped positions 18..19 ...
+    acc = account_samples(ev)                      # ... and steps after it are settled
+    assert [p for _, p in acc.gaps] == [18, 19]
