@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import summary
-from chaos.analysis import analyze_fault, faults_in, first_detection, window_end
+from chaos.analysis.recovery import analyze_fault, faults_in, first_detection, window_end
 from chaos.events import Event, read_events
 from chaos.watchers.logs import _AgentParser, parse_progress
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import summary
-from chaos.etcd import free_port
+from chaos.platforms.local.etcd import free_port
 
 PREFIX = "ELASTIC_CHAOS "
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from chaos.faults import KillDuringCheckpoint
 from chaos.faults.triggers import checkpoint_started
-from chaos.platforms.local import LocalOptions
-from chaos.scenario import ChaosRun
+from chaos.platforms.local.platform import LocalOptions
+from chaos.runner.run import ChaosRun
 from chaos.spec import JobSpec, preset
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from chaos.events import Timeline
-from chaos.platforms.local import LocalOptions
-from chaos.scenario import ChaosRun
+from chaos.platforms.local.platform import LocalOptions
+from chaos.runner.run import ChaosRun
 from chaos.spec import JobSpec, preset
 
 

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import summary
-from chaos.analysis import PHASES, Recovery
+from chaos.analysis.recovery import PHASES, Recovery
 from chaos.errors import ChaosError
 from chaos.faults import KillNode, Partition, ScaleUp, SpotInterruption
 from chaos.faults.api import Fault
-from chaos.platforms import netns
-from chaos.platforms.local import LocalOptions, NetworkMode
-from chaos.scenario import ChaosRun
+from chaos.platforms.local import netns
+from chaos.platforms.local.platform import LocalOptions, NetworkMode
+from chaos.runner.run import ChaosRun
 from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec, preset
 
 log = logging.getLogger(__name__)

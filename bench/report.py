@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chaos.analysis import PHASES
+from chaos.analysis.recovery import PHASES
 from chaos.spec import PRESETS
 
 

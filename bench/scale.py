@@ -16,8 +16,8 @@ from typing import Any
 
 from chaos.errors import ChaosError
 from chaos.faults import KillNode
-from chaos.platforms.local import LocalOptions, LocalPlatform
-from chaos.scenario import ChaosRun
+from chaos.platforms.local.platform import LocalOptions, LocalPlatform
+from chaos.runner.run import ChaosRun
 from chaos.spec import JobSpec, preset
 
 

@@ -13,7 +13,7 @@ The public front: start a job, inject faults, read what recovery cost::
 """
 from __future__ import annotations
 
-from chaos.analysis import Recovery
+from chaos.analysis.recovery import Recovery
 from chaos.errors import (
     ChaosError,
     EtcdError,
@@ -25,7 +25,7 @@ from chaos.errors import (
 )
 from chaos.events import Event, Timeline
 from chaos.faults import FAULTS, Fault, FaultPlan, FaultRecord, KillNode
-from chaos.scenario import ChaosRun, JobFailed, Verdict
+from chaos.runner.run import ChaosRun, JobFailed, Verdict
 from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
 
 __all__ = [

@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from chaos.scenario import ChaosRun, Verdict
+from chaos.runner.run import ChaosRun, Verdict
 from chaos.spec import JobSpec, Observation, RdzvBackend, RendezvousSpec, preset
 
 MARKERS = {
@@ -98,7 +98,7 @@ def pytest_runtest_makereport(item: pytest.Item,
 def pytest_assertrepr_compare(config: pytest.Config, op: str, left: object, right: object) -> list[str] | None:
     """``assert recovery.lost_steps <= 20`` failing shows what the metric was measured
     from: the timeline slice around that fault."""
-    from chaos.analysis import Measured, MeasuredInt
+    from chaos.analysis.recovery import Measured, MeasuredInt
     measured = next((v for v in (left, right) if isinstance(v, (Measured, MeasuredInt))), None)
     if measured is None or measured.recovery is None:
         return None
@@ -194,13 +194,13 @@ def split_job_options(options: dict[str, Any]) -> tuple[JobSpec, dict[str, Any]]
 def _platform_options(platform: str, options: dict[str, Any], etcd_binary: str | None,
                       config: pytest.Config | None = None) -> dict[str, Any]:
     if platform in ("kubernetes", "kind"):
-        from chaos.platforms.k8s_options import platform_options
+        from chaos.platforms.kubernetes.options import platform_options
         flags = {"kubeconfig": "--kubeconfig", "context": "--kube-context", "namespace": "--k8s-namespace",
                  "job_kind": "--job-kind", "image": "--trainer-image"}
         defaults = {k: config.getoption(flag) for k, flag in flags.items()} if config is not None else {}
         return platform_options(platform, options, **defaults)
     if platform == "local":
-        from chaos.platforms.local import LocalOptions
+        from chaos.platforms.local.platform import LocalOptions
         known = {f.name for f in fields(LocalOptions)}
         unknown = set(options) - known
         if unknown:

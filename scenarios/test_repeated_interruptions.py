@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from scenario_settings import CHECKPOINT_EVERY, STEADY
 
-from chaos.analysis import analyze
+from chaos.analysis.recovery import analyze
 from chaos.faults import KillNode
 
 pytestmark = [pytest.mark.slow, pytest.mark.platforms("local")]

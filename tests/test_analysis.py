@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.analysis import analyze, analyze_fault
+from chaos.analysis.recovery import analyze, analyze_fault
 from chaos.events import Event
 
 F = 100.0  # the fault's time in every timeline below

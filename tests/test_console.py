@@ -4,8 +4,8 @@ from __future__ import annotations
 import io
 import time
 
-from chaos.console import ConsoleProgress
 from chaos.events import Timeline
+from chaos.reporting.live_console import ConsoleProgress
 
 
 def step(tl: Timeline, n: int, ws: int = 2) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from chaos.errors import EtcdError
-from chaos.etcd import EtcdServer, check_supported, find_binary
-from chaos.platforms.procs import is_running
+from chaos.platforms.local.etcd import EtcdServer, check_supported, find_binary
+from chaos.platforms.local.procs import is_running
 
 
 def test_starts_serving_the_v2_api_on_loopback_and_stops_by_pid(tmp_path):

@@ -1,7 +1,7 @@
 """Why a job is gone, from the evidence on its timeline."""
 from __future__ import annotations
 
-from chaos.analysis import analyze_fault, job_outcome
+from chaos.analysis.recovery import analyze_fault, job_outcome
 from chaos.events import Event
 from chaos.spec import JobSpec
 

@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from chaos.errors import SpecError
-from chaos.platforms import k8s_manifests as m
+from chaos.platforms.kubernetes import manifests as m
 from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from chaos.errors import PlatformError
-from chaos.platforms.k8s_portforward import PortForward
+from chaos.platforms.kubernetes.portforward import PortForward
 
 
 def stand_in(tmp_path: Path, body: str) -> str:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from chaos.platforms import k8s_manifests as m
-from chaos.platforms.kind import KindOptions
+from chaos.platforms.kubernetes import manifests as m
+from chaos.platforms.kubernetes.kind import KindOptions
 
 KIND = Path(__file__).resolve().parents[1] / "kind"
 

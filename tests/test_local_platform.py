@@ -13,10 +13,10 @@ import pytest
 
 from chaos.errors import InjectionFailed
 from chaos.events import Timeline
-from chaos.platforms import procs
 from chaos.platforms.api import NodeState
-from chaos.platforms.local import LocalOptions, LocalPlatform
-from chaos.platforms.procs import is_running
+from chaos.platforms.local import procs
+from chaos.platforms.local.platform import LocalOptions, LocalPlatform
+from chaos.platforms.local.procs import is_running
 from chaos.spec import JobSpec
 
 pytestmark = pytest.mark.slow

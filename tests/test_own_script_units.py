@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from chaos.analysis import analyze_fault
+from chaos.analysis.observation import checks, summarize
+from chaos.analysis.recovery import analyze_fault
 from chaos.cli.script_options import split_script
 from chaos.errors import SpecError
-from chaos.etcd import free_port
 from chaos.events import Event, Timeline
-from chaos.observation import checks, summarize
+from chaos.platforms.local.etcd import free_port
 from chaos.pytest_plugin import split_job_options
 from chaos.spec import JobSpec, Observation, locate_script
 from chaos.watchers.checkpoints import CheckpointWatcher
@@ -290,7 +290,7 @@ def test_the_integration_guide_shows_the_diff_of_the_two_example_scripts():
 
 
 def test_a_node_log_tail_leaves_out_torchruns_own_closing_words():
-    from chaos.observation import script_output
+    from chaos.analysis.observation import script_output
     log = ["I1122 14:17:05.1 31452 torch/x.py:1] Starting worker group", "loading shards",
            "Traceback (most recent call last):", '  File "train.py", line 4, in <module>',
            "FileNotFoundError: shard-0", "E1122 14:17:11.2 31452 api.py:1002] failed (exitcode: 1)",

@@ -1,8 +1,8 @@
-"""Exactly-once accounting of the committed history (chaos.samples)."""
+"""Exactly-once accounting of the committed history (chaos.analysis.samples)."""
 from __future__ import annotations
 
+from chaos.analysis.samples import account_samples
 from chaos.events import Event
-from chaos.samples import account_samples
 
 
 def step(t: float, n: int, rank: int, ranges: list[list[int]], epoch: int = 0) -> Event:

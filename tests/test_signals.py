@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from chaos.platforms.procs import is_running
+from chaos.platforms.local.procs import is_running
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from chaos.platforms.imds import INSTANCE_ACTION_PATH, TOKEN_PATH, MetadataStandIn
+from chaos.platforms.local.imds import INSTANCE_ACTION_PATH, TOKEN_PATH, MetadataStandIn
 from trainer.spot_notice import SpotNoticeWatcher
 
 

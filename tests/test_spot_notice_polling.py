@@ -1,6 +1,6 @@
 """The trainer's notice poller as it runs in training: a background thread, the endpoint from
 AWS_EC2_METADATA_SERVICE_ENDPOINT, a fresh IMDSv2 token after a 401 (all against the real
-loopback stand-in, chaos.platforms.imds)."""
+loopback stand-in, chaos.platforms.local.imds)."""
 from __future__ import annotations
 
 import threading
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from chaos.platforms.imds import TOKEN_PATH, MetadataStandIn
+from chaos.platforms.local.imds import TOKEN_PATH, MetadataStandIn
 from trainer.spot_notice import ENDPOINT_VAR, SpotNoticeWatcher
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.etcd import EtcdServer, free_port
+from chaos.platforms.local.etcd import EtcdServer, free_port
 
 RUN_ID = "watched-job"
 
@@ -196,7 +196,7 @@ def test_bad_watch_options_are_usage_errors(args, message):
 def test_the_live_view_keeps_a_status_line_on_a_tty(etcd):
     import io
 
-    from chaos.live import WatchOptions, watch
+    from chaos.runner.watch import WatchOptions, watch
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

@@ -42,7 +42,7 @@ def register(sub: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     from chaos.cli.gameday_setup import AUDIT_FILE, JOURNAL_FILE
     from chaos.gameday.cleanup import describe, replay
-    from chaos.platforms.aws_guard import AuditLog, CleanupJournal, Guard
+    from chaos.platforms.aws.guard import AuditLog, CleanupJournal, Guard
     run_id = f"cleanup-{time.strftime('%Y%m%d-%H%M%S')}"
     journal = CleanupJournal(args.state_dir / JOURNAL_FILE, run_id)
     pending = journal.pending()
@@ -61,12 +61,12 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _aws(args: argparse.Namespace) -> Any:
-    from chaos.platforms.aws import make_clients
+    from chaos.platforms.aws.clients import make_clients
     return make_clients(region=args.region, endpoint_url=args.endpoint_url, profile=args.profile)
 
 
 def _core(args: argparse.Namespace) -> Any:
     from kubernetes import client
 
-    from chaos.live_k8s import custom_objects_api  # the same credential rules as watch
+    from chaos.platforms.kubernetes.discover import custom_objects_api  # the same credential rules as watch
     return client.CoreV1Api(custom_objects_api(args.kubeconfig, args.kube_context).api_client)

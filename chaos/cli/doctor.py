@@ -33,7 +33,7 @@ def _check_python_etcd() -> str:
 
 
 def _check_etcd(binary: str | None) -> str:
-    from chaos.etcd import check_supported, find_binary
+    from chaos.platforms.local.etcd import check_supported, find_binary
     path = find_binary(binary)
     version = ".".join(map(str, check_supported(path)))
     return f"etcd {version} at {path} (v2 API available with --enable-v2)"

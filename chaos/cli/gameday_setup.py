@@ -19,9 +19,9 @@ from chaos.events import Timeline
 from chaos.gameday.runner import GamedayOptions, make_fault
 from chaos.gameday.stops import pods_failed
 from chaos.platforms.api import Platform
-from chaos.platforms.aws import make_clients
-from chaos.platforms.aws_guard import AuditLog, CleanupJournal, Guard, SafetyLimits
-from chaos.platforms.aws_targets import AwsSide
+from chaos.platforms.aws.clients import make_clients
+from chaos.platforms.aws.guard import AuditLog, CleanupJournal, Guard, SafetyLimits
+from chaos.platforms.aws.targets import AwsSide
 
 AUDIT_FILE = "audit.jsonl"
 JOURNAL_FILE = "cleanup-journal.jsonl"
@@ -61,7 +61,7 @@ def session(args: argparse.Namespace, tags: dict[str, str]) -> Iterator[tuple[Pl
     if not (args.job or args.selector):
         if args.fault in ("delete-pod", "drain-node"):
             raise SpecError(f"{args.fault} is a Kubernetes fault: name the job with --job (or --selector)")
-        from chaos.platforms.ec2 import Ec2Platform
+        from chaos.platforms.aws.ec2 import Ec2Platform
         yield Ec2Platform(timeline, work, aws_side=side), side, GamedayOptions(**common)
         return
     platform = _eks(args, side, timeline, work)
@@ -77,8 +77,8 @@ def session(args: argparse.Namespace, tags: dict[str, str]) -> Iterator[tuple[Pl
 
 
 def _eks(args: argparse.Namespace, side: AwsSide, timeline: Timeline, work: Any) -> Any:
-    from chaos.platforms.eks import EksOptions, EksPlatform
-    from chaos.platforms.k8s_manifests import KubeSettings
+    from chaos.platforms.aws.eks import EksOptions, EksPlatform
+    from chaos.platforms.kubernetes.manifests import KubeSettings
     options = EksOptions(kubeconfig=args.kubeconfig, context=args.kube_context,
                          settings=KubeSettings(namespace=args.namespace), region=side.clients.region,
                          limits=side.limits, tags=tuple(side.tags.items()), fis_role_arn=side.fis_role_arn,
@@ -89,7 +89,7 @@ def _eks(args: argparse.Namespace, side: AwsSide, timeline: Timeline, work: Any)
 def job_selector(custom: Any, namespace: str, name: str) -> str:
     """The label selector of a job's worker pods: ElasticJob (TorchElastic controller) or
     PyTorchJob (Kubeflow training operator). SpecError when there is no such job."""
-    from chaos.platforms.k8s_watch import api_message, api_status
+    from chaos.platforms.kubernetes.watch import api_message, api_status
     kinds = (("elastic.pytorch.org", "v1alpha1", "elasticjobs", f"job-name={name}"),
              ("kubeflow.org", "v1", "pytorchjobs",
               f"training.kubeflow.org/job-name={name},training.kubeflow.org/replica-type=worker"))

@@ -3,7 +3,7 @@
 For review before a game day, and for GitOps users who apply the job
 themselves: the same objects the kubernetes/kind platforms create (job,
 etcd Deployment + Service, checkpoint claim), rendered by
-chaos.platforms.k8s_manifests. Touches no cluster.
+chaos.platforms.kubernetes.manifests. Touches no cluster.
 """
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def register(sub: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from chaos.platforms import k8s_manifests as m
+    from chaos.platforms.kubernetes import manifests as m
     sys.stdout.write(m.to_yaml(m.render(job_from(args), settings_from(args))))
     return 0
 
@@ -74,8 +74,8 @@ def job_from(args: argparse.Namespace) -> Any:
 def settings_from(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
-    from chaos.platforms import k8s_manifests as m
-    from chaos.platforms.k8s_options import parse_pairs, parse_toleration
+    from chaos.platforms.kubernetes import manifests as m
+    from chaos.platforms.kubernetes.options import parse_pairs, parse_toleration
     kw: dict[str, Any] = {"namespace": args.namespace, "job_kind": m.JobKind(args.job_kind)}
     for name in ("image", "gpus_per_node", "efa_per_node", "cpu", "memory", "shm_size"):
         if getattr(args, name) is not None:

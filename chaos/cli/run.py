@@ -119,7 +119,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def summarize(report_dir: Path) -> int:
-    from chaos.report import render_table
+    from chaos.reporting.report import render_table
     report = json.loads((report_dir / "report.json").read_text())
     print()
     print(render_table(report))

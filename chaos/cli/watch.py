@@ -61,24 +61,24 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _watch_kubernetes(args: argparse.Namespace) -> int:
-    from chaos import live_k8s
+    from chaos.platforms.kubernetes import discover
     if not args.job:
         raise SpecError("--platform kubernetes needs --job NAME (the ElasticJob or PyTorchJob to watch)")
-    rdzv = live_k8s.locate(live_k8s.custom_objects_api(args.kubeconfig, args.kube_context), args.namespace,
+    rdzv = discover.locate(discover.custom_objects_api(args.kubeconfig, args.kube_context), args.namespace,
                            args.job)
     if args.run_id and args.run_id != rdzv.run_id:
         raise SpecError(f"--run-id {args.run_id} contradicts {rdzv.kind} {args.job}'s rendezvous id {rdzv.run_id}")
     print(f"{rdzv.kind} {rdzv.namespace}/{rdzv.name}: rendezvous '{rdzv.run_id}' at {rdzv.host}:{rdzv.port} "
           f"({rdzv.backend})")
-    with live_k8s.etcd_endpoint(rdzv, explicit=args.etcd, kubectl=args.kubectl, kubeconfig=args.kubeconfig,
+    with discover.etcd_endpoint(rdzv, explicit=args.etcd, kubectl=args.kubectl, kubeconfig=args.kubeconfig,
                                 context=args.kube_context, log_dir=args.record) as endpoint:
         return _watch(args, endpoint, rdzv.run_id, "kubernetes")
 
 
 def _watch(args: argparse.Namespace, endpoint: str, run_id: str, platform: str) -> int:
-    from chaos.live import WatchOptions, watch
     from chaos.reporting.load import analyze_faults
     from chaos.reporting.record import watch_verdict
+    from chaos.runner.watch import WatchOptions, watch
     opts = WatchOptions(etcd=endpoint, run_id=run_id, record=args.record, duration_s=args.duration,
                         logs=args.logs, platform=platform)
     if args.record is not None:

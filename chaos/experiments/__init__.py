@@ -17,7 +17,7 @@ from chaos.experiments.losses import (
     worker_crash,
 )
 from chaos.experiments.silent import etcd_outage, freeze, partition, spot_interruption
-from chaos.scenario import ChaosRun
+from chaos.runner.run import ChaosRun
 
 Experiment = Callable[..., ChaosRun]
 

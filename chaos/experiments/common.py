@@ -13,12 +13,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from chaos.analysis import Recovery
-from chaos.console import ConsoleProgress
-from chaos.observation import checks as observation_checks
-from chaos.observation import log_tails
-from chaos.platforms.local import LocalOptions, NetworkMode
-from chaos.scenario import ChaosRun, JobFailed, Verdict
+from chaos.analysis.observation import checks as observation_checks
+from chaos.analysis.observation import log_tails
+from chaos.analysis.recovery import Recovery
+from chaos.platforms.local.platform import LocalOptions, NetworkMode
+from chaos.reporting.live_console import ConsoleProgress
+from chaos.runner.run import ChaosRun, JobFailed, Verdict
 from chaos.spec import JobSpec, Observation, PgBackend, RdzvBackend, RendezvousSpec, preset
 
 

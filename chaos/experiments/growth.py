@@ -1,10 +1,10 @@
 """Experiments where the job grows, or faults keep coming: scale-up and repeated."""
 from __future__ import annotations
 
-from chaos.analysis import analyze
+from chaos.analysis.recovery import analyze
 from chaos.experiments.common import ExperimentOptions, open_run
 from chaos.faults import KillNode, ScaleUp
-from chaos.scenario import ChaosRun, Verdict
+from chaos.runner.run import ChaosRun, Verdict
 
 
 def scale_up(opts: ExperimentOptions, *, scenario: str = "scale-up") -> ChaosRun:

@@ -8,7 +8,7 @@ from chaos.errors import SpecError
 from chaos.experiments.common import ExperimentOptions, check_recovered, open_run, seconds
 from chaos.faults import KillDuringCheckpoint, KillNode, StoreHostLoss, WorkerCrash
 from chaos.faults.triggers import checkpoint_started
-from chaos.scenario import ChaosRun, Verdict
+from chaos.runner.run import ChaosRun, Verdict
 from chaos.spec import RdzvBackend
 
 

@@ -7,7 +7,7 @@ from chaos.faults import EtcdOutage, Freeze, KillNode, Partition, SpotInterrupti
 from chaos.faults.api import Fault, FaultRecord
 from chaos.faults.triggers import during_rendezvous
 from chaos.platforms.api import StoreOutage
-from chaos.scenario import ChaosRun, Verdict
+from chaos.runner.run import ChaosRun, Verdict
 from chaos.spec import JobSpec
 
 SILENT_PG_TIMEOUT_S = 15.0
@@ -47,7 +47,7 @@ def freeze(opts: ExperimentOptions, *, scenario: str = "freeze") -> ChaosRun:
 
 
 def _isolated() -> object:
-    from chaos.platforms.local import NetworkMode
+    from chaos.platforms.local.platform import NetworkMode
     return NetworkMode.ISOLATED
 
 

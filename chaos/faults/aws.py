@@ -27,14 +27,14 @@ from chaos.errors import FaultUnavailable, SpecError
 from chaos.events import Timeline
 from chaos.faults.api import Fault, FaultPlan, FaultRecord
 from chaos.platforms.api import Hit, Platform
-from chaos.platforms.aws import ScalingGroup, alarm_arn
-from chaos.platforms.aws_actions import (
+from chaos.platforms.aws.actions import (
     ExperimentOutcome,
     insufficient_capacity_template,
     iso_duration,
     spot_interruption_template,
 )
-from chaos.platforms.aws_targets import AwsSide, AwsTargetable, Target
+from chaos.platforms.aws.clients import ScalingGroup, alarm_arn
+from chaos.platforms.aws.targets import AwsSide, AwsTargetable, Target
 
 StopCheck = Callable[[], "str | None"]
 

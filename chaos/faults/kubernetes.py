@@ -31,12 +31,12 @@ from chaos.faults.api import Fault, FaultPlan, FaultRecord, pick_victim
 from chaos.platforms.api import Hit, Platform
 
 if TYPE_CHECKING:
-    from chaos.platforms.kind import KindPlatform
-    from chaos.platforms.kubernetes import KubernetesPlatform
+    from chaos.platforms.kubernetes.kind import KindPlatform
+    from chaos.platforms.kubernetes.platform import KubernetesPlatform
 
 
 def _k8s(platform: Platform, kind: str) -> KubernetesPlatform:
-    from chaos.platforms.kubernetes import KubernetesPlatform
+    from chaos.platforms.kubernetes.platform import KubernetesPlatform
     if not isinstance(platform, KubernetesPlatform):
         raise FaultUnavailable(f"{kind} needs a Kubernetes platform (--platform kubernetes or kind); "
                                f"this run uses {platform.name}")
@@ -44,7 +44,7 @@ def _k8s(platform: Platform, kind: str) -> KubernetesPlatform:
 
 
 def _kind(platform: Platform, kind: str) -> KindPlatform:
-    from chaos.platforms.kind import KindPlatform
+    from chaos.platforms.kubernetes.kind import KindPlatform
     if not isinstance(platform, KindPlatform):
         raise FaultUnavailable(f"{kind} stops a kind node's container: it needs --platform kind; "
                                f"this run uses {platform.name}")

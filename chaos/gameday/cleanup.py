@@ -2,7 +2,7 @@
 
 Every rollback a game day owes (stop a FIS experiment, delete a FIS template,
 uncordon a node) is journalled *before* it is owed and closed once done
-(:class:`~chaos.platforms.aws_guard.CleanupJournal`). After a crash, the next
+(:class:`~chaos.platforms.aws.guard.CleanupJournal`). After a crash, the next
 game day -- or ``elastic-chaos cleanup`` -- replays the open entries, newest
 first, each through the Guard (so each is audited). A target that is already
 gone counts as undone. An entry whose undo fails stays open and is reported.
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaos.errors import ChaosError, SetupError
-from chaos.platforms.aws import AwsClients
-from chaos.platforms.aws_actions import AwsActions
-from chaos.platforms.aws_guard import Call, Guard, Undo
+from chaos.platforms.aws.actions import AwsActions
+from chaos.platforms.aws.clients import AwsClients
+from chaos.platforms.aws.guard import Call, Guard, Undo
 
 
 @dataclass(frozen=True)
@@ -60,8 +60,8 @@ def _undo(guard: Guard, undo: Undo, aws: AwsClients | None, core_v1: Any) -> str
     if undo.kind == "uncordon":
         if core_v1 is None:
             raise SetupError(f"{describe(undo)} needs Kubernetes access: pass --kubeconfig/--kube-context")
-        from chaos.platforms.k8s_actions import ClusterActions
-        from chaos.platforms.k8s_watch import api_status
+        from chaos.platforms.kubernetes.actions import ClusterActions
+        from chaos.platforms.kubernetes.watch import api_status
         actions_k8s = ClusterActions(core_v1, "default")
 
         def uncordon() -> str:

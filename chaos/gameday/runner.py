@@ -33,8 +33,8 @@ from chaos.gameday.cleanup import Replayed, describe, replay
 from chaos.gameday.replacement import ReplacementSplit, split
 from chaos.gameday.stops import StopConditions
 from chaos.platforms.api import Platform
-from chaos.platforms.aws_guard import UnsafeOperation, check_blast_radius
-from chaos.platforms.aws_targets import AwsSide
+from chaos.platforms.aws.guard import UnsafeOperation, check_blast_radius
+from chaos.platforms.aws.targets import AwsSide
 from chaos.watchers.replacement import ReplacementWatcher
 
 Print = Callable[[str], None]

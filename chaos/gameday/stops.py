@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 
 from chaos.platforms.api import NodeState, Platform
-from chaos.platforms.aws import alarm_state
-from chaos.platforms.aws_guard import Guard
+from chaos.platforms.aws.clients import alarm_state
+from chaos.platforms.aws.guard import Guard
 
 
 class StopConditions:

@@ -11,10 +11,10 @@ from chaos.events import Timeline
 from chaos.platforms.api import Platform
 
 PLATFORMS: dict[str, tuple[str, str]] = {
-    "local": ("chaos.platforms.local", "LocalPlatform"),
-    "kubernetes": ("chaos.platforms.kubernetes", "KubernetesPlatform"),
-    "kind": ("chaos.platforms.kind", "KindPlatform"),
-    "eks": ("chaos.platforms.eks", "EksPlatform"),
+    "local": ("chaos.platforms.local.platform", "LocalPlatform"),
+    "kubernetes": ("chaos.platforms.kubernetes.platform", "KubernetesPlatform"),
+    "kind": ("chaos.platforms.kubernetes.kind", "KindPlatform"),
+    "eks": ("chaos.platforms.aws.eks", "EksPlatform"),
 }
 
 

@@ -1,6 +1,6 @@
 """Reports people read: report.html, summary.md, timeline.png, and audits across runs.
 
-report.json and timeline.jsonl (chaos.report, chaos.events) are the
+report.json and timeline.jsonl (chaos.reporting.report, chaos.events) are the
 evidence; this package turns a report folder into pictures and prose. It
 reads only what is on disk, so the same code renders a report at the end of a
 run and later, with ``elastic-chaos report DIR``, for a run that crashed

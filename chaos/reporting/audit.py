@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos.analysis import PHASES
+from chaos.analysis.recovery import PHASES
 from chaos.errors import SpecError
 from chaos.reporting.load import REPORT, TIMELINE, FaultView, load_run
 from chaos.reporting.series import extract

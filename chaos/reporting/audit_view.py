@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
-from chaos.analysis import PHASES
+from chaos.analysis.recovery import PHASES
 from chaos.reporting.audit import METRICS, SCORE_HALF_S, Group, Regression, RunSummary, Stat
 from chaos.reporting.html import CSP, CSS
 from chaos.reporting.svg import phase_bars_svg

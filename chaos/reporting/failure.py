@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from chaos.analysis import PHASES
+from chaos.analysis.recovery import PHASES
 from chaos.events import Event
 
 MAX_LINES = 40

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos import analysis
+from chaos.analysis import recovery as analysis
 from chaos.errors import SpecError
 from chaos.events import Event
 
@@ -190,7 +190,7 @@ def fault_events(events: list[Event]) -> list[Event]:
 
 
 def analyze_faults(events: list[Event]) -> list[dict[str, Any]]:
-    """report.json's ``faults`` entries recomputed from a timeline (chaos.analysis metrics)."""
+    """report.json's ``faults`` entries recomputed from a timeline (chaos.analysis.recovery metrics)."""
     out = []
     marks = fault_events(events)
     for i, fe in enumerate(marks):

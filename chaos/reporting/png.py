@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from chaos.analysis import PHASES
+from chaos.analysis.recovery import PHASES
 from chaos.reporting.load import FaultView
 from chaos.reporting.series import Series
 from chaos.reporting.svg import FAULT_COLOR, PHASE_COLORS, node_color

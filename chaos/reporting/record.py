@@ -3,7 +3,7 @@
 A watch tests no hypothesis of its own; its verdict is the one question a
 passive audit asks of every observed loss: did the job re-form its
 rendezvous and, where progress was visible (``--logs``), regain it? The
-metrics are the same chaos.analysis metrics a scenario gets, timed from the
+metrics are the same chaos.analysis.recovery metrics a scenario gets, timed from the
 observed loss (docs/REPORTS.md says how that is timed).
 """
 from __future__ import annotations
@@ -50,5 +50,5 @@ def write_watch_report(folder: Path, events: list[Event], errors: list[str]) -> 
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(report, indent=2) + "\n")
     tmp.replace(path)
-    from chaos.report import write_readable
+    from chaos.reporting.report import write_readable
     return write_readable(folder)

@@ -1,7 +1,7 @@
 """Render a report folder: report.html, summary.md and (with matplotlib) timeline.png.
 
 ``render_folder`` reads only the folder, so it serves both the end of a run
-(chaos.report.write_report calls it) and ``elastic-chaos report DIR`` later.
+(chaos.reporting.report.write_report calls it) and ``elastic-chaos report DIR`` later.
 Files are written atomically (temp file, then rename): a reader never sees
 half a page.
 """

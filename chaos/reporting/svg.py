@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 from html import escape
 
-from chaos.analysis import PHASES
+from chaos.analysis.recovery import PHASES
 from chaos.reporting.load import FaultView
 from chaos.reporting.series import Series
 

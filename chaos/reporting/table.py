@@ -1,13 +1,13 @@
 """The recovery table's rows, shared by report.html and summary.md.
 
-Same columns as the terminal table (chaos.report.render_table), as cells of
+Same columns as the terminal table (chaos.reporting.report.render_table), as cells of
 text, so every rendering of a run shows the same numbers.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from chaos.analysis import PHASES
+from chaos.analysis.recovery import PHASES
 from chaos.reporting.load import FaultView
 
 HEADER = ("fault", "target", *PHASES, "regain", "lost steps", "resumed from", "world size", "replacement",

@@ -23,9 +23,9 @@ from datetime import datetime
 from typing import Any
 
 from chaos.events import Timeline
-from chaos.platforms.aws import AwsClients, describe_groups, describe_instances, scaling_activities
-from chaos.platforms.eks import machine_from_node
-from chaos.platforms.k8s_watch import read_json
+from chaos.platforms.aws.clients import AwsClients, describe_groups, describe_instances, scaling_activities
+from chaos.platforms.aws.eks import machine_from_node
+from chaos.platforms.kubernetes.watch import read_json
 from chaos.watchers.api import Watcher
 
 log = logging.getLogger(__name__)

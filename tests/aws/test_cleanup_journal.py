@@ -11,7 +11,7 @@ import time
 from aws_fleet import FIS_ROLE, REGION
 
 from chaos.cli.main import main
-from chaos.platforms.aws_guard import CleanupJournal
+from chaos.platforms.aws.guard import CleanupJournal
 
 TAGS = ["--tag", "eks:cluster-name=gameday"]
 

@@ -8,7 +8,7 @@ from aws_fleet import FIS_ROLE, REGION
 from aws_stand_in import FisEffect
 
 from chaos.cli.main import main
-from chaos.platforms.aws import describe_instances
+from chaos.platforms.aws.clients import describe_instances
 
 TAGS = ["--tag", "eks:cluster-name=gameday", "--tag", "eks:nodegroup-name=gpu-spot"]
 

@@ -6,7 +6,7 @@ from aws_helpers import platform, side
 from chaos.events import Timeline
 from chaos.faults.aws import InsufficientCapacity, TerminateInstance
 from chaos.gameday.runner import GamedayOptions, run_gameday
-from chaos.platforms.aws import describe_groups, describe_instances
+from chaos.platforms.aws.clients import describe_groups, describe_instances
 
 
 def test_terminate_instance_terminates_the_newest_tagged_instance_and_audits_it(clients, fleet, tmp_path):

@@ -10,9 +10,10 @@ from chaos.errors import SpecError
 from chaos.events import Event
 from chaos.gameday.replacement import split
 from chaos.gameday.stops import StopConditions
-from chaos.platforms.aws import instance_id_from_provider_id
-from chaos.platforms.aws_actions import iso_duration, spot_interruption_template
-from chaos.platforms.aws_guard import (
+from chaos.platforms.aws.actions import iso_duration, spot_interruption_template
+from chaos.platforms.aws.clients import instance_id_from_provider_id
+from chaos.platforms.aws.eks import machine_from_node
+from chaos.platforms.aws.guard import (
     AuditLog,
     Call,
     CleanupJournal,
@@ -21,7 +22,6 @@ from chaos.platforms.aws_guard import (
     UnsafeOperation,
     check_blast_radius,
 )
-from chaos.platforms.eks import machine_from_node
 
 NODES = ["n1", "n2", "n3", "n4"]
 

@@ -100,7 +100,7 @@ def sim(core: Any, custom: Any, namespace: str, log_endpoint: LogEndpoint,
 @pytest.fixture(scope="session")
 def job_etcd(tmp_path_factory: pytest.TempPathFactory, k8s_api: ApiServer) -> Iterator[Any]:
     """The etcd a job's rendezvous would use (the etcd pod cannot run here: a local one)."""
-    from chaos.etcd import EtcdServer
+    from chaos.platforms.local.etcd import EtcdServer
     server = EtcdServer(tmp_path_factory.mktemp("job-etcd") / "data")
     server.start()
     yield server
@@ -115,9 +115,9 @@ def make_platform(admin: Any, namespace: str, sim: ClusterSim, job_etcd: Any,
     from kubernetes import client
 
     from chaos.events import Timeline
-    from chaos.platforms import k8s_manifests as m
-    from chaos.platforms.kind import KindOptions, KindPlatform
-    from chaos.platforms.kubernetes import KubernetesOptions, KubernetesPlatform
+    from chaos.platforms.kubernetes import manifests as m
+    from chaos.platforms.kubernetes.kind import KindOptions, KindPlatform
+    from chaos.platforms.kubernetes.platform import KubernetesOptions, KubernetesPlatform
     made: list[Any] = []
 
     def make(*, job_kind: m.JobKind = m.JobKind.ELASTICJOB, api: Any = None, kind: bool = False,

@@ -19,11 +19,11 @@ from chaos.events import Timeline  # noqa: E402
 from chaos.faults.aws import TerminateInstance  # noqa: E402
 from chaos.faults.kubernetes import DrainNode  # noqa: E402
 from chaos.gameday.cleanup import replay  # noqa: E402
-from chaos.platforms import k8s_manifests as m  # noqa: E402
-from chaos.platforms.aws import describe_instances, make_clients  # noqa: E402
-from chaos.platforms.aws_guard import AuditLog, CleanupJournal, Guard, SafetyLimits  # noqa: E402
-from chaos.platforms.aws_targets import AwsSide  # noqa: E402
-from chaos.platforms.eks import EksOptions, EksPlatform  # noqa: E402
+from chaos.platforms.aws.clients import describe_instances, make_clients  # noqa: E402
+from chaos.platforms.aws.eks import EksOptions, EksPlatform  # noqa: E402
+from chaos.platforms.aws.guard import AuditLog, CleanupJournal, Guard, SafetyLimits  # noqa: E402
+from chaos.platforms.aws.targets import AwsSide  # noqa: E402
+from chaos.platforms.kubernetes import manifests as m  # noqa: E402
 from chaos.spec import JobSpec  # noqa: E402
 
 pytestmark = [pytest.mark.k8s_api, pytest.mark.aws]

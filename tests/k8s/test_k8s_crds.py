@@ -6,7 +6,7 @@ import json
 import pytest
 from crd_util import CRD_DIR, established
 
-from chaos.platforms import k8s_manifests as m
+from chaos.platforms.kubernetes import manifests as m
 from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
 
 pytestmark = pytest.mark.k8s_api

@@ -21,8 +21,8 @@ from chaos.faults.kubernetes import (
     EvictPod,
     StopKindNode,
 )
-from chaos.platforms import k8s_manifests as m
 from chaos.platforms.api import NodeState
+from chaos.platforms.kubernetes import manifests as m
 from chaos.spec import JobSpec
 
 pytestmark = pytest.mark.k8s_api
@@ -266,7 +266,7 @@ def test_stop_kind_node_fails_loudly_when_docker_refuses_or_is_missing(make_plat
 
 def test_kubernetes_faults_refuse_other_platforms_with_the_reason(tmp_path):
     from chaos.events import Timeline
-    from chaos.platforms.local import LocalPlatform
+    from chaos.platforms.local.platform import LocalPlatform
     local = LocalPlatform(Timeline(), tmp_path)
     for name, cls in KUBERNETES_FAULTS.items():
         with pytest.raises(FaultUnavailable, match=f"{name} .*kind"):

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from chaos.errors import SpecError
-from chaos.platforms import k8s_manifests as m
-from chaos.platforms.k8s_options import parse_toleration, platform_options
-from chaos.platforms.kind import KindOptions
-from chaos.platforms.kubernetes import KubernetesOptions
+from chaos.platforms.kubernetes import manifests as m
+from chaos.platforms.kubernetes.kind import KindOptions
+from chaos.platforms.kubernetes.options import parse_toleration, platform_options
+from chaos.platforms.kubernetes.platform import KubernetesOptions
 
 SCENARIO = """
 from chaos.faults.kubernetes import DeletePod

@@ -7,7 +7,7 @@ from crd_util import CRD_DIR
 from k8s_testenv import api_client, load_yaml
 
 from chaos.faults.kubernetes import CordonNode, DeleteNode, DeletePod, DeletePodGraceful, DrainNode, EvictPod
-from chaos.platforms import k8s_manifests as m
+from chaos.platforms.kubernetes import manifests as m
 from chaos.spec import JobSpec
 
 pytestmark = pytest.mark.k8s_api

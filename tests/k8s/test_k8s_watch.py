@@ -10,8 +10,8 @@ import pytest
 
 from chaos.errors import PlatformError
 from chaos.events import Timeline
-from chaos.platforms.k8s_pods import MachineTracker
-from chaos.platforms.k8s_watch import ObjectWatch
+from chaos.platforms.kubernetes.pods import MachineTracker
+from chaos.platforms.kubernetes.watch import ObjectWatch
 
 pytestmark = pytest.mark.k8s_api
 

@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
-from chaos import live_k8s
 from chaos.errors import SpecError
-from chaos.etcd import EtcdServer
-from chaos.platforms import k8s_manifests as m
+from chaos.platforms.kubernetes import discover
+from chaos.platforms.kubernetes import manifests as m
+from chaos.platforms.local.etcd import EtcdServer
 from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
 
 pytestmark = pytest.mark.k8s_api
@@ -31,7 +31,7 @@ def create_job(custom, namespace: str, kind: m.JobKind, backend: RdzvBackend, ru
 @pytest.mark.parametrize("kind", list(m.JobKind))
 def test_the_rendezvous_of_an_etcd_job_is_found_from_its_object(custom, namespace, crds_installed, kind):
     create_job(custom, namespace, kind, RdzvBackend.ETCD_V2, "watched")
-    rdzv = live_k8s.locate(custom, namespace, "watched")
+    rdzv = discover.locate(custom, namespace, "watched")
     assert (rdzv.kind, rdzv.run_id, rdzv.backend) == (kind.kind, "watched", "etcd-v2")
     assert (rdzv.host, rdzv.port) == ("watched-etcd", 2379)
     assert rdzv.in_cluster_endpoint() == f"watched-etcd.{namespace}.svc:2379"
@@ -40,12 +40,12 @@ def test_the_rendezvous_of_an_etcd_job_is_found_from_its_object(custom, namespac
 def test_a_c10d_job_cannot_be_watched_passively(custom, namespace, crds_installed):
     create_job(custom, namespace, m.JobKind.ELASTICJOB, RdzvBackend.C10D, "storejob")
     with pytest.raises(SpecError, match="'c10d' rendezvous backend"):
-        live_k8s.locate(custom, namespace, "storejob")
+        discover.locate(custom, namespace, "storejob")
 
 
 def test_a_missing_job_names_the_namespace(custom, namespace, crds_installed):
     with pytest.raises(SpecError, match=f"no ElasticJob or PyTorchJob named 'nope' in namespace '{namespace}'"):
-        live_k8s.locate(custom, namespace, "nope")
+        discover.locate(custom, namespace, "nope")
 
 
 def test_the_cli_watches_a_job_found_by_name(k8s_api, custom, namespace, crds_installed, tmp_path):

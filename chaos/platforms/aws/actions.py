@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaos.errors import InjectionFailed, RecoveryTimeout, SpecError
-from chaos.platforms.aws import AwsClients, error_code, refused_loudly
-from chaos.platforms.aws_guard import Call, Guard, Undo
+from chaos.platforms.aws.clients import AwsClients, error_code, refused_loudly
+from chaos.platforms.aws.guard import Call, Guard, Undo
 
 SPOT_ACTION = "aws:ec2:send-spot-instance-interruptions"
 ICE_ACTION = "aws:ec2:asg-insufficient-instance-capacity-error"

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from chaos.errors import SpecError
-from chaos.platforms import k8s_manifests as m
-from chaos.platforms.kind import KindOptions
-from chaos.platforms.kubernetes import KubernetesOptions
+from chaos.platforms.kubernetes import manifests as m
+from chaos.platforms.kubernetes.kind import KindOptions
+from chaos.platforms.kubernetes.platform import KubernetesOptions
 
 SETTINGS = {f.name for f in dataclasses.fields(m.KubeSettings)}
 

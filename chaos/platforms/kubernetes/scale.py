@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 from chaos.errors import InjectionFailed
-from chaos.platforms import k8s_manifests as m
+from chaos.platforms.kubernetes import manifests as m
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class JobScaler:
         group, version = jk.api_version.split("/")
         specs = "replicaSpecs" if jk is m.JobKind.ELASTICJOB else "pytorchReplicaSpecs"
         body = {"spec": {specs: {"Worker": {"replicas": replicas}}}}
-        from chaos.platforms.k8s_actions import refused_loudly
+        from chaos.platforms.kubernetes.actions import refused_loudly
         with refused_loudly(f"scaling {jk.kind} {self.run_id} to {replicas} workers"):
             self.custom.patch_namespaced_custom_object(group, version, self.settings.namespace, jk.plural,
                                                        self.run_id, body, _preload_content=False)

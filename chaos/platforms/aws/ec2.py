@@ -15,7 +15,7 @@ from pathlib import Path
 from chaos.errors import PlatformError
 from chaos.events import Timeline
 from chaos.platforms.api import Hit, NodeInfo, NodeState, Platform
-from chaos.platforms.aws_targets import AwsSide, Target
+from chaos.platforms.aws.targets import AwsSide, Target
 from chaos.spec import JobSpec
 
 

@@ -352,7 +352,7 @@ def goodput(events: Sequence[Event], end: float | None = None) -> float | None:
     consecutive steps), over the span from the first step's start to the later of
     the last step and ``end`` (when the run's evidence ends: a stall until the end
     counts as lost). Downtime and replayed steps both lower it."""
-    from chaos.samples import account_samples
+    from chaos.analysis.samples import account_samples
 
     steps = sorted((e for e in events if e.source == "progress" and e.kind == "step"
                     and int(e.data.get("rank", 0)) == 0), key=lambda e: e.t)

@@ -11,9 +11,9 @@ insufficient capacity) can aim at the instance under a worker pod.
 A game day usually aims at a job that is already running: :meth:`attach`
 watches an existing job's worker pods by label selector and creates nothing.
 Every destructive call, AWS or Kubernetes, goes through the platform's
-:class:`~chaos.platforms.aws_guard.Guard` (dry run, ``--gameday`` opt-in,
+:class:`~chaos.platforms.aws.guard.Guard` (dry run, ``--gameday`` opt-in,
 audit log, cleanup journal). boto3 is imported only by
-:func:`chaos.platforms.aws.make_clients`, and only for clients not injected.
+:func:`chaos.platforms.aws.clients.make_clients`, and only for clients not injected.
 """
 from __future__ import annotations
 
@@ -25,12 +25,12 @@ from typing import Any
 from chaos.errors import InjectionFailed, PlatformError
 from chaos.events import Timeline
 from chaos.platforms.api import Hit
-from chaos.platforms.aws import describe_instances, instance_id_from_provider_id, make_clients
-from chaos.platforms.aws_guard import Call, Guard, SafetyLimits, Undo
-from chaos.platforms.aws_targets import AwsSide, Target
-from chaos.platforms.k8s_actions import refused_loudly
-from chaos.platforms.k8s_watch import ObjectWatch, read_json
-from chaos.platforms.kubernetes import KubernetesOptions, KubernetesPlatform
+from chaos.platforms.aws.clients import describe_instances, instance_id_from_provider_id, make_clients
+from chaos.platforms.aws.guard import Call, Guard, SafetyLimits, Undo
+from chaos.platforms.aws.targets import AwsSide, Target
+from chaos.platforms.kubernetes.actions import refused_loudly
+from chaos.platforms.kubernetes.platform import KubernetesOptions, KubernetesPlatform
+from chaos.platforms.kubernetes.watch import ObjectWatch, read_json
 
 CAPACITY_LABELS = ("eks.amazonaws.com/capacityType", "karpenter.sh/capacity-type")
 NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from chaos.console import ConsoleProgress
 from chaos.errors import SetupError, SpecError
 from chaos.events import Event, Timeline
+from chaos.reporting.live_console import ConsoleProgress
 from chaos.watchers.api import Watcher
 from chaos.watchers.logs import LogFollower
 from chaos.watchers.rendezvous import RendezvousWatcher

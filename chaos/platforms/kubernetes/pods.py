@@ -19,8 +19,8 @@ from typing import Any
 
 from chaos.events import Timeline
 from chaos.platforms.api import NodeInfo, NodeState
-from chaos.platforms.k8s_logs import Instance
-from chaos.platforms.k8s_watch import K8sObject
+from chaos.platforms.kubernetes.logs import Instance
+from chaos.platforms.kubernetes.watch import K8sObject
 
 REPLACEMENT_WINDOW_S = 180.0
 """How long after losing a pod its replacement counts as still on its way."""

@@ -25,15 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos import analysis
+from chaos.analysis import recovery as analysis
+from chaos.analysis.invariants import SplitBrain, split_brains
+from chaos.analysis.samples import SampleAccount, account_samples
 from chaos.errors import ChaosError, FaultUnavailable, RecoveryTimeout
 from chaos.events import Event, Timeline
 from chaos.faults.api import Fault, FaultRecord
 from chaos.faults.triggers import Trigger
-from chaos.invariants import SplitBrain, split_brains
 from chaos.platforms import create_platform
 from chaos.platforms.api import Platform
-from chaos.samples import SampleAccount, account_samples
 from chaos.spec import JobSpec
 from chaos.watchers.api import Watcher
 from chaos.watchers.checkpoints import CheckpointWatcher
@@ -195,7 +195,7 @@ class ChaosRun:
             self.verdict = self.verdict or Verdict()
             self.verdict.require(False, f"one job trains as one world: {brain.describe()}")
         self.phase("finished")
-        from chaos.report import write_report
+        from chaos.reporting.report import write_report
         write_report(self)
         self.timeline.close()
 
@@ -393,11 +393,11 @@ class ChaosRun:
     def observation(self) -> dict[str, Any] | None:
         """What could be seen of a script job, and what not (report.json's
         ``observation``; None for the reference trainer)."""
-        from chaos.observation import summarize
+        from chaos.analysis.observation import summarize
         return summarize(self.timeline.events(), self.job, self.workdir)
 
     def split_brains(self) -> list[SplitBrain]:
-        """Times two worlds of this job trained at once (see chaos.invariants)."""
+        """Times two worlds of this job trained at once (see chaos.analysis.invariants)."""
         return split_brains(self.timeline.events())
 
     @property

@@ -23,7 +23,7 @@ deletes) exactly what one run created.
 from __future__ import annotations
 
 from chaos.errors import SpecError
-from chaos.platforms.k8s_settings import (
+from chaos.platforms.kubernetes.settings import (
     CAPACITY_LABEL,
     CHECKPOINT_MOUNT,
     DNS_LABEL,

@@ -1,11 +1,11 @@
 """The embedded platform: a real etcd and real torchrun agents as nodes, on this machine.
 
 A node is a ``torchrun`` agent plus every process it spawns. Each process
-carries an environment tag (see :mod:`chaos.platforms.procs`); as root, a
-node also lives in its own cgroup (:mod:`chaos.platforms.cgroup`), so it can
+carries an environment tag (see :mod:`chaos.platforms.local.procs`); as root, a
+node also lives in its own cgroup (:mod:`chaos.platforms.local.cgroup`), so it can
 be frozen or killed by the kernel in one step, and optionally in its own
-network namespace (:mod:`chaos.platforms.netns`), so a partition is a real
-black hole. Each node has a metadata stand-in (:mod:`chaos.platforms.imds`)
+network namespace (:mod:`chaos.platforms.local.netns`), so a partition is a real
+black hole. Each node has a metadata stand-in (:mod:`chaos.platforms.local.imds`)
 where spot notices appear. A node's output is appended to
 ``nodes/<name>.log``. The node pool plays the autoscaler: a node lost to a
 fault is replaced after a provisioning delay.
@@ -25,13 +25,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from chaos.errors import InjectionFailed, PlatformError, SetupError, SpecError
-from chaos.etcd import EtcdServer, free_port
 from chaos.events import Timeline
-from chaos.platforms import netns, procs
 from chaos.platforms.api import Capability, Hit, NodeInfo, NodeState, Platform, StoreOutage
-from chaos.platforms.cgroup import NodeCgroups, find_root
-from chaos.platforms.imds import MetadataStandIn
-from chaos.platforms.relay import StallableRelay
+from chaos.platforms.local import netns, procs
+from chaos.platforms.local.cgroup import NodeCgroups, find_root
+from chaos.platforms.local.etcd import EtcdServer, free_port
+from chaos.platforms.local.imds import MetadataStandIn
+from chaos.platforms.local.relay import StallableRelay
 from chaos.spec import JobSpec, RdzvBackend, locate_script
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from chaos.platforms.k8s_watch import _close, _shutdown, api_status, is_transient, iter_lines
+from chaos.platforms.kubernetes.watch import _close, _shutdown, api_status, is_transient, iter_lines
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from chaos.errors import InjectionFailed
-from chaos.platforms import k8s_manifests as m
-from chaos.platforms.k8s_watch import K8sObject, api_message, api_status, read_json
+from chaos.platforms.kubernetes import manifests as m
+from chaos.platforms.kubernetes.watch import K8sObject, api_message, api_status, read_json
 
 HINTS = {
     401: "the credentials were rejected: check the kubeconfig/token",

@@ -24,14 +24,14 @@ from typing import Any
 
 from chaos.errors import InjectionFailed, PlatformError, SetupError
 from chaos.events import Timeline
-from chaos.platforms import k8s_manifests as m
 from chaos.platforms.api import Hit, NodeInfo, NodeState, Platform
-from chaos.platforms.k8s_actions import ClusterActions, create_error
-from chaos.platforms.k8s_logs import Instance, PodLogFollower
-from chaos.platforms.k8s_pods import MachineTracker, PodTracker
-from chaos.platforms.k8s_portforward import PortForward
-from chaos.platforms.k8s_scale import JobScaler
-from chaos.platforms.k8s_watch import ObjectWatch, api_message, api_status
+from chaos.platforms.kubernetes import manifests as m
+from chaos.platforms.kubernetes.actions import ClusterActions, create_error
+from chaos.platforms.kubernetes.logs import Instance, PodLogFollower
+from chaos.platforms.kubernetes.pods import MachineTracker, PodTracker
+from chaos.platforms.kubernetes.portforward import PortForward
+from chaos.platforms.kubernetes.scale import JobScaler
+from chaos.platforms.kubernetes.watch import ObjectWatch, api_message, api_status
 from chaos.spec import JobSpec
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ what signals cannot do atomically: ``cgroup.freeze`` stops every process of
 the node at once (a hung host), ``cgroup.kill`` kills them all, racing no
 fork. Needs root and cgroup v2 (pure, or the hybrid ``unified`` mount);
 without them the platform falls back to signalling tagged processes
-(:mod:`chaos.platforms.procs`) and says so.
+(:mod:`chaos.platforms.local.procs`) and says so.
 """
 from __future__ import annotations
 

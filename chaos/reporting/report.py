@@ -6,11 +6,11 @@ Schema version 1, top level: ``schema_version``, ``scenario``, ``platform``,
 rendezvous_s, recovery_s, regain_s, lost_steps, replacement_s,
 world_size_before, world_size_after, resumed_from_step), ``goodput``
 (analysis.goodput), ``split_brain`` (periods two worlds trained at once:
-chaos.invariants), ``samples`` (exactly-once accounting: accounted,
+chaos.analysis.invariants), ``samples`` (exactly-once accounting: accounted,
 exactly_once, committed/rolled-back steps, duplicate and gap counts),
 ``observation`` (a user script's job only, else null: where progress,
 checkpoint saves and resumes were read from, and notes on what was
-inferred or could not be measured: chaos.observation), ``started_at``,
+inferred or could not be measured: chaos.analysis.observation), ``started_at``,
 ``finished_at``, ``timeline`` and ``node_logs`` (paths relative to the
 report folder). Additive changes keep the version; renames
 bump it.
@@ -27,10 +27,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from chaos.analysis import PHASES
+from chaos.analysis.recovery import PHASES
 
 if TYPE_CHECKING:
-    from chaos.scenario import ChaosRun
+    from chaos.runner.run import ChaosRun
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from typing import Any
 
 from chaos.errors import FaultUnavailable, InjectionFailed
 from chaos.events import Timeline
-from chaos.platforms import k8s_manifests as m
 from chaos.platforms.api import Hit
-from chaos.platforms.kubernetes import KubernetesOptions, KubernetesPlatform
+from chaos.platforms.kubernetes import manifests as m
+from chaos.platforms.kubernetes.platform import KubernetesOptions, KubernetesPlatform
 
 CLUSTER = "elastic-chaos"
 

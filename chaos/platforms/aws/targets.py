@@ -3,7 +3,7 @@
 The *population* is every node of the targeted job (its worker pods' machines
 on EKS) or, without Kubernetes, every instance carrying all the given tags.
 Nothing outside it is ever a target: explicit names must be in it, tags only
-narrow it, and :func:`~chaos.platforms.aws_guard.check_blast_radius` refuses
+narrow it, and :func:`~chaos.platforms.aws.guard.check_blast_radius` refuses
 more targets than ``--max-nodes`` / ``--max-percent`` allow before any call
 that changes something. The choice is deterministic: the newest live nodes
 (as ``pick_victim`` does on every platform): the population comes oldest first.
@@ -14,9 +14,16 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from chaos.errors import FaultUnavailable, SpecError
-from chaos.platforms.aws import AwsClients, Instance, ScalingGroup, account_id, describe_groups, describe_instances
-from chaos.platforms.aws_actions import AwsActions
-from chaos.platforms.aws_guard import Guard, SafetyLimits, UnsafeOperation, check_blast_radius
+from chaos.platforms.aws.actions import AwsActions
+from chaos.platforms.aws.clients import (
+    AwsClients,
+    Instance,
+    ScalingGroup,
+    account_id,
+    describe_groups,
+    describe_instances,
+)
+from chaos.platforms.aws.guard import Guard, SafetyLimits, UnsafeOperation, check_blast_radius
 
 
 @dataclass(frozen=True)

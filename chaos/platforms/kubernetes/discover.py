@@ -1,6 +1,6 @@
 """Find a running Kubernetes job's rendezvous, for ``elastic-chaos watch --platform kubernetes --job NAME``.
 
-The watch itself is the etcd watch of chaos.live; what Kubernetes adds is
+The watch itself is the etcd watch of chaos.runner.watch; what Kubernetes adds is
 *where*: the job object (a TorchElastic ElasticJob or a Kubeflow PyTorchJob
 with an elasticPolicy) names the rendezvous host, port, id and backend, and
 the etcd Service is reached from here through ``kubectl port-forward`` (or
@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import PlatformError, SetupError, SpecError
-from chaos.platforms.k8s_portforward import PortForward
-from chaos.platforms.k8s_watch import api_message, api_status
+from chaos.platforms.kubernetes.portforward import PortForward
+from chaos.platforms.kubernetes.watch import api_message, api_status
 
 # (group, version, plural, kind) of the job kinds an elastic job is run with
 JOB_KINDS = (("elastic.pytorch.org", "v1alpha1", "elasticjobs", "ElasticJob"),
