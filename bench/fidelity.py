@@ -21,7 +21,7 @@ from typing import Any
 
 from bench.stats import summary
 from chaos.analysis.recovery import analyze_fault, faults_in, first_detection, window_end
-from chaos.events import Event, read_events
+from chaos.events import Event, Source, of, read_events
 from chaos.watchers.logs import _AgentParser, parse_progress
 
 METRICS = ("detect_s", "rendezvous_s", "recovery_s", "regain_s", "lost_steps", "resumed_from_step")
@@ -36,7 +36,7 @@ def source_events(run_dir: Path, live_events: list[Event]) -> list[Event]:
         for line in log.read_text(errors="replace").splitlines():
             ev = parse_progress(line, node)
             events.extend([ev] if ev is not None else parser.feed(line))
-    events += [e for e in live_events if e.source in ("fault", "node")]
+    events += of(live_events, Source.FAULT, Source.NODE)
     return events
 
 
@@ -53,7 +53,7 @@ def compare_run(run_dir: Path, store_leads: list[float] | None = None) -> dict[s
                               injected_at=fault["injected_at"], until=until)
         live = fault["metrics"]
         seen = first_detection(live_events, fault["injected_at"], fault["target"])
-        store_side = seen is not None and seen.source == "rendezvous"
+        store_side = seen is not None and seen.source == Source.RENDEZVOUS
         for metric in METRICS:
             a, b = live.get(metric), getattr(truth, metric)
             if metric == "detect_s" and store_side:

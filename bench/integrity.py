@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from chaos.events import CheckpointEv
 from chaos.faults import KillDuringCheckpoint
 from chaos.faults.triggers import checkpoint_started
 from chaos.platforms.local.platform import LocalOptions
@@ -38,6 +39,6 @@ def kill_during_checkpoint(reps: int, out: Path, say: Callable[[str], None]) -> 
                 f"{'ok' if ok else 'BAD'}")
             if i + 1 < reps:
                 run.wait_for_world_size(fault, 2, timeout=300)
-        corrupt = sum(1 for e in run.timeline.events() if e.source == "checkpoint" and e.kind == "corrupt")
+        corrupt = len(run.timeline.select(CheckpointEv.CORRUPT))
     return {"repetitions": reps, "resumed_from_complete": sum(r["ok"] for r in rows),
             "corrupt_seen": corrupt, "all_ok": all(r["ok"] for r in rows) and corrupt == 0, "runs": rows}

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import ChaosError
+from chaos.events import ProgressEv
 from chaos.faults import KillNode
 from chaos.platforms.local.platform import LocalOptions, LocalPlatform
 from chaos.runner.run import ChaosRun
@@ -47,8 +48,7 @@ def run_size(n: int, out: Path, say: Callable[[str], None], timeout: float = 600
                       platform_options={"options": LocalOptions(replace_lost_nodes=False)}) as run:
             run.start(job)
             formed = run.wait_for(f"training at world size {n}",
-                                  lambda e: e.source == "progress" and e.kind == "step"
-                                  and e.data.get("world_size") == n, timeout)
+                                  lambda e: e.type == ProgressEv.STEP and e.data.get("world_size") == n, timeout)
             result["formation_s"] = round(formed.t - started, 2)
             run.wait_for_steps(5, timeout=timeout)
             assert isinstance(run.platform, LocalPlatform)

@@ -4,21 +4,21 @@ from __future__ import annotations
 import pytest
 
 from chaos.analysis.recovery import analyze, analyze_fault
-from chaos.events import Event
+from chaos.events import AgentEv, CheckpointEv, Event, FaultEv, NodeEv, ProgressEv, RdzvEv, Source
 
 F = 100.0  # the fault's time in every timeline below
 
 
 def step(t: float, n: int, *, pid: int, ws: int = 2, node: str = "node-0", rank: int = 0) -> Event:
-    return Event(t, "progress", "step", node, {"step": n, "pid": pid, "world_size": ws, "rank": rank})
+    return Event.make(ProgressEv.STEP, t, node, {"step": n, "pid": pid, "world_size": ws, "rank": rank})
 
 
 def fault(t: float = F, target: str = "node-1") -> Event:
-    return Event(t, "fault", "injected", target, {"fault": "kill-node"})
+    return Event.make(FaultEv.INJECTED, t, target, {"fault": "kill-node"})
 
 
 def loaded(t: float, n: int, node: str = "node-0") -> Event:
-    return Event(t, "checkpoint", "loaded", node, {"step": n, "rank": 0})
+    return Event.make(CheckpointEv.LOADED, t, node, {"step": n, "rank": 0})
 
 
 def healthy_recovery() -> list[Event]:
@@ -26,8 +26,8 @@ def healthy_recovery() -> list[Event]:
     ev = [step(50 + i, i, pid=11) for i in range(1, 51)]
     ev += [
         fault(),
-        Event(F + 1.0, "agent", "worker_group_failed", "node-0", {"attempts_left": 3}),
-        Event(F + 4.0, "rendezvous", "round_complete", None, {"round": 1, "participants": []}),
+        Event.make(AgentEv.WORKER_GROUP_FAILED, F + 1.0, "node-0", {"attempts_left": 3}),
+        Event.make(RdzvEv.ROUND_COMPLETE, F + 4.0, None, {"round": 1, "participants": []}),
         loaded(F + 9.0, 40),
         step(F + 10.0, 41, pid=22, ws=1),
     ]
@@ -88,13 +88,13 @@ def test_a_later_phase_without_its_predecessor_is_not_invented():
 
 def test_events_of_the_killed_node_do_not_count_as_detection():
     ev = healthy_recovery()
-    ev.append(Event(F + 0.1, "agent", "worker_failed", "node-1", {}))  # the victim's own agent
+    ev.append(Event.make(AgentEv.WORKER_FAILED, F + 0.1, "node-1"))  # the victim's own agent
     rec = analyze_fault(ev, kind="kill-node", target="node-1", injected_at=F)
     assert rec.detect_s == pytest.approx(1.0)
 
 
 def test_resume_step_is_inferred_and_flagged_without_a_loaded_event():
-    ev = [e for e in healthy_recovery() if e.source != "checkpoint"]
+    ev = [e for e in healthy_recovery() if e.source != Source.CHECKPOINT]
     rec = analyze_fault(ev, kind="kill-node", target="node-1", injected_at=F)
     assert rec.resumed_from_step == 40
     assert any("inferred" in m for m in rec.missing)
@@ -103,9 +103,9 @@ def test_resume_step_is_inferred_and_flagged_without_a_loaded_event():
 def test_replacement_time_is_when_the_new_node_is_in_a_complete_round():
     ev = healthy_recovery()
     ev += [
-        Event(F + 5.0, "node", "started", "node-2", {"replaces": "node-1"}),
-        Event(F + 20.0, "rendezvous", "round_complete", None,
-              {"round": 2, "participants": [{"node": "node-0"}, {"node": "node-2"}]}),
+        Event.make(NodeEv.STARTED, F + 5.0, "node-2", {"replaces": "node-1"}),
+        Event.make(RdzvEv.ROUND_COMPLETE, F + 20.0, None,
+                   {"round": 2, "participants": [{"node": "node-0"}, {"node": "node-2"}]}),
         step(F + 30.0, 60, pid=33, ws=2),
     ]
     rec = analyze_fault(ev, kind="kill-node", target="node-1", injected_at=F)
@@ -117,8 +117,8 @@ def test_two_faults_are_analysed_separately():
     ev = healthy_recovery()
     g = 200.0
     ev += [step(g - 1, 80, pid=22, ws=1), fault(g, "node-0"),
-           Event(g + 2, "agent", "worker_group_failed", "node-2", {}),
-           Event(g + 3, "rendezvous", "round_complete", None, {"round": 2, "participants": []}),
+           Event.make(AgentEv.WORKER_GROUP_FAILED, g + 2, "node-2"),
+           Event.make(RdzvEv.ROUND_COMPLETE, g + 3, None, {"round": 2, "participants": []}),
            loaded(g + 8, 80, node="node-2"), step(g + 9, 81, pid=44, ws=1, node="node-2")]
     first, second = analyze(ev)
     assert first.injected_at == F and second.injected_at == g
@@ -131,7 +131,7 @@ def test_a_triggered_second_fault_is_part_of_the_first_ones_recovery():
     ev = healthy_recovery()
     # a cascade fired by a trigger 2 s after the first fault, before the recovery
     cascade = {"fault": "kill-node", "trigger": "during a re-rendezvous"}
-    ev.append(Event(F + 2.0, "fault", "injected", "node-2", cascade))
+    ev.append(Event.make(FaultEv.INJECTED, F + 2.0, "node-2", cascade))
     first, second = analyze(ev)
     assert first.recovery_s == pytest.approx(10.0) and first.world_size_after == 1
     assert second.recovery_s == pytest.approx(8.0)
@@ -139,7 +139,7 @@ def test_a_triggered_second_fault_is_part_of_the_first_ones_recovery():
 
 def test_an_independent_second_fault_ends_the_first_ones_window():
     ev = healthy_recovery()
-    ev.append(Event(F + 2.0, "fault", "injected", "node-2", {"fault": "kill-node"}))
+    ev.append(Event.make(FaultEv.INJECTED, F + 2.0, "node-2", {"fault": "kill-node"}))
     first, _ = analyze(ev)
     assert first.recovery_s is None
     assert "the next fault came before this one's recovery completed" in first.missing

@@ -7,6 +7,7 @@ import json
 from bench import report
 from bench.findings import recovery_findings, scale_findings
 from bench.stats import summary
+from chaos.events import Event, RdzvEv
 
 
 def case(detect, rdzv, restart, replay, recovery, ratio):
@@ -104,8 +105,8 @@ def test_fidelity_compares_with_the_agents_own_stamps_and_keeps_store_detections
     agents_said = fault["metrics"]["detect_s"]
     seen = fault["injected_at"] + 0.2  # a keep-alive expiry seen in etcd before any agent logged a failure
     lines = (run / "timeline.jsonl").read_text().splitlines()
-    lines.append(json.dumps({"t": seen, "source": "rendezvous", "kind": "state", "node": None,
-                             "data": {"round": 0, "complete": True, "closed": False}}))
+    lines.append(json.dumps(Event.make(RdzvEv.STATE, seen, None,
+                                       {"round": 0, "complete": True, "closed": False}).to_json()))
     lines.sort(key=lambda line: json.loads(line)["t"])  # the timeline is in arrival order
     (run / "timeline.jsonl").write_text("\n".join(lines) + "\n")
     fault["metrics"]["detect_s"] = 0.2

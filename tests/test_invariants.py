@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 from chaos.analysis.invariants import split_brains
-from chaos.events import Event
+from chaos.events import Event, ProgressEv
 
 
 def steps(pid: int, node: str, start: float, end: float, ws: int = 1, every: float = 0.5) -> list[Event]:
     out, t, n = [], start, 0
     while t <= end:
         n += 1
-        out.append(Event(t, "progress", "step", node, {"step": n, "rank": 0, "pid": pid, "world_size": ws}))
+        out.append(Event.make(ProgressEv.STEP, t, node, {"step": n, "rank": 0, "pid": pid, "world_size": ws}))
         t += every
     return out
 
@@ -32,5 +32,5 @@ def test_a_graceful_hand_over_is_not():
 
 def test_other_ranks_do_not_count():
     ev = steps(1, "node-0", 0, 60)
-    ev += [Event(e.t, e.source, e.kind, "node-1", {**e.data, "rank": 1, "pid": 3}) for e in ev]
+    ev += [Event.make(e.type, e.t, "node-1", {**e.data, "rank": 1, "pid": 3}) for e in ev]
     assert split_brains(ev) == []

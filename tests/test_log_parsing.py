@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime
 
+from chaos.events import AgentEv, ProgressEv
 from chaos.watchers.logs import _AgentParser, collective_cause, parse_progress, parse_raw
 
 
@@ -19,20 +20,20 @@ def test_a_closed_connection_is_not_a_timeout():
 def test_worker_tracebacks_become_worker_error_events():
     line = "[rank1]: RuntimeError: [gloo/pair.cc:553] Connection closed by peer [10.99.0.2]:1234"
     ev = parse_raw(line, "node-0", 5.0)
-    assert ev is not None and (ev.source, ev.kind) == ("progress", "worker_error")
+    assert ev is not None and ev.type == ProgressEv.WORKER_ERROR
     assert ev.data["rank"] == 1 and ev.data["cause"] == "connection_closed"
 
 
 def test_an_agent_that_gives_up_is_recognised():
     ev = parse_raw("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "node-1", 1.0)
-    assert ev is not None and ev.kind == "agent_gave_up"
+    assert ev is not None and ev.type == AgentEv.AGENT_GAVE_UP
 
 
 def test_rendezvous_connection_errors_keep_their_message():
     line = ("torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to etcd "
             "has failed. See inner exception for details.")
     ev = parse_raw(line, "node-1", 1.0)
-    assert ev is not None and ev.kind == "rendezvous_error"
+    assert ev is not None and ev.type == AgentEv.RENDEZVOUS_ERROR
     assert ev.data["error"].startswith("RendezvousConnectionError: The connection to etcd has failed")
 
 
@@ -41,7 +42,7 @@ def test_agent_lines_carry_the_agents_own_time():
     line = ("I1122 12:56:15.238000 2128 torch/distributed/elastic/agent/server/api.py:942] [default] "
             "Worker group FAILED. 3/3 attempts left; will restart worker group")
     (ev,) = parser.feed(line)
-    assert ev.kind == "worker_group_failed" and ev.data == {"attempts_left": 3, "max_restarts": 3}
+    assert ev.type == AgentEv.WORKER_GROUP_FAILED and ev.data == {"attempts_left": 3, "max_restarts": 3}
     when = datetime.datetime.fromtimestamp(ev.t)
     assert (when.month, when.day, when.hour, when.minute, when.second, when.microsecond) == (11, 22, 12, 56, 15, 238000)
 

@@ -17,7 +17,7 @@ from chaos.analysis.observation import checks, summarize
 from chaos.analysis.recovery import analyze_fault
 from chaos.cli.script_options import split_script
 from chaos.errors import SpecError
-from chaos.events import Event, Timeline
+from chaos.events import AgentEv, CheckpointEv, Event, ProgressEv, Source, Timeline, of
 from chaos.platforms.local.etcd import free_port
 from chaos.pytest_plugin import split_job_options
 from chaos.spec import JobSpec, Observation, locate_script
@@ -126,7 +126,7 @@ def follow(tmp_path: Path, lines: list[str], observe: Observation, nproc: int = 
 def test_progress_lines_become_steps_with_the_agents_world_size(tmp_path):
     events = follow(tmp_path, [*RDZV_RESULT, "[train] it=00041 loss=0.3", "[train] it=00042 loss=0.2",
                                "unrelated line"], Observation(progress_regex=r"it=(?P<step>\d+)"), nproc=2)
-    steps = [e for e in events if e.kind == "step"]
+    steps = of(events, ProgressEv.STEP)
     assert [e.data["step"] for e in steps] == [41, 42]
     assert steps[0].data["world_size"] == 4 and steps[0].data["world_size_from"] == "agent"  # 2 nodes x 2
     assert steps[0].data["via"] == "regex" and steps[0].data["restart_count"] == 1
@@ -136,39 +136,38 @@ def test_progress_lines_become_steps_with_the_agents_world_size(tmp_path):
 def test_a_world_size_group_in_the_regex_wins(tmp_path):
     events = follow(tmp_path, [*RDZV_RESULT, "it=7 world=3"],
                     Observation(progress_regex=r"it=(?P<step>\d+) world=(?P<world_size>\d+)"))
-    assert [e.data["world_size"] for e in events if e.kind == "step"] == [3]
+    assert [e.data["world_size"] for e in of(events, ProgressEv.STEP)] == [3]
 
 
 def test_several_local_ranks_printing_one_step_make_one_event(tmp_path):
     events = follow(tmp_path, ["epoch 3 done", "epoch 3 done", "epoch 4 done", *RDZV_RESULT, "epoch 4 done"],
                     Observation(progress_regex=r"epoch (?P<step>\d+) done"))
     # the restarted generation may repeat the last step: that one counts again
-    assert [e.data["step"] for e in events if e.kind == "step"] == [3, 4, 4]
+    assert [e.data["step"] for e in of(events, ProgressEv.STEP)] == [3, 4, 4]
 
 
 def test_a_resume_line_is_a_checkpoint_loaded_and_not_a_step(tmp_path):
     events = follow(tmp_path, ["restored from epoch 20", "epoch 21"],
                     Observation(progress_regex=r"epoch (?P<step>\d+)",
                                 resume_regex=r"restored from epoch (?P<step>\d+)"))
-    assert [(e.source, e.kind, e.data["step"]) for e in events] == [("checkpoint", "loaded", 20),
-                                                                   ("progress", "step", 21)]
+    assert [(e.type, e.data["step"]) for e in events] == [(CheckpointEv.LOADED, 20), (ProgressEv.STEP, 21)]
 
 
 def test_a_step_group_that_is_not_a_number_is_reported_once(tmp_path):
     events = follow(tmp_path, ["epoch one", "epoch two", "epoch 3"], Observation(progress_regex=r"epoch (?P<step>\w+)"))
-    unparsed = [e for e in events if e.kind == "unparsed"]
+    unparsed = of(events, ProgressEv.UNPARSED)
     assert len(unparsed) == 1 and "'one' is not an integer" in unparsed[0].data["why"]
-    assert [e.data["step"] for e in events if e.kind == "step"] == [3]
+    assert [e.data["step"] for e in of(events, ProgressEv.STEP)] == [3]
 
 
 def test_without_a_resume_regex_lost_progress_is_inferred_and_says_so():
     f = 100.0
-    ev = [Event(90 + i, "progress", "step", "node-0", {"step": 10 + i, "via": "regex", "world_size": 2})
+    ev = [Event.make(ProgressEv.STEP, 90 + i, "node-0", {"step": 10 + i, "via": "regex", "world_size": 2})
           for i in range(8)]  # steps 10..17 before the fault
-    ev += [Event(105.0, "agent", "workers_starting", "node-0", {}),
-           Event(110.0, "progress", "step", "node-0", {"step": 16, "via": "regex", "world_size": 1}),
-           Event(111.0, "progress", "step", "node-0", {"step": 17, "via": "regex", "world_size": 1}),
-           Event(112.0, "progress", "step", "node-0", {"step": 18, "via": "regex", "world_size": 1})]
+    ev += [Event.make(AgentEv.WORKERS_STARTING, 105.0, "node-0"),
+           Event.make(ProgressEv.STEP, 110.0, "node-0", {"step": 16, "via": "regex", "world_size": 1}),
+           Event.make(ProgressEv.STEP, 111.0, "node-0", {"step": 17, "via": "regex", "world_size": 1}),
+           Event.make(ProgressEv.STEP, 112.0, "node-0", {"step": 18, "via": "regex", "world_size": 1})]
     rec = analyze_fault(ev, kind="kill-node", target="node-1", injected_at=f)
     assert rec.pre_step == 17 and rec.resumed_from_step == 15 and rec.lost_steps == 2
     assert rec.world_size_before == 2 and rec.world_size_after == 1 and rec.regain_s == 12.0
@@ -185,7 +184,7 @@ def save_atomically(path: Path, payload: bytes) -> None:
 
 def test_each_replacement_of_the_checkpoint_file_is_one_saved_event(tmp_path):
     tl = Timeline()
-    tl.emit("progress", "step", "node-0", t=time.time() - 1, step=40, via="regex")
+    tl.emit(ProgressEv.STEP, "node-0", t=time.time() - 1, step=40, via="regex")
     snap = tmp_path / "snap.pt"
     w = CheckpointWatcher(tl, snap)
     w.poll()  # baseline: nothing there
@@ -196,8 +195,8 @@ def test_each_replacement_of_the_checkpoint_file_is_one_saved_event(tmp_path):
     save_atomically(snap, b"two!")
     w.poll()
     w.poll()
-    saved = [e for e in tl.events() if e.source == "checkpoint"]
-    assert [e.kind for e in saved] == ["saved", "saved"]
+    saved = tl.select(Source.CHECKPOINT)
+    assert [e.type for e in saved] == [CheckpointEv.SAVED, CheckpointEv.SAVED]
     assert saved[0].data["path"] == str(snap) and saved[0].data["via"] == "file"
     assert saved[0].data["step"] == 40 and saved[0].data["step_from"] == "progress"
     assert saved[0].t == pytest.approx(snap.stat().st_mtime, abs=5)
@@ -215,7 +214,7 @@ def test_a_write_still_growing_is_not_yet_a_save(tmp_path):
             w.poll()  # a different size each poll: in progress
     assert not tl.events()
     w.poll()
-    assert [e.kind for e in tl.events()] == ["saved"]
+    assert [e.type for e in tl.events()] == [CheckpointEv.SAVED]
 
 
 def test_a_checkpoint_directory_ignores_temporary_files_and_what_was_there_before(tmp_path):
@@ -235,7 +234,7 @@ def test_a_checkpoint_directory_ignores_temporary_files_and_what_was_there_befor
 def test_a_checkpoint_path_never_written_fails_the_run_and_lists_the_workdir(tmp_path):
     (tmp_path / "ckpt").mkdir()
     job = JobSpec(script=("t.py",), observe=Observation(progress_regex=r"it=(?P<step>\d+)", checkpoint="snap.pt"))
-    events = [Event(1.0, "progress", "step", "node-0", {"step": 1, "via": "regex"})]
+    events = [Event.make(ProgressEv.STEP, 1.0, "node-0", {"step": 1, "via": "regex"})]
     summary = summarize(events, job, tmp_path)
     assert summary is not None and summary["checkpoint"]["never_written"] is True
     assert summary["resume"] == "inferred from the first progress after a restart"

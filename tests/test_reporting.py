@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from chaos.errors import SpecError
+from chaos.events import Event, FaultEv, NodeEv
 from chaos.reporting import render_folder
 from chaos.reporting.load import load_run
 
@@ -135,8 +136,8 @@ def test_unknown_fault_and_event_kinds_are_drawn_generically(copy_run):
     (folder / "report.json").write_text(json.dumps(report))
     with open(folder / "timeline.jsonl", "a") as f:
         t = report["faults"][0]["injected_at"] + 20
-        f.write(json.dumps({"t": t, "source": "fault", "kind": "reverted", "node": "node-1",
-                            "data": {"fault": "meteor-strike", "how": "the sky cleared"}}) + "\n")
+        f.write(json.dumps(Event.make(FaultEv.REVERTED, t, "node-1",
+                                      {"fault": "meteor-strike", "how": "the sky cleared"}).to_json()) + "\n")
         f.write(json.dumps({"t": t, "source": "telemetry", "kind": "gpu_ecc", "node": "node-0",
                             "data": {}}) + "\n")
     html = render_folder(folder, png=False).html.read_text()
@@ -213,7 +214,7 @@ def test_node_events_such_as_spot_notices_are_marked_on_the_node_lane(copy_run):
     folder = copy_run("kill-node-shrink")
     report = json.loads((folder / "report.json").read_text())
     with open(folder / "timeline.jsonl", "a") as f:
-        f.write(json.dumps({"t": report["faults"][0]["injected_at"] - 5, "source": "node", "kind": "notice",
-                            "node": "node-1", "data": {"notice": "interruption"}}) + "\n")
+        f.write(json.dumps(Event.make(NodeEv.NOTICE, report["faults"][0]["injected_at"] - 5, "node-1",
+                                      {"notice": "interruption"}).to_json()) + "\n")
     html = render_folder(folder, png=False).html.read_text()
     assert '<path class="node-mark"' in html and "node-1: notice (notice=interruption)" in html

@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 from chaos.analysis.samples import account_samples
-from chaos.events import Event
+from chaos.events import CheckpointEv, Event, ProgressEv
 
 
 def step(t: float, n: int, rank: int, ranges: list[list[int]], epoch: int = 0) -> Event:
-    return Event(t, "progress", "step", f"node-{rank}", {"step": n, "rank": rank, "epoch": epoch, "samples": ranges})
+    return Event.make(ProgressEv.STEP, t, f"node-{rank}", {"step": n, "rank": rank, "epoch": epoch, "samples": ranges})
 
 
 def loaded(t: float, n: int) -> Event:
-    return Event(t, "checkpoint", "loaded", "node-0", {"step": n})
+    return Event.make(CheckpointEv.LOADED, t, "node-0", {"step": n})
 
 
 def elastic_run() -> list[Event]:
@@ -74,7 +74,7 @@ def test_a_finished_epoch_that_skipped_samples_has_gaps():
     ev = [loaded(0, 0), step(1, 1, 0, [[0, 4]]), step(1, 1, 1, [[4, 8]]),
           step(2, 2, 0, [[16, 20]], epoch=0), step(3, 3, 0, [[0, 4]], epoch=1)]
     for e in ev:
-        if e.kind == "step":
+        if e.type == ProgressEv.STEP:
             e.data["epoch_size"] = 20
     acc = account_samples(ev)
     assert [p for _, p in acc.gaps] == list(range(8, 16))
@@ -82,7 +82,7 @@ def test_a_finished_epoch_that_skipped_samples_has_gaps():
 
 
 def test_nothing_to_check_without_sample_ranges():
-    ev = [Event(1, "progress", "step", "node-0", {"step": 1, "rank": 0})]
+    ev = [Event.make(ProgressEv.STEP, 1, "node-0", {"step": 1, "rank": 0})]
     acc = account_samples(ev)
     assert not acc.accounted and not acc.exactly_once
     assert "could not be checked" in acc.summary()

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from chaos.events import Event, RunnerEv
 from chaos.platforms.local.procs import is_running
 
 pytestmark = pytest.mark.slow
@@ -28,9 +29,9 @@ def test_sigterm_to_a_run_stops_its_etcd_and_nodes(tmp_path):
             while time.monotonic() < deadline and len(pids) < 3:        # etcd and two agents
                 if timeline.exists():
                     for line in timeline.read_text().splitlines():
-                        ev = json.loads(line)
-                        data = ev["data"]
-                        pid = data.get("agent_pid") or (data.get("pid") if ev["kind"] == "etcd_started" else None)
+                        ev = Event.from_json(json.loads(line))
+                        data = ev.data
+                        pid = data.get("agent_pid") or (data.get("pid") if ev.type == RunnerEv.ETCD_STARTED else None)
                         if pid:
                             pids.add(int(pid))
                 time.sleep(0.2)

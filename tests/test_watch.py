@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from chaos.events import FaultEv, RdzvEv, RunnerEv, Source, of, read_events
 from chaos.platforms.local.etcd import EtcdServer, free_port
 
 RUN_ID = "watched-job"
@@ -136,14 +137,13 @@ def test_watch_records_rounds_and_an_observed_loss_without_writing_to_etcd(etcd,
     assert "LOST 10.0.0.1_202_0: not in the next complete round (timed by its last heartbeat" in out.stderr
     assert "round 1 COMPLETE: world of 1 node(s)" in out.stderr
 
-    events = [json.loads(line) for line in (record / "timeline.jsonl").read_text().splitlines()]
-    kinds = [(e["source"], e["kind"]) for e in events]
-    assert kinds.count(("rendezvous", "round_complete")) == 2
-    (observed,) = [e for e in events if e["source"] == "fault"]
-    assert observed["kind"] == "observed" and observed["node"] == "10.0.0.1_202_0"
-    states = [e for e in events if e["source"] == "rendezvous" and e["kind"] == "state"]
-    assert observed["t"] == pytest.approx(states[1]["data"]["heartbeats"]["10.0.0.1_202_0"], abs=0.01)
-    assert kinds[-1] == ("runner", "phase") and events[-1]["data"]["phase"] == "finished"
+    events = list(read_events(record / "timeline.jsonl"))
+    assert len(of(events, RdzvEv.ROUND_COMPLETE)) == 2
+    (observed,) = of(events, Source.FAULT)
+    assert observed.type == FaultEv.OBSERVED and observed.node == "10.0.0.1_202_0"
+    states = of(events, RdzvEv.STATE)
+    assert observed.t == pytest.approx(states[1].data["heartbeats"]["10.0.0.1_202_0"], abs=0.01)
+    assert events[-1].type == RunnerEv.PHASE and events[-1].data["phase"] == "finished"
 
     report = json.loads((record / "report.json").read_text())
     assert report["scenario"] == "watch" and report["platform"] == "etcd"

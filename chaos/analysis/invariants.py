@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chaos.events import Event
+from chaos.events import Event, ProgressEv, of
 
 MIN_OVERLAP_S = 3.0
 """Longer than a graceful hand-over, where an old worker finishes its last step."""
@@ -41,8 +41,8 @@ class SplitBrain:
 def split_brains(events: Sequence[Event]) -> list[SplitBrain]:
     """Periods of more than MIN_OVERLAP_S when two rank-0 processes reported steps."""
     spans: dict[int, list[Any]] = {}  # pid -> [first t, last t, node, world size, steps]
-    for e in sorted(events, key=lambda ev: ev.t):
-        if e.source != "progress" or e.kind != "step" or int(e.data.get("rank", 0)) != 0:
+    for e in of(events, ProgressEv.STEP):
+        if int(e.data.get("rank", 0)) != 0:
             continue
         pid = e.data.get("pid")
         if pid is None:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from chaos.events import Event
+from chaos.events import CheckpointEv, Event, ProgressEv, of
 from chaos.spec import JobSpec
 
 TAIL_LINES = 12
@@ -28,11 +28,11 @@ def summarize(events: Sequence[Event], job: JobSpec | None, workdir: Path | None
     if job is None or not job.script:
         return None
     obs = job.observe
-    steps = [e for e in events if e.source == "progress" and e.kind == "step"]
+    steps = of(events, ProgressEv.STEP)
     by_regex = [e for e in steps if e.data.get("via") == "regex"]
     reported = [e for e in steps if e.data.get("via") is None]
-    loaded = [e for e in events if e.source == "checkpoint" and e.kind == "loaded"]
-    notes: list[str] = [str(e.data["why"]) for e in events if e.source == "progress" and e.kind == "unparsed"]
+    loaded = of(events, CheckpointEv.LOADED)
+    notes: list[str] = [str(e.data["why"]) for e in of(events, ProgressEv.UNPARSED)]
     out: dict[str, Any] = {
         "script": list(job.script), "workdir": str(workdir) if workdir else job.workdir,
         "unit": obs.unit, "progress_regex": obs.progress_regex, "resume_regex": obs.resume_regex,
@@ -72,7 +72,7 @@ def _resume_source(loaded: list[Event], resume_regex: str | None) -> str:
 
 
 def _checkpoint(events: Sequence[Event], path: str | None, workdir: Path | None) -> dict[str, Any] | None:
-    saved = [e for e in events if e.source == "checkpoint" and e.kind == "saved"]
+    saved = of(events, CheckpointEv.SAVED)
     if path is None:
         return {"path": None, "saves_reported": len(saved)} if saved else None
     watched = _resolve(path, workdir)

@@ -16,16 +16,18 @@ missing is ``None`` and ``missing`` says why: nothing is guessed.
 """
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from chaos.events import Event
+from chaos.events import AgentEv, CheckpointEv, Event, FaultEv, NodeEv, ProgressEv, RdzvEv, Source, first, of
 
 PHASES = ("detect", "rendezvous", "restart", "replay")
 
-_DETECT_AGENT_KINDS = {"worker_failed", "worker_group_failed", "membership_change",
-                       "rendezvous_started", "workers_stopping"}
+_DETECT = (AgentEv.WORKER_FAILED, AgentEv.WORKER_GROUP_FAILED, AgentEv.MEMBERSHIP_CHANGE,
+           AgentEv.RENDEZVOUS_STARTED, AgentEv.WORKERS_STOPPING)
+"""What an agent says when it notices a failure (on a node other than the target)."""
 
 
 @dataclass
@@ -69,7 +71,7 @@ class Recovery:
     def explain(self) -> str:
         """The timeline slice around this fault, one line per notable event."""
         lines = [f"{self.fault_kind} on {self.target} at t0={self.injected_at:.3f}:"]
-        lines += [f"  {e.t - self.injected_at:+8.3f}s  {e.source}/{e.kind}  {e.node or ''}  "
+        lines += [f"  {e.t - self.injected_at:+8.3f}s  {e.type}  {e.node or ''}  "
                   f"{_brief(e.data)}" for e in self.evidence]
         lines += [f"  missing: {m}" for m in self.missing]
         return "\n".join(lines)
@@ -126,16 +128,8 @@ def _brief(data: dict[str, Any], limit: int = 140) -> str:
 def first_detection(events: Iterable[Event], f: float, target: str | None) -> Event | None:
     """The first sign after ``f`` that the survivors noticed: an agent on another node
     saw a worker fail or restarted, or the rendezvous state changed in the store."""
-    return _first(events, f, lambda e: (e.source == "agent" and e.kind in _DETECT_AGENT_KINDS
-                                        and e.node != target)
-                  or (e.source == "rendezvous" and e.kind == "state"))
-
-
-def _first(events: Iterable[Event], after: float, pred: Any) -> Event | None:
-    for ev in events:
-        if ev.t > after and pred(ev):
-            return ev
-    return None
+    return first(events, *_DETECT, RdzvEv.STATE, after=f,
+                 where=lambda e: e.type == RdzvEv.STATE or e.node != target)
 
 
 def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
@@ -146,8 +140,8 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
     events = sorted(events, key=lambda e: e.t)
     f = injected_at
     rec = Recovery(fault_kind=kind, target=target, injected_at=f, restart_budget=max_restarts)
-    steps = [e for e in events if e.source == "progress" and e.kind == "step"]
-    before = [e for e in steps if e.t <= f]
+    steps = of(events, ProgressEv.STEP)
+    before = of(steps, until=f)
     new_gen = _new_generation(events, f)
     # Work counts as done by the pre-fault generation even when it finished just
     # after F: a gracefully stopped worker completes (and saves) its last step.
@@ -160,13 +154,12 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
         rec.missing.append("no step completed before the fault (no steady state)")
 
     detect = first_detection(events, f, target)
-    rdzv = _first(events, f, lambda e: e.source == "rendezvous" and e.kind == "round_complete")
+    rdzv = first(events, RdzvEv.ROUND_COMPLETE, after=f)
     if rdzv is None:  # no etcd watcher (c10d): fall back to the agents' own word
-        rdzv = _first(events, f, lambda e: e.source == "agent" and e.kind == "rendezvous_complete"
-                      and e.node != target)
-    resumed = _first(events, f, lambda e: e.source == "checkpoint" and e.kind == "loaded")
-    first_new = _first(steps, f, new_gen)
-    regain = _first(steps, f, lambda e: new_gen(e) and int(e.data["step"]) > (rec.pre_step or 0))
+        rdzv = first(events, AgentEv.RENDEZVOUS_COMPLETE, after=f, where=lambda e: e.node != target)
+    resumed = first(events, CheckpointEv.LOADED, after=f)
+    first_new = first(steps, after=f, where=new_gen)
+    regain = first(steps, after=f, where=lambda e: new_gen(e) and int(e.data["step"]) > (rec.pre_step or 0))
     # ``until``: the next independent fault (a cascade fired by a trigger does not
     # end the window: see window_end); what follows it is that fault's recovery
     if until is not None:
@@ -188,7 +181,7 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
         rec.lost_steps = max(0, rec.pre_step - rec.resumed_from_step)
     if first_new is not None:
         rec.world_size_after = int(first_new.data.get("world_size", 0)) or None
-    window = [e for e in steps if e.t > f and (until is None or e.t <= until)]
+    window = of(steps, after=f, until=until)
     if window:
         rec.world_size_final = int(window[-1].data.get("world_size", 0)) or None
     rec.replacement_s = _replacement(events, f, target, rec)
@@ -200,7 +193,7 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
     return rec
 
 
-_NOTABLE_SOURCES = {"fault", "node", "agent", "rendezvous", "checkpoint"}
+_NOTABLE = (Source.FAULT, Source.NODE, Source.AGENT, Source.RENDEZVOUS, Source.CHECKPOINT)
 
 
 def _evidence(events: Sequence[Event], f: float, end: float | None, marks: list[Event | None]) -> list[Event]:
@@ -208,8 +201,8 @@ def _evidence(events: Sequence[Event], f: float, end: float | None, marks: list[
     stop = (end if end is not None else f + 60.0) + 1.0
     chosen = {id(m) for m in marks if m is not None}
     out = [e for e in events if f - 2.0 <= e.t <= stop
-           and (id(e) in chosen or (e.source in _NOTABLE_SOURCES and e.kind != "state"))]
-    last_before = [e for e in events if e.source == "progress" and e.kind == "step" and e.t <= f][-1:]
+           and (id(e) in chosen or (e.source in _NOTABLE and e.type != RdzvEv.STATE))]
+    last_before = of(events, ProgressEv.STEP, until=f)[-1:]
     return sorted(last_before + out, key=lambda e: e.t)[:80]
 
 
@@ -217,11 +210,10 @@ def _new_generation(events: Sequence[Event], f: float) -> Callable[[Event], bool
     """Whether a step event after ``f`` comes from a worker (re)started after the
     fault: by PID when the script reports one, else by its agent having started
     a worker group on that node since the fault."""
-    old_pids = {e.data.get("pid") for e in events if e.source == "progress" and e.t <= f} - {None}
+    old_pids = {e.data.get("pid") for e in of(events, Source.PROGRESS, until=f)} - {None}
     starts: dict[str | None, list[float]] = {}
-    for e in events:
-        if e.source == "agent" and e.kind == "workers_starting" and e.t > f:
-            starts.setdefault(e.node, []).append(e.t)
+    for e in of(events, AgentEv.WORKERS_STARTING, after=f):
+        starts.setdefault(e.node, []).append(e.t)
 
     def is_new(e: Event) -> bool:
         if e.t <= f:
@@ -255,12 +247,11 @@ def _phases(f: float, *marks: Event | None) -> dict[str, float | None]:
 
 
 def _replacement(events: Sequence[Event], f: float, target: str | None, rec: Recovery) -> float | None:
-    newcomers = {e.node for e in events if e.source == "node" and e.kind == "started"
-                 and e.t > f and e.data.get("replaces") == target}
+    newcomers = {e.node for e in of(events, NodeEv.STARTED, after=f) if e.data.get("replaces") == target}
     if not newcomers:
         return None
-    joined = _first(events, f, lambda e: e.source == "rendezvous" and e.kind == "round_complete"
-                    and any(p.get("node") in newcomers for p in e.data.get("participants", [])))
+    joined = first(events, RdzvEv.ROUND_COMPLETE, after=f,
+                   where=lambda e: any(p.get("node") in newcomers for p in e.data.get("participants", [])))
     if joined is None:
         rec.missing.append("a replacement node started but never joined a complete round")
         return None
@@ -271,16 +262,14 @@ def _restarts_used(events: Sequence[Event], f: float, until: float | None) -> in
     """The most worker-group restarts any one agent spent after the fault (each
     agent has its own max_restarts budget; membership changes do not count)."""
     per_node: dict[str | None, int] = {}
-    for e in events:
-        if (e.source == "agent" and e.kind == "worker_group_failed" and e.t > f
-                and (until is None or e.t <= until)):
-            per_node[e.node] = per_node.get(e.node, 0) + 1
+    for e in of(events, AgentEv.WORKER_GROUP_FAILED, after=f, until=until):
+        per_node[e.node] = per_node.get(e.node, 0) + 1
     return max(per_node.values(), default=0)
 
 
 def faults_in(events: Sequence[Event]) -> list[Event]:
     """The injected-fault events of a timeline, in time order."""
-    return sorted((e for e in events if e.source == "fault" and e.kind == "injected"), key=lambda e: e.t)
+    return of(events, FaultEv.INJECTED)
 
 
 def window_end(injected_at: float, faults: Sequence[tuple[float, bool]]) -> float | None:
@@ -299,16 +288,45 @@ def analyze(events: Sequence[Event]) -> list[Recovery]:
                           injected_at=fe.t, until=window_end(fe.t, marks)) for fe in faults]
 
 
+class JobState(enum.Enum):
+    """Where a job is: still running, or gone (finished or failed)."""
+
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+
+    def is_terminal(self) -> bool:
+        return self is not JobState.RUNNING
+
+
+class FailureCause(enum.Enum):
+    """Why a node of a failed job is gone (one per node; ``JobOutcome.causes``)."""
+
+    LOST_TO_FAULT = "lost_to_fault"
+    """The node was taken away (``node/lost``)."""
+    RENDEZVOUS_FAILED = "rendezvous_failed"
+    """Its agent could not rendezvous (closed, timed out, store unreachable)."""
+    RESTARTS_EXHAUSTED = "restarts_exhausted"
+    """Its worker group failed more often than max_restarts allows and its agent gave up."""
+    EXITED = "exited"
+    """Its agent exited without any of the above in its log."""
+
+
+_RDZV_FAILED = (AgentEv.RENDEZVOUS_CLOSED, AgentEv.RENDEZVOUS_TIMEOUT, AgentEv.RENDEZVOUS_ERROR)
+
+
 @dataclass
 class JobOutcome:
-    """How a job ended (or that it has not): ``running``, ``finished`` or ``failed``."""
+    """How a job ended (or that it has not). ``causes``: why its nodes are gone, to
+    check in code; ``reasons``: the same for people, one line per node."""
 
-    state: str
+    state: JobState
     reasons: list[str] = field(default_factory=list)
+    causes: frozenset[FailureCause] = frozenset()
 
     @property
     def failed(self) -> bool:
-        return self.state == "failed"
+        return self.state is JobState.FAILED
 
 
 def job_outcome(events: Sequence[Event], job: Any = None) -> JobOutcome:
@@ -316,34 +334,34 @@ def job_outcome(events: Sequence[Event], job: Any = None) -> JobOutcome:
     their restart budget, rendezvous failures, node exits. ``job`` (a JobSpec)
     adds the configured budget to the wording."""
     events = sorted(events, key=lambda e: e.t)
-    ends = {e.node: e for e in events if e.source == "node" and e.kind in ("exited", "lost")}
-    starts = {e.node for e in events if e.source == "node" and e.kind == "started"}
+    ends = {e.node: e for e in of(events, NodeEv.EXITED, NodeEv.LOST)}
+    starts = {e.node for e in of(events, NodeEv.STARTED)}
     if not starts or starts - set(ends):
-        return JobOutcome("running")
-    if any(e.source == "progress" and e.kind == "finished" for e in events) \
-            and all(e.data.get("exit_code") == 0 for e in ends.values() if e.kind == "exited"):
-        return JobOutcome("finished", ["every node finished training"])
-    reasons: list[str] = []
-    budget = getattr(job, "max_restarts", None)
-    for node in sorted(n for n in ends if n):
-        mine = [e for e in events if e.node == node and e.source == "agent"]
-        failures = [e for e in mine if e.kind == "worker_group_failed"]
-        gave_up = any(e.kind == "agent_gave_up" for e in mine)
-        rdzv = [e for e in mine if e.kind in ("rendezvous_closed", "rendezvous_timeout", "rendezvous_error")]
-        end = ends[node]
-        if end.kind == "lost":
-            reasons.append(f"{node} was lost to a fault ({end.data.get('action', 'killed')})")
-        elif rdzv:
-            reasons.append(f"{node} could not rendezvous: {rdzv[-1].data.get('error') or rdzv[-1].kind}")
-        elif gave_up or failures:
-            spent = len(failures)
-            reasons.append(f"{node} exhausted its restart budget: its worker group failed {spent + 1} time(s), "
-                           f"restarted {spent} time(s)"
-                           + (f" (max_restarts={budget})" if budget is not None else "")
-                           + ", then its agent gave up")
-        else:
-            reasons.append(f"{node} exited with code {end.data.get('exit_code')}")
-    return JobOutcome("failed", reasons)
+        return JobOutcome(JobState.RUNNING)
+    if first(events, ProgressEv.FINISHED) is not None \
+            and all(e.data.get("exit_code") == 0 for e in ends.values() if e.type == NodeEv.EXITED):
+        return JobOutcome(JobState.FINISHED, ["every node finished training"])
+    why = [_node_failure(node, ends[node], of(events, Source.AGENT, node=node), getattr(job, "max_restarts", None))
+           for node in sorted(n for n in ends if n)]
+    return JobOutcome(JobState.FAILED, [text for _, text in why], frozenset(cause for cause, _ in why))
+
+
+def _node_failure(node: str, end: Event, agent: list[Event], budget: int | None) -> tuple[FailureCause, str]:
+    """Why ``node`` is gone, from how it ended and its agent's events."""
+    failures = of(agent, AgentEv.WORKER_GROUP_FAILED)
+    rdzv = of(agent, *_RDZV_FAILED)
+    if end.type == NodeEv.LOST:
+        return FailureCause.LOST_TO_FAULT, f"{node} was lost to a fault ({end.data.get('action', 'killed')})"
+    if rdzv:
+        return (FailureCause.RENDEZVOUS_FAILED,
+                f"{node} could not rendezvous: {rdzv[-1].data.get('error') or rdzv[-1].kind}")
+    if failures or first(agent, AgentEv.AGENT_GAVE_UP) is not None:
+        spent = len(failures)
+        return (FailureCause.RESTARTS_EXHAUSTED,
+                f"{node} exhausted its restart budget: its worker group failed {spent + 1} time(s), "
+                f"restarted {spent} time(s)" + (f" (max_restarts={budget})" if budget is not None else "")
+                + ", then its agent gave up")
+    return FailureCause.EXITED, f"{node} exited with code {end.data.get('exit_code')}"
 
 
 def goodput(events: Sequence[Event], end: float | None = None) -> float | None:
@@ -354,8 +372,7 @@ def goodput(events: Sequence[Event], end: float | None = None) -> float | None:
     counts as lost). Downtime and replayed steps both lower it."""
     from chaos.analysis.samples import account_samples
 
-    steps = sorted((e for e in events if e.source == "progress" and e.kind == "step"
-                    and int(e.data.get("rank", 0)) == 0), key=lambda e: e.t)
+    steps = [e for e in of(events, ProgressEv.STEP) if int(e.data.get("rank", 0)) == 0]
     if len(steps) < 2:
         return None
     by_pid: dict[Any, list[float]] = {}

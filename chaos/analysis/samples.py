@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from chaos.events import Event
+from chaos.events import CheckpointEv, Event, ProgressEv
 
 
 @dataclass
@@ -63,14 +63,14 @@ def account_samples(events: Iterable[Event]) -> SampleAccount:
     account = SampleAccount()
     epoch_size: int | None = None
     for e in sorted(events, key=lambda ev: ev.t):
-        if e.source == "checkpoint" and e.kind == "loaded":
+        if e.type == CheckpointEv.LOADED:
             restored = int(e.data.get("step") or 0)
             doomed = [s for s in history if s > restored]
             account.rolled_back_steps += sum(len(history[s]) for s in doomed)
             for s in doomed:
                 del history[s]
                 world.pop(s, None)
-        elif e.source == "progress" and e.kind == "step" and "samples" in e.data:
+        elif e.type == ProgressEv.STEP and "samples" in e.data:
             account.accounted = True
             if e.data.get("epoch_size") is not None:
                 epoch_size = int(e.data["epoch_size"])

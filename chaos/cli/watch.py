@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import SpecError
+from chaos.events import ProgressEv, first
 
 
 def register(sub: Any) -> None:
@@ -88,7 +89,7 @@ def _watch(args: argparse.Namespace, endpoint: str, run_id: str, platform: str) 
         print(f"\nrecorded: {result.record / 'timeline.jsonl'}")
         if result.report_html is not None:
             print(f"report: {result.report_html.resolve()}")
-    saw_progress = any(e.source == "progress" and e.kind == "step" for e in result.events)
+    saw_progress = first(result.events, ProgressEv.STEP) is not None
     verdict = watch_verdict(analyze_faults(result.events), saw_progress, [])
     for reason in verdict["reasons"]:
         print(f"  {reason}")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from chaos.errors import InjectionFailed
-from chaos.events import Timeline
+from chaos.events import FaultEv, Timeline
 from chaos.platforms.api import Capability, Hit, Platform
 
 
@@ -70,11 +70,11 @@ class Fault(abc.ABC):
         names the event-trigger that fired it (an armed fault: a cascade is measured
         as part of the recovery it interrupted)."""
         plan = self.plan(platform)
-        timeline.emit("fault", "planned", plan.target, fault=self.kind, actions=list(plan.actions))
+        timeline.emit(FaultEv.PLANNED, plan.target, fault=self.kind, actions=list(plan.actions))
         record = self._inject(platform, plan, timeline)
         if trigger is not None:
             record = replace(record, detail={**record.detail, "trigger": trigger})
-        timeline.emit("fault", "injected", record.target, t=record.injected_at, fault=self.kind,
+        timeline.emit(FaultEv.INJECTED, record.target, t=record.injected_at, fault=self.kind,
                       **{k: v for k, v in record.to_json().items() if k not in ("kind", "target", "injected_at")})
         return record
 
@@ -83,7 +83,7 @@ class Fault(abc.ABC):
         something to undo."""
         hit = self._revert(platform, record)
         if hit is not None:
-            timeline.emit("fault", "reverted", record.target, t=hit.at, fault=self.kind, action=hit.action)
+            timeline.emit(FaultEv.REVERTED, record.target, t=hit.at, fault=self.kind, action=hit.action)
 
     def _revert(self, platform: Platform, record: FaultRecord) -> Hit | None:
         return None  # most faults have nothing to undo

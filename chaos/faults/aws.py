@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from chaos.errors import FaultUnavailable, SpecError
-from chaos.events import Timeline
+from chaos.events import FaultEv, Timeline
 from chaos.faults.api import Fault, FaultPlan, FaultRecord
 from chaos.platforms.api import Hit, Platform
 from chaos.platforms.aws.actions import (
@@ -113,7 +113,7 @@ class FisSpotInterruption(_AwsFault):
                                               stop_alarm_arn=self._stop_alarm_arn(side))
 
         def on_state(status: str, reason: str) -> None:
-            timeline.emit("fault", "fis_state", chosen[0].name, status=status, reason=reason)
+            timeline.emit(FaultEv.FIS_STATE, chosen[0].name, status=status, reason=reason)
         outcome = side.actions.run_experiment(template, timeout_s=self.timeout_s, poll_s=self.poll_s,
                                               should_stop=self.should_stop, on_state=on_state)
         # AWS interrupts the instance durationBeforeInterruption after the start, and the experiment

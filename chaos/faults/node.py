@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from chaos.errors import InjectionFailed
-from chaos.events import Event, Timeline
+from chaos.events import CheckpointEv, Event, Timeline, first
 from chaos.faults.api import Fault, FaultPlan, FaultRecord, pick_victim
 from chaos.platforms.api import Capability, Platform
 
@@ -56,14 +56,12 @@ class KillDuringCheckpoint(KillNode):
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         record = super()._inject(platform, plan, timeline)
-        started = [e for e in timeline.events() if e.source == "checkpoint" and e.kind == "started"
-                   and e.node == plan.target and e.t <= record.injected_at]
+        started = timeline.select(CheckpointEv.STARTED, node=plan.target, until=record.injected_at)
         if not started:
             return record
         step = started[-1].data.get("step")
-        saved_first = any(e.source == "checkpoint" and e.kind == "saved" and e.node == plan.target
-                          and e.data.get("step") == step and e.t <= record.injected_at
-                          for e in timeline.events())
+        saved_first = first(timeline.events(), CheckpointEv.SAVED, node=plan.target, until=record.injected_at,
+                            where=lambda e: e.data.get("step") == step) is not None
         return FaultRecord(self.kind, plan.target, record.injected_at, record.hit,
                            {"checkpoint_step": step, "during_write": not saved_first,
                             "checkpoint_path": started[-1].data.get("path")})

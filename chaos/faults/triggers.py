@@ -12,9 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from chaos.events import Event
+from chaos.events import AgentEv, CheckpointEv, Event, EventType, ProgressEv
 
-REFORMING_AGENT_KINDS = frozenset({"worker_group_failed", "rendezvous_started", "membership_change"})
+REFORMING = frozenset({AgentEv.WORKER_GROUP_FAILED, AgentEv.RENDEZVOUS_STARTED, AgentEv.MEMBERSHIP_CHANGE})
+"""What a survivor's agent says as it starts re-forming the rendezvous."""
 
 
 @dataclass(frozen=True)
@@ -29,21 +30,20 @@ class Trigger:
 def at_step(step: int) -> Trigger:
     """Fires when any rank reports ``step`` (or later)."""
     return Trigger(f"at step {step}",
-                   lambda e: e.source == "progress" and e.kind == "step" and int(e.data.get("step", 0)) >= step)
+                   lambda e: e.type == ProgressEv.STEP and int(e.data.get("step", 0)) >= step)
 
 
-def on_event(source: str, kind: str, **data: Any) -> Trigger:
-    """Fires on the first ``source/kind`` event whose data has the given values."""
+def on_event(type: EventType, **data: Any) -> Trigger:
+    """Fires on the first event of ``type`` whose data has the given values."""
     detail = "".join(f" {k}={v}" for k, v in data.items())
-    return Trigger(f"on {source}/{kind}{detail}",
-                   lambda e: e.source == source and e.kind == kind
-                   and all(e.data.get(k) == v for k, v in data.items()))
+    return Trigger(f"on {type}{detail}",
+                   lambda e: e.type == type and all(e.data.get(k) == v for k, v in data.items()))
 
 
 def checkpoint_started(min_step: int = 1) -> Trigger:
     """Fires when a periodic checkpoint of ``min_step`` or later starts being written."""
     return Trigger(f"when a checkpoint (step >= {min_step}) starts being written",
-                   lambda e: e.source == "checkpoint" and e.kind == "started"
+                   lambda e: e.type == CheckpointEv.STARTED
                    and int(e.data.get("step", 0)) >= min_step and e.data.get("reason", "periodic") == "periodic")
 
 
@@ -51,4 +51,4 @@ def during_rendezvous(after: float = 0.0) -> Trigger:
     """Fires when, after time ``after``, a survivor starts re-forming the rendezvous
     (its worker group failed, or it is rendezvousing again)."""
     return Trigger("during a re-rendezvous",
-                   lambda e: e.t > after and e.source == "agent" and e.kind in REFORMING_AGENT_KINDS)
+                   lambda e: e.t > after and e.type in REFORMING)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos.events import Event
+from chaos.events import Event, NodeEv, RdzvEv, of
 
 GONE = ("shutting-down", "terminated", "stopping", "stopped")
 
@@ -61,20 +61,20 @@ class ReplacementSplit:
 
 def split(events: list[Event], *, fault_at: float, targets: list[str]) -> ReplacementSplit:
     """The replacement split of the first replacement after ``fault_at`` of ``targets``."""
-    lost = [e.t for e in events if e.kind == "instance_state" and e.data.get("instance") in targets
+    states = of(events, NodeEv.INSTANCE_STATE)
+    lost = [e.t for e in states if e.data.get("instance") in targets
             and e.data.get("state") in GONE and e.t >= fault_at - 1]
     lost_at = min(lost) if lost else fault_at
-    running = [e for e in events if e.kind == "instance_state" and e.data.get("new")
-               and e.data.get("state") == "running" and e.t >= lost_at - 1]
+    running = [e for e in states if e.data.get("new") and e.data.get("state") == "running" and e.t >= lost_at - 1]
     if not running:
         return ReplacementSplit(lost_at, missing=("no replacement instance reached running",))
     first = min(running, key=lambda e: e.t)
     instance = str(first.data["instance"])
-    joined = [e.t for e in events if e.kind == "instance_joined" and e.data.get("instance") == instance]
+    joined = [e.t for e in of(events, NodeEv.INSTANCE_JOINED) if e.data.get("instance") == instance]
     if not joined:
         return ReplacementSplit(lost_at, first.t, instance=instance,
                                 missing=("its Kubernetes node was not seen Ready (no --job, or it did not join)",))
-    rounds = [e.t for e in events if e.source == "rendezvous" and e.kind == "round_complete" and e.t >= min(joined)]
+    rounds = [e.t for e in of(events, RdzvEv.ROUND_COMPLETE) if e.t >= min(joined)]
     if not rounds:
         return ReplacementSplit(lost_at, first.t, min(joined), instance=instance,
                                 missing=("no complete rendezvous round after it joined (no --etcd/--run-id, "

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import FaultUnavailable, InjectionFailed, PlatformError
-from chaos.events import Timeline
+from chaos.events import NodeEv, RunnerEv, Timeline
 from chaos.spec import JobSpec
 
 
@@ -86,7 +86,7 @@ class Platform(abc.ABC):
         if self.job is not None:
             raise PlatformError(f"{self.name} platform already runs job {self.job.run_id}; stop it first")
         self.job = job
-        self.timeline.emit("runner", "job_started", run_id=job.run_id, platform=self.name,
+        self.timeline.emit(RunnerEv.JOB_STARTED, run_id=job.run_id, platform=self.name,
                            spec=job.to_json())
         self._start(job)
 
@@ -97,7 +97,7 @@ class Platform(abc.ABC):
         try:
             self._stop()
         finally:
-            self.timeline.emit("runner", "job_stopped", run_id=self.job.run_id)
+            self.timeline.emit(RunnerEv.JOB_STOPPED, run_id=self.job.run_id)
             self.job = None
 
     def __enter__(self) -> Platform:
@@ -153,7 +153,7 @@ class Platform(abc.ABC):
         """
         self._require_node(node)
         hit = self._kill_node(node, graceful=graceful, grace_s=grace_s)
-        self.timeline.emit("node", "lost", node, t=hit.at, action=hit.action, pids=list(hit.pids),
+        self.timeline.emit(NodeEv.LOST, node, t=hit.at, action=hit.action, pids=list(hit.pids),
                            **hit.detail)
         return hit
 
@@ -162,7 +162,7 @@ class Platform(abc.ABC):
         self._require(Capability.NOTICE)
         self._require_node(node)
         hit = self._send_notice(node, kind, terminate_at=terminate_at)
-        self.timeline.emit("node", "notice", node, t=hit.at, notice=kind, terminate_at=terminate_at)
+        self.timeline.emit(NodeEv.NOTICE, node, t=hit.at, notice=kind, terminate_at=terminate_at)
         return hit
 
     def partition_node(self, node: str) -> Hit:
@@ -170,13 +170,13 @@ class Platform(abc.ABC):
         self._require(Capability.PARTITION)
         self._require_node(node)
         hit = self._partition_node(node)
-        self.timeline.emit("node", "partitioned", node, t=hit.at)
+        self.timeline.emit(NodeEv.PARTITIONED, node, t=hit.at)
         return hit
 
     def heal_node(self, node: str) -> Hit:
         """Undo ``partition_node``. Idempotent; a gone node is nothing to heal."""
         hit = self._heal_node(node)
-        self.timeline.emit("node", "healed", node, t=hit.at)
+        self.timeline.emit(NodeEv.HEALED, node, t=hit.at)
         return hit
 
     def freeze_node(self, node: str) -> Hit:
@@ -184,13 +184,13 @@ class Platform(abc.ABC):
         self._require(Capability.FREEZE)
         self._require_node(node)
         hit = self._freeze_node(node)
-        self.timeline.emit("node", "frozen", node, t=hit.at, action=hit.action, pids=list(hit.pids))
+        self.timeline.emit(NodeEv.FROZEN, node, t=hit.at, action=hit.action, pids=list(hit.pids))
         return hit
 
     def thaw_node(self, node: str) -> Hit:
         """Undo ``freeze_node``. Idempotent."""
         hit = self._thaw_node(node)
-        self.timeline.emit("node", "thawed", node, t=hit.at)
+        self.timeline.emit(NodeEv.THAWED, node, t=hit.at)
         return hit
 
     def kill_worker(self, node: str, *, local_rank: int = 0) -> Hit:
@@ -198,7 +198,7 @@ class Platform(abc.ABC):
         self._require(Capability.WORKER_CRASH)
         self._require_node(node)
         hit = self._kill_worker(node, local_rank=local_rank)
-        self.timeline.emit("node", "worker_killed", node, t=hit.at, pids=list(hit.pids), local_rank=local_rank)
+        self.timeline.emit(NodeEv.WORKER_KILLED, node, t=hit.at, pids=list(hit.pids), local_rank=local_rank)
         return hit
 
     def add_node(self) -> NodeInfo:
@@ -213,14 +213,14 @@ class Platform(abc.ABC):
         (connections accepted, never answered). Its data stays."""
         self._require(Capability.STORE_OUTAGE)
         hit = self._stop_store(how=how)
-        self.timeline.emit("runner", "store_stopped", t=hit.at, action=hit.action, how=how.value)
+        self.timeline.emit(RunnerEv.STORE_STOPPED, t=hit.at, action=hit.action, how=how.value)
         return hit
 
     def start_store(self) -> Hit:
         """Bring the rendezvous store back with its data (restart, or resume a hung one);
         blocks until it serves. Idempotent."""
         hit = self._start_store()
-        self.timeline.emit("runner", "store_started", t=hit.at)
+        self.timeline.emit(RunnerEv.STORE_STARTED, t=hit.at)
         return hit
 
     # optional hooks: a backend overrides those it supports and says so in unavailable()

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from chaos.events import Event
+from chaos.events import CheckpointEv, Event, ProgressEv, RdzvEv, first, last, of
 from chaos.reporting.load import FaultView, RunData
 
 SHARE = 0.2
@@ -86,7 +86,7 @@ def _c10d(run: RunData) -> bool:
 
 
 def _states(run: RunData, start: float, end: float) -> list[Event]:
-    return [e for e in run.events if e.source == "rendezvous" and e.kind == "state" and start < e.t <= end]
+    return of(run.events, RdzvEv.STATE, after=start, until=end)
 
 
 def _members(e: Event, key: str) -> set[str]:
@@ -108,8 +108,8 @@ def _keep_alive(run: RunData, i: int, fault: FaultView) -> Finding | None:
     if fault.target is None or done is None:
         return None
     f = fault.injected_at
-    before = [e for e in run.events if e.source == "rendezvous" and e.kind == "state" and e.t <= f]
-    ids = _ids_of(before[-1], fault.target) if before else set()
+    before = last(run.events, RdzvEv.STATE, until=f)
+    ids = _ids_of(before, fault.target) if before is not None else set()
     after = _states(run, f, done)
     if not after or not (_present(after[0], fault.target, ids)):
         return None  # the target left the rendezvous at once (it said goodbye): no expiry wait
@@ -141,7 +141,7 @@ def _keep_alive(run: RunData, i: int, fault: FaultView) -> Finding | None:
 
 def _last_heartbeat(events: list[Event], ids: set[str], before: float) -> float | None:
     """The target's last heartbeat seen in the rendezvous states (watchers that record them)."""
-    beats = [float(v) for e in events if e.source == "rendezvous" and e.kind == "state" and e.t <= before
+    beats = [float(v) for e in of(events, RdzvEv.STATE, until=before)
              for k, v in (e.data.get("heartbeats") or {}).items() if k in ids and isinstance(v, (int, float))]
     return max(beats, default=None)
 
@@ -160,8 +160,7 @@ def _last_call(run: RunData, i: int, fault: FaultView) -> Finding | None:
     done = _rdzv_done(fault)
     if done is None:
         return None
-    complete = next((e for e in run.events if e.source == "rendezvous" and e.kind == "round_complete"
-                     and abs(e.t - done) < 1e-3), None)
+    complete = first(run.events, RdzvEv.ROUND_COMPLETE, where=lambda e: abs(e.t - done) < 1e-3)
     if complete is None:
         return None
     lo, hi = _node_range(run.job)
@@ -224,13 +223,11 @@ def _replay(run: RunData, i: int, fault: FaultView, steady: float | None) -> Fin
 def _save_s(events: list[Event]) -> float | None:
     started: dict[Any, float] = {}
     durations = []
-    for e in events:
-        if e.source != "checkpoint":
-            continue
+    for e in of(events, CheckpointEv.STARTED, CheckpointEv.SAVED):
         key = (e.node, e.data.get("pid"), e.data.get("step"))
-        if e.kind == "started":
+        if e.type == CheckpointEv.STARTED:
             started[key] = e.t
-        elif e.kind == "saved" and key in started:
+        elif key in started:
             durations.append(e.t - started.pop(key))
     return sorted(durations)[len(durations) // 2] if durations else None
 
@@ -243,8 +240,8 @@ def _restart(run: RunData, i: int, fault: FaultView) -> Finding | None:
         return None
     first_step = fault.injected_at + float(regain)
     window = [e for e in run.events if done <= e.t <= first_step]
-    up = next((e for e in window if e.source == "progress" and e.kind == "start"), None)
-    loaded = next((e for e in window if e.source == "checkpoint" and e.kind == "loaded"), None)
+    up = first(window, ProgressEv.START)
+    loaded = first(window, CheckpointEv.LOADED)
     parts = []
     if up is not None:
         parts.append(f"workers reported in {up.t - done:.1f} s after the round completed "

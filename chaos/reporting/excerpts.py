@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from chaos.events import ProgressEv
 from chaos.watchers.logs import glog_time, parse_progress
 
 _GLOG_TIME = re.compile(r"^[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6}) ")
@@ -89,7 +90,7 @@ def excerpt(node: str, path: Path, start: float, end: float) -> Excerpt:
     def flush() -> None:
         if folded:
             steps = [ev.data.get("step") for _, text in folded
-                     if (ev := parse_progress(text, "")) is not None and ev.kind == "step"]
+                     if (ev := parse_progress(text, "")) is not None and ev.type == ProgressEv.STEP]
             what = f"steps {steps[0]}..{steps[-1]}" if steps else "progress lines"
             picked.append(Line(folded[0][0], f"... {len(folded)} trainer progress line(s) ({what}) ...",
                                "progress"))
@@ -114,7 +115,7 @@ def excerpt(node: str, path: Path, start: float, end: float) -> Excerpt:
 
 def _is_step(text: str) -> bool:
     ev = parse_progress(text, "")
-    return ev is not None and ev.kind == "step"
+    return ev is not None and ev.type == ProgressEv.STEP
 
 
 def window(injected_at: float, regain_s: float | None) -> tuple[float, float]:

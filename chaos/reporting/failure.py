@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.analysis.recovery import PHASES
-from chaos.events import Event
+from chaos.events import Event, ProgressEv, Source
 
 MAX_LINES = 40
 BEFORE_S = 3.0
@@ -23,7 +23,7 @@ _METRICS = ("detect_s", "rendezvous_s", "recovery_s", "regain_s", "lost_steps", 
 
 def _describe(e: Event) -> str:
     data = {k: v for k, v in e.data.items() if k not in ("spec", "heartbeats", "redundancy_list")}
-    if e.source == "rendezvous" and "participants" in data:
+    if e.source == Source.RENDEZVOUS and "participants" in data:
         names = [p.get("node") or p.get("id") for p in data.get("participants") or [] if isinstance(p, dict)]
         waiting = [p.get("node") or p.get("id") for p in data.get("wait_list") or [] if isinstance(p, dict)]
         text = f"round={data.get('round')} complete={data.get('complete')} participants={names}"
@@ -54,7 +54,7 @@ def timeline_slice(events: Sequence[Event], fault_times: Sequence[float], t0: fl
     for e in sorted(events, key=lambda e: e.t):
         if e.t < start:
             continue
-        if e.source == "progress" and e.kind == "step":
+        if e.type == ProgressEv.STEP:
             steps.append(e)
             continue
         fold()

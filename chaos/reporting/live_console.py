@@ -16,7 +16,7 @@ import threading
 import time
 from typing import TextIO
 
-from chaos.events import Event, Timeline
+from chaos.events import AgentEv, CheckpointEv, Event, FaultEv, NodeEv, ProgressEv, RdzvEv, RunnerEv, Source, Timeline
 
 CLEAR = "\r\x1b[K"
 
@@ -117,51 +117,50 @@ class ConsoleProgress:
         self.out.clear()
 
     def on_event(self, e: Event) -> None:
-        if e.source == "runner" and e.kind == "phase":
+        if e.type == RunnerEv.PHASE:
             self.phase = str(e.data.get("phase"))
-        if e.source == "progress" and e.kind == "step":
+        if e.type == ProgressEv.STEP:
             self.step = e.data.get("step")
             self.world_size = e.data.get("world_size")
         line = self.describe(e)
         if line:
             self._say(line)
-        if e.source == "runner" and e.kind == "phase" and e.data.get("phase") == "finished":
+        if e.type == RunnerEv.PHASE and e.data.get("phase") == "finished":
             self.close()
 
     def describe(self, e: Event) -> str | None:
         d = e.data
-        if e.source == "runner" and e.kind == "phase":
+        if e.type == RunnerEv.PHASE:
             extra = ", ".join(f"{k}={v}" for k, v in d.items() if k != "phase")
             return f"phase: {d['phase']}" + (f" ({extra})" if extra else "")
-        if e.source == "runner" and e.kind == "etcd_started":
+        if e.type == RunnerEv.ETCD_STARTED:
             return f"etcd {d.get('version')} up at {d.get('endpoint')} (pid {d.get('pid')})"
-        if e.source == "node":
-            return {"started": f"{e.node}: agent started (pid {d.get('agent_pid')})"
+        if e.source == Source.NODE:
+            return {NodeEv.STARTED: f"{e.node}: agent started (pid {d.get('agent_pid')})"
                     + (f", replacing {d['replaces']}" if d.get("replaces") else ""),
-                    "lost": f"{e.node}: LOST ({d.get('action')}, {len(d.get('pids', []))} processes)",
-                    "exited": f"{e.node}: agent exited with code {d.get('exit_code')}",
-                    "provisioning": f"provisioning a replacement for {d.get('replaces')} "
-                                    f"in {d.get('delay_s')}s",
-                    "notice": f"{e.node}: {d.get('notice')} notice"
-                              + (f", terminating in {float(d['terminate_at']) - e.t:.0f}s"
-                                 if isinstance(d.get("terminate_at"), (int, float)) else "")}.get(e.kind)
-        if e.source == "fault" and e.kind == "injected":
+                    NodeEv.LOST: f"{e.node}: LOST ({d.get('action')}, {len(d.get('pids', []))} processes)",
+                    NodeEv.EXITED: f"{e.node}: agent exited with code {d.get('exit_code')}",
+                    NodeEv.PROVISIONING: f"provisioning a replacement for {d.get('replaces')} "
+                                         f"in {d.get('delay_s')}s",
+                    NodeEv.NOTICE: f"{e.node}: {d.get('notice')} notice"
+                                   + (f", terminating in {float(d['terminate_at']) - e.t:.0f}s"
+                                      if isinstance(d.get("terminate_at"), (int, float)) else "")}.get(e.type)
+        if e.type == FaultEv.INJECTED:
             return f"FAULT {d.get('fault')} injected on {e.node}"
-        if e.source == "fault" and e.kind not in ("planned", "injected"):
+        if e.source == Source.FAULT and e.type != FaultEv.PLANNED:
             return f"fault {d.get('fault', '')}: {e.kind}" + (f" on {e.node}" if e.node else "")
-        if e.source == "rendezvous" and e.kind == "round_complete":
+        if e.type == RdzvEv.ROUND_COMPLETE:
             names = [p.get("node") or p.get("id") for p in d.get("participants", [])]
             return f"rendezvous round {d.get('round')} complete: {len(names)} node(s) {names}"
-        if e.source == "rendezvous" and e.kind in ("store_unreachable", "store_reachable", "refused"):
+        if e.type in (RdzvEv.STORE_UNREACHABLE, RdzvEv.STORE_REACHABLE, RdzvEv.REFUSED):
             return f"rendezvous store: {e.kind}"
-        if e.source == "agent" and e.kind in ("worker_group_failed", "membership_change"):
+        if e.type in (AgentEv.WORKER_GROUP_FAILED, AgentEv.MEMBERSHIP_CHANGE):
             return f"{e.node}: agent {e.kind.replace('_', ' ')} {d}"
-        if e.source == "checkpoint" and e.kind in ("loaded", "corrupt"):
-            if e.kind == "loaded" and d.get("rank", 0) != 0:
-                return None
-            return f"{e.node}: checkpoint {e.kind} (step {d.get('step')})" if e.kind == "loaded" \
-                else f"{e.node}: checkpoint CORRUPT {d.get('path')}: {d.get('reason')}"
-        if e.source == "progress" and e.kind == "step" and d.get("rank") == 0 and not self.out.live:
+        if e.type == CheckpointEv.LOADED:
+            return f"{e.node}: checkpoint {e.kind} (step {d.get('step')})" if d.get("rank", 0) == 0 else None
+        if e.type == CheckpointEv.CORRUPT:
+            return f"{e.node}: checkpoint CORRUPT {d.get('path')}: {d.get('reason')}"
+        if e.type == ProgressEv.STEP and d.get("rank") == 0 and not self.out.live:
             now = time.time()
             if now - self._last_step_print >= self.step_every_s:
                 self._last_step_print = now

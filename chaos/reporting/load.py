@@ -16,7 +16,7 @@ from typing import Any
 
 from chaos.analysis import recovery as analysis
 from chaos.errors import SpecError
-from chaos.events import Event
+from chaos.events import Event, FaultEv, RunnerEv, first, of
 
 REPORT = "report.json"
 TIMELINE = "timeline.jsonl"
@@ -167,7 +167,7 @@ def _read_report(path: Path, missing: list[str]) -> tuple[dict[str, Any], bool]:
 
 def reconstruct_report(events: list[Event]) -> dict[str, Any]:
     """A report.json-shaped dict from a timeline alone (no verdict: none was reached)."""
-    started = next((e for e in events if e.source == "runner" and e.kind == "job_started"), None)
+    started = first(events, RunnerEv.JOB_STARTED)
     spec = started.data.get("spec") if started else None
     return {
         "schema_version": 1,
@@ -185,8 +185,7 @@ def reconstruct_report(events: list[Event]) -> dict[str, Any]:
 
 def fault_events(events: list[Event]) -> list[Event]:
     """Injected faults and, from a passive watch, observed losses, in time order."""
-    return sorted((e for e in events if e.source == "fault" and e.kind in ("injected", "observed")),
-                  key=lambda e: e.t)
+    return of(events, FaultEv.INJECTED, FaultEv.OBSERVED)
 
 
 def analyze_faults(events: list[Event]) -> list[dict[str, Any]]:
@@ -199,7 +198,7 @@ def analyze_faults(events: list[Event]) -> list[dict[str, Any]]:
         rec = analysis.analyze_fault(events, kind=kind, target=fe.node, injected_at=fe.t, until=until)
         entry: dict[str, Any] = {"kind": kind, "target": fe.node, "injected_at": fe.t,
                                  "hit": fe.data.get("hit"), "metrics": rec.to_json()}
-        if fe.kind == "observed":
+        if fe.type == FaultEv.OBSERVED:
             entry["observed"] = True
         out.append(entry)
     return out
@@ -211,7 +210,7 @@ def _check_finished(events: list[Event], missing: list[str], have_timeline: bool
     if not events:
         missing.append(f"{TIMELINE} holds no events")
         return
-    phases = [e for e in events if e.source == "runner" and e.kind == "phase"]
+    phases = of(events, RunnerEv.PHASE)
     if not any(e.data.get("phase") == "finished" for e in phases):
         last = phases[-1].data.get("phase") if phases else "none"
         missing.append(f"the timeline ends without the 'finished' phase (last phase: {last}): "

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chaos.events import Event
+from chaos.events import Event, ProgressEv, first
 from chaos.reporting.load import REPORT, reconstruct_report
 
 
@@ -42,7 +42,7 @@ def watch_verdict(faults: list[dict[str, Any]], saw_progress: bool, errors: list
 def write_watch_report(folder: Path, events: list[Event], errors: list[str]) -> Path | None:
     """Write report.json from a watch's events, then the readable renderings; returns report.html."""
     report = reconstruct_report(events)
-    saw_progress = any(e.source == "progress" and e.kind == "step" for e in events)
+    saw_progress = first(events, ProgressEv.STEP) is not None
     report["scenario"] = "watch"
     report["verdict"] = watch_verdict(report["faults"], saw_progress, errors)
     report["finished_at"] = round(time.time(), 3)

@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos.events import Event
+from chaos.events import AgentEv, CheckpointEv, Event, FaultEv, NodeEv, ProgressEv, RdzvEv, RunnerEv, Source, first, of
 
 
 @dataclass(frozen=True)
@@ -92,16 +92,17 @@ def extract(events: list[Event], t_end: float) -> Series:
     out.steady_step_s = steady_step_s(out.steps, _first_fault_t(events))
     out.rounds = _rounds(events)
     out.lifetimes = _lifetimes(events, t_end)
-    out.markers = [_marker(e) for e in events if e.source == "fault" and e.kind != "planned"]
-    out.node_marks = [_marker(e) for e in events if e.source == "node" and e.node is not None
-                      and e.kind not in ("started", "lost", "exited")]
+    out.markers = [_marker(e) for e in of(events, Source.FAULT) if e.type != FaultEv.PLANNED]
+    out.node_marks = [_marker(e) for e in of(events, Source.NODE) if e.node is not None
+                      and e.type not in (NodeEv.STARTED, NodeEv.LOST, NodeEv.EXITED)]
     out.world_size = _world_size(events, out.steady_step_s)
     out.checkpoints = _checkpoints(events)
     return out
 
 
 def _first_fault_t(events: list[Event]) -> float | None:
-    return next((e.t for e in events if e.source == "fault" and e.kind == "injected"), None)
+    injected = first(events, FaultEv.INJECTED)
+    return injected.t if injected is not None else None
 
 
 def _int(v: Any, default: int = 0) -> int:
@@ -113,8 +114,8 @@ def _int(v: Any, default: int = 0) -> int:
 
 def _steps(events: list[Event]) -> list[StepSeries]:
     by_proc: dict[tuple[str, int, int | None], list[tuple[float, int]]] = {}
-    for e in events:
-        if e.source == "progress" and e.kind == "step" and "step" in e.data:
+    for e in of(events, ProgressEv.STEP):
+        if "step" in e.data:
             pid = e.data.get("pid")
             key = (e.node or "?", _int(e.data.get("rank")), pid if isinstance(pid, int) else None)
             by_proc.setdefault(key, []).append((e.t, _int(e.data["step"])))
@@ -148,13 +149,11 @@ def _participants(e: Event) -> tuple[str, ...]:
 def _rounds(events: list[Event]) -> list[Round]:
     etcd = [Round(t=e.t, round=_int(e.data.get("round"), -1), nodes=_participants(e),
                   size=len(_participants(e)), source="etcd")
-            for e in events if e.source == "rendezvous" and e.kind == "round_complete"]
+            for e in of(events, RdzvEv.ROUND_COMPLETE)]
     if etcd:
         return etcd
     rounds: list[Round] = []  # c10d: no etcd to watch; the agents' own lines, grouped
-    for e in events:
-        if e.source != "agent" or e.kind != "rendezvous_complete":
-            continue
+    for e in of(events, AgentEv.RENDEZVOUS_COMPLETE):
         size = e.data.get("group_world_size")
         if rounds and e.t - rounds[-1].t < 2.0:
             last = rounds[-1]
@@ -169,13 +168,14 @@ def _rounds(events: list[Event]) -> list[Round]:
 def _lifetimes(events: list[Event], t_end: float) -> list[Lifetime]:
     starts: dict[str, Event] = {}
     ends: dict[str, Event] = {}
-    stopped = next((e.t for e in events if e.source == "runner" and e.kind == "job_stopped"), None)
-    for e in events:
-        if e.source != "node" or e.node is None:
+    stop = first(events, RunnerEv.JOB_STOPPED)
+    stopped = stop.t if stop is not None else None
+    for e in of(events, Source.NODE):
+        if e.node is None:
             continue
-        if e.kind == "started":
+        if e.type == NodeEv.STARTED:
             starts.setdefault(e.node, e)
-        elif e.kind in ("lost", "exited") and e.node not in ends:
+        elif e.type in (NodeEv.LOST, NodeEv.EXITED) and e.node not in ends:
             ends[e.node] = e
     out = []
     for node, s in starts.items():
@@ -204,9 +204,7 @@ def _world_size(events: list[Event], steady: float | None) -> list[tuple[float, 
     gap = max(2.0, 10 * (steady or 0.0))
     out: list[tuple[float, int]] = []
     last_t: float | None = None
-    for e in events:
-        if e.source != "progress" or e.kind != "step":
-            continue
+    for e in of(events, ProgressEv.STEP):
         ws = _int(e.data.get("world_size"))
         if last_t is not None and e.t - last_t > gap:
             out.append((last_t + (steady or 0.0), 0))
@@ -221,10 +219,10 @@ def _world_size(events: list[Event], steady: float | None) -> list[tuple[float, 
 def _checkpoints(events: list[Event]) -> list[tuple[float, int, str]]:
     seen: set[tuple[str, int, int]] = set()
     out = []
-    for e in events:
-        if e.source == "checkpoint" and e.kind in ("saved", "loaded", "corrupt") and "step" in e.data:
+    for e in of(events, CheckpointEv.SAVED, CheckpointEv.LOADED, CheckpointEv.CORRUPT):
+        if "step" in e.data:
             key = (e.kind, _int(e.data["step"]), _int(e.data.get("restart_count")))
-            if key not in seen and not (e.kind == "loaded" and _int(e.data["step"]) == 0):
+            if key not in seen and not (e.type == CheckpointEv.LOADED and _int(e.data["step"]) == 0):
                 seen.add(key)
                 out.append((e.t, _int(e.data["step"]), e.kind))
     return out

@@ -29,7 +29,7 @@ from chaos.analysis import recovery as analysis
 from chaos.analysis.invariants import SplitBrain, split_brains
 from chaos.analysis.samples import SampleAccount, account_samples
 from chaos.errors import ChaosError, FaultUnavailable, RecoveryTimeout
-from chaos.events import Event, Timeline
+from chaos.events import Event, FaultEv, ProgressEv, RunnerEv, Timeline
 from chaos.faults.api import Fault, FaultRecord
 from chaos.faults.triggers import Trigger
 from chaos.platforms import create_platform
@@ -95,7 +95,7 @@ class ArmedFault:
 
     def _fire(self, event: Event) -> None:
         try:
-            self.run.timeline.emit("fault", "triggered", event.node, fault=self.fault.kind,
+            self.run.timeline.emit(FaultEv.TRIGGERED, event.node, fault=self.fault.kind,
                                    trigger=str(self.trigger), by={"source": event.source, "kind": event.kind,
                                                                   "t": event.t})
             self.record = self.run.inject(self.fault, trigger=str(self.trigger))
@@ -200,7 +200,7 @@ class ChaosRun:
         self.timeline.close()
 
     def phase(self, name: str, **data: Any) -> None:
-        self.timeline.emit("runner", "phase", phase=name, **data)
+        self.timeline.emit(RunnerEv.PHASE, phase=name, **data)
 
     def _pid_to_node(self) -> dict[int | str, str]:
         """Rendezvous participants -> node names: by agent PID and by address, each only
@@ -255,7 +255,7 @@ class ChaosRun:
         return analysis.job_outcome(self.timeline.events(), self.job)
 
     def last_progress(self) -> str:
-        steps = [e for e in self.timeline.events() if e.source == "progress" and e.kind == "step"]
+        steps = self.timeline.select(ProgressEv.STEP)
         if not steps:
             regex = self.job.observe.progress_regex if self.job else None
             return "no training step yet" + (f" (no line matched --progress-regex {regex!r}; compare it "
@@ -267,13 +267,11 @@ class ChaosRun:
         """Steady state: block until some rank has completed ``step``."""
         self.phase("steady_state", target_step=step)
         return self.wait_for(f"training step {step}",
-                             lambda e: e.source == "progress" and e.kind == "step"
-                             and int(e.data.get("step", 0)) >= step, timeout)
+                             lambda e: e.type == ProgressEv.STEP and int(e.data.get("step", 0)) >= step, timeout)
 
     def wait_for_steps(self, count: int, timeout: float = 120.0) -> Event:
         """Block until training has advanced ``count`` steps past the latest one seen."""
-        steps = [int(e.data.get("step", 0)) for e in self.timeline.events()
-                 if e.source == "progress" and e.kind == "step"]
+        steps = [int(e.data.get("step", 0)) for e in self.timeline.select(ProgressEv.STEP)]
         return self.wait_for_step(max(steps, default=0) + count, timeout)
 
     # -- faults -------------------------------------------------------------
@@ -303,7 +301,7 @@ class ChaosRun:
         if reason is not None:
             raise FaultUnavailable(f"{fault.kind}: {reason}")
         armed = ArmedFault(self, fault, trigger)
-        self.timeline.emit("fault", "armed", None, fault=fault.kind, trigger=str(trigger))
+        self.timeline.emit(FaultEv.ARMED, None, fault=fault.kind, trigger=str(trigger))
         self.timeline.subscribe(armed._on_event)
         return armed
 
@@ -339,7 +337,7 @@ class ChaosRun:
             time.sleep(gap)
             self._check_alive("the next repeated fault")
             if len(self.platform.alive_nodes()) <= min_alive:
-                self.timeline.emit("fault", "skipped", None, reason=f"only {min_alive} node(s) alive")
+                self.timeline.emit(FaultEv.SKIPPED, None, reason=f"only {min_alive} node(s) alive")
                 continue
             records.append(self.inject(make_fault()))
 
@@ -351,7 +349,7 @@ class ChaosRun:
         self.phase("recovering", fault=fault.kind, target=fault.target)
 
         def regained(e: Event) -> bool:
-            if not (e.source == "progress" and e.kind == "step" and e.t > fault.injected_at):
+            if not (e.type == ProgressEv.STEP and e.t > fault.injected_at):
                 return False
             if world_size is not None and e.data.get("world_size") != world_size:
                 return False
@@ -371,7 +369,7 @@ class ChaosRun:
         self.phase("awaiting_world_size", world_size=world_size)
 
         def at_size(e: Event) -> bool:
-            return (e.source == "progress" and e.kind == "step" and e.t > fault.injected_at
+            return (e.type == ProgressEv.STEP and e.t > fault.injected_at
                     and e.data.get("world_size") == world_size)
 
         self.wait_for(f"training at world size {world_size} after {fault.kind}", at_size, timeout)

@@ -28,13 +28,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from chaos.errors import SetupError, SpecError
-from chaos.events import Event, Timeline
+from chaos.events import Event, FaultEv, NodeEv, RdzvEv, RunnerEv, Timeline
 from chaos.reporting.live_console import ConsoleProgress
 from chaos.watchers.api import Watcher
 from chaos.watchers.logs import LogFollower
 from chaos.watchers.rendezvous import RendezvousWatcher
 
-OBSERVED = "observed"
+OBSERVED = FaultEv.OBSERVED.kind
+"""The ``action`` of a ``node/lost`` a watch inferred (no fault was injected)."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ class LossDetector:
         timeline.subscribe(self.on_event)
 
     def on_event(self, e: Event) -> None:
-        if e.source != "rendezvous" or e.kind != "state":
+        if e.type != RdzvEv.STATE:
             return
         for ident, beat in (e.data.get("heartbeats") or {}).items():
             if isinstance(beat, (int, float)):
@@ -121,9 +122,9 @@ class LossDetector:
         beat = self.heartbeats.get(ident)
         at = beat if beat is not None and beat <= seen_at else seen_at
         target = name or ident
-        self.timeline.emit("node", "lost", target, t=at, id=ident, action=OBSERVED, last_heartbeat=beat,
+        self.timeline.emit(NodeEv.LOST, target, t=at, id=ident, action=OBSERVED, last_heartbeat=beat,
                            noticed_at=round(seen_at, 3))
-        self.timeline.emit("fault", OBSERVED, target, t=at, fault="node-lost", id=ident,
+        self.timeline.emit(FaultEv.OBSERVED, target, t=at, fault="node-lost", id=ident,
                            timed_by="last heartbeat" if beat is not None else "when noticed",
                            noticed_at=round(seen_at, 3))
 
@@ -148,7 +149,7 @@ class WatchView(ConsoleProgress):
                 f"world size {self.world_size if self.world_size is not None else '-'}{step}")
 
     def on_event(self, e: Event) -> None:
-        if e.source == "rendezvous" and e.kind == "state":
+        if e.type == RdzvEv.STATE:
             d = e.data
             self.round = d.get("round")
             self.state = "closed" if d.get("closed") else "complete" if d.get("complete") else "forming"
@@ -160,19 +161,19 @@ class WatchView(ConsoleProgress):
 
     def describe(self, e: Event) -> str | None:
         d = e.data
-        if e.source == "rendezvous" and e.kind == "state":
+        if e.type == RdzvEv.STATE:
             line = f"round {d.get('round')} {self.state}: participants {_names(d.get('participants'))}"
             if d.get("wait_list"):
                 line += f", waiting {_names(d.get('wait_list'))}"
             return line
-        if e.source == "rendezvous" and e.kind == "round_complete":
+        if e.type == RdzvEv.ROUND_COMPLETE:
             return f"round {d.get('round')} COMPLETE: world of {len(d.get('participants') or [])} node(s)"
-        if e.source == "rendezvous" and e.kind in ("deleted", "undecodable"):
+        if e.type in (RdzvEv.DELETED, RdzvEv.UNDECODABLE):
             return f"rendezvous key {e.kind}" + (f": {d.get('reason')}" if d.get("reason") else "")
-        if e.source == "fault" and e.kind == OBSERVED:
+        if e.type == FaultEv.OBSERVED:
             return (f"LOST {e.node}: not in the next complete round (timed by its {d.get('timed_by')}, "
                     f"{float(d.get('noticed_at') or e.t) - e.t:.1f}s before it was noticed)")
-        if e.source == "node" and e.kind == "lost":
+        if e.type == NodeEv.LOST:
             return None
         return super().describe(e)
 
@@ -220,13 +221,13 @@ def watch(opts: WatchOptions, *, stream: TextIO | None = None, live: bool | None
     happen and report.json/report.html at the end."""
     version = check_etcd(opts.etcd)
     timeline = Timeline(opts.record / "timeline.jsonl" if opts.record else None)
-    timeline.emit("runner", "job_started", run_id=opts.run_id, platform=opts.platform, spec=None,
+    timeline.emit(RunnerEv.JOB_STARTED, run_id=opts.run_id, platform=opts.platform, spec=None,
                   etcd=opts.etcd, passive=True)
     view = WatchView(timeline, opts, stream, live)
     view._say(f"watching rendezvous '{opts.run_id}' in etcd {version} at {opts.etcd} (read-only)"
               + (f", recording to {opts.record}" if opts.record else ""))
     losses = LossDetector(timeline)
-    timeline.emit("runner", "phase", phase="watching", etcd=opts.etcd, run_id=opts.run_id)
+    timeline.emit(RunnerEv.PHASE, phase="watching", etcd=opts.etcd, run_id=opts.run_id)
     pids = _log_pids(opts.logs) if opts.logs else dict
     watchers: list[Watcher] = [RendezvousWatcher(timeline, opts.etcd, opts.run_id, pids)]
     if opts.logs is not None:
@@ -252,7 +253,7 @@ def watch(opts: WatchOptions, *, stream: TextIO | None = None, live: bool | None
             except Exception as exc:  # noqa: BLE001 - report every watcher's failure, stop them all
                 errors.append(str(exc))
         losses.finish()
-        timeline.emit("runner", "phase", phase="finished", interrupted=interrupted)
+        timeline.emit(RunnerEv.PHASE, phase="finished", interrupted=interrupted)
         view.close()
         timeline.close()
     html = _write_record(opts.record, timeline.events(), errors) if opts.record else None

@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from chaos.events import Event, Timeline
+from chaos.events import CheckpointEv, Event, ProgressEv, Timeline, last
 from chaos.watchers.api import Watcher
 
 Signature = tuple[int, int, int]  # inode, mtime_ns, size
@@ -101,12 +101,8 @@ class CheckpointWatcher(Watcher):
             data["step"] = step
             data["step_from"] = "progress"
         self.saves += 1
-        self.timeline.add(Event(t=t, source="checkpoint", kind="saved", node=None, data=data))
+        self.timeline.add(Event.make(CheckpointEv.SAVED, t, None, data))
 
     def _latest_step(self, t: float) -> int | None:
-        latest: Event | None = None
-        for e in self.timeline.events():
-            if e.source == "progress" and e.kind == "step" and e.t <= t + SLACK_S \
-                    and (latest is None or e.t >= latest.t):
-                latest = e
+        latest = last(self.timeline.events(), ProgressEv.STEP, until=t + SLACK_S)
         return int(latest.data["step"]) if latest is not None else None

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from chaos.events import Event, Timeline
+from chaos.events import AgentEv, CheckpointEv, Event, EventType, ProgressEv, Source, Timeline
 from chaos.watchers.api import Watcher
 from chaos.watchers.script_lines import ScriptLines
 
@@ -26,20 +26,20 @@ PREFIX = "ELASTIC_CHAOS "  # trainer.progress.PREFIX; chaos does not import trai
 # glog header torch's elastic logger writes: I1122 08:18:31.027000 2869 path:line] msg
 _GLOG = re.compile(r"^([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6}) +(\d+) [^\]]*\] ?(.*)$")
 
-_AGENT_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("worker_failed", re.compile(r"failed \(exitcode: (?P<exitcode>-?\d+)\) local_rank: (?P<local_rank>\d+) "
-                                 r"\(pid: (?P<pid>\d+)\)")),
-    ("worker_group_failed", re.compile(r"Worker group FAILED\. (?P<attempts_left>\d+)/(?P<max_restarts>\d+) "
-                                       r"attempts left")),
-    ("membership_change", re.compile(r"Detected (?P<new_nodes>\d+) new nodes")),
-    ("rendezvous_started", re.compile(r"Rendezvous'ing worker group")),
-    ("rendezvous_complete", re.compile(r"Rendezvous complete for workers")),
-    ("workers_starting", re.compile(r"Starting worker group")),
-    ("workers_stopping", re.compile(r"Stopping worker group")),
-    ("workers_finished", re.compile(r"worker group successfully finished")),
-    ("signal_received", re.compile(r"Received (?P<signal>\w+) death signal")),
-    ("rendezvous_closed", re.compile(r"RendezvousClosedError|rendezvous '.*' is closed", re.I)),
-    ("rendezvous_timeout", re.compile(r"RendezvousTimeoutError")),
+_AGENT_PATTERNS: list[tuple[EventType, re.Pattern[str]]] = [
+    (AgentEv.WORKER_FAILED, re.compile(r"failed \(exitcode: (?P<exitcode>-?\d+)\) local_rank: (?P<local_rank>\d+) "
+                                       r"\(pid: (?P<pid>\d+)\)")),
+    (AgentEv.WORKER_GROUP_FAILED, re.compile(r"Worker group FAILED\. (?P<attempts_left>\d+)/(?P<max_restarts>\d+) "
+                                             r"attempts left")),
+    (AgentEv.MEMBERSHIP_CHANGE, re.compile(r"Detected (?P<new_nodes>\d+) new nodes")),
+    (AgentEv.RENDEZVOUS_STARTED, re.compile(r"Rendezvous'ing worker group")),
+    (AgentEv.RENDEZVOUS_COMPLETE, re.compile(r"Rendezvous complete for workers")),
+    (AgentEv.WORKERS_STARTING, re.compile(r"Starting worker group")),
+    (AgentEv.WORKERS_STOPPING, re.compile(r"Stopping worker group")),
+    (AgentEv.WORKERS_FINISHED, re.compile(r"worker group successfully finished")),
+    (AgentEv.SIGNAL_RECEIVED, re.compile(r"Received (?P<signal>\w+) death signal")),
+    (AgentEv.RENDEZVOUS_CLOSED, re.compile(r"RendezvousClosedError|rendezvous '.*' is closed", re.I)),
+    (AgentEv.RENDEZVOUS_TIMEOUT, re.compile(r"RendezvousTimeoutError")),
 ]
 # the result block's "  key=value" lines (master_addr, local_ranks, ... sit between the ones we keep)
 _RESULT_FIELD = re.compile(r"^\s+(\w+)=(.*?)\s*$")
@@ -47,11 +47,11 @@ _RESULT_KEPT = ("restart_count", "group_rank", "group_world_size")
 
 # Lines without a glog header: tracebacks of the agent and of workers ("[rank0]: ...").
 # They carry no time of their own; they are stamped when read (within one poll).
-_RAW_PATTERNS: list[tuple[str, str, re.Pattern[str]]] = [
-    ("agent", "agent_gave_up", re.compile(r"ChildFailedError")),
-    ("agent", "rendezvous_error",
+_RAW_PATTERNS: list[tuple[EventType, re.Pattern[str]]] = [
+    (AgentEv.AGENT_GAVE_UP, re.compile(r"ChildFailedError")),
+    (AgentEv.RENDEZVOUS_ERROR,
      re.compile(r"(?P<error>Rendezvous(?:Connection|Timeout|Closed|State)?Error: ?.{0,160})")),
-    ("progress", "worker_error",
+    (ProgressEv.WORKER_ERROR,
      re.compile(r"^\[rank(?P<rank>\d+)\]: (?P<error>[\w.]*(?:Error|Exception)): ?(?P<message>.{0,240})")),
 ]
 
@@ -68,19 +68,22 @@ def collective_cause(message: str) -> str:
 
 
 def parse_raw(line: str, node: str, t: float) -> Event | None:
-    for source, kind, pattern in _RAW_PATTERNS:
+    for type, pattern in _RAW_PATTERNS:
         m = pattern.search(line)
         if m:
             data: dict[str, Any] = {k: v for k, v in m.groupdict().items() if v is not None}
             if "rank" in data:
                 data["rank"] = int(data["rank"])
-            if kind == "worker_error":
+            if type == ProgressEv.WORKER_ERROR:
                 data["cause"] = collective_cause(data.get("message", ""))
-            return Event(t=t, source=source, kind=kind, node=node, data=data)
+            return Event.make(type, t, node, data)
     return None
 
-_CHECKPOINT_KINDS = {"checkpoint_started": "started", "checkpoint_saved": "saved",
-                     "checkpoint_loaded": "loaded", "checkpoint_corrupt": "corrupt"}
+# trainer.progress's checkpoint_* names; every other "ev" name ("step", "start",
+# "finished", a script's own) is the progress event of that kind
+_CHECKPOINT_TYPES = {"checkpoint_started": CheckpointEv.STARTED, "checkpoint_saved": CheckpointEv.SAVED,
+                     "checkpoint_loaded": CheckpointEv.LOADED, "checkpoint_corrupt": CheckpointEv.CORRUPT,
+                     "checkpoint_removed": CheckpointEv.REMOVED}
 
 
 def parse_progress(line: str, node: str) -> Event | None:
@@ -94,9 +97,7 @@ def parse_progress(line: str, node: str) -> Event | None:
         t = float(record.pop("t"))
     except (ValueError, KeyError, TypeError):
         return None
-    if ev in _CHECKPOINT_KINDS:
-        return Event(t=t, source="checkpoint", kind=_CHECKPOINT_KINDS[ev], node=node, data=record)
-    return Event(t=t, source="progress", kind=ev, node=node, data=record)
+    return Event.make(_CHECKPOINT_TYPES.get(ev) or EventType(Source.PROGRESS, ev), t, node, record)
 
 
 def glog_time(month: int, day: int, hh: int, mm: int, ss: int, us: int,
@@ -130,17 +131,16 @@ class _AgentParser:
                 if f[1] in _RESULT_KEPT and f[2].isdigit():
                     self.pending[f[1]] = int(f[2])
                 return []
-            events.append(Event(t=self.pending_t, source="agent", kind="rendezvous_complete",
-                                node=self.node, data=self.pending))
+            events.append(Event.make(AgentEv.RENDEZVOUS_COMPLETE, self.pending_t, self.node, self.pending))
             self.pending = None
-        for kind, pattern in _AGENT_PATTERNS:
+        for type, pattern in _AGENT_PATTERNS:
             hit = pattern.search(msg)
             if hit:
                 data = {k: (int(v) if v.lstrip("-").isdigit() else v) for k, v in hit.groupdict().items()}
-                if kind == "rendezvous_complete":
+                if type == AgentEv.RENDEZVOUS_COMPLETE:
                     self.pending, self.pending_t = data, t
                 else:
-                    events.append(Event(t=t, source="agent", kind=kind, node=self.node, data=data))
+                    events.append(Event.make(type, t, self.node, data))
                 break
         return events
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from chaos.errors import UnsafeUnpickle
-from chaos.events import Timeline
+from chaos.events import RdzvEv, Timeline
 from chaos.watchers.api import Watcher
 from chaos.watchers.rdzv_state import NodeDesc, RendezvousState, decode
 
@@ -62,7 +62,7 @@ class RendezvousWatcher(Watcher):
         node = body.get("node") or {}
         self._index = int(node.get("modifiedIndex", self._index or 0))
         if body.get("action") in ("delete", "expire"):
-            self.timeline.emit("rendezvous", "deleted")
+            self.timeline.emit(RdzvEv.DELETED)
             return
         if "value" in node:
             self._record(node["value"])
@@ -82,23 +82,23 @@ class RendezvousWatcher(Watcher):
     def _unreachable(self, exc: BaseException) -> None:
         if self._reachable and not self.ending:
             self._reachable = False
-            self.timeline.emit("rendezvous", "store_unreachable", error=str(exc)[:200])
+            self.timeline.emit(RdzvEv.STORE_UNREACHABLE, error=str(exc)[:200])
         self._index = None
         self._stop.wait(0.2)
 
     def _mark_reachable(self) -> None:
         if not self._reachable:
             self._reachable = True
-            self.timeline.emit("rendezvous", "store_reachable")
+            self.timeline.emit(RdzvEv.STORE_REACHABLE)
 
     def _record(self, value: str) -> None:
         try:
             state = decode(value)
         except UnsafeUnpickle as exc:
-            self.timeline.emit("rendezvous", "refused", reason=str(exc))
+            self.timeline.emit(RdzvEv.REFUSED, reason=str(exc))
             return
         except ValueError as exc:
-            self.timeline.emit("rendezvous", "undecodable", reason=str(exc)[:200])
+            self.timeline.emit(RdzvEv.UNDECODABLE, reason=str(exc)[:200])
             return
         names = self._pid_to_node()
         key = _change_key(state)
@@ -106,10 +106,10 @@ class RendezvousWatcher(Watcher):
             return  # a heartbeat: nothing a reader cares about changed
         self._last_key = key
         data = describe(state, names)
-        self.timeline.emit("rendezvous", "state", **data)
+        self.timeline.emit(RdzvEv.STATE, **data)
         if state.complete and state.round not in self._completed_rounds:
             self._completed_rounds.add(state.round)
-            self.timeline.emit("rendezvous", "round_complete", **data)
+            self.timeline.emit(RdzvEv.ROUND_COMPLETE, **data)
 
 
 def _change_key(state: RendezvousState) -> tuple[Any, ...]:

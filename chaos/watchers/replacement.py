@@ -22,7 +22,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from chaos.events import Timeline
+from chaos.events import NodeEv, Timeline
 from chaos.platforms.aws.clients import AwsClients, describe_groups, describe_instances, scaling_activities
 from chaos.platforms.aws.eks import machine_from_node
 from chaos.platforms.kubernetes.watch import read_json
@@ -83,9 +83,9 @@ class ReplacementWatcher(Watcher):
         self._state[inst] = state
         if inst in self._new and before is None:
             t = launch_time if launch_time and launch_time >= self.since - 1 else time.time()
-            self.timeline.emit("node", "instance_launched", None, t=t, instance=inst, group=self._new[inst])
+            self.timeline.emit(NodeEv.INSTANCE_LAUNCHED, None, t=t, instance=inst, group=self._new[inst])
         if before is not None or inst in self._new:
-            self.timeline.emit("node", "instance_state", None, instance=inst, state=state, previous=before,
+            self.timeline.emit(NodeEv.INSTANCE_STATE, None, instance=inst, state=state, previous=before,
                                new=inst in self._new)
 
     def _poll_activities(self) -> None:
@@ -98,7 +98,7 @@ class ReplacementWatcher(Watcher):
                 start = act.get("StartTime")
                 t = start.timestamp() if isinstance(start, datetime) else time.time()
                 if t >= self.since - 1 and not self._first:
-                    self.timeline.emit("node", "asg_activity", None, t=t, group=group,
+                    self.timeline.emit(NodeEv.ASG_ACTIVITY, None, t=t, group=group,
                                        status=act.get("StatusCode"), description=act.get("Description"),
                                        cause=act.get("Cause"))
 
@@ -111,7 +111,7 @@ class ReplacementWatcher(Watcher):
                 continue
             if machine.instance_id in self._new and machine.ready and machine.instance_id not in self._joined:
                 self._joined.add(machine.instance_id)
-                self.timeline.emit("node", "instance_joined", machine.name, instance=machine.instance_id,
+                self.timeline.emit(NodeEv.INSTANCE_JOINED, machine.name, instance=machine.instance_id,
                                    machine=machine.name, group=self._new[machine.instance_id])
 
     def new_instances(self) -> list[str]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos.events import Event
+from chaos.events import AgentEv, CheckpointEv, Event, ProgressEv
 from chaos.spec import Observation, step_regex
 
 LINE_LIMIT = 200
@@ -41,11 +41,11 @@ class ScriptLines:
     def agent_event(self, event: Event) -> None:
         """Learn from the node's agent: its rendezvous result, its (re)started workers."""
         node = event.node or ""
-        if event.kind == "rendezvous_complete" and "group_world_size" in event.data:
+        if event.type == AgentEv.RENDEZVOUS_COMPLETE and "group_world_size" in event.data:
             self._world[node] = int(event.data["group_world_size"]) * self.nproc_per_node
             if "restart_count" in event.data:
                 self._restart[node] = int(event.data["restart_count"])
-        elif event.kind == "workers_starting":
+        elif event.type == AgentEv.WORKERS_STARTING:
             self._last_step.pop(node, None)  # a new worker generation may repeat a step
 
     def feed(self, node: str, line: str, t: float) -> Event | None:
@@ -56,8 +56,8 @@ class ScriptLines:
                 step = _int(m["step"])
                 if step is None:
                     return self._unparsed(node, "resume_regex", m["step"], line, t)
-                return Event(t=t, source="checkpoint", kind="loaded", node=node,
-                             data={"step": step, "path": None, "via": "regex", "line": line[:LINE_LIMIT]})
+                return Event.make(CheckpointEv.LOADED, t, node,
+                                  {"step": step, "path": None, "via": "regex", "line": line[:LINE_LIMIT]})
         if self.progress is None:
             return None
         m = self.progress.search(line)
@@ -78,15 +78,15 @@ class ScriptLines:
             data["world_size_from"] = "agent"
         if node in self._restart:
             data["restart_count"] = self._restart[node]
-        return Event(t=t, source="progress", kind="step", node=node, data=data)
+        return Event.make(ProgressEv.STEP, t, node, data)
 
     def _unparsed(self, node: str, option: str, text: str | None, line: str, t: float) -> Event | None:
         """Once per option: a match whose ``step`` is not an integer (such lines are ignored)."""
         if option in self._warned:
             return None
         self._warned.add(option)
-        return Event(t=t, source="progress", kind="unparsed", node=node,
-                     data={"option": option, "step_text": text, "line": line[:LINE_LIMIT],
+        return Event.make(ProgressEv.UNPARSED, t, node,
+                          {"option": option, "step_text": text, "line": line[:LINE_LIMIT],
                            "why": f"{option} matched but its step group {text!r} is not an integer; "
                                   "such lines are ignored"})
 

@@ -9,7 +9,7 @@ import json
 from aws_helpers import platform, side
 from aws_stand_in import FisEffect
 
-from chaos.events import Timeline
+from chaos.events import FaultEv, Timeline
 from chaos.faults.aws import FisSpotInterruption
 from chaos.platforms.aws.clients import describe_instances
 
@@ -35,7 +35,7 @@ def test_spot_interruption_creates_starts_follows_and_deletes_the_template(clien
     # the newest spot instance was the target, and AWS (the stand-in) interrupted it
     assert effect.terminated == [record.hit.detail["instances"][0]]
     assert record.hit.detail["instances"][0] in fleet.spot
-    assert any(e.kind == "fis_state" and e.data["status"] == "running" for e in timeline.events())
+    assert any(e.data["status"] == "running" for e in timeline.select(FaultEv.FIS_STATE))
 
 
 def test_the_template_asks_for_the_real_spot_action_with_the_notice(clients, direct, fleet, tmp_path):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from aws_helpers import platform, side
 
-from chaos.events import Timeline
+from chaos.events import NodeEv, Source, Timeline
 from chaos.faults.aws import InsufficientCapacity, TerminateInstance
 from chaos.gameday.runner import GamedayOptions, run_gameday
 from chaos.platforms.aws.clients import describe_groups, describe_instances
@@ -33,10 +33,10 @@ def test_the_game_day_observes_the_auto_scaling_group_replace_a_terminated_node(
     assert replacement in group.instances and replacement not in fleet.spot
     assert result.split.provision_s is not None and result.split.provision_s >= 0
     assert result.split.join_s is None and "Kubernetes node" in result.split.missing[0]
-    events = Timeline.load(tmp_path / "report" / "timeline.jsonl").events()
-    kinds = [(e.kind, e.data.get("instance")) for e in events if e.source == "node"]
+    timeline = Timeline.load(tmp_path / "report" / "timeline.jsonl")
+    kinds = [(e.type, e.data.get("instance")) for e in timeline.select(Source.NODE)]
     victim = result.record.hit.detail["instances"][0]
-    assert ("instance_state", victim) in kinds and ("instance_launched", replacement) in kinds
+    assert (NodeEv.INSTANCE_STATE, victim) in kinds and (NodeEv.INSTANCE_LAUNCHED, replacement) in kinds
 
 
 def test_insufficient_capacity_starves_the_group_while_a_node_is_terminated(clients, fleet, tmp_path):

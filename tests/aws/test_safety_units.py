@@ -7,7 +7,7 @@ import time
 import pytest
 
 from chaos.errors import SpecError
-from chaos.events import Event
+from chaos.events import Event, EventType, NodeEv, RdzvEv
 from chaos.gameday.replacement import split
 from chaos.gameday.stops import StopConditions
 from chaos.platforms.aws.actions import iso_duration, spot_interruption_template
@@ -128,15 +128,15 @@ def test_fis_durations_and_the_notice_range():
         spot_interruption_template(["arn"], before_s=120, role_arn="", run_id="x")
 
 
-def _ev(t, kind, **data):
-    return Event(t=t, source="rendezvous" if kind == "round_complete" else "node", kind=kind, node=None, data=data)
+def _ev(t: float, type: EventType, **data: object) -> Event:
+    return Event.make(type, t, None, data)
 
 
 def test_the_replacement_split_adds_up_and_says_what_is_missing():
-    events = [_ev(100.5, "instance_state", instance="i-old", state="shutting-down"),
-              _ev(130.0, "instance_state", instance="i-new", state="running", new=True),
-              _ev(190.0, "instance_joined", instance="i-new"),
-              _ev(215.0, "round_complete")]
+    events = [_ev(100.5, NodeEv.INSTANCE_STATE, instance="i-old", state="shutting-down"),
+              _ev(130.0, NodeEv.INSTANCE_STATE, instance="i-new", state="running", new=True),
+              _ev(190.0, NodeEv.INSTANCE_JOINED, instance="i-new"),
+              _ev(215.0, RdzvEv.ROUND_COMPLETE)]
     s = split(events, fault_at=100.0, targets=["i-old"])
     assert (s.provision_s, s.join_s, s.rendezvous_s, s.replacement_s) == (29.5, 60.0, 25.0, 114.5)
     partial = split(events[:2], fault_at=100.0, targets=["i-old"])

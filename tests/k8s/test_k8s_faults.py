@@ -11,6 +11,7 @@ import pytest
 from k8s_testenv import until
 
 from chaos.errors import FaultUnavailable, InjectionFailed
+from chaos.events import EventType, FaultEv, NodeEv, Source, first
 from chaos.faults.kubernetes import (
     KUBERNETES_FAULTS,
     CordonNode,
@@ -45,8 +46,8 @@ def read(core, kind: str, name: str, namespace: str | None = None) -> dict | Non
         raise
 
 
-def fault_events(platform) -> list[str]:
-    return [e.kind for e in platform.timeline.events() if e.source == "fault"]
+def fault_events(platform) -> list[EventType]:
+    return [e.type for e in platform.timeline.select(Source.FAULT)]
 
 
 def test_delete_pod_removes_the_pod_at_once_without_a_graceful_termination(make_platform, sim):
@@ -59,7 +60,7 @@ def test_delete_pod_removes_the_pod_at_once_without_a_graceful_termination(make_
     assert record.target == victim and record.hit.action == "delete-pod-grace-0"
     assert record.hit.detail["gone"] is True and record.hit.detail["grace_s"] == 0
     assert (victim, 0) not in [(p, g) for p, g in sim.terminations if g]      # no SIGTERM phase at all
-    assert fault_events(platform) == ["planned", "injected"]
+    assert fault_events(platform) == [FaultEv.PLANNED, FaultEv.INJECTED]
 
 
 def test_graceful_delete_gives_the_kubelet_the_grace_period(make_platform, sim):
@@ -71,8 +72,8 @@ def test_graceful_delete_gives_the_kubelet_the_grace_period(make_platform, sim):
 
     assert record.hit.action == "delete-pod-graceful" and record.hit.detail["gone"] is True
     assert (victim, 7) in sim.terminations                                    # the kubelet was asked for 7 s
-    assert any(e.kind == "terminating" and e.node == victim and e.data["grace_s"] == 7
-               for e in platform.timeline.events())
+    assert first(platform.timeline.events(), NodeEv.TERMINATING, node=victim,
+                 where=lambda e: e.data["grace_s"] == 7) is not None
 
 
 def test_evict_uses_policy_v1beta1_on_a_server_without_policy_v1_and_the_pod_is_replaced(make_platform, sim):
@@ -101,11 +102,11 @@ def test_cordon_marks_the_machine_unschedulable_and_revert_uncordons(make_platfo
     assert record.target == machine
     assert read(core, "node", machine)["spec"]["unschedulable"] is True
     assert all(n.state is NodeState.RUNNING for n in platform.nodes())     # nothing running was touched
-    until("the cordon event", lambda: any(e.kind == "machine_cordoned" for e in platform.timeline.events()))
+    until("the cordon event", lambda: bool(platform.timeline.select(NodeEv.MACHINE_CORDONED)))
 
     fault.revert(platform, platform.timeline, record)
     assert not read(core, "node", machine)["spec"].get("unschedulable")
-    assert fault_events(platform) == ["planned", "injected", "reverted"]
+    assert fault_events(platform) == [FaultEv.PLANNED, FaultEv.INJECTED, FaultEv.REVERTED]
 
 
 def test_drain_evicts_the_pod_and_its_replacement_lands_on_another_machine(make_platform, core, sim):
@@ -136,10 +137,10 @@ def test_delete_node_removes_the_node_object(make_platform, core):
 
     assert record.target == victim and record.hit.detail["pods"] == [victim]
     assert read(core, "node", machine) is None
-    until("the machine_deleted event", lambda: any(e.kind == "machine_deleted" and e.data["machine"] == machine
-                                                   for e in platform.timeline.events()))
-    assert any(e.kind == "lost" and e.node == victim and e.data["action"] == "delete-node"
-               for e in platform.timeline.events())
+    until("the machine_deleted event", lambda: first(platform.timeline.events(), NodeEv.MACHINE_DELETED,
+                                                     where=lambda e: e.data["machine"] == machine) is not None)
+    assert first(platform.timeline.events(), NodeEv.LOST, node=victim,
+                 where=lambda e: e.data["action"] == "delete-node") is not None
 
 
 def test_deleting_a_node_that_is_not_there_is_a_404_failure(make_platform):
@@ -147,7 +148,7 @@ def test_deleting_a_node_that_is_not_there_is_a_404_failure(make_platform):
     started(platform)
     with pytest.raises(InjectionFailed, match=r"deleting node no-such-node failed: HTTP 404 .*already gone"):
         DeleteNode(machine="no-such-node").inject(platform, platform.timeline)
-    assert fault_events(platform) == ["planned"]                         # never recorded as injected
+    assert fault_events(platform) == [FaultEv.PLANNED]                         # never recorded as injected
 
 
 def test_a_pod_replaced_between_plan_and_inject_is_a_409_failure(make_platform, core, namespace):
@@ -216,7 +217,7 @@ def test_an_rbac_denied_fault_fails_loudly_and_hits_nothing(k8s_api, ci_runner, 
     with pytest.raises(InjectionFailed, match=r"HTTP 403 .*forbidden.* -- the credentials in use are not allowed"):
         fault.inject(platform, platform.timeline)         # ...but not hurt it
 
-    assert fault_events(platform) == ["planned"]
+    assert fault_events(platform) == [FaultEv.PLANNED]
     assert read(core, "pod", victim, namespace)["metadata"]["uid"] == uid
     assert not read(core, "node", platform.machine_of(victim))["spec"].get("unschedulable")
 

@@ -13,6 +13,7 @@ import pytest
 from k8s_testenv import until
 
 from chaos.errors import InjectionFailed, PlatformError
+from chaos.events import NodeEv, ProgressEv, RdzvEv, Source
 from chaos.platforms.api import NodeState
 from chaos.platforms.kubernetes import manifests as m
 from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
@@ -44,9 +45,9 @@ def test_start_runs_every_worker_pod_on_its_own_spot_machine_and_stop_removes_th
     machines = {n.labels["machine"] for n in nodes}
     assert len(machines) == 2 and all("-spot-" in mc for mc in machines)   # toleration + selector + anti-affinity
     assert platform.etcd_endpoint() is not None
-    kinds = [(e.kind, e.node) for e in platform.timeline.events() if e.source == "node"]
+    kinds = [(e.type, e.node) for e in platform.timeline.select(Source.NODE)]
     for n in nodes:
-        assert ("started", n.name) in kinds and ("running", n.name) in kinds
+        assert (NodeEv.STARTED, n.name) in kinds and (NodeEv.RUNNING, n.name) in kinds
 
     platform.stop()
     assert pods_in(core, namespace) == []
@@ -108,7 +109,7 @@ def test_pod_logs_are_followed_into_node_files_through_reconnects_restarts_and_r
     follower = LogFollower(platform.timeline, platform.node_logs)   # the local platform's parser, unchanged
     follower.poll()
     follower.finish()  # the follower keeps log files open between polls
-    steps = [e.data["step"] for e in platform.timeline.events() if e.source == "progress" and e.node == pod]
+    steps = [e.data["step"] for e in platform.timeline.select(ProgressEv.STEP, node=pod)]
     assert sorted(steps) == [1, 1, 2, 3]                            # the replacement printed step 1 again
 
 
@@ -124,9 +125,9 @@ def test_a_deleted_pod_is_lost_and_its_replacement_replaces_it(make_platform):
     assert hit.action == "delete-pod-grace-0" and hit.detail["gone"] is True
     until("the replacement running", lambda: (platform.pods.get(victim).state is NodeState.RUNNING
                                               and platform.pods.get(victim).labels["uid"] != old_uid))
-    events = [(e.kind, e.node, e.data.get("replaces")) for e in platform.timeline.events() if e.source == "node"]
-    lost = events.index(("lost", victim, None))
-    assert ("started", victim, victim) in events[lost:]
+    events = [(e.type, e.node, e.data.get("replaces")) for e in platform.timeline.select(Source.NODE)]
+    lost = events.index((NodeEv.LOST, victim, None))
+    assert (NodeEv.STARTED, victim, victim) in events[lost:]
     assert platform.pods.get(victim).replaces == victim
     assert sum(1 for e in events if e[:2] == ("lost", victim)) == 1   # the watch did not say it twice
 
@@ -196,9 +197,9 @@ def test_a_provisioning_delay_holds_the_replacement_back_that_long(make_platform
     assert platform.replacement_pending()
 
     until("the replacement running", lambda: platform.pods.get(victim).state is NodeState.RUNNING, timeout_s=20)
-    started = [e for e in platform.timeline.events() if e.kind == "started" and e.node == victim and e.t > hit.at]
+    started = platform.timeline.select(NodeEv.STARTED, node=victim, after=hit.at)
     assert started and started[0].t - hit.at >= 2.0
-    assert any(e.kind == "provisioning" and e.data["delay_s"] == 2.0 for e in platform.timeline.events())
+    assert any(e.data["delay_s"] == 2.0 for e in platform.timeline.select(NodeEv.PROVISIONING))
 
 
 def test_a_chaos_run_on_kubernetes_watches_the_rendezvous_in_the_jobs_etcd(admin, namespace, sim, job_etcd,
@@ -221,7 +222,6 @@ def test_a_chaos_run_on_kubernetes_watches_the_rendezvous_in_the_jobs_etcd(admin
         url = f"{job_etcd.url}/v2/keys/torch/elastic/rendezvous/{job.run_id}"
         req = urllib.request.Request(url, data=urllib.parse.urlencode({"value": state}).encode(), method="PUT")
         urllib.request.urlopen(req, timeout=5).close()            # what torch's agents write there
-        event = run.timeline.wait_for(lambda e: e.source == "rendezvous" and e.kind == "round_complete",
-                                      timeout=10)
+        event = run.timeline.wait_for(lambda e: e.type == RdzvEv.ROUND_COMPLETE, timeout=10)
     assert event is not None and len(event.data["participants"]) == 2
     assert (tmp_path / "run" / "report.json").exists()

@@ -13,6 +13,7 @@ from chaos.platforms.kubernetes.options import parse_toleration, platform_option
 from chaos.platforms.kubernetes.platform import KubernetesOptions
 
 SCENARIO = """
+from chaos.events import FaultEv, NodeEv
 from chaos.faults.kubernetes import DeletePod
 
 def test_scenario(elastic_job):
@@ -21,9 +22,8 @@ def test_scenario(elastic_job):
     assert job.platform.settings.job_kind.value == "{kind}"
     assert len(job.platform.alive_nodes()) == 2
     record = job.inject(DeletePod())
-    events = [(e.source, e.kind, e.node) for e in job.timeline.events()]
-    assert ("fault", "injected", record.target) in events
-    assert ("node", "lost", record.target) in events
+    assert job.timeline.select(FaultEv.INJECTED, node=record.target)
+    assert job.timeline.select(NodeEv.LOST, node=record.target)
 """
 
 

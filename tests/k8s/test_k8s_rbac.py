@@ -6,6 +6,7 @@ import pytest
 from crd_util import CRD_DIR
 from k8s_testenv import api_client, load_yaml
 
+from chaos.events import FaultEv
 from chaos.faults.kubernetes import CordonNode, DeleteNode, DeletePod, DeletePodGraceful, DrainNode, EvictPod
 from chaos.platforms.kubernetes import manifests as m
 from chaos.spec import JobSpec
@@ -54,7 +55,7 @@ def test_the_documented_roles_run_a_job_and_every_fault(k8s_api, runner_rights, 
     sim_wait_running(platform, victim)
     DeleteNode().inject(platform, platform.timeline)
 
-    injected = [e.data["fault"] for e in platform.timeline.events() if e.source == "fault" and e.kind == "injected"]
+    injected = [e.data["fault"] for e in platform.timeline.select(FaultEv.INJECTED)]
     assert injected == ["delete-pod", "delete-pod-graceful", "evict-pod", "cordon-node", "drain-node",
                         "delete-node"]
     platform.stop()                                           # and it may clean up after itself

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from chaos.errors import PlatformError
-from chaos.events import Timeline
+from chaos.events import EventType, NodeEv, Timeline
 from chaos.platforms.kubernetes.pods import MachineTracker
 from chaos.platforms.kubernetes.watch import ObjectWatch
 
@@ -151,13 +151,14 @@ def test_the_node_watch_turns_machine_changes_into_timeline_events(core, namespa
         sim.add_machine(f"{namespace}-spot-9")
         core.delete_node(f"{namespace}-spot-1", _preload_content=False)
 
-        def kinds() -> list[tuple[str, str]]:
-            return [(e.kind, e.data["machine"]) for e in timeline.events()
+        def kinds() -> list[tuple[EventType, str]]:
+            return [(e.type, e.data["machine"]) for e in timeline.events()
                     if e.data.get("machine", "").startswith(namespace)]
         deadline = time.monotonic() + 10
         while len(kinds()) < 4 and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert kinds() == [("machine_not_ready", spot), ("machine_cordoned", spot),
-                           ("machine_added", f"{namespace}-spot-9"), ("machine_deleted", f"{namespace}-spot-1")]
+        assert kinds() == [(NodeEv.MACHINE_NOT_READY, spot), (NodeEv.MACHINE_CORDONED, spot),
+                           (NodeEv.MACHINE_ADDED, f"{namespace}-spot-9"),
+                           (NodeEv.MACHINE_DELETED, f"{namespace}-spot-1")]
     finally:
         watch.stop()

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import FaultUnavailable, InjectionFailed
-from chaos.events import Timeline
+from chaos.events import NodeEv, Timeline
 from chaos.platforms.api import Hit
 from chaos.platforms.kubernetes import manifests as m
 from chaos.platforms.kubernetes.platform import KubernetesOptions, KubernetesPlatform
@@ -56,7 +56,7 @@ class KindPlatform(KubernetesPlatform):
         pods = self.pods_on(machine)
         self._run("stop" if graceful else "kill", machine)
         for pod in pods:
-            self.timeline.emit("node", "lost", pod, t=at, action="stop-kind-node", machine=machine)
+            self.timeline.emit(NodeEv.LOST, pod, t=at, action="stop-kind-node", machine=machine)
         return Hit(node=machine, at=at, action="docker-stop" if graceful else "docker-kill", detail={"pods": pods})
 
     def start_machine(self, machine: str) -> Hit:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import InjectionFailed, PlatformError, SetupError
-from chaos.events import Timeline
+from chaos.events import NodeEv, RunnerEv, Timeline
 from chaos.platforms.api import Hit, NodeInfo, NodeState, Platform
 from chaos.platforms.kubernetes import manifests as m
 from chaos.platforms.kubernetes.actions import ClusterActions, create_error
@@ -103,7 +103,7 @@ class KubernetesPlatform(Platform):
         for doc in docs:
             self._create(doc)
             self._created.append(doc)
-        self.timeline.emit("runner", "manifests_applied", kinds=[d["kind"] for d in docs],
+        self.timeline.emit(RunnerEv.MANIFESTS_APPLIED, kinds=[d["kind"] for d in docs],
                            namespace=self.settings.namespace, job_kind=self.settings.job_kind.value)
         self._wait_running(job)
         if job.rdzv.backend.needs_etcd():
@@ -272,9 +272,9 @@ class KubernetesPlatform(Platform):
         if self._scaler is not None and (not opts.replace_lost_nodes or opts.provisioning_delay_s is not None):
             delay = opts.provisioning_delay_s if opts.replace_lost_nodes else None
             self._scaler.hold_back(node, delay, on_restore=lambda: self.timeline.emit(
-                "node", "provisioned", None, replaces=node))
+                NodeEv.PROVISIONED, None, replaces=node))
             if delay is not None:
-                self.timeline.emit("node", "provisioning", None, replaces=node, delay_s=delay)
+                self.timeline.emit(NodeEv.PROVISIONING, None, replaces=node, delay_s=delay)
         return self._delete_pod(node, grace_s=grace, uid=None)
 
     def delete_pod(self, pod: str, *, grace_s: int = 0, uid: str | None = None) -> Hit:
@@ -283,7 +283,7 @@ class KubernetesPlatform(Platform):
         ``grace_s`` + 30 s). Raises InjectionFailed on 403/404/409."""
         self._require_node(pod)
         hit = self._delete_pod(pod, grace_s=grace_s, uid=uid)
-        self.timeline.emit("node", "lost", pod, t=hit.at, action=hit.action, **hit.detail)
+        self.timeline.emit(NodeEv.LOST, pod, t=hit.at, action=hit.action, **hit.detail)
         return hit
 
     def _delete_pod(self, pod: str, *, grace_s: int, uid: str | None) -> Hit:
@@ -306,7 +306,7 @@ class KubernetesPlatform(Platform):
         version = self.actions.evict_pod(pod, grace_s=grace_s)
         hit = Hit(node=pod, at=at, action="evict-pod",
                   detail={"policy_version": version, "uid": info.labels.get("uid"), "machine": _machine(info)})
-        self.timeline.emit("node", "lost", pod, t=at, action=hit.action, **hit.detail)
+        self.timeline.emit(NodeEv.LOST, pod, t=at, action=hit.action, **hit.detail)
         return hit
 
     def cordon(self, machine: str, *, on: bool = True) -> Hit:
@@ -328,7 +328,7 @@ class KubernetesPlatform(Platform):
     def _evicted(self, pod: m.Manifest, at: float) -> None:
         name = pod["metadata"]["name"]
         if self.pods.get(name) is not None:
-            self.timeline.emit("node", "lost", name, t=at, action="drain",
+            self.timeline.emit(NodeEv.LOST, name, t=at, action="drain",
                                machine=(pod.get("spec") or {}).get("nodeName"))
 
     def delete_machine(self, machine: str) -> Hit:
@@ -338,7 +338,7 @@ class KubernetesPlatform(Platform):
         pods = self.pods_on(machine)
         self.actions.delete_node(machine)
         for pod in pods:
-            self.timeline.emit("node", "lost", pod, t=at, action="delete-node", machine=machine)
+            self.timeline.emit(NodeEv.LOST, pod, t=at, action="delete-node", machine=machine)
         return Hit(node=machine, at=at, action="delete-node", detail={"pods": pods})
 
     def pods_on(self, machine: str) -> list[str]:

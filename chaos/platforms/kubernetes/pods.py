@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from chaos.events import Timeline
+from chaos.events import NodeEv, Timeline
 from chaos.platforms.api import NodeInfo, NodeState
 from chaos.platforms.kubernetes.logs import Instance
 from chaos.platforms.kubernetes.watch import K8sObject
@@ -90,7 +90,7 @@ class PodTracker:
                         labels={"uid": uid})
         pod = _Pod(info=info, obj=obj)
         self._pods[name] = pod
-        self.timeline.emit("node", "started", name, t=info.started_at, uid=uid, replaces=replaces)
+        self.timeline.emit(NodeEv.STARTED, name, t=info.started_at, uid=uid, replaces=replaces)
         return pod
 
     def _oldest_unreplaced(self) -> str | None:
@@ -102,27 +102,27 @@ class PodTracker:
         machine = (obj.get("spec") or {}).get("nodeName")
         if machine and pod.info.labels.get("machine") != machine:
             pod.info = replace(pod.info, labels={**pod.info.labels, "machine": str(machine)})
-            self.timeline.emit("node", "scheduled", name, machine=machine)
+            self.timeline.emit(NodeEv.SCHEDULED, name, machine=machine)
         if not pod.info.state.is_alive():
             return
         deleting = (obj.get("metadata") or {}).get("deletionTimestamp")
         if deleting and "terminating" not in pod.said:
             pod.said.add("terminating")
-            self.timeline.emit("node", "terminating", name,
+            self.timeline.emit(NodeEv.TERMINATING, name,
                                grace_s=(obj.get("metadata") or {}).get("deletionGracePeriodSeconds"))
         phase = (obj.get("status") or {}).get("phase")
         if phase == "Running" and pod.info.state is NodeState.STARTING:
             pod.info = replace(pod.info, state=NodeState.RUNNING)
-            self.timeline.emit("node", "running", name, machine=machine)
+            self.timeline.emit(NodeEv.RUNNING, name, machine=machine)
         elif phase in ("Succeeded", "Failed"):
             code = _exit_code(obj)
             pod.info = replace(pod.info, state=NodeState.EXITED, exit_code=code)
-            self.timeline.emit("node", "exited", name, exit_code=code, phase=phase)
+            self.timeline.emit(NodeEv.EXITED, name, exit_code=code, phase=phase)
         restarts = int(_container_status(obj).get("restartCount") or 0)
         if restarts > pod.restarts:
             last = (_container_status(obj).get("lastState") or {}).get("terminated") or {}
             pod.restarts = restarts
-            self.timeline.emit("node", "restarted", name, restart_count=restarts, exit_code=last.get("exitCode"))
+            self.timeline.emit(NodeEv.RESTARTED, name, restart_count=restarts, exit_code=last.get("exitCode"))
 
     def _deleted(self, pod: _Pod) -> None:
         name = pod.info.name
@@ -135,7 +135,7 @@ class PodTracker:
             if name in self._expected:
                 self._expected.discard(name)          # the fault already recorded the loss
             else:
-                self.timeline.emit("node", "lost", name, action="pod-deleted", machine=pod.info.labels.get("machine"))
+                self.timeline.emit(NodeEv.LOST, name, action="pod-deleted", machine=pod.info.labels.get("machine"))
         self._lost_at[name] = time.time()
 
     # -- asked by the platform ------------------------------------------------------
@@ -230,15 +230,15 @@ class MachineTracker:
         if self._initial:
             return
         if kind == "DELETED":
-            self.timeline.emit("node", "machine_deleted", machine=name)
+            self.timeline.emit(NodeEv.MACHINE_DELETED, machine=name)
         elif prev is None:
-            self.timeline.emit("node", "machine_added", machine=name, ready=now[0],
+            self.timeline.emit(NodeEv.MACHINE_ADDED, machine=name, ready=now[0],
                                labels=(obj.get("metadata") or {}).get("labels") or {})
         else:
             if now[0] != prev[0]:
-                self.timeline.emit("node", "machine_ready" if now[0] else "machine_not_ready", machine=name)
+                self.timeline.emit(NodeEv.MACHINE_READY if now[0] else NodeEv.MACHINE_NOT_READY, machine=name)
             if now[1] != prev[1]:
-                self.timeline.emit("node", "machine_cordoned" if now[1] else "machine_uncordoned", machine=name)
+                self.timeline.emit(NodeEv.MACHINE_CORDONED if now[1] else NodeEv.MACHINE_UNCORDONED, machine=name)
 
     def names(self) -> list[str]:
         with self._lock:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from chaos.errors import InjectionFailed, PlatformError, SetupError, SpecError
-from chaos.events import Timeline
+from chaos.events import NodeEv, RunnerEv, Timeline
 from chaos.platforms.api import Capability, Hit, NodeInfo, NodeState, Platform, StoreOutage
 from chaos.platforms.local import netns, procs
 from chaos.platforms.local.cgroup import NodeCgroups, find_root
@@ -165,7 +165,7 @@ class LocalPlatform(Platform):
             self.etcd = EtcdServer(self.work_dir / "etcd-data", binary=_opt_path(self.options.etcd_binary),
                                    log_path=self.work_dir / "etcd.log")
             self.etcd.start()
-            self.timeline.emit("runner", "etcd_started", endpoint=self.etcd.endpoint,
+            self.timeline.emit(RunnerEv.ETCD_STARTED, endpoint=self.etcd.endpoint,
                                pid=self.etcd.pid, version=".".join(map(str, self.etcd.version or ())))
         else:
             self._c10d_port = free_port()
@@ -189,7 +189,7 @@ class LocalPlatform(Platform):
                              "cgroup.kill was found (needs root and cgroup v2)")
         if root is not None:
             self.cgroups = NodeCgroups(root, job.run_id)
-        self.timeline.emit("runner", "isolation", network=self.options.network.value,
+        self.timeline.emit(RunnerEv.ISOLATION, network=self.options.network.value,
                            cgroups=str(self.cgroups.dir) if self.cgroups else None)
 
     def _wait_for_store(self, host: str, timeout_s: float = 120.0) -> None:
@@ -339,7 +339,7 @@ class LocalPlatform(Platform):
                             labels={"address": rec_address})
             self._nodes[name] = _Node(info=info, proc=proc, tag=tag, log_path=log_path, imds=imds,
                                       relay=relay, address=rec_address)
-        self.timeline.emit("node", "started", name, t=info.started_at, agent_pid=proc.pid,
+        self.timeline.emit(NodeEv.STARTED, name, t=info.started_at, agent_pid=proc.pid,
                            replaces=replaces, address=rec_address)
         return info
 
@@ -372,7 +372,7 @@ class LocalPlatform(Platform):
                     code = node.proc.poll()
                     if code is not None:
                         node.info = replace(node.info, state=NodeState.EXITED, exit_code=code)
-                        self.timeline.emit("node", "exited", node.info.name, exit_code=code)
+                        self.timeline.emit(NodeEv.EXITED, node.info.name, exit_code=code)
 
     def _provision_due(self) -> None:
         now = time.time()
@@ -413,7 +413,7 @@ class LocalPlatform(Platform):
             if self.options.replace_lost_nodes:
                 delay = self.options.provisioning_delay_s
                 self._pending.append(_Pending(due=time.time() + delay, replaces=node))
-                self.timeline.emit("node", "provisioning", None, replaces=node, delay_s=delay)
+                self.timeline.emit(NodeEv.PROVISIONING, None, replaces=node, delay_s=delay)
         return hit
 
     def _terminate(self, rec: _Node, grace_s: float) -> Hit:

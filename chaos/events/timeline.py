@@ -5,6 +5,10 @@ Each event is written (and flushed) the moment it is added, so a run that
 crashes still leaves its evidence on disk. Times are wall-clock seconds
 (``time.time()``) stamped as close to the source as possible: the trainer
 stamps its own steps, a fault stamps the instant it hit.
+
+Events are selected by type (``chaos.events.vocabulary``) with the helpers at
+the end: ``of``, ``first``, ``last`` over any list of events, ``Timeline.select``
+over a live timeline.
 """
 from __future__ import annotations
 
@@ -13,20 +17,36 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any
 
-Source = Literal["fault", "rendezvous", "agent", "progress", "checkpoint", "node", "runner"]
-SOURCES: tuple[str, ...] = ("fault", "rendezvous", "agent", "progress", "checkpoint", "node", "runner")
+from chaos.events.vocabulary import EventType, Source
+
+Selector = EventType | Source
+"""What the query helpers select by: one event type, or every type of a source."""
 
 
 @dataclass(frozen=True)
 class Event:
+    """One observation. ``source`` and ``kind`` are the wire strings; compare ``type``."""
+
     t: float
     source: str
     kind: str
     node: str | None = None
     data: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def type(self) -> EventType:
+        """This event's (source, kind), to compare with the vocabulary's constants."""
+        return EventType(self.source, self.kind)
+
+    @classmethod
+    def make(cls, type: EventType, t: float, node: str | None = None,
+             data: dict[str, Any] | None = None) -> Event:
+        """An event of ``type`` (what tests and parsers build; a run adds them with ``Timeline.emit``)."""
+        return cls(t=t, source=type.source, kind=type.kind, node=node, data={} if data is None else data)
 
     def to_json(self) -> dict[str, Any]:
         return {"t": round(self.t, 6), "source": self.source, "kind": self.kind,
@@ -67,10 +87,11 @@ class Timeline:
             listener(event)
         return event
 
-    def emit(self, source: str, kind: str, node: str | None = None, *,
+    def emit(self, type: EventType, node: str | None = None, *,
              t: float | None = None, **data: Any) -> Event:
-        return self.add(Event(t=time.time() if t is None else t, source=source,
-                              kind=kind, node=node, data=data))
+        """Add an event of ``type`` (timed now unless ``t`` is given); returns it."""
+        return self.add(Event(t=time.time() if t is None else t, source=type.source,
+                              kind=type.kind, node=node, data=data))
 
     def subscribe(self, listener: Callable[[Event], None]) -> None:
         """Call ``listener`` for every later event (from the adding thread; keep it quick)."""
@@ -86,6 +107,11 @@ class Timeline:
         """A snapshot, ordered by time (watchers may add slightly out of order)."""
         with self._cond:
             return sorted(self._events, key=lambda e: e.t)
+
+    def select(self, *types: Selector, node: str | None = None, after: float | None = None,
+               until: float | None = None) -> list[Event]:
+        """``of(self.events(), ...)``: a snapshot of the matching events, in time order."""
+        return of(self.events(), *types, node=node, after=after, until=until)
 
     def __iter__(self) -> Iterator[Event]:
         return iter(self.events())
@@ -132,3 +158,45 @@ def read_events(path: Path) -> Iterable[Event]:
                 yield Event.from_json(json.loads(line))
             except (ValueError, KeyError, TypeError):
                 continue
+
+
+def _matcher(types: tuple[Selector, ...]) -> Callable[[Event], bool]:
+    if not types:
+        return lambda e: True
+    exact = frozenset(t for t in types if isinstance(t, EventType))
+    sources = frozenset(t.value for t in types if isinstance(t, Source))
+    return lambda e: e.source in sources or e.type in exact
+
+
+def _select(events: Iterable[Event], types: tuple[Selector, ...], node: str | None, after: float | None,
+            until: float | None, where: Callable[[Event], bool] | None = None) -> Iterator[Event]:
+    match = _matcher(types)
+    return (e for e in events if match(e) and (node is None or e.node == node)
+            and (after is None or e.t > after) and (until is None or e.t <= until) and (where is None or where(e)))
+
+
+def of(events: Iterable[Event], *types: Selector, node: str | None = None,
+       after: float | None = None, until: float | None = None) -> list[Event]:
+    """The events of any of ``types`` (every event when none is given; a ``Source``
+    stands for all its types), in time order (a stable sort: ties keep their order).
+    ``node``: only that node's; ``after``: only later than (exclusive); ``until``:
+    only up to (inclusive)."""
+    return sorted(_select(events, types, node, after, until), key=lambda e: e.t)
+
+
+def first(events: Iterable[Event], *types: Selector, after: float | None = None, node: str | None = None,
+          until: float | None = None, where: Callable[[Event], bool] | None = None) -> Event | None:
+    """The earliest event ``of(...)`` selects for which ``where`` holds (of equal times,
+    the one met first); None when there is none."""
+    return min(_select(events, types, node, after, until, where), key=lambda e: e.t, default=None)
+
+
+def last(events: Iterable[Event], *types: Selector, after: float | None = None, node: str | None = None,
+         until: float | None = None, where: Callable[[Event], bool] | None = None) -> Event | None:
+    """The latest event ``of(...)`` selects for which ``where`` holds (of equal times,
+    the one met last); None when there is none."""
+    found: Event | None = None
+    for e in _select(events, types, node, after, until, where):
+        if found is None or e.t >= found.t:
+            found = e
+    return found

@@ -1,0 +1,122 @@
+"""The event vocabulary and the timeline's query helpers."""
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from chaos.events import (
+    ALL_TYPES,
+    AgentEv,
+    CheckpointEv,
+    Event,
+    EventType,
+    FaultEv,
+    NodeEv,
+    ProgressEv,
+    RdzvEv,
+    Source,
+    Timeline,
+    first,
+    last,
+    of,
+    read_events,
+)
+from chaos.watchers.logs import PREFIX, parse_progress
+
+ROOT = Path(__file__).parents[1]
+RECORDED = sorted((ROOT / "tests" / "fixtures" / "runs").glob("*/timeline.jsonl"))
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.parent.name)
+def test_every_event_of_a_recorded_run_has_a_declared_type(path):
+    undeclared = {str(e.type) for e in read_events(path)} - {str(t) for t in ALL_TYPES}
+    assert not undeclared
+
+
+def test_every_event_the_trainer_reports_has_a_declared_type():
+    names = {m[1] for f in (ROOT / "trainer").glob("*.py")
+             for m in re.finditer(r'\bemit\("(\w+)"', f.read_text())}
+    assert {"start", "step", "checkpoint_saved", "finished"} <= names
+    parsed = {n: parse_progress(PREFIX + json.dumps({"ev": n, "t": 1.0}), "node-0") for n in names}
+    assert {n: e.type for n, e in parsed.items() if e is None or e.type not in ALL_TYPES} == {}
+
+
+def test_the_code_builds_no_event_type_outside_the_vocabulary():
+    # the one exception: trainer.progress names pass through as progress/<name> (a script's own)
+    allowed = {"chaos/events/vocabulary.py", "chaos/events/timeline.py", "chaos/watchers/logs.py"}
+    builders = [f"{p.relative_to(ROOT)}:{n.lineno}" for folder in ("chaos", "bench")
+                for p in (ROOT / folder).rglob("*.py") if str(p.relative_to(ROOT)) not in allowed
+                for n in ast.walk(ast.parse(p.read_text()))
+                if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "EventType"]
+    assert builders == []
+
+
+def test_every_source_has_a_namespace_and_every_type_a_known_source():
+    assert {t.source for t in ALL_TYPES} == {s.value for s in Source}
+    assert len({str(t) for t in ALL_TYPES}) == len(ALL_TYPES)
+
+
+def test_a_type_read_back_from_json_is_the_declared_constant():
+    tl = Timeline()
+    event = tl.emit(ProgressEv.STEP, "node-0", t=12.5, step=3)
+    back = Event.from_json(json.loads(json.dumps(event.to_json())))
+    assert back.type == ProgressEv.STEP and back.type in {ProgressEv.STEP} and hash(back.type) == hash(ProgressEv.STEP)
+    assert (back.source, back.kind) == ("progress", "step") and str(back.type) == "progress/step"
+    assert EventType(Source.PROGRESS, "step") == ProgressEv.STEP
+
+
+def test_the_timeline_writes_the_same_json_line_as_before(tmp_path):
+    tl = Timeline(tmp_path / "timeline.jsonl")
+    tl.emit(NodeEv.LOST, "node-1", t=5.1234567, action="sigkill-all")
+    tl.emit(RdzvEv.STORE_REACHABLE, t=6.0)
+    tl.close()
+    assert (tmp_path / "timeline.jsonl").read_text().splitlines() == [
+        '{"t":5.123457,"source":"node","kind":"lost","node":"node-1","data":{"action":"sigkill-all"}}',
+        '{"t":6.0,"source":"rendezvous","kind":"store_reachable","node":null,"data":{}}']
+
+
+def test_an_undeclared_type_reads_back_and_matches_no_constant():
+    e = Event.from_json({"t": 1.0, "source": "telemetry", "kind": "gpu_ecc"})
+    assert str(e.type) == "telemetry/gpu_ecc" and e.type not in ALL_TYPES
+    assert of([e], Source.NODE) == [] and of([e]) == [e]
+
+
+def events() -> list[Event]:
+    # in arrival order, not time order: watchers add slightly late
+    return [Event.make(ProgressEv.STEP, 3.0, "node-0", {"step": 2}),
+            Event.make(ProgressEv.STEP, 1.0, "node-0", {"step": 1}),
+            Event.make(FaultEv.INJECTED, 2.0, "node-1"),
+            Event.make(AgentEv.WORKER_FAILED, 2.5, "node-0"),
+            Event.make(ProgressEv.STEP, 4.0, "node-1", {"step": 2}),
+            Event.make(CheckpointEv.LOADED, 4.0, "node-0", {"step": 1})]
+
+
+def test_of_selects_by_type_and_source_in_time_order():
+    assert [e.t for e in of(events(), ProgressEv.STEP)] == [1.0, 3.0, 4.0]
+    assert [e.type for e in of(events(), Source.FAULT, AgentEv.WORKER_FAILED)] == [FaultEv.INJECTED,
+                                                                                   AgentEv.WORKER_FAILED]
+    assert len(of(events())) == 6
+
+
+def test_after_is_exclusive_until_inclusive_and_node_exact():
+    assert [e.t for e in of(events(), ProgressEv.STEP, after=1.0, until=4.0)] == [3.0, 4.0]
+    assert [e.t for e in of(events(), ProgressEv.STEP, node="node-0")] == [1.0, 3.0]
+
+
+def test_first_and_last_keep_arrival_order_between_equal_times():
+    assert first(events(), ProgressEv.STEP, after=1.0).t == 3.0
+    assert first(events(), after=3.5).type == ProgressEv.STEP           # the step arrived before the load
+    assert last(events(), until=4.0).type == CheckpointEv.LOADED
+    assert last(events(), ProgressEv.STEP, where=lambda e: e.node == "node-0").t == 3.0
+    assert first(events(), RdzvEv.ROUND_COMPLETE) is None
+
+
+def test_a_timeline_selects_from_its_snapshot():
+    tl = Timeline()
+    for e in events():
+        tl.add(e)
+    assert [e.data["step"] for e in tl.select(ProgressEv.STEP, node="node-0")] == [1, 2]
