@@ -54,7 +54,7 @@ def test_a_failed_scenario_reports_its_folder_timeline_slice_and_metrics(pyteste
     (case,) = ET.parse(junit).getroot().iter("testcase")
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
     assert props["chaos.verdict"] == "failed"
-    assert props["chaos.reporting.report"] == str(folder / "report.html")
+    assert props["chaos.report"] == str(folder / "report.html")
     assert props["chaos.fault0.kind"] == "kill-node" and props["chaos.fault0.target"] == "node-1"
     assert int(props["chaos.fault0.world_size_before"]) == 2
     assert "fault=kill-node" in case.find("failure").text       # the slice is in the JUnit failure too
@@ -71,7 +71,7 @@ def test_metric_properties_of_a_recorded_run():
     report = json.loads((RUNS / "kill-node-shrink" / "report.json").read_text())
     props = dict(metric_properties(report, None))
     m = report["faults"][0]["metrics"]
-    assert props["chaos.verdict"] == "passed" and "chaos.reporting.report" not in props
+    assert props["chaos.verdict"] == "passed" and "chaos.report" not in props
     assert props["chaos.fault0.regain_s"] == str(m["regain_s"])
     assert props["chaos.fault0.phase.rendezvous_s"] == str(m["phases"]["rendezvous"])
     assert props["chaos.fault0.lost_steps"] == "10" and "chaos.fault0.replacement_s" not in props  # null: left out
