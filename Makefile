@@ -25,7 +25,9 @@ help:
 	@echo "make install     only the setup (.venv, torch, toolkit, etcd)"
 	@echo "make bench       benchmarks -> bench/results.json, bench/RESULTS.md (about an hour)"
 	@echo "make bench-quick a subset of the benchmarks in under 5 minutes (writes to bench/quick/)"
-	@echo "make k8s-testenv build the kube-apiserver the k8s_api tests run against (once, ~5 min)"
+	@echo "make k8s-testenv build the kube-apiserver the k8s_api tests run against (once, ~10 min, shared with cluster-up)"
+	@echo "make cluster-up  a real 3-node Kubernetes 1.20 cluster here, no Docker (root; .cluster/kubeconfig)"
+	@echo "make cluster-down stop it and remove all it made; make cluster-status shows it"
 	@echo "make kind-up     kind cluster + trainer image + controller (docker, kind, kubectl needed)"
 	@echo "make kind-test   pytest scenarios/ --platform kind;  make kind-down deletes the cluster"
 	@echo "make browser-testenv install Debian's chromium for the report.html browser test (root, apt)"
@@ -72,6 +74,8 @@ clean:
 
 # kind-up, kind-test, kind-down (needs docker, kind, kubectl; see docs/KUBERNETES.md)
 include kind/kind.mk
+# cluster-up, cluster-down: a local multi-node cluster without Docker (see docs/LOCAL-CLUSTER.md)
+include kind/cluster.mk
 
 bench: install
 	$(BIN)/python -m bench

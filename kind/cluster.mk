@@ -1,0 +1,36 @@
+# The local multi-node cluster (no Docker, no registry), included from the top-level Makefile.
+#
+#   make cluster-up      build once (cached in .cluster/build/), then start a cluster of
+#                        CLUSTER_NODES (3) nodes; kubeconfig in .cluster/kubeconfig
+#   make cluster-down    stop it and remove everything it made (the build cache stays)
+#   make cluster-status  processes, links, Node readiness
+#
+# Root needed (namespaces, cgroups, a bridge, iptables, apt). See docs/LOCAL-CLUSTER.md.
+
+CLUSTER_NODES ?= 3
+CLUSTER_PYTHON ?= python3
+CLUSTER := $(CLUSTER_PYTHON) kind/cluster/cluster.py
+
+.PHONY: cluster-up cluster-down cluster-status cluster-deps cluster-build cluster-images
+
+cluster-up: cluster-deps cluster-build cluster-images
+	$(CLUSTER) up --nodes $(CLUSTER_NODES)
+
+cluster-down:
+	$(CLUSTER) down
+
+cluster-status:
+	$(CLUSTER) status
+
+# the Debian packages the cluster and the image build use (apt-get only for what is missing)
+cluster-deps:
+	$(CLUSTER) deps --install
+
+# kube-apiserver, -controller-manager, -scheduler, kubelet v1.20.2 + kubectl (once, ~10 min on 2 cores)
+cluster-build:
+	kind/cluster/build-binaries.sh
+
+# pause + trainer images as docker-archive tars; rebuilt only when their inputs change.
+# The image's torch is the venv's (the local CPU wheel), hence `install`.
+cluster-images: install cluster-build
+	kind/cluster/build-images.sh

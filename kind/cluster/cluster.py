@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""A real multi-node Kubernetes 1.20 cluster on this machine, without Docker or a registry.
+
+Entry point of the local cluster (``make cluster-up`` / ``make cluster-down``
+call it) and of the node operations the toolkit's faults use. Stdlib only, so
+it runs under any Python 3.11 as root; the toolkit calls it as a command
+(``python3 kind/cluster/cluster.py lose-node ec-node-2``) or imports
+:mod:`cluster_ops` with this folder on ``sys.path``.
+
+Exit codes: 0 done, 1 failed, 2 setup error (not root, a package or a build
+missing: the message says what to run).
+
+Examples::
+
+    kind/cluster/cluster.py up --nodes 3      # blocks until 3 nodes are Ready
+    export KUBECONFIG=.cluster/kubeconfig
+    kind/cluster/cluster.py lose-node ec-node-2
+    kind/cluster/cluster.py add-node          # prints the new node's name once Ready
+    kind/cluster/cluster.py partition-node ec-node-1; kind/cluster/cluster.py heal-node ec-node-1
+    kind/cluster/cluster.py down
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import cluster_deps  # noqa: E402
+import cluster_ops as ops  # noqa: E402
+from cluster_base import ClusterError, Layout  # noqa: E402
+from cluster_status import status  # noqa: E402
+
+
+def _up(layout: Layout, args: argparse.Namespace) -> int:
+    ops.up(layout, nodes=args.nodes, timeout_s=args.timeout)
+    return 0
+
+
+def _down(layout: Layout, args: argparse.Namespace) -> int:
+    ops.down(layout)
+    print("cluster down")
+    return 0
+
+
+def _status(layout: Layout, args: argparse.Namespace) -> int:
+    return status(layout, as_json=args.json)
+
+
+def _add_node(layout: Layout, args: argparse.Namespace) -> int:
+    print(ops.add_node(layout, wait=not args.no_wait, timeout_s=args.timeout))
+    return 0
+
+
+def _lose_node(layout: Layout, args: argparse.Namespace) -> int:
+    ops.lose_node(layout, args.name)
+    return 0
+
+
+def _partition(layout: Layout, args: argparse.Namespace) -> int:
+    ops.set_partition(layout, args.name, partitioned=True)
+    return 0
+
+
+def _heal(layout: Layout, args: argparse.Namespace) -> int:
+    ops.set_partition(layout, args.name, partitioned=False)
+    return 0
+
+
+def _node_pids(layout: Layout, args: argparse.Namespace) -> int:
+    pids = ops.node_pids(layout, args.name)
+    if args.json:
+        print(json.dumps({str(pid): comm for pid, comm in pids.items()}))
+    else:
+        print("\n".join(str(pid) for pid in pids))
+    return 0
+
+
+def _deps(layout: Layout, args: argparse.Namespace) -> int:
+    if args.install:
+        installed = cluster_deps.install()
+        print(f"installed: {' '.join(installed)}" if installed else "all packages present")
+        return 0
+    missing = cluster_deps.missing_packages({**cluster_deps.RUNTIME, **cluster_deps.IMAGES})
+    if missing:
+        print(f"missing: {cluster_deps.apt_line(missing)}", file=sys.stderr)
+        return 2
+    print("all packages present")
+    return 0
+
+
+def _node_init(layout: Layout, args: argparse.Namespace) -> int:
+    import cluster_node
+
+    return cluster_node.node_init(args.node_dir)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kind/cluster/cluster.py", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    cmd = sub.add_parser("up", help="start the cluster (or complete it); blocks until every node is Ready")
+    cmd.add_argument("--nodes", type=int, default=3, help="number of nodes (default 3)")
+    cmd.add_argument("--timeout", type=float, default=ops.READY_TIMEOUT_S, help="seconds to wait for Ready")
+    cmd.set_defaults(func=_up)
+    sub.add_parser("down", help="stop everything and remove what up made (idempotent)").set_defaults(func=_down)
+    cmd = sub.add_parser("status", help="processes, links and Node readiness")
+    cmd.add_argument("--json", action="store_true")
+    cmd.set_defaults(func=_status)
+    cmd = sub.add_parser("add-node", help="a new node joins; prints its name (once Ready unless --no-wait)")
+    cmd.add_argument("--no-wait", action="store_true", help="return once started, not Ready")
+    cmd.add_argument("--timeout", type=float, default=ops.READY_TIMEOUT_S)
+    cmd.set_defaults(func=_add_node)
+    for name, func, text in [
+        ("lose-node", _lose_node, "the instance is gone: all its processes die at once, its Node is deleted"),
+        ("partition-node", _partition, "its link down: cut from the API server and the other nodes"),
+        ("heal-node", _heal, "its link up again"),
+    ]:
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("name")
+        cmd.set_defaults(func=func)
+    cmd = sub.add_parser("node-pids", help="host PIDs of every process of the node, one a line")
+    cmd.add_argument("name")
+    cmd.add_argument("--json", action="store_true", help="{pid: command name}")
+    cmd.set_defaults(func=_node_pids)
+    cmd = sub.add_parser("deps", help="check the Debian packages (--install: apt-get what is missing)")
+    cmd.add_argument("--install", action="store_true")
+    cmd.set_defaults(func=_deps)
+    cmd = sub.add_parser("_node-init")  # PID 1 of a node, started by up/add-node
+    cmd.add_argument("node_dir")
+    cmd.set_defaults(func=_node_init)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = parser().parse_args(argv)
+    func: Callable[[Layout, argparse.Namespace], int] = args.func
+    try:
+        return func(Layout(), args)
+    except ClusterError as e:
+        print(f"cluster: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("cluster: interrupted; `kind/cluster/cluster.py down` removes what was made", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

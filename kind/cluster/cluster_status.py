@@ -1,0 +1,75 @@
+"""``cluster.py status``: the recorded processes, each node's link and readiness, in text or JSON.
+
+Read only: takes no lock and changes nothing. Exit code 0 when every recorded
+component runs and every node is Ready, 1 otherwise, 0 with "down" when there
+is no cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import cluster_net as net
+import cluster_node as node
+from cluster_api import Api
+from cluster_base import ClusterError, Layout, NodeAddr, is_alive, load_state, node_index
+from cluster_control import COMPONENTS
+
+
+def collect(layout: Layout) -> dict[str, Any]:
+    """The cluster as a dict: components {name: {pid, alive}}, nodes {name: {...}}, kubeconfig, image."""
+    state = load_state(layout)
+    ready: dict[str, bool] = {}
+    api_error = ""
+    if is_alive(state["procs"].get("kube-apiserver")):
+        try:
+            ready = Api(layout).node_ready()
+        except ClusterError as e:
+            api_error = str(e)
+    nodes = {}
+    for name in sorted(state["nodes"], key=node_index):
+        rec, addr = state["nodes"][name], NodeAddr(node_index(name))
+        mem = node.memory_bytes(name)
+        nodes[name] = {
+            "ip": addr.ip, "pod_cidr": addr.pod_cidr, "link": addr.veth,
+            "init_pid": rec.get("init", {}).get("pid"), "alive": is_alive(rec.get("init")),
+            "link_up": net.link_up(addr), "ready": ready.get(name),
+            "memory_mb": round(mem / 2**20) if mem is not None else None,
+        }
+    trainer_ref = layout.images / "trainer.ref"
+    return {
+        "up": bool(state["procs"]),
+        "kubeconfig": str(layout.kubeconfig),
+        "trainer_image": trainer_ref.read_text().strip() if trainer_ref.exists() else None,
+        "components": {c: {"pid": state["procs"].get(c, {}).get("pid"), "alive": is_alive(state["procs"].get(c))}
+                       for c in COMPONENTS},
+        "nodes": nodes,
+        "unregistered": sorted(set(ready) - set(nodes)),
+        "api_error": api_error,
+    }
+
+
+def status(layout: Layout, as_json: bool = False) -> int:
+    info = collect(layout)
+    healthy = all(c["alive"] for c in info["components"].values()) and all(
+        n["alive"] and n["ready"] for n in info["nodes"].values())
+    if as_json:
+        print(json.dumps(info, indent=1))
+    elif not info["up"] and not info["nodes"]:
+        print("cluster down")
+        return 0
+    else:
+        print(f"kubeconfig {info['kubeconfig']}   trainer image {info['trainer_image']}")
+        for comp, c in info["components"].items():
+            print(f"{comp:24} pid {c['pid']!s:>8}  {'running' if c['alive'] else 'DEAD'}")
+        for name, n in info["nodes"].items():
+            link = {True: "up", False: "DOWN (partitioned)", None: "none"}[n["link_up"]]
+            ready = {True: "Ready", False: "NotReady", None: "not registered"}[n["ready"]]
+            print(f"{name:12} {n['ip']:13} pods {n['pod_cidr']:15} init pid {n['init_pid']!s:>8} "
+                  f"{'running' if n['alive'] else 'DEAD':8} link {link:18} {ready:14} {n['memory_mb']} MB")
+        if info["unregistered"]:
+            print(f"Node objects without a node process: {', '.join(info['unregistered'])}")
+        if info["api_error"]:
+            print(info["api_error"])
+    return 0 if healthy or not info["up"] else 1
