@@ -31,6 +31,7 @@ cluster-build:
 	kind/cluster/build-binaries.sh
 
 # pause + trainer images as docker-archive tars; rebuilt only when their inputs change.
-# The image's torch is the venv's (the local CPU wheel), hence `install`.
-cluster-images: install cluster-build
-	kind/cluster/build-images.sh
+# The image's torch comes from the same TORCH_SPEC/PIP_TORCH_ARGS as `make install`'s.
+cluster-images: cluster-build
+	TORCH_SPEC="$(TORCH_SPEC)" PIP_TORCH_ARGS="$(PIP_TORCH_ARGS)" PYTHON="$(CLUSTER_PYTHON)" \
+		kind/cluster/build-images.sh

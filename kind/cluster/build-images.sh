@@ -15,15 +15,21 @@
 # input changed. The docker-archive of the trainer image is tagged with the
 # hash of all inputs; its reference is written to OUT/trainer.ref.
 #
-# Needs root (debootstrap), umoci, skopeo, debootstrap, gcc, and a python with
-# pip (the repo's .venv by default: PYTHON=...). OUT defaults to .cluster/build/images.
+# Needs root (debootstrap), umoci, skopeo, debootstrap, gcc, and a Python 3.11 with pip
+# (PYTHON, default python3: its wheels must fit the image's Debian python3.11).
+# torch: TORCH_SPEC (default torch==2.13.0, the Makefile's pin; this machine's
+# pip config finds the local CPU wheel) with PIP_TORCH_ARGS (e.g. --index-url
+# https://download.pytorch.org/whl/cpu elsewhere), as `make install` does.
+# OUT defaults to .cluster/build/images.
 # Usage: kind/cluster/build-images.sh [OUT_DIR]
 set -euo pipefail
 
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
 OUT="${1:-$REPO/.cluster/build/images}"
 PAUSE_C="${PAUSE_C:-$REPO/.cluster/build/src/pause.c}"
-PYTHON="${PYTHON:-$REPO/.venv/bin/python}"
+PYTHON="${PYTHON:-python3}"
+TORCH_SPEC="${TORCH_SPEC:-torch==2.13.0}"
+PIP_TORCH_ARGS="${PIP_TORCH_ARGS:-}"
 SUITE=bookworm
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 PY_TARGET=usr/local/lib/python3.11/dist-packages   # on Debian python3's sys.path
@@ -42,14 +48,9 @@ for t in umoci skopeo debootstrap gcc; do command -v "$t" >/dev/null || missing=
 [ -x "$ETCD_BIN" ] || missing="$missing etcd-server"
 [ -z "$missing" ] || die "missing:$missing; run: apt-get install --no-install-recommends umoci skopeo debootstrap gcc libc6-dev etcd-server"
 [ -f "$PAUSE_C" ] || die "no $PAUSE_C: run kind/cluster/build-binaries.sh first (it keeps pause.c from the kubernetes source)"
-"$PYTHON" -m pip --version >/dev/null 2>&1 || die "no pip at $PYTHON: run 'make install' or pass PYTHON=/path/to/python3.11"
-
-# The torch of the repo's venv (the local CPU wheel), unless TORCH_SPEC says otherwise.
-if [ -z "${TORCH_SPEC:-}" ]; then
-    v="$("$PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null)" \
-        || die "no torch in $PYTHON: run 'make install' or pass TORCH_SPEC=torch==X"
-    TORCH_SPEC="torch==$v"
-fi
+"$PYTHON" -m pip --version >/dev/null 2>&1 || die "no pip for $PYTHON: pass PYTHON=/path/to/python3.11"
+[ "$("$PYTHON" -c 'import sys; print(sys.version_info[:2] == (3, 11))')" = True ] \
+    || die "$PYTHON is not Python 3.11 (the image's Debian bookworm python3): pass PYTHON=/path/to/python3.11"
 
 mkdir -p "$OUT"
 cd "$OUT"
@@ -92,15 +93,19 @@ if [ "$(cat base.key 2>/dev/null)" != "$base_key" ] || [ ! -f base.layer.tar ]; 
 fi
 
 # layer 2: torch + python-etcd (+ their deps) via pip --target, and the etcd binary
-deps_key="$( { echo "$base_key $TORCH_SPEC $PYTHON_ETCD_SPEC"; sha256sum "$ETCD_BIN";
+deps_key="$( { echo "$base_key $TORCH_SPEC $PIP_TORCH_ARGS $PYTHON_ETCD_SPEC"; sha256sum "$ETCD_BIN";
               sed -n '/^# layer 2/,/^# layer 3/p' "$SELF"; } | hash_of)"
 if [ "$(cat deps.key 2>/dev/null)" != "$deps_key" ] || [ ! -f deps.layer.tar ]; then
     say "layer 2: $TORCH_SPEC $PYTHON_ETCD_SPEC (pip --target) + $("$ETCD_BIN" --version | head -1)"
     rm -rf deps-root deps.layer.tar
     mkdir -p "deps-root/$PY_TARGET" deps-root/usr/local/bin
-    nice -n 10 "$PYTHON" -m pip install --quiet --no-warn-script-location --target "deps-root/$PY_TARGET" \
-        "$TORCH_SPEC" "$PYTHON_ETCD_SPEC" >pip.log 2>&1 \
+    # shellcheck disable=SC2086
+    { nice -n 10 "$PYTHON" -m pip install --no-warn-script-location --target "deps-root/$PY_TARGET" \
+          $PIP_TORCH_ARGS "$TORCH_SPEC" \
+      && nice -n 10 "$PYTHON" -m pip install --no-warn-script-location --target "deps-root/$PY_TARGET" \
+          --upgrade "$PYTHON_ETCD_SPEC"; } >pip.log 2>&1 \
         || { tail -20 pip.log >&2; die "pip install into the image failed (log: $OUT/pip.log)"; }
+    ls -d "deps-root/$PY_TARGET"/torch-*.dist-info >>pip.log
     # console scripts would carry this machine's interpreter path: replace the one that matters
     rm -rf "deps-root/$PY_TARGET/bin"
     printf '#!/bin/sh\nexec /usr/bin/python3 -m torch.distributed.run "$@"\n' > deps-root/usr/local/bin/torchrun

@@ -318,13 +318,22 @@ def down(layout: Layout) -> None:
 
 
 def _down(layout: Layout, state: dict[str, Any]) -> None:
+    t0 = time.monotonic()
+    for rec in state["nodes"].values():  # all nodes stop at once; each init stops kubelet and containerd
+        with contextlib.suppress(ProcessLookupError):
+            if is_alive(rec.get("init")):
+                os.kill(int(rec["init"]["pid"]), signal.SIGTERM)
     for name in sorted(state["nodes"], key=node_index):
         stop_node(layout, state, name, graceful=True)
-    for comp in reversed(COMPONENTS):
+    if state["nodes"]:
+        progress(t0, f"nodes stopped: {', '.join(sorted(state['nodes'], key=node_index))}")
+    for comp in [*reversed(COMPONENTS), "template-containerd"]:
         stop(state["procs"].get(comp), grace_s=10)
     _kill_cgroup(None)
     net.teardown_host()
     wait_for("our cgroups removed", lambda: not node.remove_cgroups(), 15, 0.2)
+    progress(t0, "control plane stopped; bridge, veths, iptables rules and cgroups removed")
     shutil.rmtree(layout.run, ignore_errors=True)
     with contextlib.suppress(FileNotFoundError):
         layout.kubeconfig.unlink()
+    progress(t0, f"{layout.run} removed")
