@@ -42,7 +42,7 @@ def test_an_unknown_job_option_names_the_valid_ones(pytester):
     """))
     result = pytester.runpytest()
     result.assert_outcomes(failed=1)
-    result.stdout.re_match_lines([r".*unknown elastic_job option\(s\) \['chekpoint_every'\].*'checkpoint_every'.*"])
+    result.stdout.re_match_lines([r".*unknown option\(s\) \['chekpoint_every'\]; local accepts: .*checkpoint_every.*"])
 
 
 @pytest.mark.slow
