@@ -14,7 +14,7 @@ or servers.
 
 Fixtures: ``run_hypothesis`` runs one hypothesis of the catalog
 (chaos.hypotheses: the same code ``elastic-chaos run`` runs) and fails the
-test with its verdict; ``elastic_job`` starts one elastic job for a scenario
+test with its verdict; ``start_job`` starts one elastic job for a scenario
 that drives the run itself. Both always stop the job (and its etcd) and write
 ``reports/<test id>/`` with ``timeline.jsonl``, node logs and ``report.json``.
 
@@ -182,12 +182,12 @@ def chaos_report_dir(request: pytest.FixtureRequest) -> Path:
 
 
 @pytest.fixture
-def elastic_job(request: pytest.FixtureRequest, chaos_platform: str,
+def start_job(request: pytest.FixtureRequest, chaos_platform: str,
                 chaos_report_dir: Path) -> Iterator[Callable[..., ChaosRun]]:
-    r"""Factory: ``elastic_job(nodes="1:2", checkpoint_every=20, replace_lost_nodes=False)``
+    r"""Factory: ``start_job(nodes="1:2", checkpoint_every=20, replace_lost_nodes=False)``
     starts one elastic job and returns its running ChaosRun, for a scenario that
     drives the run itself with plain asserts. Your own script:
-    ``elastic_job(script=["train.py", "--epochs", "9"], progress_regex=r"epoch (?P<step>\d+)",
+    ``start_job(script=["train.py", "--epochs", "9"], progress_regex=r"epoch (?P<step>\d+)",
     checkpoint="snapshot.pt", workdir=tmp_path)`` (see chaos.spec.Observation).
 
     The keywords are the job's options and the platform's (the same names as
@@ -201,7 +201,7 @@ def elastic_job(request: pytest.FixtureRequest, chaos_platform: str,
         from chaos.hypotheses.api import settings
         from chaos.platforms import platform_options
         if runs:
-            raise RuntimeError("elastic_job starts one job per test")
+            raise RuntimeError("start_job starts one job per test")
         s = settings(None, {**session_values(request.config, chaos_platform), **options}, chaos_platform)
         run = ChaosRun(chaos_report_dir, platform=chaos_platform, scenario=request.node.nodeid,
                        platform_options=platform_options(chaos_platform, s.platform))

@@ -127,7 +127,7 @@ class Settings:
 def settings(h: Hypothesis | None, values: Mapping[str, Any], platform: str) -> Settings:
     """Sort ``values`` (CLI flags or fixture keywords, by option name) into the job,
     the trial, the fault, the hypothesis' params and the platform's options (``h``
-    None: a job alone, for the ``elastic_job`` fixture). Raises SpecError for an
+    None: a job alone, for the ``start_job`` fixture). Raises SpecError for an
     unknown name, a value out of bounds, or a value that contradicts what the
     hypothesis needs."""
     forced = h.forced if h is not None else {}

@@ -1,4 +1,4 @@
-"""``pytest --platform kubernetes|kind --kubeconfig ...``: the elastic_job fixture runs the
+"""``pytest --platform kubernetes|kind --kubeconfig ...``: the start_job fixture runs the
 scenario's job on the cluster (here: the real API server, the sim playing its nodes)."""
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ SCENARIO = """
 from chaos.events import FaultEv, NodeEv
 from chaos.faults.kubernetes import DeletePod
 
-def test_scenario(elastic_job):
-    job = elastic_job(nodes="1:2", etcd_endpoint="{etcd}", start_timeout_s=30, watch_window_s=5{extra})
+def test_scenario(start_job):
+    job = start_job(nodes="1:2", etcd_endpoint="{etcd}", start_timeout_s=30, watch_window_s=5{extra})
     assert job.platform.name == "{platform}"
     assert job.platform.settings.job_kind.value == "{kind}"
     assert len(job.platform.alive_nodes()) == 2
