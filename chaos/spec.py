@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import SpecError
+from chaos.options import option, split, validate
 
 
 class RdzvBackend(str, enum.Enum):
@@ -28,38 +29,27 @@ class RdzvBackend(str, enum.Enum):
 
 @dataclass(frozen=True)
 class RendezvousSpec:
-    """Rendezvous backend and the dynamic-rendezvous knobs torchrun takes as --rdzv-conf."""
+    """Rendezvous backend and the dynamic-rendezvous knobs torchrun takes as --rdzv-conf.
+    A knob left None is torch's default (the comments say which); torch reads them as
+    whole seconds."""
 
-    backend: RdzvBackend = RdzvBackend.ETCD_V2
-    """etcd-v2 (an etcd server holds the state) or c10d (a TCPStore on one node)."""
-    join_timeout: int | None = None
-    """Seconds a node waits for the rendezvous to form before giving up (torch: 600)."""
-    last_call_timeout: int | None = None
-    """Extra seconds a round waits for more nodes once min_nodes joined (torch: 30)."""
-    close_timeout: int | None = None
-    """Seconds to close the rendezvous after a node leaves for good (torch: 30)."""
-    keep_alive_interval: int | None = None
-    """Seconds between a node's heartbeats (torch: 5)."""
-    keep_alive_max_attempt: int | None = None
-    """Missed heartbeats after which a node counts as dead (torch: 3)."""
+    backend: RdzvBackend = option(RdzvBackend.ETCD_V2, "rendezvous backend: etcd-v2 (an etcd server holds "
+                                  "the state) or c10d (a TCPStore on one node)", flag="--rdzv-backend")
+    join_timeout: int | None = option(None, "seconds a node waits for the rendezvous to form before giving "
+                                      "up (torch: 600)", minimum=1)
+    last_call_timeout: int | None = option(None, "extra seconds a round waits for more nodes once the "
+                                           "minimum joined (torch: 30)", minimum=1)
+    close_timeout: int | None = option(None, "seconds to close the rendezvous after a node leaves for good "
+                                       "(torch: 30)", minimum=1)
+    keep_alive_interval: int | None = option(None, "seconds between a node's heartbeats (torch: 5)", minimum=1)
+    keep_alive_max_attempt: int | None = option(None, "missed heartbeats after which a node counts as dead "
+                                                "(torch: 3)", minimum=1)
 
     _KNOBS = ("join_timeout", "last_call_timeout", "close_timeout", "keep_alive_interval",
               "keep_alive_max_attempt")
 
     def __post_init__(self) -> None:
-        if not isinstance(self.backend, RdzvBackend):
-            try:
-                object.__setattr__(self, "backend", RdzvBackend(self.backend))
-            except ValueError:
-                raise SpecError(f"rendezvous backend {self.backend!r}: choose etcd-v2 or c10d") from None
-        for knob in self._KNOBS:
-            value = getattr(self, knob)
-            if value is None:
-                continue
-            # torch reads these with get_as_int: 1.5 would crash every agent at start
-            if isinstance(value, bool) or float(value) != int(value) or int(value) < 1:
-                raise SpecError(f"{knob}={value!r}: torch takes whole seconds >= 1 for rendezvous settings")
-            object.__setattr__(self, knob, int(value))
+        validate(self)
 
     def conf(self) -> dict[str, str]:
         """The non-default settings as torchrun's ``--rdzv-conf`` key/values."""
@@ -88,15 +78,15 @@ class PgBackend(str, enum.Enum):
     NCCL = "nccl"
 
 
-def step_regex(pattern: str, option: str = "progress_regex") -> re.Pattern[str]:
+def step_regex(pattern: str, name: str = "progress_regex") -> re.Pattern[str]:
     """Compile a user's progress/resume pattern; SpecError unless it is a valid
     regex with a named group ``step``."""
     try:
         compiled = re.compile(pattern)
     except re.error as exc:
-        raise SpecError(f"{option} {pattern!r} is not a valid Python regular expression ({exc})") from None
+        raise SpecError(f"{name} {pattern!r} is not a valid Python regular expression ({exc})") from None
     if "step" not in compiled.groupindex:
-        raise SpecError(f"{option} {pattern!r} has no named group 'step': mark the counter the script "
+        raise SpecError(f"{name} {pattern!r} has no named group 'step': mark the counter the script "
                         r"prints as (?P<step>\d+), for example 'epoch (?P<step>\d+)'")
     return compiled
 
@@ -107,25 +97,25 @@ class Observation:
     (docs/INTEGRATE.md): its own log lines and its own checkpoint file. Everything
     is optional; what is not given is not measured (a null metric with a reason)."""
 
-    progress_regex: str | None = None
-    """A regex with a named group ``step`` (and optionally ``world_size``), applied to
-    every line a node prints: each match is a training step in the script's own unit."""
-    checkpoint: str | None = None
-    """The file or directory the script saves checkpoints to, relative to the job's
-    workdir: each replacement of it (new inode, mtime or size) is a checkpoint saved."""
-    resume_regex: str | None = None
-    """A regex with a named group ``step`` for the line the script prints when it
-    restores; without it the resumed step is inferred from the first progress after a
-    restart, and the report says it was inferred."""
-    unit: str = "step"
-    """What the script's counter counts (step, iteration, epoch): the unit of lost
-    progress in reports."""
+    progress_regex: str | None = option(
+        None, r"regex with a named group 'step' matched against every line a node prints; each match is "
+              r"a step in the script's own unit, e.g. 'epoch (?P<step>\d+)' (a 'world_size' group is read too)",
+        metavar="REGEX")
+    checkpoint: str | None = option(
+        None, "file or directory the script saves checkpoints to, relative to --workdir; each replacement "
+              "(new inode, mtime or size) is a checkpoint saved", metavar="PATH")
+    resume_regex: str | None = option(
+        None, "regex (named group 'step') for the line the script prints when it restores; without it the "
+              "resumed step is inferred from the first progress after a restart, and the report says so",
+        metavar="REGEX")
+    unit: str = option("step", "what the script's counter counts (step, iteration, epoch): the unit of "
+                               "lost progress; --steady-steps and --checkpoint-every count in it too")
 
     def __post_init__(self) -> None:
         if self.progress_regex is not None:
-            step_regex(self.progress_regex, "progress_regex")
+            step_regex(self.progress_regex, "--progress-regex")
         if self.resume_regex is not None:
-            step_regex(self.resume_regex, "resume_regex")
+            step_regex(self.resume_regex, "--resume-regex")
         if self.checkpoint is not None and not str(self.checkpoint).strip():
             raise SpecError("checkpoint is empty: give the file or directory the script saves to")
         if not re.fullmatch(r"[A-Za-z][\w -]{0,30}", self.unit):
@@ -174,64 +164,58 @@ def _module_found(name: str) -> bool:
 class JobSpec:
     """An elastic training job: how many nodes, what each runs, how it restarts."""
 
-    nodes: str = "1:2"
-    """Elastic node range MIN:MAX (torchrun --nnodes)."""
-    nproc_per_node: int = 1
-    """Worker processes per node (GPUs per node on a GPU cluster)."""
-    start_nodes: int | None = None
-    """Nodes started at first (default: MAX); fewer leaves room to scale up."""
+    nodes: str = option("1:2", "elastic node range MIN:MAX (torchrun --nnodes)", metavar="MIN:MAX")
+    nproc_per_node: int = option(1, "worker processes per node (GPUs per node on a GPU cluster)", minimum=1)
+    start_nodes: int | None = option(None, "nodes started at first (default: MAX); fewer leave room to "
+                                           "scale up", minimum=1)
     rdzv: RendezvousSpec = field(default_factory=RendezvousSpec)
-    max_restarts: int = 3
-    """Worker-group restarts each agent may spend before the job fails."""
-    monitor_interval: float | None = None
-    """Seconds between the agent's checks of its workers (torch: 0.1)."""
-    checkpoint_every: int = 20
-    """Steps between checkpoints of the reference trainer."""
-    step_time: float = 0.1
-    """Minimum seconds per training step of the reference trainer."""
-    script: tuple[str, ...] = ()
-    """A user's training script and its arguments; empty = the reference trainer."""
-    trainer_args: tuple[str, ...] = ()
-    """Extra arguments for the reference trainer."""
-    env: tuple[tuple[str, str], ...] = ()
-    """Extra environment variables for every node."""
+    max_restarts: int = option(3, "worker-group restarts each agent may spend before the job fails "
+                                  "(torchrun --max-restarts)", minimum=0)
+    monitor_interval: float | None = option(None, "seconds between the agent's checks of its workers "
+                                                  "(torch: 0.1)", above=0, units="s")
+    checkpoint_every: int = option(20, "steps between checkpoints of the reference trainer", minimum=1)
+    step_time: float = option(0.1, "minimum seconds per training step of the reference trainer",
+                              minimum=0, units="s")
+    pg_timeout_s: float | None = option(None, "the workers' collective timeout: a silent peer fails a "
+                                              "collective after it (the reference trainer's --pg-timeout; "
+                                              "its default 60 s)", flag="--pg-timeout", above=0, units="s")
+    script: tuple[str, ...] = option((), "a user's training script and its arguments (after `--` on the "
+                                         "command line); empty: the reference trainer", cli=False)
+    trainer_args: tuple[str, ...] = option((), "extra arguments for the reference trainer", cli=False)
+    env: tuple[tuple[str, str], ...] = option((), "extra environment variables for every node", cli=False)
     observe: Observation = field(default_factory=Observation)
     """How a script that does not use trainer.progress is observed (its log lines, its
     checkpoint file); see Observation."""
-    workdir: str | None = None
-    """The job's working directory, shared by every node (a cluster's EFS/FSx volume):
-    a script runs with it as its current directory. None: the platform's default
-    (local: a fresh ``workdir/`` in the report folder for a script)."""
-    backend: PgBackend | None = None
-    """Force the process-group backend: the reference trainer's ``--backend``; for a
-    script, ``trainer.launch`` rewrites its ``init_process_group`` backend (a script
-    that hard-codes NCCL runs on gloo on CPU). None: the script's own choice."""
-    share_agent_store: bool = False
-    """Let torchrun's agents share their TCPStore with the workers (torch's default
-    since 2.4). Off by default: with sharing on, torch 2.13's dynamic rendezvous
-    never publishes the store address to a node that joins a round whose rank 0
-    is a surviving node, so a replacement node waits forever in
-    ``RendezvousStoreInfo.build``. Sets ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE``."""
-    run_id: str = field(default_factory=lambda: f"chaos-{uuid.uuid4().hex[:8]}")
+    workdir: str | None = option(None, "the job's working directory, shared by every node like EFS/FSx: a "
+                                       "script runs in it (default: a fresh workdir/ in the report folder)",
+                                 metavar="DIR")
+    backend: PgBackend | None = option(None, "force the process-group backend: the reference trainer's "
+                                             "--backend; a script that hard-codes nccl runs on gloo (CPU) "
+                                             "through trainer.launch")
+    share_agent_store: bool = option(False, "let torchrun's agents share their TCPStore with the workers "
+                                            "(torch's default since 2.4; off because torch 2.13 then never "
+                                            "tells a node joining a survivor-led round the store address)",
+                                     cli=False)
+    run_id: str = option(factory=lambda: f"chaos-{uuid.uuid4().hex[:8]}",
+                         help="the rendezvous run id (torchrun --rdzv-id)", cli=False)
 
     def __post_init__(self) -> None:
         parse_nodes(self.nodes)
-        if self.backend is not None and not isinstance(self.backend, PgBackend):
-            try:
-                object.__setattr__(self, "backend", PgBackend(self.backend))
-            except ValueError:
-                raise SpecError(f"backend {self.backend!r}: choose gloo or nccl") from None
+        validate(self)
         for key, _ in self.env:
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
                 raise SpecError(f"environment variable name {key!r} is not valid (letters, digits, _)")
-        if self.nproc_per_node < 1:
-            raise SpecError("nproc_per_node must be >= 1")
-        if self.checkpoint_every < 1:
-            raise SpecError("checkpoint_every must be >= 1")
-        if self.max_restarts < 0:
-            raise SpecError("max_restarts must be >= 0")
         if self.start_nodes is not None and not self.min_nodes <= self.start_nodes <= self.max_nodes:
             raise SpecError(f"start_nodes {self.start_nodes} is outside nodes {self.nodes}")
+
+    def trainer_command_args(self) -> list[str]:
+        """The reference trainer's arguments for this job (every platform runs it so)."""
+        args = ["--checkpoint-every", str(self.checkpoint_every), "--step-time", str(self.step_time)]
+        if self.backend is not None:
+            args += ["--backend", self.backend.value]
+        if self.pg_timeout_s is not None:
+            args += ["--pg-timeout", f"{self.pg_timeout_s:g}"]
+        return [*args, *self.trainer_args]
 
     @property
     def initial_nodes(self) -> int:
@@ -282,10 +266,7 @@ class Preset:
         rdzv = replace(job.rdzv, last_call_timeout=self.last_call_timeout,
                        keep_alive_interval=self.keep_alive_interval,
                        keep_alive_max_attempt=self.keep_alive_max_attempt)
-        args = job.trainer_args
-        if self.pg_timeout_s is not None and "--pg-timeout" not in args:
-            args = (*args, "--pg-timeout", f"{self.pg_timeout_s:g}")
-        return replace(job, rdzv=rdzv, monitor_interval=self.monitor_interval, trainer_args=args)
+        return replace(job, rdzv=rdzv, monitor_interval=self.monitor_interval, pg_timeout_s=self.pg_timeout_s)
 
 
 PRESETS: dict[str, Preset] = {
@@ -314,3 +295,37 @@ def preset(name: str) -> Preset:
         return PRESETS[name]
     except KeyError:
         raise SpecError(f"unknown rendezvous preset {name!r}; choose one of {sorted(PRESETS)}") from None
+
+
+PRESET_OPTION = "rdzv_preset"
+"""The keyword (``--rdzv-preset`` on the command line) that names a preset."""
+
+
+def job_from_options(values: dict[str, Any]) -> JobSpec:
+    """The one way a JobSpec is built from flat options (the CLI's flags, the pytest
+    fixture's keywords): JobSpec fields, rendezvous knobs (``rdzv_backend`` for the
+    backend), a script's observation fields, and ``rdzv_preset``: the preset first,
+    every knob given beside it over it. Raises SpecError for an unknown name or a
+    value out of bounds, naming what is allowed."""
+    values = dict(values)
+    named = values.pop(PRESET_OPTION, None)
+    rdzv_backend = values.pop("rdzv_backend", RdzvBackend.ETCD_V2)  # `backend` is the process group's
+    job_kw, rdzv_kw, observe_kw = split(values, JobSpec, RendezvousSpec, Observation)
+    if "workdir" in job_kw and job_kw["workdir"] is not None:
+        job_kw["workdir"] = str(Path(job_kw["workdir"]).expanduser().resolve())
+    if "checkpoint" in observe_kw and observe_kw["checkpoint"] is not None:
+        observe_kw["checkpoint"] = str(observe_kw["checkpoint"])
+    job = JobSpec(**job_kw, rdzv=RendezvousSpec(backend=rdzv_backend), observe=Observation(**observe_kw))
+    if named is not None:
+        job = preset(str(named)).apply(job)
+    if rdzv_kw:
+        job = replace(job, rdzv=replace(job.rdzv, **rdzv_kw))
+    if "pg_timeout_s" in job_kw and named is not None:  # given beside a preset: it wins
+        job = replace(job, pg_timeout_s=job_kw["pg_timeout_s"])
+    if "monitor_interval" in job_kw and named is not None:
+        job = replace(job, monitor_interval=job_kw["monitor_interval"])
+    return job
+
+
+JOB_OPTION_CLASSES = (JobSpec, RendezvousSpec, Observation)
+"""The dataclasses whose declared options make up a job's options."""

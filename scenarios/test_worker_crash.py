@@ -1,21 +1,20 @@
-"""One worker process dies (OOM, segfault, a bad batch); its node stays."""
+"""worker-crash: one worker process dies (OOM, segfault, a bad batch); its node stays and
+restarts the worker group at the same size, spending one restart of its budget."""
 from __future__ import annotations
 
 import pytest
-from scenario_settings import CHECKPOINT_EVERY, FAST_RDZV, STEADY
+from scenario_settings import CHECKPOINT_EVERY, FAST_RDZV
 
-from chaos.faults import WorkerCrash
-
-pytestmark = [pytest.mark.slow, pytest.mark.platforms("local", "kind", "kubernetes")]
+pytestmark = pytest.mark.slow
 
 
-def test_a_worker_crash_restarts_the_group_at_the_same_size(elastic_job):
-    job = elastic_job(nodes="1:2", checkpoint_every=CHECKPOINT_EVERY, max_restarts=3, **FAST_RDZV)
-    job.wait_for_step(STEADY)
+def test_worker_crash_restarts_the_group_at_the_same_size(run_hypothesis):
+    run_hypothesis("worker-crash", checkpoint_every=CHECKPOINT_EVERY, max_restarts=3, **FAST_RDZV)
 
-    fault = job.inject(WorkerCrash())
-    recovery = job.wait_for_recovery(fault, timeout=150)
 
-    assert recovery.world_size_after == recovery.world_size_before == 2
-    assert recovery.restarts_used == 1 and recovery.restart_budget == 3
-    assert recovery.lost_steps <= CHECKPOINT_EVERY
+def test_restarts_exhausted_fails_the_job_and_says_the_budget_ran_out(run_hypothesis):
+    from chaos.analysis.recovery import FailureCause
+    run = run_hypothesis("restarts-exhausted", checkpoint_every=CHECKPOINT_EVERY, max_restarts=1,
+                         expect_failed={"job-survives"}, **FAST_RDZV)
+    outcome = run.outcome()
+    assert outcome.failed and FailureCause.RESTARTS_EXHAUSTED in outcome.causes, outcome.reasons

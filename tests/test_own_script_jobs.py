@@ -142,13 +142,13 @@ def test_the_two_line_integration_reports_the_exact_resumed_epoch(tmp_path):
     assert data["observation"]["resume"] == "trainer.progress"
 
 
-def test_the_elastic_job_fixture_runs_a_script_in_its_shared_workdir_and_watches_a_directory(elastic_job, tmp_path):
+def test_the_elastic_job_fixture_runs_a_script_in_its_shared_workdir_and_watches_a_directory(start_job, tmp_path):
     from chaos.faults import WorkerCrash
 
     script = tmp_path / "count.py"
     script.write_text(PURE_PYTHON)
     workdir = tmp_path / "shared"
-    job = elastic_job(nodes="1:1", script=[str(script)], workdir=workdir, checkpoint="state",
+    job = start_job(nodes="1:1", script=[str(script)], workdir=workdir, checkpoint="state",
                       progress_regex=r"^step (?P<step>\d+)", resume_regex=r"resumed at step (?P<step>\d+)",
                       last_call_timeout=3)
     job.wait_for_step(12, timeout=120)

@@ -15,11 +15,11 @@ import pytest
 
 from chaos.analysis.observation import checks, summarize
 from chaos.analysis.recovery import analyze_fault
-from chaos.cli.script_options import split_script
+from chaos.cli.main import split_script
 from chaos.errors import SpecError
 from chaos.events import AgentEv, CheckpointEv, Event, ProgressEv, Source, Timeline, of
+from chaos.hypotheses.api import settings
 from chaos.platforms.local.etcd import free_port
-from chaos.pytest_plugin import split_job_options
 from chaos.spec import JobSpec, Observation, locate_script
 from chaos.watchers.checkpoints import CheckpointWatcher
 from chaos.watchers.logs import LogFollower
@@ -95,14 +95,15 @@ def test_a_script_path_is_made_absolute_and_a_module_is_found(tmp_path):
 
 
 def test_the_fixture_takes_the_same_options_as_the_command_line(tmp_path):
-    job, rest = split_job_options({"script": ["t.py"], "progress_regex": r"it=(?P<step>\d+)",
-                                   "checkpoint": Path("snap.pt"), "workdir": tmp_path, "backend": "gloo",
-                                   "unit": "iteration", "env": {"A": "1"}, "replace_lost_nodes": False})
+    s = settings(None, {"script": ["t.py"], "progress_regex": r"it=(?P<step>\d+)", "checkpoint": Path("snap.pt"),
+                        "workdir": tmp_path, "backend": "gloo", "unit": "iteration", "env": {"A": "1"},
+                        "replace_lost_nodes": False}, "local")
+    job = s.job
     assert job.observe == Observation(progress_regex=r"it=(?P<step>\d+)", checkpoint="snap.pt", unit="iteration")
     assert job.workdir == str(tmp_path) and job.backend.value == "gloo" and job.env == (("A", "1"),)
-    assert rest == {"replace_lost_nodes": False}
+    assert s.platform == {"replace_lost_nodes": False}
     with pytest.raises(SpecError, match="no named group 'step'"):
-        split_job_options({"script": ["t.py"], "progress_regex": "it=(\\d+)"})
+        settings(None, {"script": ["t.py"], "progress_regex": "it=(\\d+)"}, "local")
 
 
 # -- a script's own lines -------------------------------------------------------

@@ -37,12 +37,12 @@ def test_the_options_are_in_the_chaos_group(pytester):
 
 def test_an_unknown_job_option_names_the_valid_ones(pytester):
     pytester.makepyfile(textwrap.dedent("""
-        def test_typo(elastic_job):
-            elastic_job(nodes="1:2", chekpoint_every=5)
+        def test_typo(start_job):
+            start_job(nodes="1:2", chekpoint_every=5)
     """))
     result = pytester.runpytest()
     result.assert_outcomes(failed=1)
-    result.stdout.re_match_lines([r".*unknown elastic_job option\(s\) \['chekpoint_every'\].*'checkpoint_every'.*"])
+    result.stdout.re_match_lines([r".*unknown option\(s\) \['chekpoint_every'\]; local accepts: .*checkpoint_every.*"])
 
 
 @pytest.mark.slow
@@ -50,8 +50,8 @@ def test_a_failed_scenario_leaves_a_report_with_the_failure_as_verdict(pytester)
     script = pytester.path / "stepper.py"
     script.write_text(STEPPER)
     pytester.makepyfile(textwrap.dedent(f"""
-        def test_hypothesis_breaks(elastic_job):
-            job = elastic_job(nodes="1:1", script=[{str(script)!r}], rdzv_backend="c10d")
+        def test_hypothesis_breaks(start_job):
+            job = start_job(nodes="1:1", script=[{str(script)!r}], rdzv_backend="c10d")
             job.wait_for_step(3, timeout=60)
             assert 1 + 1 == 3, "the hypothesis did not hold"
     """))

@@ -31,8 +31,8 @@ def test_a_failed_scenario_reports_its_folder_timeline_slice_and_metrics(pyteste
     pytester.makepyfile(textwrap.dedent(f"""
         from chaos.faults import KillNode
 
-        def test_hypothesis_breaks(elastic_job):
-            job = elastic_job(nodes="1:2", script=[{str(script)!r}], replace_lost_nodes=False)
+        def test_hypothesis_breaks(start_job):
+            job = start_job(nodes="1:2", script=[{str(script)!r}], replace_lost_nodes=False)
             job.wait_for_step(5, timeout=90)
             job.inject(KillNode())
             assert False, "the hypothesis did not hold"

@@ -3,7 +3,8 @@
 A real etcd, two real torchrun agents (``--nnodes 1:2``, etcd-v2 rendezvous,
 gloo on CPU) running the reference trainer; one node is hard-killed during
 steady training; the job re-forms its rendezvous, resumes from its last
-checkpoint, and a replacement node joins.
+checkpoint, and a replacement node joins. It is the catalog's ``kill-node``
+hypothesis with its defaults: ``elastic-chaos run kill-node`` with options.
 """
 from __future__ import annotations
 
@@ -24,9 +25,11 @@ def register(sub: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from chaos.cli.run import summarize
-    from chaos.experiments import ExperimentOptions, kill_node
-    opts = ExperimentOptions(report_dir=args.report_dir, etcd_binary=args.etcd_binary,
-                             replace=args.replace)
-    run = kill_node(opts, scenario="demo")
+    from chaos.cli.run import console, default_report_dir, summarize
+    from chaos.hypotheses.api import execute
+    values: dict[str, Any] = {"replace_lost_nodes": args.replace}
+    if args.etcd_binary:
+        values["etcd_binary"] = args.etcd_binary
+    run = execute("kill-node", values, report_dir=args.report_dir or default_report_dir("demo"), scenario="demo",
+                  on_start=console)
     return summarize(run.report_dir)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +131,3 @@ def main(args: argparse.Namespace) -> int:
         print(f"report folder: {opts.report_dir}  (gameday.json, timeline.jsonl); audit: {side.guard.audit.path}"
               if side.guard.audit else f"report folder: {opts.report_dir}")
     return result.code
-
-
-def report_dir(args: argparse.Namespace) -> Path:
-    return args.report_dir or Path("reports") / f"gameday-{args.fault}-{time.strftime('%Y%m%d-%H%M%S')}"

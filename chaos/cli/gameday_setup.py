@@ -12,6 +12,7 @@ import contextlib
 import secrets
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from chaos.errors import PlatformError, SpecError
@@ -27,6 +28,10 @@ AUDIT_FILE = "audit.jsonl"
 JOURNAL_FILE = "cleanup-journal.jsonl"
 
 
+def report_dir(args: argparse.Namespace) -> Path:
+    return args.report_dir or Path("reports") / f"gameday-{args.fault}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
 def make_guard(args: argparse.Namespace, run_id: str) -> Guard:
     state = args.state_dir
     return Guard(dry_run=args.dry_run, armed=args.gameday, audit=AuditLog(state / AUDIT_FILE, run_id),
@@ -36,7 +41,6 @@ def make_guard(args: argparse.Namespace, run_id: str) -> Guard:
 @contextlib.contextmanager
 def session(args: argparse.Namespace, tags: dict[str, str]) -> Iterator[tuple[Platform, AwsSide, GamedayOptions]]:
     """(platform, AWS side, options) for one game day; detaches from the job on exit."""
-    from chaos.cli.gameday import report_dir
     run_id = f"gameday-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
     limits = SafetyLimits(max_nodes=args.max_nodes, max_percent=args.max_percent)
     clients = make_clients(region=args.region, endpoint_url=args.endpoint_url, profile=args.profile)

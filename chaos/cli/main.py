@@ -12,7 +12,7 @@ import sys
 
 from chaos.errors import ChaosError
 
-EXIT_PASSED, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_USAGE = 2
 
 EPILOG = r"""examples:
   elastic-chaos demo
@@ -35,7 +35,9 @@ def _version() -> str:
         return "(not installed)"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(words: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; ``words`` (the command line) lets ``run`` offer the options of the
+    fault and platform it names."""
     from chaos.cli import audit, cleanup, demo, doctor, faults_cmd, gameday, manifest, report_cmd, run, watch
 
     parser = argparse.ArgumentParser(
@@ -45,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     demo.register(sub)
-    run.register(sub)
+    run.register(sub, words[words.index("run") + 1:] if words and "run" in words else [])
     faults_cmd.register(sub)
     doctor.register(sub)
     report_cmd.register(sub)
@@ -57,13 +59,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def split_script(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """``run ... -- train.py --lr 1`` -> (the toolkit's words, the script's); the
+    script is None without ``--``. Only ``run`` takes a script: for any other
+    command the words are left as they are."""
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command != "run" or "--" not in argv:
+        return argv, None
+    i = argv.index("--")
+    return argv[:i], argv[i + 1:]
+
+
 def main(argv: list[str] | None = None) -> int:
-    from chaos.cli.script_options import split_script
-    parser = build_parser()
     words, script = split_script(list(sys.argv[1:] if argv is None else argv))
+    try:
+        parser = build_parser(words)
+    except ChaosError as exc:
+        print(f"elastic-chaos: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     args = parser.parse_args(words)
     if script is not None:
-        args.script = script  # `run ... -- train.py args`: the training command, untouched
+        args.script_argv = script  # `run ... -- train.py args`: the training command, untouched
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     from chaos.signals import terminate_cleanly

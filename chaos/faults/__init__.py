@@ -1,4 +1,5 @@
-"""Fault catalog. ``FAULTS`` maps each CLI name to its class."""
+"""The faults: the contract (``api``), one module per family, and one registry keyed by
+kind and platform (``catalog``). The generic faults are handed on here for scenario code."""
 from __future__ import annotations
 
 from chaos.faults.api import Fault, FaultPlan, FaultRecord
@@ -7,11 +8,5 @@ from chaos.faults.node import KillDuringCheckpoint, KillNode, ScaleUp, StoreHost
 from chaos.faults.spot import SpotInterruption
 from chaos.faults.store import EtcdOutage
 
-FAULTS: dict[str, type[Fault]] = {
-    cls.kind: cls
-    for cls in (KillNode, SpotInterruption, Partition, Freeze, WorkerCrash, EtcdOutage, ScaleUp,
-                KillDuringCheckpoint, StoreHostLoss)
-}
-
-__all__ = ["FAULTS", "EtcdOutage", "Fault", "FaultPlan", "FaultRecord", "Freeze", "KillDuringCheckpoint",
-           "KillNode", "Partition", "ScaleUp", "SpotInterruption", "StoreHostLoss", "WorkerCrash"]
+__all__ = ["EtcdOutage", "Fault", "FaultPlan", "FaultRecord", "Freeze", "KillDuringCheckpoint", "KillNode",
+           "Partition", "ScaleUp", "SpotInterruption", "StoreHostLoss", "WorkerCrash"]

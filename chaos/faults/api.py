@@ -10,11 +10,13 @@ failed test still heals what it broke.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from chaos.errors import InjectionFailed
-from chaos.events import FaultEv, Timeline
+from chaos.events import Event, FaultEv, Timeline
+from chaos.options import validate
 from chaos.platforms.api import Capability, Hit, Platform
 
 
@@ -46,17 +48,40 @@ class FaultRecord:
         return out
 
 
+StopCheck = Callable[[], "str | None"]
+"""Polled by a long-running fault: a reason (a game day's stop condition) ends it early."""
+
+
 class Fault(abc.ABC):
     kind: ClassVar[str] = "abstract"
     description: ClassVar[str] = ""
     requires: ClassVar[Capability | None] = None
     """The platform capability this fault needs (None: any platform can do it)."""
+    platforms: ClassVar[tuple[str, ...]] = ()
+    """The platforms this class is made for; () = any platform with the capability
+    (the fault is made through the Platform contract). Where two classes share a kind
+    (the local stand-in and AWS FIS for ``spot-interruption``), the one made for the
+    platform wins (chaos.faults.catalog)."""
     duration_s: float | None = None
     """Seconds after which the run reverts the fault by itself (None: until teardown)."""
+
+    def __post_init__(self) -> None:
+        """Every dataclass fault checks its declared options (chaos.options) when made."""
+        validate(self)
 
     def unavailable(self, platform: Platform) -> str | None:
         """Why this fault cannot be injected on ``platform`` here, or None."""
         return platform.unavailable(self.requires) if self.requires is not None else None
+
+    def aim_at(self, event: Event) -> None:
+        """An armed fault learns the event that fired it before it is planned (e.g. a
+        kill aims at the node that started writing a checkpoint). Default: keep the aim."""
+        return
+
+    def stop_when(self, check: StopCheck) -> None:
+        """Give a long-running fault (an AWS FIS experiment) a stop condition to poll.
+        Default: the fault is over before a stop condition could matter."""
+        return
 
     @abc.abstractmethod
     def plan(self, platform: Platform) -> FaultPlan:

@@ -19,13 +19,12 @@ Guard, so under ``--dry-run`` ``inject()`` walks the same path and makes none.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from chaos.errors import FaultUnavailable, SpecError
 from chaos.events import FaultEv, Timeline
-from chaos.faults.api import Fault, FaultPlan, FaultRecord
+from chaos.faults.api import Fault, FaultPlan, FaultRecord, StopCheck
 from chaos.platforms.api import Hit, Platform
 from chaos.platforms.aws.actions import (
     ExperimentOutcome,
@@ -36,19 +35,16 @@ from chaos.platforms.aws.actions import (
 from chaos.platforms.aws.clients import ScalingGroup, alarm_arn
 from chaos.platforms.aws.targets import AwsSide, AwsTargetable, Target
 
-StopCheck = Callable[[], "str | None"]
-
 
 def _aws(platform: Platform, kind: str) -> tuple[AwsTargetable, AwsSide]:
-    side = getattr(platform, "aws_side", None)
-    if not isinstance(side, AwsSide) or not hasattr(platform, "aws_population"):
+    if not isinstance(platform, AwsTargetable):
         raise FaultUnavailable(f"{kind} is an AWS fault: it needs --platform eks (or a game day with --tag); "
                                f"this run uses {platform.name}")
-    return platform, side  # type: ignore[return-value]
+    return platform, platform.aws_side
 
 
 @dataclass
-class _AwsFault(Fault):
+class AwsFault(Fault):
     count: int = 1
     """How many nodes to hit (within --max-nodes / --max-percent)."""
     targets: tuple[str, ...] = ()
@@ -59,7 +55,16 @@ class _AwsFault(Fault):
     should_stop: StopCheck = field(default=lambda: None, repr=False)
     """Polled while an experiment runs: a reason stops it (the game day's stop conditions)."""
     spot_only: ClassVar[bool] = False
+    platforms: ClassVar[tuple[str, ...]] = ("eks", "ec2")
     _chosen: list[Target] = field(default_factory=list, init=False, repr=False)
+
+    def stop_when(self, check: StopCheck) -> None:
+        self.should_stop = check
+
+    @property
+    def chosen(self) -> list[Target]:
+        """The targets ``plan()`` chose (within the blast radius), oldest first."""
+        return list(self._chosen)
 
     def _choose(self, platform: Platform) -> tuple[AwsSide, list[Target]]:
         owner, side = _aws(platform, self.kind)
@@ -86,7 +91,7 @@ def _experiment_detail(outcome: ExperimentOutcome) -> dict[str, object]:
 
 
 @dataclass
-class FisSpotInterruption(_AwsFault):
+class FisSpotInterruption(AwsFault):
     """A real EC2 spot interruption through AWS FIS (rebalance, 2-minute notice, interruption)."""
 
     notice_s: float = 120.0
@@ -127,7 +132,7 @@ SPOT_ACTION_NOTE = "aws:ec2:send-spot-instance-interruptions"
 
 
 @dataclass
-class TerminateInstance(_AwsFault):
+class TerminateInstance(AwsFault):
     """EC2 TerminateInstances on the instance under a worker: no notice."""
 
     kind: ClassVar[str] = "terminate-instance"
@@ -145,7 +150,7 @@ class TerminateInstance(_AwsFault):
 
 
 @dataclass
-class InsufficientCapacity(_AwsFault):
+class InsufficientCapacity(AwsFault):
     """No capacity for the node group (FIS ICE on its ASG) while its targets are terminated."""
 
     duration_s: float = 600.0
@@ -187,8 +192,3 @@ class InsufficientCapacity(_AwsFault):
         at = terminated[0] if terminated else outcome.started_at
         return self._record(side, chosen, at, "fis-ice-and-terminate", group=group.name,
                             duration_s=self.duration_s, **_experiment_detail(outcome))
-
-
-AWS_FAULTS: dict[str, type[Fault]] = {cls.kind: cls for cls in (FisSpotInterruption, TerminateInstance,
-                                                                InsufficientCapacity)}
-"""The AWS faults by CLI name (they need --platform eks, or a game day)."""

@@ -15,14 +15,15 @@ from typing import ClassVar
 
 from chaos.events import Timeline
 from chaos.faults.api import Fault, FaultPlan, FaultRecord, pick_victim
+from chaos.options import option
 from chaos.platforms.api import Capability, Hit, Platform
 
 
 @dataclass
 class Partition(Fault):
     node: str | None = None
-    duration_s: float | None = None
-    """Heal after this many seconds (None: at teardown)."""
+    duration_s: float | None = option(None, "seconds until the partition heals (default: at the end of the run)",
+                                      flag="--duration", above=0, units="s")
     kind: ClassVar[str] = "partition"
     description: ClassVar[str] = "network black hole around one node: no packet in or out, no reset"
     requires: ClassVar[Capability | None] = Capability.PARTITION
@@ -45,8 +46,8 @@ class Partition(Fault):
 @dataclass
 class Freeze(Fault):
     node: str | None = None
-    duration_s: float | None = None
-    """Thaw after this many seconds (None: at teardown)."""
+    duration_s: float | None = option(None, "seconds until the node thaws (default: at the end of the run)",
+                                      flag="--duration", above=0, units="s")
     kind: ClassVar[str] = "freeze"
     description: ClassVar[str] = "hung node: every process of one node stopped at once; sockets stay open"
     requires: ClassVar[Capability | None] = Capability.FREEZE

@@ -35,6 +35,9 @@ if TYPE_CHECKING:
     from chaos.platforms.kubernetes.platform import KubernetesPlatform
 
 
+KUBERNETES_PLATFORMS = ("kubernetes", "kind", "eks")
+
+
 def _k8s(platform: Platform, kind: str) -> KubernetesPlatform:
     from chaos.platforms.kubernetes.platform import KubernetesPlatform
     if not isinstance(platform, KubernetesPlatform):
@@ -62,6 +65,7 @@ class DeletePod(Fault):
     pod: str | None = None
     grace_s: int = 0
     kind: ClassVar[str] = "delete-pod"
+    platforms: ClassVar[tuple[str, ...]] = KUBERNETES_PLATFORMS
     description: ClassVar[str] = "delete a worker pod with grace period 0 (force delete)"
     _uid: str | None = field(default=None, init=False, repr=False)
 
@@ -97,6 +101,7 @@ class EvictPod(Fault):
     pod: str | None = None
     grace_s: int | None = None
     kind: ClassVar[str] = "evict-pod"
+    platforms: ClassVar[tuple[str, ...]] = KUBERNETES_PLATFORMS
     description: ClassVar[str] = "evict a worker pod (Eviction API, as the autoscaler and drain do)"
 
     def plan(self, platform: Platform) -> FaultPlan:
@@ -115,6 +120,8 @@ class EvictPod(Fault):
 @dataclass
 class _MachineFault(Fault):
     """A fault aimed at the Kubernetes node under a worker pod (or a named one)."""
+
+    platforms: ClassVar[tuple[str, ...]] = KUBERNETES_PLATFORMS
 
     pod: str | None = None
     machine: str | None = None
@@ -208,6 +215,7 @@ class StopKindNode(_MachineFault):
 
     graceful: bool = False
     kind: ClassVar[str] = "stop-kind-node"
+    platforms: ClassVar[tuple[str, ...]] = ("kind",)
     description: ClassVar[str] = "stop the kind node container under a worker pod (reverted: docker start)"
 
     def plan(self, platform: Platform) -> FaultPlan:
@@ -227,10 +235,3 @@ class StopKindNode(_MachineFault):
         if not isinstance(machine, str):
             return None
         return _kind(platform, self.kind).start_machine(machine)
-
-
-KUBERNETES_FAULTS: dict[str, type[Fault]] = {
-    cls.kind: cls for cls in (DeletePod, DeletePodGraceful, EvictPod, CordonNode, DrainNode, DeleteNode,
-                              StopKindNode)
-}
-"""The Kubernetes faults by CLI name (they need --platform kubernetes or kind)."""

@@ -19,6 +19,7 @@ from typing import ClassVar
 from chaos.errors import InjectionFailed
 from chaos.events import CheckpointEv, Event, Timeline, first
 from chaos.faults.api import Fault, FaultPlan, FaultRecord, pick_victim
+from chaos.options import option
 from chaos.platforms.api import Capability, Platform
 
 
@@ -50,7 +51,7 @@ class KillDuringCheckpoint(KillNode):
                                   "'checkpoint started' event")
 
     def aim_at(self, event: Event) -> None:
-        """Aim at the node that emitted the triggering event."""
+        """Aim at the node that emitted the triggering event (the one writing)."""
         if event.node:
             self.node = event.node
 
@@ -72,7 +73,7 @@ class WorkerCrash(Fault):
     """One worker process of one node is killed; the node and its agent stay."""
 
     node: str | None = None
-    local_rank: int = 0
+    local_rank: int = option(0, "which worker of the node dies (its LOCAL_RANK)", minimum=0)
     kind: ClassVar[str] = "worker-crash"
     description: ClassVar[str] = "one worker process of one node dies (SIGKILL); the node stays"
     requires: ClassVar[Capability | None] = Capability.WORKER_CRASH

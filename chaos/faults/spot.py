@@ -20,20 +20,24 @@ from typing import ClassVar
 
 from chaos.events import Timeline
 from chaos.faults.api import Fault, FaultPlan, FaultRecord, pick_victim
+from chaos.options import option
 from chaos.platforms.api import Capability, Platform
 
 AWS_NOTICE_S = 120.0
+AWS_TIMING: dict[str, float] = {"rebalance_lead_s": 10.0, "notice_s": AWS_NOTICE_S, "grace_s": 30.0}
+"""AWS's own sequence: rebalance recommendation, 2-minute notice, 30 s shutdown grace."""
 
 
 @dataclass
 class SpotInterruption(Fault):
     node: str | None = None
-    rebalance_lead_s: float | None = 2.0
-    """Seconds between the rebalance recommendation and the interruption notice (None: none sent)."""
-    notice_s: float = 8.0
-    """Seconds between the interruption notice and SIGTERM (AWS: 120)."""
-    grace_s: float = 20.0
-    """Seconds between SIGTERM and SIGKILL of whatever is left."""
+    rebalance_lead_s: float | None = option(2.0, "seconds from the rebalance recommendation to the notice "
+                                                 "(none: no recommendation is sent)", flag="--rebalance-lead",
+                                            minimum=0, units="s")
+    notice_s: float = option(8.0, "seconds from the interruption notice to SIGTERM (AWS: 120)", flag="--notice",
+                             minimum=0, units="s")
+    grace_s: float = option(20.0, "seconds from SIGTERM to SIGKILL of whatever is left", flag="--grace",
+                            minimum=0, units="s")
     kind: ClassVar[str] = "spot-interruption"
     description: ClassVar[str] = ("AWS spot reclaim: rebalance recommendation, interruption notice, "
                                   "SIGTERM after the notice, SIGKILL after the grace period")
@@ -42,7 +46,7 @@ class SpotInterruption(Fault):
     @classmethod
     def aws_timing(cls, node: str | None = None) -> SpotInterruption:
         """AWS's own timing: a 2-minute notice."""
-        return cls(node=node, rebalance_lead_s=10.0, notice_s=AWS_NOTICE_S, grace_s=30.0)
+        return cls(node=node, **AWS_TIMING)
 
     def plan(self, platform: Platform) -> FaultPlan:
         target = pick_victim(platform, self.node)

@@ -21,15 +21,17 @@ from typing import ClassVar
 
 from chaos.events import Timeline
 from chaos.faults.api import Fault, FaultPlan, FaultRecord
+from chaos.options import option
 from chaos.platforms.api import Capability, Hit, Platform, StoreOutage
 
 
 @dataclass
 class EtcdOutage(Fault):
-    duration_s: float | None = 10.0
-    """Seconds until etcd comes back (None: at teardown)."""
-    how: StoreOutage = StoreOutage.CRASH
-    """crash (killed: refused at once) or hang (stopped: never answers)."""
+    duration_s: float | None = option(10.0, "seconds until etcd comes back with its data", flag="--duration",
+                                      above=0, units="s")
+    how: StoreOutage = option(StoreOutage.CRASH, "crash: etcd is killed, connections are refused at once; "
+                                                 "hang: it is stopped, connections are never answered",
+                              flag="--store-outage")
     kind: ClassVar[str] = "etcd-outage"
     description: ClassVar[str] = "the rendezvous store (etcd) is down for N seconds, then returns with its data"
     requires: ClassVar[Capability | None] = Capability.STORE_OUTAGE

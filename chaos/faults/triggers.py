@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from chaos.events import AgentEv, CheckpointEv, Event, EventType, ProgressEv
+from chaos.events import AgentEv, CheckpointEv, Event, EventType
 
 REFORMING = frozenset({AgentEv.WORKER_GROUP_FAILED, AgentEv.RENDEZVOUS_STARTED, AgentEv.MEMBERSHIP_CHANGE})
 """What a survivor's agent says as it starts re-forming the rendezvous."""
@@ -25,12 +25,6 @@ class Trigger:
 
     def __str__(self) -> str:
         return self.description
-
-
-def at_step(step: int) -> Trigger:
-    """Fires when any rank reports ``step`` (or later)."""
-    return Trigger(f"at step {step}",
-                   lambda e: e.type == ProgressEv.STEP and int(e.data.get("step", 0)) >= step)
 
 
 def on_event(type: EventType, **data: Any) -> Trigger:

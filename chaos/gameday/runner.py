@@ -17,6 +17,7 @@ expected), 1 it did not or a stop condition fired, 2 usage/safety refusal.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -27,13 +28,13 @@ from typing import Any
 from chaos.errors import SpecError
 from chaos.events import Timeline
 from chaos.faults.api import Fault, FaultRecord
-from chaos.faults.aws import AWS_FAULTS
-from chaos.faults.kubernetes import DeletePod, DrainNode
+from chaos.faults.aws import AwsFault
+from chaos.faults.catalog import fault_class
 from chaos.gameday.cleanup import Replayed, describe, replay
 from chaos.gameday.replacement import ReplacementSplit, split
 from chaos.gameday.stops import StopConditions
 from chaos.platforms.api import Platform
-from chaos.platforms.aws.guard import UnsafeOperation, check_blast_radius
+from chaos.platforms.aws.guard import Guard, UnsafeOperation, check_blast_radius
 from chaos.platforms.aws.targets import AwsSide
 from chaos.watchers.replacement import ReplacementWatcher
 
@@ -81,13 +82,12 @@ def run_gameday(platform: Platform, side: AwsSide, opts: GamedayOptions, out: Pr
     stops = StopConditions(guard, deadline_s=opts.deadline_s, cloudwatch=side.clients.cloudwatch,
                            alarm=side.stop_alarm, job_failed=opts.job_failed)
     fault = opts.fault
-    if hasattr(fault, "should_stop"):
-        fault.should_stop = stops.reason
+    fault.stop_when(stops.reason)
     plan = fault.plan(platform)   # reads only; the blast radius is checked here
-    chosen = getattr(fault, "_chosen", [])
+    chosen = fault.chosen if isinstance(fault, AwsFault) else []
     if not chosen:   # a Kubernetes fault aims at one pod or node of the job: same limits
         population = [n.name for n in platform.alive_nodes()]
-        if plan.target not in population and hasattr(platform, "pods_on"):
+        if plan.target not in population:   # it aims at a machine: count machines
             population = sorted({str(n.labels.get("machine")) for n in platform.alive_nodes()})
         check_blast_radius([str(plan.target)], population, side.limits)
     out(f"game day: {fault.kind}, {len(chosen) or 1} target(s) within --max-nodes {side.limits.max_nodes} / "
@@ -97,7 +97,7 @@ def run_gameday(platform: Platform, side: AwsSide, opts: GamedayOptions, out: Pr
     for step in plan.actions:
         out(f"  step: {step}")
     if guard.dry_run:
-        return _dry_run(platform, fault, out, result)
+        return _dry_run(platform, guard, fault, out, result)
     if not guard.armed:
         raise UnsafeOperation("this game day would change real infrastructure: add --gameday to run it "
                               "(the plan above is what it would do; --dry-run lists every call)")
@@ -123,10 +123,9 @@ def _finish_leftovers(side: AwsSide, opts: GamedayOptions, out: Print) -> list[R
     return done
 
 
-def _dry_run(platform: Platform, fault: Fault, out: Print, result: GamedayResult) -> GamedayResult:
+def _dry_run(platform: Platform, guard: Guard, fault: Fault, out: Print, result: GamedayResult) -> GamedayResult:
     scratch = Timeline()
     fault.inject(platform, scratch)        # the Guard records every destructive call and makes none
-    guard = platform.aws_side.guard  # type: ignore[attr-defined]
     out(f"dry run: {len(guard.calls)} call(s) would be made, none was:")
     for call in guard.calls:
         out(f"  would call {call.describe()}")
@@ -137,7 +136,7 @@ def _dry_run(platform: Platform, fault: Fault, out: Print, result: GamedayResult
 def _live(platform: Platform, side: AwsSide, opts: GamedayOptions, stops: StopConditions,
           result: GamedayResult, out: Print) -> GamedayResult:
     fault = opts.fault
-    chosen = getattr(fault, "_chosen", [])
+    chosen = fault.chosen if isinstance(fault, AwsFault) else []
     path = opts.report_dir / "timeline.jsonl" if opts.report_dir else None
     if opts.report_dir:
         opts.report_dir.mkdir(parents=True, exist_ok=True)
@@ -222,7 +221,7 @@ def _write(opts: GamedayOptions, timeline: Timeline, result: GamedayResult, side
     timeline.close()
 
 
-GAMEDAY_FAULTS: dict[str, type[Fault]] = {**AWS_FAULTS, DeletePod.kind: DeletePod, DrainNode.kind: DrainNode}
+GAMEDAY_FAULTS = ("spot-interruption", "terminate-instance", "insufficient-capacity", "delete-pod", "drain-node")
 """What a game day can do: the AWS faults, and the Kubernetes ones on an attached job."""
 
 
@@ -230,6 +229,6 @@ def make_fault(name: str, **kwargs: Any) -> Fault:
     """A game-day fault by CLI name with its options (kwargs it does not take are ignored)."""
     if name not in GAMEDAY_FAULTS:
         raise SpecError(f"unknown game-day fault {name!r}; choose one of {', '.join(GAMEDAY_FAULTS)}")
-    cls = GAMEDAY_FAULTS[name]
-    fields = getattr(cls, "__dataclass_fields__", {})
-    return cls(**{k: v for k, v in kwargs.items() if k in fields and v is not None})
+    cls = fault_class(name, "eks")
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return cls(**{k: v for k, v in kwargs.items() if k in names and v is not None})

@@ -18,11 +18,26 @@ PLATFORMS: dict[str, tuple[str, str]] = {
 }
 
 
-def create_platform(name: str, timeline: Timeline, work_dir: Path, **options: Any) -> Platform:
+def platform_class(name: str) -> type[Platform]:
+    """The Platform class registered as ``name`` (its module imported now)."""
     try:
         module_name, cls_name = PLATFORMS[name]
     except KeyError:
         raise SpecError(f"unknown platform {name!r}; choose one of {sorted(PLATFORMS)}") from None
-    cls = getattr(importlib.import_module(module_name), cls_name)
-    platform: Platform = cls(timeline, work_dir, **options)
+    cls: type[Platform] = getattr(importlib.import_module(module_name), cls_name)
+    return cls
+
+
+def platform_option_classes(name: str) -> tuple[type, ...]:
+    """The dataclasses whose fields are platform ``name``'s options (CLI flags, fixture keywords)."""
+    return platform_class(name).option_classes()
+
+
+def platform_options(name: str, values: dict[str, Any]) -> dict[str, Any]:
+    """Keyword arguments for platform ``name``'s constructor from its option values."""
+    return {"options": platform_class(name).make_options(values)}
+
+
+def create_platform(name: str, timeline: Timeline, work_dir: Path, **options: Any) -> Platform:
+    platform: Platform = platform_class(name)(timeline, work_dir, **options)
     return platform

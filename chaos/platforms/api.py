@@ -12,10 +12,11 @@ import enum
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from chaos.errors import FaultUnavailable, InjectionFailed, PlatformError
 from chaos.events import NodeEv, RunnerEv, Timeline
+from chaos.options import option
 from chaos.spec import JobSpec
 
 
@@ -70,10 +71,43 @@ class Hit:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class NodePool:
+    """How lost nodes come back: the cluster-autoscaler's part, which every platform that
+    provisions its own nodes plays (its options dataclass extends this one)."""
+
+    replace_lost_nodes: bool = option(True, "replace a node lost to a fault after the provisioning delay, "
+                                            "as the cluster-autoscaler does", flag="--replace",
+                                      off_flag="--no-replace")
+    provisioning_delay_s: float | None = option(5.0, "seconds from a node's loss to its replacement "
+                                                     "starting (the autoscaler's minutes, scaled down)",
+                                                flag="--provisioning-delay", minimum=0, units="s")
+
+
 class Platform(abc.ABC):
-    """Runs one elastic job; faults are methods returning what they hit."""
+    """Runs one elastic job; faults are methods returning what they hit.
+
+    A backend declares its options as a dataclass (``Options``; fields made with
+    chaos.options.option carry their help, flag and bounds), so the CLI's
+    ``run --platform NAME`` and the pytest fixture offer them without restating them.
+    """
 
     name: str = "abstract"
+    Options: ClassVar[type] = NodePool
+
+    @classmethod
+    def option_classes(cls) -> tuple[type, ...]:
+        """The dataclasses whose fields are this platform's options."""
+        return (cls.Options,)
+
+    @classmethod
+    def make_options(cls, values: dict[str, Any]) -> Any:
+        """This platform's options object from option values by name (SpecError for a bad one)."""
+        return cls.Options(**values)
+
+    def node_pool(self) -> NodePool | None:
+        """How this platform replaces lost nodes (None: it does not, or not under our control)."""
+        return None
 
     def __init__(self, timeline: Timeline, work_dir: Path) -> None:
         self.timeline = timeline

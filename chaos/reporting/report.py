@@ -1,7 +1,8 @@
 """report.json (stable, versioned: other tools read it) and the recovery table.
 
 Schema version 1, top level: ``schema_version``, ``scenario``, ``platform``,
-``job``, ``verdict`` {``passed``, ``reasons``}, ``faults`` (each: ``kind``,
+``job``, ``verdict`` {``passed``, ``reasons``, ``checks``: each {``name``, ``ok``,
+``reason``}}, ``faults`` (each: ``kind``,
 ``target``, ``injected_at``, ``metrics`` with at least detect_s,
 rendezvous_s, recovery_s, regain_s, lost_steps, replacement_s,
 world_size_before, world_size_after, resumed_from_step), ``goodput``
@@ -48,8 +49,8 @@ def build_report(run: ChaosRun) -> dict[str, Any]:
         "scenario": run.scenario,
         "platform": run.platform.name,
         "job": run.job.to_json() if run.job else None,
-        "verdict": {"passed": bool(verdict and verdict.passed),
-                    "reasons": list(verdict.reasons) if verdict else ["no verdict was reached"]},
+        "verdict": verdict.to_json() if verdict else {"passed": False, "reasons": ["no verdict was reached"],
+                                                      "checks": []},
         "faults": faults,
         "goodput": _rounded(run.goodput),
         "split_brain": [b.to_json() for b in run.split_brains()],

@@ -17,23 +17,22 @@ failure) and writes report.json.
 from __future__ import annotations
 
 import logging
-import random
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from chaos.analysis import recovery as analysis
 from chaos.analysis.invariants import SplitBrain, split_brains
 from chaos.analysis.samples import SampleAccount, account_samples
-from chaos.errors import ChaosError, FaultUnavailable, RecoveryTimeout
-from chaos.events import Event, FaultEv, ProgressEv, RunnerEv, Timeline
+from chaos.analysis.verdict import Verdict
+from chaos.errors import ChaosError, RecoveryTimeout
+from chaos.events import Event, ProgressEv, RunnerEv, Timeline
 from chaos.faults.api import Fault, FaultRecord
 from chaos.faults.triggers import Trigger
 from chaos.platforms import create_platform
 from chaos.platforms.api import Platform
+from chaos.runner.ledger import ArmedFault, FaultLedger
 from chaos.spec import JobSpec
 from chaos.watchers.api import Watcher
 from chaos.watchers.checkpoints import CheckpointWatcher
@@ -52,70 +51,6 @@ class JobFailed(ChaosError):
         self.outcome = outcome
 
 
-@dataclass
-class Verdict:
-    passed: bool = True
-    reasons: list[str] = field(default_factory=list)
-
-    def require(self, ok: bool, reason: str) -> None:
-        """Record one hypothesis check; a failing one turns the verdict to failed."""
-        if not ok:
-            self.passed = False
-        self.reasons.append(("ok: " if ok else "FAILED: ") + reason)
-
-
-@dataclass
-class _Applied:
-    fault: Fault
-    record: FaultRecord
-    reverted: bool = False
-    timer: threading.Timer | None = None
-
-
-class ArmedFault:
-    """A fault waiting for its trigger; ``wait()`` returns its record once injected."""
-
-    def __init__(self, run: ChaosRun, fault: Fault, trigger: Trigger) -> None:
-        self.run, self.fault, self.trigger = run, fault, trigger
-        self.armed_at = time.time()
-        self.record: FaultRecord | None = None
-        self.error: BaseException | None = None
-        self._fired = threading.Event()
-        self._done = threading.Event()
-
-    def _on_event(self, event: Event) -> None:
-        if self._fired.is_set() or event.t < self.armed_at or not self.trigger.matches(event):
-            return
-        self._fired.set()
-        self.run.timeline.unsubscribe(self._on_event)
-        aim = getattr(self.fault, "aim_at", None)
-        if aim is not None:
-            aim(event)
-        threading.Thread(target=self._fire, args=(event,), name=f"armed-{self.fault.kind}", daemon=True).start()
-
-    def _fire(self, event: Event) -> None:
-        try:
-            self.run.timeline.emit(FaultEv.TRIGGERED, event.node, fault=self.fault.kind,
-                                   trigger=str(self.trigger), by={"source": event.source, "kind": event.kind,
-                                                                  "t": event.t})
-            self.record = self.run.inject(self.fault, trigger=str(self.trigger))
-        except BaseException as exc:  # surfaced by wait()
-            self.error = exc
-        finally:
-            self._done.set()
-
-    def wait(self, timeout: float = 180.0) -> FaultRecord:
-        """Block until the fault has been injected; raise if it failed or never fired."""
-        if not self._done.wait(timeout):
-            self.run.timeline.unsubscribe(self._on_event)
-            raise RecoveryTimeout(f"trigger '{self.trigger}' for {self.fault.kind}", timeout,
-                                  self.run.last_progress())
-        if self.error is not None:
-            raise self.error
-        assert self.record is not None
-        return self.record
-
-
 class ChaosRun:
     def __init__(self, report_dir: Path, *, platform: str = "local", scenario: str = "adhoc",
                  platform_options: dict[str, Any] | None = None) -> None:
@@ -126,13 +61,12 @@ class ChaosRun:
         self.platform: Platform = create_platform(platform, self.timeline, self.report_dir,
                                                   **(platform_options or {}))
         self.job: JobSpec | None = None
-        self.faults: list[FaultRecord] = []
+        self.ledger = FaultLedger(self.platform, self.timeline, check_alive=self._check_alive,
+                                  last_progress=self.last_progress)
         self.verdict: Verdict | None = None
         self.started_at = time.time()
-        self._applied: list[_Applied] = []
         self._watchers: list[Watcher] = []
         self._closed = False
-        self._lock = threading.Lock()
         self.workdir: Path | None = None
         """The job's shared working directory on this machine (None where not local)."""
 
@@ -143,7 +77,7 @@ class ChaosRun:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: object) -> None:
         if exc is not None and self.verdict is None:
-            self.verdict = Verdict(False, [f"FAILED: run aborted: {type(exc).__name__}: {exc}"])
+            self.verdict = Verdict.failed(f"run aborted: {type(exc).__name__}: {exc}")
         self.close()
 
     def start(self, job: JobSpec) -> None:
@@ -170,12 +104,7 @@ class ChaosRun:
         # what the nodes print from here on (workers failing as their peers stop) is
         # the toolkit tearing the job down, not the job's behaviour: say so first
         self.phase("teardown")
-        errors: list[str] = []
-        for applied in list(self._applied):
-            try:
-                self._revert(applied)
-            except ChaosError as exc:
-                errors.append(f"reverting {applied.fault.kind}: {exc}")
+        errors = self.ledger.revert_all()
         for w in self._watchers:
             w.stopping()  # the job going away below is not news worth an event
         try:
@@ -187,13 +116,13 @@ class ChaosRun:
                 w.stop()
             except ChaosError as exc:
                 errors.append(str(exc))
-        if errors:
+        problems = [(f"cleanup: {e}", "cleanup") for e in errors]
+        # whatever the scenario asserted, two worlds training at once is a failure
+        problems += [(f"one job trains as one world: {b.describe()}", "split-brain") for b in self.split_brains()]
+        if problems:
             self.verdict = self.verdict or Verdict()
-            for e in errors:
-                self.verdict.require(False, f"cleanup: {e}")
-        for brain in self.split_brains():  # whatever the scenario asserted, this is a failure
-            self.verdict = self.verdict or Verdict()
-            self.verdict.require(False, f"one job trains as one world: {brain.describe()}")
+            for reason, check in problems:
+                self.verdict.fail(reason, check=check)
         self.phase("finished")
         from chaos.reporting.report import write_report
         write_report(self)
@@ -254,6 +183,10 @@ class ChaosRun:
         time.sleep(0.5)  # let the log followers read the last lines
         return analysis.job_outcome(self.timeline.events(), self.job)
 
+    def outcome(self) -> analysis.JobOutcome:
+        """How the job ended so far (running, finished, or failed and why), from the evidence."""
+        return analysis.job_outcome(self.timeline.events(), self.job)
+
     def last_progress(self) -> str:
         steps = self.timeline.select(ProgressEv.STEP)
         if not steps:
@@ -274,72 +207,28 @@ class ChaosRun:
         steps = [int(e.data.get("step", 0)) for e in self.timeline.select(ProgressEv.STEP)]
         return self.wait_for_step(max(steps, default=0) + count, timeout)
 
-    # -- faults -------------------------------------------------------------
+    # -- faults (the ledger reverts them all in close()) --------------------------
+    @property
+    def faults(self) -> list[FaultRecord]:
+        """Every fault injected so far, in order."""
+        return self.ledger.records
+
     def inject(self, fault: Fault, *, trigger: str | None = None) -> FaultRecord:
-        """Inject ``fault`` now; blocks as long as the fault takes to hit (a spot
-        interruption waits out its notice). A fault with ``duration_s`` is
-        reverted by a timer; every fault is reverted at the latest in close().
-        ``trigger``: the armed trigger that fired it (see ``arm``)."""
-        reason = fault.unavailable(self.platform)
-        if reason is not None:
-            raise FaultUnavailable(f"{fault.kind}: {reason}")
-        self.phase("inject", fault=fault.kind)
-        record = fault.inject(self.platform, self.timeline, trigger=trigger)
-        applied = _Applied(fault, record)
-        with self._lock:
-            self.faults.append(record)
-            self._applied.append(applied)
-        if fault.duration_s is not None:
-            applied.timer = threading.Timer(fault.duration_s, self._revert, args=(applied,))
-            applied.timer.daemon = True
-            applied.timer.start()
-        return record
+        """Inject ``fault`` now; see FaultLedger.inject."""
+        return self.ledger.inject(fault, trigger=trigger)
 
     def arm(self, fault: Fault, trigger: Trigger) -> ArmedFault:
         """Inject ``fault`` when ``trigger`` matches a later event; returns at once."""
-        reason = fault.unavailable(self.platform)
-        if reason is not None:
-            raise FaultUnavailable(f"{fault.kind}: {reason}")
-        armed = ArmedFault(self, fault, trigger)
-        self.timeline.emit(FaultEv.ARMED, None, fault=fault.kind, trigger=str(trigger))
-        self.timeline.subscribe(armed._on_event)
-        return armed
+        return self.ledger.arm(fault, trigger)
 
     def revert(self, record: FaultRecord) -> None:
-        """Undo the fault of ``record`` now (heal, thaw, restart the store). Idempotent."""
-        for applied in self._applied:
-            if applied.record is record:
-                self._revert(applied)
-
-    def _revert(self, applied: _Applied) -> None:
-        with self._lock:
-            if applied.reverted:
-                return
-            applied.reverted = True
-        if applied.timer is not None:
-            applied.timer.cancel()
-        applied.fault.revert(self.platform, self.timeline, applied.record)
+        """Undo the fault of ``record`` now. Idempotent."""
+        self.ledger.revert(record)
 
     def repeat(self, make_fault: Callable[[], Fault], *, mtbf_s: float, duration_s: float,
                seed: int = 0, min_alive: int = 1) -> list[FaultRecord]:
-        """Faults as a Poisson process: exponential gaps of mean ``mtbf_s`` for
-        ``duration_s`` seconds. A fault is skipped (and recorded as skipped)
-        when fewer than ``min_alive`` + 1 nodes are alive. Blocks for the duration."""
-        rng = random.Random(seed)
-        self.phase("repeated", mtbf_s=mtbf_s, duration_s=duration_s, seed=seed)
-        end = time.monotonic() + duration_s
-        records: list[FaultRecord] = []
-        while True:
-            gap = rng.expovariate(1.0 / mtbf_s)
-            if time.monotonic() + gap >= end:
-                time.sleep(max(0.0, end - time.monotonic()))
-                return records
-            time.sleep(gap)
-            self._check_alive("the next repeated fault")
-            if len(self.platform.alive_nodes()) <= min_alive:
-                self.timeline.emit(FaultEv.SKIPPED, None, reason=f"only {min_alive} node(s) alive")
-                continue
-            records.append(self.inject(make_fault()))
+        """Faults as a Poisson process; see FaultLedger.repeat."""
+        return self.ledger.repeat(make_fault, mtbf_s=mtbf_s, duration_s=duration_s, seed=seed, min_alive=min_alive)
 
     # -- observing ------------------------------------------------------------
     def wait_for_recovery(self, fault: FaultRecord, *, timeout: float = 180.0,

@@ -29,14 +29,18 @@ class FisEffect:
         self._stop.set()
         self._thread.join(10)
         assert not self._thread.is_alive(), "the AWS stand-in did not stop"
+        self._poll()  # AWS interrupts at completion, however late this thread would have looked
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            for exp in self.fis.list_experiments().get("experiments", []):
-                status = exp["state"]["status"]
-                if status == "completed" and self.seen.get(exp["id"]) != "completed":
-                    self._interrupt(exp["id"])
-                self.seen[exp["id"]] = status
+            self._poll()
+
+    def _poll(self) -> None:
+        for exp in self.fis.list_experiments().get("experiments", []):
+            status = exp["state"]["status"]
+            if status == "completed" and self.seen.get(exp["id"]) != "completed":
+                self._interrupt(exp["id"])
+            self.seen[exp["id"]] = status
 
     def _interrupt(self, experiment_id: str) -> None:
         resolved = self.fis.list_experiment_resolved_targets(experimentId=experiment_id)["resolvedTargets"]

@@ -13,7 +13,6 @@ from k8s_testenv import until
 from chaos.errors import FaultUnavailable, InjectionFailed
 from chaos.events import EventType, FaultEv, NodeEv, Source, first
 from chaos.faults.kubernetes import (
-    KUBERNETES_FAULTS,
     CordonNode,
     DeleteNode,
     DeletePod,
@@ -269,6 +268,8 @@ def test_kubernetes_faults_refuse_other_platforms_with_the_reason(tmp_path):
     from chaos.events import Timeline
     from chaos.platforms.local.platform import LocalPlatform
     local = LocalPlatform(Timeline(), tmp_path)
-    for name, cls in KUBERNETES_FAULTS.items():
+    from chaos.faults.catalog import all_faults
+    for cls in (c for c in all_faults() if "kubernetes" in c.platforms or "kind" in c.platforms):
+        name = cls.kind
         with pytest.raises(FaultUnavailable, match=f"{name} .*kind"):
             cls().plan(local)

@@ -1,4 +1,4 @@
-"""``pytest --platform kubernetes|kind --kubeconfig ...``: the elastic_job fixture runs the
+"""``pytest --platform kubernetes|kind --kubeconfig ...``: the start_job fixture runs the
 scenario's job on the cluster (here: the real API server, the sim playing its nodes)."""
 from __future__ import annotations
 
@@ -7,17 +7,19 @@ import json
 import pytest
 
 from chaos.errors import SpecError
+from chaos.hypotheses.api import settings
+from chaos.platforms import platform_options
 from chaos.platforms.kubernetes import manifests as m
 from chaos.platforms.kubernetes.kind import KindOptions
-from chaos.platforms.kubernetes.options import parse_toleration, platform_options
+from chaos.platforms.kubernetes.options import parse_toleration
 from chaos.platforms.kubernetes.platform import KubernetesOptions
 
 SCENARIO = """
 from chaos.events import FaultEv, NodeEv
 from chaos.faults.kubernetes import DeletePod
 
-def test_scenario(elastic_job):
-    job = elastic_job(nodes="1:2", etcd_endpoint="{etcd}", start_timeout_s=30, watch_window_s=5{extra})
+def test_scenario(start_job):
+    job = start_job(nodes="1:2", etcd_endpoint="{etcd}", start_timeout_s=30, watch_window_s=5{extra})
     assert job.platform.name == "{platform}"
     assert job.platform.settings.job_kind.value == "{kind}"
     assert len(job.platform.alive_nodes()) == 2
@@ -37,7 +39,7 @@ def test_elastic_job_runs_on_the_cluster_the_flags_name(pytester, k8s_api, names
     reports = pytester.path / "reports"
     result = pytester.runpytest_inprocess(
         "-p", "no:cacheprovider", f"--platform={platform}", f"--kubeconfig={k8s_api.kubeconfig('admin')}",
-        "--kube-context=admin@test", f"--k8s-namespace={namespace}", f"--job-kind={kind}",
+        "--kube-context=admin@test", f"--namespace={namespace}", f"--job-kind={kind}",
         f"--chaos-reports={reports}")
     result.assert_outcomes(passed=1)
     report = json.loads(next(reports.glob("*/report.json")).read_text())
@@ -46,17 +48,17 @@ def test_elastic_job_runs_on_the_cluster_the_flags_name(pytester, k8s_api, names
 
 
 def test_unknown_options_name_the_accepted_ones():
-    with pytest.raises(TypeError, match=r"unknown option\(s\) for --platform kind: \['etcd_binary'\]; "
-                                        r"cluster settings are .*'gpus_per_node'.* platform options .*'docker'"):
-        platform_options("kind", {"etcd_binary": "/x"})
+    with pytest.raises(SpecError, match=r"unknown option\(s\) \['etcd_binary'\]; kind accepts: .*docker.*"
+                                        r"gpus_per_node.*nodes"):
+        settings(None, {"etcd_binary": "/x"}, "kind")
 
 
 def test_plain_values_become_typed_settings():
     opts = platform_options("kubernetes", {"job_kind": "PyTorchJob", "gpus_per_node": 8,
                                            "node_selector": {"eks.amazonaws.com/capacityType": "SPOT"},
                                            "tolerations": ["nvidia.com/gpu:NoSchedule"],
-                                           "provisioning_delay_s": 30.0},
-                            kubeconfig="/k", namespace="train")["options"]
+                                           "provisioning_delay_s": 30.0, "kubeconfig": "/k",
+                                           "namespace": "train"})["options"]
     assert isinstance(opts, KubernetesOptions) and not isinstance(opts, KindOptions)
     assert opts.kubeconfig == "/k" and opts.provisioning_delay_s == 30.0
     s = opts.settings

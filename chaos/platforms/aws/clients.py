@@ -24,7 +24,6 @@ from chaos.errors import InjectionFailed, PlatformError, SetupError, SpecError
 ASG_TAG = "aws:autoscaling:groupName"
 NODEGROUP_TAG = "eks:nodegroup-name"
 CLUSTER_TAG = "eks:cluster-name"
-AUTOSCALER_ENABLED_TAG = "k8s.io/cluster-autoscaler/enabled"
 
 _PROVIDER_ID = re.compile(r"^aws:///(?P<zone>[a-z0-9-]*)/(?P<instance>i-[0-9a-f]+)$")
 _DENIED = ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnrecognizedClientException",
@@ -188,11 +187,6 @@ class ScalingGroup:
     instances: tuple[str, ...]
     zones: tuple[str, ...]
     tags: dict[str, str] = field(default_factory=dict)
-
-    def autoscaler_enabled(self) -> bool:
-        """Carries the cluster-autoscaler's auto-discovery tag."""
-        return self.tags.get(AUTOSCALER_ENABLED_TAG, "").lower() == "true"
-
 
 def describe_groups(autoscaling: Any, names: list[str]) -> list[ScalingGroup]:
     """The named Auto Scaling groups (a read)."""

@@ -81,6 +81,7 @@ def machine_from_node(node: dict[str, Any]) -> Machine:
 
 
 class EksPlatform(KubernetesPlatform):
+    Options = EksOptions
     name = "eks"
 
     def __init__(self, timeline: Timeline, work_dir: Path, options: EksOptions | None = None, *,

@@ -11,7 +11,7 @@ that changes something. The choice is deterministic: the newest live nodes
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from chaos.errors import FaultUnavailable, SpecError
 from chaos.platforms.aws.actions import AwsActions
@@ -48,6 +48,7 @@ class Target:
                 f"group {i.asg or '-'}{pods})")
 
 
+@runtime_checkable
 class AwsTargetable(Protocol):
     """A platform the AWS faults can aim at (eks, ec2)."""
 

@@ -123,11 +123,6 @@ class ClusterActions:
         return False
 
     # -- nodes ----------------------------------------------------------------------
-    def get_node(self, name: str) -> K8sObject:
-        with refused_loudly(f"reading node {name}"):
-            node: K8sObject = read_json(self.core.read_node(name, _preload_content=False))
-            return node
-
     def set_unschedulable(self, node: str, value: bool) -> None:
         verb = "cordoning" if value else "uncordoning"
         with refused_loudly(f"{verb} node {node}"):

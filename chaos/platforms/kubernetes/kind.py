@@ -39,6 +39,7 @@ class KindOptions(KubernetesOptions):
 
 class KindPlatform(KubernetesPlatform):
     name = "kind"
+    Options = KindOptions
 
     def __init__(self, timeline: Timeline, work_dir: Path, options: KindOptions | None = None,
                  **clients: Any) -> None:

@@ -1,10 +1,11 @@
-"""Kubernetes/kind platform options from flat keywords: pytest's ``elastic_job(...)`` and CLI flags.
+"""Kubernetes/kind/eks platform options from flat values: CLI flags and fixture keywords.
 
-``elastic_job(nodes="1:2", job_kind="pytorchjob", gpus_per_node=8)`` mixes job
-options (JobSpec), cluster settings (KubeSettings) and platform options
-(KubernetesOptions); this sorts the last two out, converts the plain values a
-test or a command line gives (strings, dicts, lists) into the typed fields,
-and names every accepted option when one is unknown.
+``run_hypothesis("kill-node", job_kind="pytorchjob", gpus_per_node=8)`` mixes
+job options (JobSpec), cluster settings (KubeSettings) and platform options
+(KubernetesOptions); chaos.options routes each name to its declaration, and
+this module builds the platform's options from the last two, converting the
+plain values a test or a command line gives (strings, dicts, lists) into the
+typed fields.
 """
 from __future__ import annotations
 
@@ -14,42 +15,18 @@ from typing import Any
 
 from chaos.errors import SpecError
 from chaos.platforms.kubernetes import manifests as m
-from chaos.platforms.kubernetes.kind import KindOptions
-from chaos.platforms.kubernetes.platform import KubernetesOptions
 
 SETTINGS = {f.name for f in dataclasses.fields(m.KubeSettings)}
 
 
-def _option_names(kind: bool) -> set[str]:
-    cls = KindOptions if kind else KubernetesOptions
-    return {f.name for f in dataclasses.fields(cls)} - {"settings"}
-
-
-def platform_options(platform: str, options: dict[str, Any], **defaults: Any) -> dict[str, Any]:
-    """Consume ``options`` into ``{"options": KubernetesOptions | KindOptions}``.
-
-    ``defaults`` (kubeconfig, context, namespace, job_kind, image: the pytest
-    command-line flags) apply where the keywords do not say otherwise. Raises
-    TypeError naming the accepted options for an unknown one.
-    """
-    kind = platform == "kind"
-    given = {k: v for k, v in defaults.items() if v is not None}
-    settings_kw = {k: _setting(k, options.pop(k)) for k in list(options) if k in SETTINGS}
-    for key in ("namespace", "job_kind", "image"):
-        if key in given:
-            settings_kw.setdefault(key, _setting(key, given.pop(key)))
-    names = _option_names(kind)
-    option_kw = {k: options.pop(k) for k in list(options) if k in names}
-    for key, value in given.items():
-        if key in names:
-            option_kw.setdefault(key, value)
-    if options:
-        raise TypeError(f"unknown option(s) for --platform {platform}: {sorted(options)}; cluster settings are "
-                        f"{sorted(SETTINGS)}, platform options {sorted(names)}")
+def make_options(cls: type, values: dict[str, Any], *, kind: bool = False) -> Any:
+    """``cls`` (KubernetesOptions or a subclass) from flat option values: the cluster
+    settings (KubeSettings' fields: namespace, job_kind, image, ...) go into its
+    ``settings``, on kind/'s defaults for kind; plain values (strings, dicts, lists
+    from a test or a command line) become the typed fields."""
+    settings_kw = {k: _setting(k, values.pop(k)) for k in list(values) if k in SETTINGS}
     base = m.kind_settings() if kind else m.KubeSettings()
-    settings = dataclasses.replace(base, **settings_kw)
-    cls = KindOptions if kind else KubernetesOptions
-    return {"options": cls(settings=settings, **option_kw)}
+    return cls(settings=dataclasses.replace(base, **settings_kw), **values)
 
 
 def _setting(key: str, value: Any) -> Any:

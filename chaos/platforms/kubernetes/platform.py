@@ -24,7 +24,8 @@ from typing import Any
 
 from chaos.errors import InjectionFailed, PlatformError, SetupError
 from chaos.events import NodeEv, RunnerEv, Timeline
-from chaos.platforms.api import Hit, NodeInfo, NodeState, Platform
+from chaos.options import option, validate
+from chaos.platforms.api import Hit, NodeInfo, NodePool, NodeState, Platform
 from chaos.platforms.kubernetes import manifests as m
 from chaos.platforms.kubernetes.actions import ClusterActions, create_error
 from chaos.platforms.kubernetes.logs import Instance, PodLogFollower
@@ -38,36 +39,49 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class KubernetesOptions:
-    """Settings of the kubernetes platform (the pytest plugin and CLI fill them)."""
+class KubernetesOptions(NodePool):
+    """Settings of the kubernetes platform (its node pool's, and these)."""
 
-    kubeconfig: str | None = None
-    """Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster credentials)."""
-    context: str | None = None
-    """Kubeconfig context (default: its current context)."""
+    kubeconfig: str | None = option(None, "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then "
+                                          "in-cluster credentials)", metavar="PATH")
+    context: str | None = option(None, "kubeconfig context (default: its current context)", flag="--kube-context",
+                                 metavar="NAME")
     settings: m.KubeSettings = field(default_factory=m.KubeSettings)
     """Namespace, job kind, image, resources, placement, checkpoint storage."""
-    etcd_endpoint: str | None = None
-    """host:port of the job's etcd as reachable from here (a NodePort, a load balancer).
-    None: the in-cluster Service address when running in a pod, else `kubectl port-forward`."""
-    start_timeout_s: float = 300.0
-    """How long start() waits for every worker pod to run (image pulls, autoscaling)."""
-    stop_timeout_s: float = 60.0
-    """How long stop() waits for the run's pods to be gone."""
-    watch_window_s: int = 10
-    """Server-side timeout of each watch request; the next one resumes where it ended."""
-    kubectl: str = "kubectl"
-    """kubectl used for the etcd port-forward only."""
-    replace_lost_nodes: bool = True
-    """Let the controller replace a worker pod lost to ``kill_node`` (False: the job is
-    scaled down just before, as when the spot pool has no capacity left)."""
-    provisioning_delay_s: float | None = None
-    """Hold the replacement back this long (scaled down, then up: the autoscaler's
-    minutes); None: as fast as the controller re-creates it."""
+    etcd_endpoint: str | None = option(None, "HOST:PORT of the job's etcd as reachable from here (a NodePort, "
+                                             "a load balancer); default: the in-cluster Service address when "
+                                             "running in a pod, else `kubectl port-forward`", metavar="HOST:PORT")
+    start_timeout_s: float = option(300.0, "how long starting waits for every worker pod to run (image pulls, "
+                                           "autoscaling)", flag="--start-timeout", above=0, units="s")
+    stop_timeout_s: float = option(60.0, "how long stopping waits for the run's pods to be gone",
+                                   flag="--stop-timeout", above=0, units="s")
+    watch_window_s: int = option(10, "server-side timeout of each watch request; the next one resumes where it "
+                                     "ended", minimum=1, cli=False)
+    kubectl: str = option("kubectl", "kubectl used for the etcd port-forward only", cli=False)
+    provisioning_delay_s: float | None = option(None, "hold a lost worker's replacement back this long (the job "
+                                                      "is scaled down, then up: the autoscaler's minutes); "
+                                                      "default: as fast as the controller re-creates it",
+                                                flag="--provisioning-delay", minimum=0, units="s")
+
+    def __post_init__(self) -> None:
+        validate(self)
 
 
 class KubernetesPlatform(Platform):
     name = "kubernetes"
+    Options = KubernetesOptions
+
+    @classmethod
+    def option_classes(cls) -> tuple[type, ...]:
+        return (cls.Options, m.KubeSettings)
+
+    @classmethod
+    def make_options(cls, values: dict[str, Any]) -> Any:
+        from chaos.platforms.kubernetes.options import make_options
+        return make_options(cls.Options, dict(values), kind=cls.name == "kind")
+
+    def node_pool(self) -> NodePool:
+        return self.options
 
     def __init__(self, timeline: Timeline, work_dir: Path, options: KubernetesOptions | None = None, *,
                  api_client: Any = None, core_v1: Any = None, apps_v1: Any = None,

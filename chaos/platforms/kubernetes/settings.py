@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaos.errors import SpecError
+from chaos.options import option, validate
 
 Manifest = dict[str, Any]
 
@@ -88,24 +89,23 @@ class Toleration:
 class KubeSettings:
     """Where and how the job's pods run; the cluster half of a run (JobSpec is the job half)."""
 
-    namespace: str = "default"
-    """Namespace of everything the run creates (must exist)."""
-    job_kind: JobKind = JobKind.ELASTICJOB
-    """ElasticJob (TorchElastic controller) or PyTorchJob (Kubeflow training operator)."""
-    image: str = TRAINER_IMAGE
-    """Trainer image: torch, the trainer package (kind/Dockerfile builds one)."""
-    image_pull_policy: str = "IfNotPresent"
-    """IfNotPresent suits kind (images loaded with ``kind load``); Always for a registry tag."""
+    namespace: str = option("default", "namespace of everything the run creates (must exist)")
+    job_kind: JobKind = option(JobKind.ELASTICJOB, "elasticjob (the TorchElastic controller) or pytorchjob "
+                                                   "(the Kubeflow training operator)")
+    image: str = option(TRAINER_IMAGE, "trainer image: torch and the trainer package (kind/Dockerfile builds "
+                                       "one)", flag="--trainer-image")
+    image_pull_policy: str = option("IfNotPresent", "IfNotPresent suits kind (images loaded with `kind load`); "
+                                                    "Never for images imported into each node; Always for a "
+                                                    "registry tag")
     etcd_image: str = ETCD_IMAGE
     """etcd 3.5 (3.6 dropped the v2 API torch's etcd-v2 rendezvous needs)."""
     cpu: str | None = "1"
     """CPU request and limit per worker pod (None: none)."""
     memory: str | None = "2Gi"
     """Memory request and limit per worker pod (None: none)."""
-    gpus_per_node: int = 0
-    """``nvidia.com/gpu`` per worker pod; the job's nproc_per_node must equal it."""
-    efa_per_node: int = 0
-    """``vpc.amazonaws.com/efa`` interfaces per worker pod (p4d/p5: 4/32)."""
+    gpus_per_node: int = option(0, "nvidia.com/gpu per worker pod; the job's nproc_per_node must equal it",
+                                minimum=0)
+    efa_per_node: int = option(0, "vpc.amazonaws.com/efa interfaces per worker pod (p4d/p5: 4/32)", minimum=0)
     shm_size: str = "1Gi"
     """Size of the in-memory ``/dev/shm`` (data-loader workers share tensors through it)."""
     tolerations: tuple[Toleration, ...] = ()
@@ -121,16 +121,15 @@ class KubeSettings:
     """Expose etcd as a NodePort (kind maps 32379 to the host) instead of ClusterIP."""
     c10d_port: int = 29400
     """Port of the c10d store on worker-0 (c10d rendezvous only)."""
-    termination_grace_s: int = 30
-    """Pod grace period: SIGTERM -> SIGKILL on a graceful delete, eviction or drain."""
+    termination_grace_s: int = option(30, "pod grace period: SIGTERM -> SIGKILL on a graceful delete, "
+                                          "eviction or drain", flag="--termination-grace", minimum=0, units="s")
     service_account: str | None = None
     """Service account of the worker pods (None: the namespace default)."""
 
     def __post_init__(self) -> None:
         if not DNS_LABEL.match(self.namespace):
             raise SpecError(f"namespace {self.namespace!r} is not a DNS label (lower case, digits, '-')")
-        if self.gpus_per_node < 0 or self.efa_per_node < 0:
-            raise SpecError("gpus_per_node and efa_per_node must be >= 0")
+        validate(self)
 
 
 def kind_settings(**overrides: Any) -> KubeSettings:

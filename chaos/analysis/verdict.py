@@ -1,0 +1,70 @@
+"""A run's verdict: the checks of its hypothesis, each named, each with its reason.
+
+A hypothesis records checks as it goes (``verdict.require(ok, reason, check=...)``);
+the verdict passed when no check failed. Checks have short names
+(``bounded-loss``, ``exactly-once``) so code that expects a hypothesis to fail
+(a scenario showing that a naive sampler trains samples twice) asks which check
+failed instead of matching prose; the reasons are for people.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check of a hypothesis: ``ok`` True or False, or None when it could not be made."""
+
+    name: str
+    ok: bool | None
+    reason: str
+
+    def line(self) -> str:
+        prefix = {True: "ok", False: "FAILED", None: "not checked"}[self.ok]
+        return f"{prefix}: {self.reason}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "reason": self.reason}
+
+
+@dataclass
+class Verdict:
+    """The checks of one run, in the order they were made."""
+
+    checks: list[Check] = field(default_factory=list)
+
+    def require(self, ok: bool, reason: str, *, check: str = "hypothesis") -> bool:
+        """Record one check; a failing one fails the verdict. Returns ``ok``."""
+        self.checks.append(Check(check, bool(ok), reason))
+        return bool(ok)
+
+    def skip(self, reason: str, *, check: str) -> None:
+        """Record a check that could not be made (and why); it does not fail the verdict."""
+        self.checks.append(Check(check, None, reason))
+
+    def fail(self, reason: str, *, check: str = "run") -> None:
+        self.require(False, reason, check=check)
+
+    @property
+    def passed(self) -> bool:
+        return not any(c.ok is False for c in self.checks)
+
+    @property
+    def reasons(self) -> list[str]:
+        """Every check as one line ("ok: ...", "FAILED: ...", "not checked: ...")."""
+        return [c.line() for c in self.checks]
+
+    def failed_checks(self) -> set[str]:
+        """The names of the checks that failed."""
+        return {c.name for c in self.checks if c.ok is False}
+
+    def to_json(self) -> dict[str, Any]:
+        """report.json's ``verdict``: ``passed``, ``reasons`` (lines) and ``checks``."""
+        return {"passed": self.passed, "reasons": self.reasons, "checks": [c.to_json() for c in self.checks]}
+
+    @classmethod
+    def failed(cls, reason: str, *, check: str = "run") -> Verdict:
+        v = cls()
+        v.fail(reason, check=check)
+        return v

@@ -1,0 +1,54 @@
+"""One fault registry, keyed by kind and by the platform it is made on.
+
+Most faults are made through the Platform contract (kill a node, freeze it,
+partition it) and run wherever the platform has the capability; some are made
+for one family of platforms (pod deletion on Kubernetes, FIS on AWS). Two
+classes may share a kind when they are two ways of making the same thing:
+``spot-interruption`` is the metadata stand-in on local nodes and a real FIS
+experiment on EKS; :func:`fault_class` picks the one made for the platform.
+"""
+from __future__ import annotations
+
+import importlib
+
+from chaos.errors import SpecError
+from chaos.faults.api import Fault
+
+_MODULES = ("chaos.faults.node", "chaos.faults.spot", "chaos.faults.hang", "chaos.faults.store",
+            "chaos.faults.kubernetes", "chaos.faults.aws")
+"""Where fault classes live; imported on first lookup (the AWS and Kubernetes ones
+import their clients only when a fault is made)."""
+
+
+def all_faults() -> list[type[Fault]]:
+    """Every concrete fault class, in catalog order."""
+    out: list[type[Fault]] = []
+    for name in _MODULES:
+        module = importlib.import_module(name)
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, Fault) and value.__module__ == name \
+                    and not value.__name__.startswith("_") and value.kind != "abstract" and value not in out:
+                out.append(value)
+    return out
+
+
+def runs_on(cls: type[Fault], platform: str) -> bool:
+    """Whether ``cls`` is made for ``platform`` (or for any platform)."""
+    return not cls.platforms or platform in cls.platforms
+
+
+def fault_class(kind: str, platform: str) -> type[Fault]:
+    """The class that makes ``kind`` on ``platform``: one made for that platform
+    first, else one made through the Platform contract. SpecError naming the
+    faults of that platform when there is none."""
+    candidates = [c for c in all_faults() if c.kind == kind and runs_on(c, platform)]
+    candidates.sort(key=lambda c: not c.platforms)  # made-for-this-platform first
+    if not candidates:
+        known = sorted({c.kind for c in all_faults() if runs_on(c, platform)})
+        raise SpecError(f"no fault {kind!r} on the {platform} platform; its faults: {', '.join(known)}")
+    return candidates[0]
+
+
+def faults_for(platform: str) -> dict[str, type[Fault]]:
+    """Every fault kind ``platform`` can be asked for, with the class that makes it there."""
+    return {c.kind: fault_class(c.kind, platform) for c in all_faults() if runs_on(c, platform)}

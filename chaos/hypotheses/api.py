@@ -1,0 +1,313 @@
+"""A hypothesis, written once: what a fault may cost, run by the CLI and by pytest, anywhere.
+
+A hypothesis is a function of a :class:`Trial` that drives one run (start the
+job, reach steady state, inject, wait for recovery) and records its checks on
+the trial's :class:`~chaos.analysis.verdict.Verdict`::
+
+    @hypothesis("kill-node", "hard node loss ...", fault=KillNode)
+    def kill_node(t: Trial) -> None:
+        t.start()
+        t.steady()
+        record = t.inject()
+        rec = t.recover(record)
+        t.check_recovered(rec)
+
+``elastic-chaos run kill-node --platform kubernetes`` and the scenario
+``run_hypothesis("kill-node", ...)`` in ``scenarios/`` both call
+:func:`execute`, which builds the settings from one set of declared options
+(the job's, :class:`TrialOptions`, the fault's fields, the hypothesis' own
+``params``, the platform's), opens the run, calls the function and adds the
+checks every run shares (exactly-once sample accounting, what a user's script
+let us see). A job that dies for good, or does not recover in time, is a
+failed verdict with the evidence, not an error.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaos.analysis.observation import checks as observation_checks
+from chaos.analysis.observation import log_tails
+from chaos.analysis.recovery import Recovery
+from chaos.analysis.verdict import Verdict
+from chaos.errors import FaultUnavailable, RecoveryTimeout, SpecError
+from chaos.events import Event, ProgressEv
+from chaos.faults.api import Fault, FaultRecord
+from chaos.faults.catalog import fault_class
+from chaos.options import declared, option, split, validate
+from chaos.platforms import platform_option_classes
+from chaos.runner.run import ChaosRun, JobFailed
+from chaos.spec import JOB_OPTION_CLASSES, PRESET_OPTION, JobSpec, job_from_options
+
+
+@dataclass(frozen=True)
+class TrialOptions:
+    """What every hypothesis takes besides the job, the fault and the platform."""
+
+    steady_steps: int = option(50, "steps trained before the fault (steady state); between two checkpoints "
+                                   "by default, so the fault costs real progress", minimum=1)
+    target: str | None = option(None, "node to hit (default: the newest live node)", metavar="NODE")
+    timeout_s: float = option(180.0, "seconds to wait for each phase (steady state, recovery, ...)",
+                              flag="--timeout", above=0, units="s")
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+Steps = Callable[["Trial"], None]
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One entry of the catalog."""
+
+    name: str
+    summary: str
+    steps: Steps
+    fault: str | None = None
+    """The kind of fault it injects (chaos.faults.catalog picks the class that makes it on
+    the run's platform); that class' declared fields are options of the hypothesis."""
+    params: type | None = None
+    """A dataclass of the hypothesis' own declared options (counts, modes)."""
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    """Options it starts from (a user's value wins): e.g. a collective timeout short
+    enough that a silent node is found out in seconds."""
+    forced: Mapping[str, Any] = field(default_factory=dict)
+    """Options it needs (a conflicting user value is refused): store-host-loss needs c10d."""
+
+    def fault_class(self, platform: str) -> type[Fault] | None:
+        return fault_class(self.fault, platform) if self.fault is not None else None
+
+    def option_classes(self, platform: str) -> tuple[type, ...]:
+        """The dataclasses whose declared options this hypothesis accepts on ``platform``
+        (job and platform options aside)."""
+        return tuple(c for c in (TrialOptions, self.fault_class(platform), self.params) if c is not None)
+
+    @property
+    def description(self) -> str:
+        return (self.steps.__doc__ or self.summary).strip()
+
+
+HYPOTHESES: dict[str, Hypothesis] = {}
+"""The catalog by name (the name ``elastic-chaos run`` and the scenarios use)."""
+
+
+def hypothesis(name: str, summary: str, *, fault: str | None = None, params: type | None = None,
+               defaults: Mapping[str, Any] | None = None,
+               forced: Mapping[str, Any] | None = None) -> Callable[[Steps], Steps]:
+    """Register the decorated function as the hypothesis ``name``."""
+    def register(steps: Steps) -> Steps:
+        if name in HYPOTHESES:
+            raise ValueError(f"hypothesis {name!r} is registered twice")
+        HYPOTHESES[name] = Hypothesis(name, summary, steps, fault, params, dict(defaults or {}),
+                                      dict(forced or {}))
+        return steps
+    return register
+
+
+# -- settings ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Settings:
+    """Everything one run of a hypothesis was asked for, sorted by who declares it."""
+
+    job: JobSpec
+    trial: TrialOptions
+    fault_class: type[Fault] | None
+    """The class that makes the hypothesis' fault on this platform."""
+    fault: dict[str, Any]
+    """The fault's options that were given (its defaults otherwise)."""
+    params: Any
+    platform: dict[str, Any]
+    """The platform's options that were given (its own defaults otherwise)."""
+
+
+def settings(h: Hypothesis | None, values: Mapping[str, Any], platform: str) -> Settings:
+    """Sort ``values`` (CLI flags or fixture keywords, by option name) into the job,
+    the trial, the fault, the hypothesis' params and the platform's options (``h``
+    None: a job alone, for the ``start_job`` fixture). Raises SpecError for an
+    unknown name, a value out of bounds, or a value that contradicts what the
+    hypothesis needs."""
+    forced = h.forced if h is not None else {}
+    for key, needed in forced.items():
+        if key in values and values[key] != needed:
+            raise SpecError(f"{h.name if h else ''} needs {key}={needed!r} (given {values[key]!r})")
+    merged = {**(h.defaults if h is not None else {}), **values, **forced}
+    job_names = {d.name for c in JOB_OPTION_CLASSES for d in declared(c)} | {"rdzv_backend", PRESET_OPTION}
+    job_kw = {k: merged.pop(k) for k in list(merged) if k in job_names}
+    own = h.option_classes(platform) if h is not None else ()
+    made_by = h.fault_class(platform) if h is not None else None
+    fault_cls = made_by or _Nothing
+    params_cls = h.params if h is not None and h.params is not None else _Nothing
+    trial_cls = TrialOptions if h is not None else _Nothing
+    platform_classes = platform_option_classes(platform)
+    try:
+        trial_kw, fault_kw, params_kw, *platform_kws = split(merged, trial_cls, fault_cls, params_cls,
+                                                             *platform_classes)
+    except SpecError as exc:
+        every = sorted(job_names | {n for c in (*own, *platform_classes) for n in _field_names(c)})
+        raise SpecError(f"{str(exc).partition(';')[0]}; {platform} accepts: {', '.join(every)}") from None
+    platform_kw = {k: v for kw in platform_kws for k, v in kw.items()}
+    return Settings(job=job_from_options(job_kw), trial=TrialOptions(**trial_kw), fault_class=made_by, fault=fault_kw,
+                    params=h.params(**params_kw) if h is not None and h.params is not None else None,
+                    platform=platform_kw)
+
+
+@dataclass(frozen=True)
+class _Nothing:
+    """Declares no option (a hypothesis without a fault class or params)."""
+
+
+# -- a trial ---------------------------------------------------------------------------
+@dataclass
+class Trial:
+    """One run of a hypothesis: the run, what it was asked for, and its verdict."""
+
+    hypothesis: Hypothesis
+    run: ChaosRun
+    settings: Settings
+    verdict: Verdict = field(default_factory=Verdict)
+
+    @property
+    def job(self) -> JobSpec:
+        return self.settings.job
+
+    @property
+    def opts(self) -> TrialOptions:
+        return self.settings.trial
+
+    @property
+    def params(self) -> Any:
+        return self.settings.params
+
+    @property
+    def full_world(self) -> int:
+        return self.job.max_nodes * self.job.nproc_per_node
+
+    @property
+    def min_world(self) -> int:
+        return self.job.min_nodes * self.job.nproc_per_node
+
+    @property
+    def replaces_nodes(self) -> bool:
+        """Whether the platform's node pool replaces a node lost to a fault."""
+        pool = self.run.platform.node_pool()
+        return pool is not None and pool.replace_lost_nodes
+
+    def fault(self, **overrides: Any) -> Fault:
+        """The hypothesis' fault built from its options (``target`` aims it)."""
+        cls = self.settings.fault_class
+        if cls is None:
+            raise TypeError(f"hypothesis {self.hypothesis.name} declares no fault")
+        values = {**self.settings.fault, **overrides}
+        if "node" in _field_names(cls) and "node" not in values:
+            values["node"] = self.opts.target
+        return cls(**values)
+
+    def start(self, job: JobSpec | None = None) -> JobSpec:
+        """Start the job (``job``, or the one the options describe)."""
+        job = job or self.job
+        self.run.start(job)
+        return job
+
+    def steady(self) -> Event:
+        """Block until training reaches ``steady_steps``."""
+        return self.run.wait_for_step(self.opts.steady_steps, timeout=self.opts.timeout_s)
+
+    def inject(self, fault: Fault | None = None) -> FaultRecord:
+        return self.run.inject(fault or self.fault())
+
+    def recover(self, record: FaultRecord, *, world_size: int | None = None, extra_s: float = 0.0) -> Recovery:
+        """Block until progress passes the pre-fault step (at ``world_size`` if given)."""
+        return self.run.wait_for_recovery(record, timeout=self.opts.timeout_s + extra_s, world_size=world_size)
+
+    def regrow(self, record: FaultRecord) -> Recovery:
+        """Block until the job trains at its full size again after ``record``."""
+        return self.run.wait_for_world_size(record, self.full_world, timeout=self.opts.timeout_s)
+
+    # -- checks every recoverable fault shares ------------------------------------
+    def check_recovered(self, rec: Recovery, *, lost_at_most: int | None = None) -> None:
+        """Training resumed, and lost at most ``lost_at_most`` steps (default: one
+        checkpoint interval)."""
+        bound = self.job.checkpoint_every if lost_at_most is None else lost_at_most
+        unit = f" (in {self.job.observe.unit}s)" if self.job.script and self.job.observe.unit != "step" else ""
+        self.verdict.require(rec.recovered, f"training resumed after the fault ({seconds(rec.recovery_s)})",
+                             check="recovered")
+        self.verdict.require(rec.lost_steps is not None and rec.lost_steps <= bound,
+                             f"lost_steps {rec.lost_steps} <= {bound}{unit}", check="bounded-loss")
+
+
+def _field_names(cls: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)}
+
+
+def seconds(v: float | None) -> str:
+    return "never" if v is None else f"{v:.1f}s"
+
+
+# -- running one ---------------------------------------------------------------------
+def get(name: str) -> Hypothesis:
+    """The hypothesis ``name``; SpecError listing the catalog when there is none."""
+    from chaos.hypotheses import catalog  # noqa: F401 - registers the catalog
+    try:
+        return HYPOTHESES[name]
+    except KeyError:
+        raise SpecError(f"unknown fault {name!r}; `elastic-chaos faults` lists them "
+                        f"({', '.join(sorted(HYPOTHESES))})") from None
+
+
+def execute(name: str, values: Mapping[str, Any], *, report_dir: Path, platform: str = "local",
+            scenario: str | None = None, on_start: Callable[[ChaosRun], None] | None = None) -> ChaosRun:
+    """Run hypothesis ``name`` with ``values`` on ``platform``; returns the closed run
+    (its ``verdict``, timeline and report.json written). Blocks for the whole run.
+
+    A job that died for good or did not recover within the timeout is a failed
+    verdict (with the evidence); a bad option is a SpecError before anything
+    starts; a fault the platform cannot make raises FaultUnavailable."""
+    from chaos.platforms import platform_options
+    h = get(name)
+    s = settings(h, values, platform)
+    run = ChaosRun(report_dir, platform=platform, scenario=scenario or name,
+                   platform_options=platform_options(platform, s.platform))
+    with run:
+        if on_start is not None:
+            on_start(run)
+        trial = Trial(h, run, s)
+        if h.fault is not None:  # before the job starts: skip (pytest) or refuse (CLI) at once
+            reason = trial.fault().unavailable(run.platform)
+            if reason is not None:
+                raise FaultUnavailable(f"{name}: {reason}")
+        try:
+            h.steps(trial)
+        except JobFailed as exc:
+            trial.verdict.checks.append(_job_failed(run, exc))
+        except RecoveryTimeout as exc:
+            trial.verdict.fail(str(exc), check="in-time")
+        else:
+            _shared_checks(trial)
+        run.verdict = trial.verdict
+    return run
+
+
+def _job_failed(run: ChaosRun, exc: JobFailed) -> Any:
+    """The check of a job that died for good; one that never trained says so, with
+    the tail of every node's log (a script that crashes at start)."""
+    from chaos.analysis.verdict import Check
+    reasons = "; ".join(exc.outcome.reasons)
+    if run.timeline.select(ProgressEv.STEP):
+        return Check("job-survives", False, f"the job failed permanently: {reasons}")
+    tails = "\n".join("    " + tail.replace("\n", "\n    ") for tail in log_tails(run.platform.node_logs()))
+    return Check("steady-state", False, f"the job never reached steady state: it failed permanently before "
+                                        f"a training step was seen ({reasons}). The nodes' last log lines:\n{tails}")
+
+
+def _shared_checks(t: Trial) -> None:
+    """Checks every run shares: what a user's script let us see, exactly-once samples."""
+    for ok, reason in observation_checks(t.run.observation()):
+        t.verdict.require(ok, reason, check="observation")
+    samples = t.run.samples
+    if samples.accounted:
+        t.verdict.require(samples.exactly_once, f"every sample trained exactly once in the committed "
+                                                f"history ({samples.summary()})", check="exactly-once")

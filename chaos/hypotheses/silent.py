@@ -1,0 +1,163 @@
+"""Hypotheses where a node goes silent, a notice comes first, or the store blinks."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chaos.events import CheckpointEv, Event, ProgressEv, RunnerEv
+from chaos.faults.api import FaultRecord
+from chaos.faults.node import KillNode
+from chaos.faults.spot import AWS_TIMING, SpotInterruption
+from chaos.faults.store import EtcdOutage
+from chaos.faults.triggers import during_rendezvous
+from chaos.hypotheses.api import Trial, hypothesis, seconds
+from chaos.options import option, validate
+
+SILENT_PG_TIMEOUT_S = 15.0
+"""A collective timeout short enough that a silent node is found out in seconds
+(the reference trainer's own default is 60 s, gloo's 30 min)."""
+
+
+def _silent(t: Trial) -> None:
+    """A node goes silent (no resets): survivors must find out by timeouts."""
+    pg_timeout = t.job.pg_timeout_s or SILENT_PG_TIMEOUT_S
+    t.start()
+    t.steady()
+    record = t.inject()
+    rec = t.recover(record, extra_s=pg_timeout)
+    causes = collective_failures(t.run.timeline.events(), record)
+    t.check_recovered(rec)
+    t.verdict.require(causes == ["timeout"],
+                      f"survivors found out by a timeout, not a closed connection (collective errors: {causes})",
+                      check="silent")
+    t.verdict.require(rec.detect_s is not None and rec.detect_s >= 0.5 * pg_timeout,
+                      f"detection took {seconds(rec.detect_s)}, driven by the {pg_timeout:g}s collective timeout",
+                      check="detected-by-timeout")
+    if not t.replaces_nodes:
+        t.verdict.require(rec.world_size_after == (rec.world_size_before or 0) - t.job.nproc_per_node,
+                          f"the silent node was dropped: world size {rec.world_size_before} -> "
+                          f"{rec.world_size_after}", check="world-size")
+
+
+def collective_failures(events: list[Event], record: FaultRecord) -> list[str]:
+    """Why the survivors' collectives failed after ``record`` (timeout, connection_closed)."""
+    return sorted({str(e.data.get("cause")) for e in events if e.type == ProgressEv.WORKER_ERROR
+                   and e.t > record.injected_at and e.node != record.target})
+
+
+@hypothesis("partition", "network black hole around one node: no packet in or out, no reset (root)",
+            fault="partition", defaults={"pg_timeout_s": SILENT_PG_TIMEOUT_S}, forced={"network": "isolated"})
+def partition(t: Trial) -> None:
+    """Black-hole one node (a network namespace per node; root): the survivors find out
+    by their collective timeout, never by a reset, and recover without it."""
+    _silent(t)
+
+
+@hypothesis("freeze", "hung node: every process of one node stopped at once; sockets stay open",
+            fault="freeze", defaults={"pg_timeout_s": SILENT_PG_TIMEOUT_S})
+def freeze(t: Trial) -> None:
+    """Freeze every process of one node at once (cgroup freezer, or SIGSTOP without
+    root): the survivors find out by their collective timeout and recover without it."""
+    _silent(t)
+
+
+@dataclass(frozen=True)
+class SpotTiming:
+    aws_timing: bool = option(False, "AWS's real timing: rebalance 10 s before a 2-minute notice, 30 s grace "
+                                     "(overrides --notice, --grace, --rebalance-lead)")
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+@hypothesis("spot-interruption", "AWS spot reclaim: rebalance recommendation, notice, SIGTERM after the "
+                                 "notice, SIGKILL after the grace period",
+            fault="spot-interruption", params=SpotTiming)
+def spot_interruption(t: Trial) -> None:
+    """The AWS sequence; the reference trainer checkpoints on the notice (and on SIGTERM),
+    so a graceful interruption loses nothing, and the node leaves within its grace."""
+    fault = t.fault(**AWS_TIMING) if t.params.aws_timing and t.settings.fault_class is SpotInterruption \
+        else t.fault()
+    # the local stand-in may send no rebalance recommendation; AWS FIS always sends one
+    rebalance = not isinstance(fault, SpotInterruption) or fault.rebalance_lead_s is not None
+    t.start()
+    t.steady()
+    record = t.inject(fault)
+    rec = t.recover(record)
+    events = t.run.timeline.events()
+    t.check_recovered(rec, lost_at_most=0)
+    noticed = [e for e in events if e.type == ProgressEv.NOTICE and e.node == record.target]
+    if t.job.script:
+        _script_saved_in_time(t, record, events, noticed)
+    else:
+        expected = {"interruption"} | ({"rebalance"} if rebalance else set())
+        seen = {str(e.data.get("kind")) for e in noticed}
+        t.verdict.require(seen == expected, f"the trainer on {record.target} observed the notices "
+                                            f"({', '.join(sorted(seen)) or 'none'})", check="noticed")
+        reasons = {str(e.data.get("reason")) for e in events if e.type == CheckpointEv.SAVED}
+        wanted = {"sigterm"} | ({"spot-rebalance"} if rebalance else set())
+        taken = ", ".join(sorted(reasons & wanted)) or "none"
+        t.verdict.require(wanted <= reasons, f"emergency checkpoints taken ({taken} of {', '.join(sorted(wanted))})",
+                          check="emergency-save")
+    t.verdict.require(record.hit is not None and record.hit.action == "sigterm",
+                      f"the node left within its {record.detail.get('grace_s', '?')}s grace period "
+                      f"({record.hit.action if record.hit else 'no hit'})", check="graceful")
+
+
+def _script_saved_in_time(t: Trial, record: FaultRecord, events: list[Event], noticed: list[Event]) -> None:
+    """A user's script need not read spot notices; what counts is that it saved
+    before it went (on the notice, or on SIGTERM): a checkpoint after the first warning."""
+    warned = float(record.detail.get("rebalance_at") or record.detail.get("notice_at") or record.injected_at)
+    saves = [e for e in events if e.type == CheckpointEv.SAVED and e.t >= warned]
+    if noticed:
+        t.verdict.require(True, f"the script on {record.target} observed the notice", check="noticed")
+    else:
+        t.verdict.skip(f"whether the script on {record.target} saw the notice (it reports none; only saving "
+                       "before the node goes matters here)", check="noticed")
+    hint = "" if saves or t.job.observe.checkpoint else " (pass --checkpoint PATH so the script's saves are seen)"
+    t.verdict.require(bool(saves), f"a checkpoint was saved between the first warning and the node's end "
+                                   f"({len(saves)}){hint}", check="emergency-save")
+
+
+@dataclass(frozen=True)
+class OutageWhen:
+    during_rendezvous: bool = option(False, "hit while the survivors re-form after a node kill (a cascade), "
+                                            "not during steady training")
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+@hypothesis("etcd-outage", "the rendezvous store is down for N seconds (--during-rendezvous: while survivors "
+                           "re-form after a kill), then returns with its data", fault="etcd-outage", params=OutageWhen)
+def etcd_outage(t: Trial) -> None:
+    """etcd is down (crashed or hung) for ``--duration``. Hypothesis: steady training
+    rides it out without a restart; with ``--during-rendezvous`` the outage hits the
+    survivors re-forming after a node kill, and they complete the rendezvous once etcd
+    is back. (torch 2.13: a crashed etcd takes every agent down, even in steady state;
+    a hung one is waited out.)"""
+    outage = t.fault()
+    assert isinstance(outage, EtcdOutage)
+    t.start()
+    t.steady()
+    if t.params.during_rendezvous:
+        armed = t.run.arm(outage, during_rendezvous())
+        kill = t.inject(KillNode(node=t.opts.target))
+        store = armed.wait(timeout=t.opts.timeout_s)
+        rec = t.recover(kill, extra_s=outage.duration_s or 0.0)
+        t.check_recovered(rec)
+        hung = (store.injected_at - kill.injected_at) + 0.9 * (outage.duration_s or 0.0)
+        t.verdict.require(rec.rendezvous_s is not None and rec.rendezvous_s >= hung,
+                          f"the rendezvous completed only once etcd was back ({seconds(rec.rendezvous_s)} >= "
+                          f"{hung:.1f}s)", check="waited-for-store")
+        if not t.replaces_nodes:
+            t.verdict.require(rec.world_size_after == (rec.world_size_before or 0) - t.job.nproc_per_node,
+                              f"world size {rec.world_size_before} -> {rec.world_size_after}", check="world-size")
+        return
+    store = t.inject(outage)
+    steps = int((outage.duration_s or 10.0) / max(t.job.step_time, 0.01))
+    t.run.wait_for_steps(max(steps, 120), timeout=t.opts.timeout_s)
+    rec = t.run.recovery(store)
+    t.verdict.require(rec.restarts_used == 0, f"training rode out the outage without a restart "
+                                              f"(restarts used: {rec.restarts_used})", check="rode-out")
+    t.verdict.require(bool(t.run.timeline.select(RunnerEv.STORE_STARTED)), "etcd came back with its data",
+                      check="store-back")

@@ -1,0 +1,285 @@
+"""Options declared once: a dataclass field carries its help, its flag and its bounds.
+
+A job, a fault, a hypothesis and a platform each declare what they accept as
+fields of a frozen dataclass (kopf's settings, torchx's run options)::
+
+    checkpoint_every: int = option(20, "steps between checkpoints", minimum=1)
+
+From that one declaration come the command-line flag (``--checkpoint-every``,
+its help with the default, the check that exits 2 with what is allowed), the
+keyword the pytest fixture accepts (``checkpoint_every=20``), and the check in
+the dataclass' ``__post_init__`` (``validate(self)``) that refuses the same
+bad value from any caller. Numbers are checked to be finite and within their
+bounds; nothing else restates a default.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+import math
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import MISSING, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from chaos.errors import SpecError
+
+_KEY = "chaos.option"
+
+
+@dataclass(frozen=True)
+class Meta:
+    """What a field says about itself besides its type and default."""
+
+    help: str
+    flag: str | None = None
+    """The command-line flag; None: ``--`` + the field name with dashes."""
+    minimum: float | None = None
+    """Smallest allowed value (inclusive)."""
+    above: float | None = None
+    """Values must be greater than this (exclusive): ``above=0`` for a positive duration."""
+    maximum: float | None = None
+    cli: bool = True
+    """Whether the command line offers it (some fields are only for code and tests)."""
+    metavar: str | None = None
+    off_flag: str | None = None
+    """For a boolean that defaults to True: the flag that turns it off (``--no-replace``)."""
+    units: str = ""
+    """Shown after the default in help (``s``)."""
+
+
+def option(default: Any = MISSING, help: str = "", *, factory: Callable[[], Any] | Any = MISSING,
+           flag: str | None = None, minimum: float | None = None, above: float | None = None,
+           maximum: float | None = None, cli: bool = True, metavar: str | None = None,
+           off_flag: str | None = None, units: str = "") -> Any:
+    """A dataclass field with its declaration (see the module docstring)."""
+    meta = Meta(help, flag, minimum, above, maximum, cli, metavar, off_flag, units)
+    if factory is not MISSING:
+        return dataclasses.field(default_factory=factory, metadata={_KEY: meta})
+    return dataclasses.field(default=default, metadata={_KEY: meta})
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One declared option of a dataclass, with its resolved type."""
+
+    name: str
+    type: Any
+    default: Any
+    meta: Meta
+
+    @property
+    def flag(self) -> str:
+        return self.meta.flag or "--" + self.name.replace("_", "-")
+
+    @property
+    def base_type(self) -> Any:
+        """``int`` for ``int | None``; the element type for ``tuple[str, ...]``."""
+        return _strip_optional(self.type)
+
+    @property
+    def optional(self) -> bool:
+        return _strip_optional(self.type) is not self.type
+
+    def allowed(self) -> str:
+        """What values are allowed, in words (for error messages and help)."""
+        base = self.base_type
+        if isinstance(base, type) and issubclass(base, enum.Enum):
+            return "one of " + ", ".join(str(m.value) for m in base)
+        parts = []
+        if self.meta.minimum is not None:
+            parts.append(f">= {self.meta.minimum:g}")
+        if self.meta.above is not None:
+            parts.append(f"> {self.meta.above:g}")
+        if self.meta.maximum is not None:
+            parts.append(f"<= {self.meta.maximum:g}")
+        kind = {int: "a whole number", float: "a finite number"}.get(base, "")
+        return " ".join([kind, " and ".join(parts)]).strip() or "any value"
+
+
+def declared(cls: type) -> list[Declared]:
+    """The declared options of dataclass ``cls``, in field order."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        meta = f.metadata.get(_KEY)
+        if meta is None:
+            continue
+        default = f.default if f.default is not MISSING else (
+            f.default_factory() if f.default_factory is not MISSING else MISSING)
+        out.append(Declared(f.name, hints[f.name], default, meta))
+    return out
+
+
+def _strip_optional(tp: Any) -> Any:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return tp
+
+
+# -- checking ----------------------------------------------------------------
+def check_value(d: Declared, value: Any, label: str | None = None) -> Any:
+    """``value`` converted to ``d``'s type and checked against its bounds; raises
+    SpecError naming the option (``label``, default its name) and what it allows."""
+    label = d.name if label is None else label
+    if value is None:
+        if d.optional or d.default is None:
+            return None
+        raise SpecError(f"{label}: a value is required ({d.allowed()})")
+    base = d.base_type
+    try:
+        value = _convert(base, value)
+    except (TypeError, ValueError):
+        raise SpecError(f"{label} {value!r}: not {d.allowed()}") from None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        _check_bounds(d, value, label)
+    return value
+
+
+def _convert(base: Any, value: Any) -> Any:
+    if isinstance(base, type) and issubclass(base, enum.Enum):
+        return value if isinstance(value, base) else base(value)
+    if base is bool:
+        if isinstance(value, bool):
+            return value
+        raise TypeError(value)
+    if base is int:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError(value)
+        return int(value)
+    if base is float:
+        if isinstance(value, bool):
+            raise TypeError(value)
+        return float(value)
+    if base is Path:
+        return Path(value)
+    if base is str:
+        return str(value)
+    if typing.get_origin(base) is tuple:
+        return tuple(value.items()) if isinstance(value, Mapping) else tuple(value)
+    return value
+
+
+def _check_bounds(d: Declared, value: float, label: str) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SpecError(f"{label} {value}: not {d.allowed()}")
+    m = d.meta
+    if (m.minimum is not None and value < m.minimum) or (m.above is not None and value <= m.above) \
+            or (m.maximum is not None and value > m.maximum):
+        raise SpecError(f"{label} {value:g}: must be {d.allowed()}")
+
+
+def validate(obj: Any) -> None:
+    """Check (and normalise: an enum from its value, an int from 2.0) every declared
+    field of dataclass instance ``obj``; for ``__post_init__`` of frozen dataclasses."""
+    for d in declared(type(obj)):
+        value = getattr(obj, d.name)
+        checked = check_value(d, value)
+        if checked is not value:
+            object.__setattr__(obj, d.name, checked)
+
+
+# -- routing keywords ------------------------------------------------------------
+def split(values: Mapping[str, Any], *classes: type, aliases: Mapping[str, str] | None = None
+          ) -> list[dict[str, Any]]:
+    """Route keyword values to the dataclass that declares each name (first wins).
+    Raises SpecError for a name no class declares, listing every accepted one."""
+    aliases = aliases or {}
+    names = [{f.name for f in dataclasses.fields(c) if f.init and not f.name.startswith("_")} for c in classes]
+    out: list[dict[str, Any]] = [{} for _ in classes]
+    unknown = []
+    for key, value in values.items():
+        key = aliases.get(key, key)
+        for i, accepted in enumerate(names):
+            if key in accepted:
+                out[i][key] = value
+                break
+        else:
+            unknown.append(key)
+    if unknown:
+        every = sorted(set().union(*names) | set(aliases))
+        raise SpecError(f"unknown option(s) {sorted(unknown)}; accepted: {', '.join(every)}")
+    return out
+
+
+# -- the command line ------------------------------------------------------------
+class ArgumentGroup(Protocol):
+    """What ``add_arguments`` needs of a parser: argparse's, or an adapter (pytest's)."""
+
+    def add_argument(self, *flags: str, **kwargs: Any) -> Any: ...
+
+
+def add_arguments(group: ArgumentGroup, cls: type, *,
+                  skip: Iterable[str] = (), defaults: Mapping[str, Any] | None = None) -> None:
+    """Add ``cls``'s declared options as flags. Values not given stay absent from the
+    parsed namespace (argparse.SUPPRESS), so the dataclass default is the only one;
+    ``defaults`` only changes what the help shows."""
+    skip = set(skip)
+    for d in declared(cls):
+        if not d.meta.cli or d.name in skip:
+            continue
+        shown = (defaults or {}).get(d.name, d.default)
+        _add(group, d, shown)
+
+
+def _add(group: ArgumentGroup, d: Declared, shown: Any) -> None:
+    help_text = d.meta.help + _default_text(shown, d.meta.units)
+    base = d.base_type
+    if base is bool:
+        if d.meta.off_flag:
+            group.add_argument(d.flag, dest=d.name, action="store_true", default=argparse.SUPPRESS,
+                               help=help_text)
+            group.add_argument(d.meta.off_flag, dest=d.name, action="store_false", default=argparse.SUPPRESS,
+                               help=f"the opposite of {d.flag}")
+        else:
+            group.add_argument(d.flag, dest=d.name, action="store_true", default=argparse.SUPPRESS, help=help_text)
+        return
+    if typing.get_origin(base) is tuple:
+        group.add_argument(d.flag, dest=d.name, action="append", default=argparse.SUPPRESS,
+                           metavar=d.meta.metavar, help=help_text + " (repeatable)")
+        return
+    choices = [m.value for m in base] if isinstance(base, type) and issubclass(base, enum.Enum) else None
+    metavar = d.meta.metavar or ("SECONDS" if d.meta.units == "s" else "N" if base is int else
+                                 "X" if base is float else None)
+    group.add_argument(d.flag, dest=d.name, type=_parser(d), default=argparse.SUPPRESS, choices=choices,
+                       metavar=None if choices else metavar, help=help_text)
+
+
+def _default_text(value: Any, units: str) -> str:
+    if value is MISSING or value is None or value == () or value is False:
+        return ""
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if isinstance(value, float):
+        value = f"{value:g}"
+    return f" (default {value}{units})"
+
+
+def _parser(d: Declared) -> Callable[[str], Any]:
+    base = d.base_type
+
+    def parse(text: str) -> Any:
+        if isinstance(base, type) and issubclass(base, enum.Enum):
+            return text  # argparse's choices say what is allowed
+        try:
+            if d.optional and text.lower() == "none":
+                return None
+            raw: Any = float(text) if base in (int, float) else text
+            return check_value(d, raw, label="")
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {d.allowed()}") from None
+        except SpecError as exc:
+            raise argparse.ArgumentTypeError(str(exc).strip()) from None
+
+    parse.__name__ = d.allowed()  # argparse names the type in "invalid ... value" messages
+    return parse
+
+
+def given(namespace: argparse.Namespace, cls: type) -> dict[str, Any]:
+    """The values of ``cls``'s options that were given on the command line."""
+    return {d.name: getattr(namespace, d.name) for d in declared(cls) if hasattr(namespace, d.name)}

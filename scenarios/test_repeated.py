@@ -1,0 +1,21 @@
+"""repeated: a spot fleet's life, interruptions as a Poisson process, with replacement.
+
+With torch's default rendezvous timing this scenario once never recovered: a
+replacement killed while it waited to join stayed in the rendezvous wait list
+until its keep-alive expired (15 s), and every round the survivors completed
+in the meantime was followed at once by another restart for the "waiting"
+dead node — a restart storm, then a round with a dead participant. The fleet
+below runs the fast preset (a dead node is dropped after 4 s).
+"""
+from __future__ import annotations
+
+import pytest
+from scenario_settings import CHECKPOINT_EVERY
+
+pytestmark = pytest.mark.slow
+
+
+def test_every_interruption_of_a_poisson_process_is_recovered_from(run_hypothesis):
+    run = run_hypothesis("repeated", checkpoint_every=CHECKPOINT_EVERY, provisioning_delay_s=2.0, max_restarts=20,
+                         rdzv_preset="fast", mtbf_s=20.0, run_for_s=45.0, seed=3)
+    assert len(run.faults) >= 2, "seed 3 over 45 s at a 20 s mean gives three interruptions"
