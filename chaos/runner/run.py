@@ -12,7 +12,8 @@ drives it with a few blocking calls that read like the hypothesis::
         assert recovery.lost_steps <= 20
 
 Leaving the block reverts what faults broke, stops everything (also on
-failure) and writes report.json.
+failure) and writes report.json. A report folder holds one run: a used one is
+refused before anything starts (chaos.runner.folder), unless ``overwrite``.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from chaos.faults.api import Fault, FaultRecord
 from chaos.faults.triggers import Trigger
 from chaos.platforms import create_platform
 from chaos.platforms.api import Platform
+from chaos.runner import folder
 from chaos.runner.ledger import ArmedFault, FaultLedger
 from chaos.spec import JobSpec
 from chaos.watchers.api import Watcher
@@ -53,9 +55,11 @@ class JobFailed(ChaosError):
 
 class ChaosRun:
     def __init__(self, report_dir: Path, *, platform: str = "local", scenario: str = "adhoc",
-                 platform_options: dict[str, Any] | None = None) -> None:
-        self.report_dir = report_dir.resolve()  # nodes run with another cwd: paths must be absolute
-        self.report_dir.mkdir(parents=True, exist_ok=True)
+                 platform_options: dict[str, Any] | None = None, overwrite: bool = False) -> None:
+        """Open the run's report folder: SpecError when it already holds a run (``overwrite``
+        deletes that run first), is a file or cannot be written. Starts nothing."""
+        # nodes run with another cwd: paths must be absolute
+        self.report_dir = folder.prepare(report_dir, overwrite=overwrite).resolve()
         self.scenario = scenario
         self.timeline = Timeline(self.report_dir / "timeline.jsonl")
         self.platform: Platform = create_platform(platform, self.timeline, self.report_dir,
