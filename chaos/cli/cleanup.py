@@ -8,6 +8,9 @@ what it would undo and changes nothing.
 
 Exit 0 when nothing is left open, 1 when an undo failed (the entry stays open
 for the next try), 2 on a usage or setup error.
+
+Processes a killed *local* run left on this machine (etcd, nodes, cgroups) are
+``elastic-chaos reap``'s business, not this command's.
 """
 from __future__ import annotations
 
@@ -47,7 +50,7 @@ def main(args: argparse.Namespace) -> int:
     journal = CleanupJournal(args.state_dir / JOURNAL_FILE, run_id)
     pending = journal.pending()
     if not pending:
-        print(f"nothing to clean up ({journal.path})")
+        print(f"nothing to clean up ({journal.path}); what a killed local run left running: `elastic-chaos reap`")
         return 0
     kinds = {u.kind for u in pending}
     aws = _aws(args) if kinds & {"delete-fis-template", "stop-fis-experiment"} else None

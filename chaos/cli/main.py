@@ -1,8 +1,12 @@
 """``elastic-chaos``: the command line. One module per subcommand.
 
 Exit codes CI can trust: 0 the hypothesis held, 1 it failed, 2 usage or setup
-error (bad option, missing etcd, ...). A ChaosError is printed as a message,
-never as a traceback.
+error (bad option, missing etcd, a used report folder, ...), 130 interrupted. A
+ChaosError is printed as a message, never as a traceback.
+
+Ctrl-C or SIGTERM stops the run and everything it started; a second one during
+that teardown is deferred, a third force-exits saying what may be left
+(chaos.signals). The last line after an interruption is checked, not assumed.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ EPILOG = r"""examples:
   elastic-chaos report reports/demo-20250101-120000
   elastic-chaos audit reports/ --baseline reports-last-release/
   elastic-chaos watch --etcd 127.0.0.1:2379 --run-id my-job --record reports/watch
+  elastic-chaos reap                     # stop what a killed local run left running
   elastic-chaos manifest --platform kubernetes --job-kind pytorchjob --nodes 1:4
 """
 
@@ -38,7 +43,7 @@ def _version() -> str:
 def build_parser(words: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser; ``words`` (the command line) lets ``run`` offer the options of the
     fault and platform it names."""
-    from chaos.cli import audit, cleanup, demo, doctor, faults_cmd, gameday, manifest, report_cmd, run, watch
+    from chaos.cli import audit, cleanup, demo, doctor, faults_cmd, gameday, manifest, reap, report_cmd, run, watch
 
     parser = argparse.ArgumentParser(
         prog="elastic-chaos", description="Chaos testing for elastic PyTorch training.",
@@ -55,6 +60,7 @@ def build_parser(words: list[str] | None = None) -> argparse.ArgumentParser:
     watch.register(sub)
     gameday.register(sub)
     cleanup.register(sub)
+    reap.register(sub)
     manifest.register(sub)
     return parser
 
@@ -82,17 +88,29 @@ def main(argv: list[str] | None = None) -> int:
         args.script_argv = script  # `run ... -- train.py args`: the training command, untouched
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    from chaos.signals import terminate_cleanly
-    terminate_cleanly()  # `kill PID` stops the run and everything it started, as Ctrl-C does
+    from chaos import signals
+    signals.install()  # Ctrl-C and `kill PID` stop the run and everything it started; teardown is not interrupted
     try:
         code: int = args.func(args)
         return code
     except ChaosError as exc:
         print(f"elastic-chaos: error: {exc}", file=sys.stderr)
+        _say_leftovers(signals.leftovers())
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("elastic-chaos: interrupted; everything started was stopped", file=sys.stderr)
-        return 130
+        left = signals.leftovers()
+        if left:
+            print("elastic-chaos: interrupted", file=sys.stderr)
+            _say_leftovers(left)
+        else:
+            print("elastic-chaos: interrupted; everything started was stopped", file=sys.stderr)
+        return signals.FORCED_EXIT
+
+
+def _say_leftovers(left: list[str]) -> None:
+    if left:
+        print(f"elastic-chaos: NOT stopped: {'; '.join(left)}. The run's watchdog stops them when this command "
+              "exits; if they remain, `elastic-chaos reap` does", file=sys.stderr)
 
 
 if __name__ == "__main__":

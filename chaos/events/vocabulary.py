@@ -237,6 +237,13 @@ class RunnerEv:
     """The rendezvous store was stopped by a fault (``how``)."""
     STORE_STARTED = _t(Source.RUNNER, "store_started")
     """The rendezvous store is back."""
+    REAPED = _t(Source.RUNNER, "reaped")
+    """The local platform stopped what a runner that is gone left running (``run_id``, ``by``: its
+    watchdog or a later run, ``killed``: PID -> what, ``removed``, ``errors``); in the dead run's
+    timeline when its watchdog did it, in the new run's when a later run did."""
+    LEFTOVERS = _t(Source.RUNNER, "leftovers")
+    """The local platform's own stop missed processes of the run and killed them afterwards
+    (``killed``: PID -> tag); a bug worth a look, not a failure of the job."""
 
 
 NAMESPACES: tuple[type, ...] = (FaultEv, RdzvEv, AgentEv, ProgressEv, CheckpointEv, NodeEv, RunnerEv)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from chaos import signals
 from chaos.analysis import recovery as analysis
 from chaos.analysis.invariants import SplitBrain, split_brains
 from chaos.analysis.samples import SampleAccount, account_samples
@@ -101,10 +102,17 @@ class ChaosRun:
             w.start()
 
     def close(self) -> None:
-        """Revert faults, stop watchers and the job, then write report.json. Idempotent."""
+        """Revert faults, stop watchers and the job, then write report.json. Idempotent.
+
+        Ctrl-C or SIGTERM during close does not interrupt it (chaos.signals.deferred): a
+        second one says stopping is under way, a third force-exits saying what may be left."""
         if self._closed:
             return
         self._closed = True
+        with signals.deferred():
+            self._teardown()
+
+    def _teardown(self) -> None:
         # what the nodes print from here on (workers failing as their peers stop) is
         # the toolkit tearing the job down, not the job's behaviour: say so first
         self.phase("teardown")

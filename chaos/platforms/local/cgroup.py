@@ -11,6 +11,7 @@ without them the platform falls back to signalling tagged processes
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import time
@@ -19,7 +20,10 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 _CANDIDATE_ROOTS = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified"))
-TOP = "elastic-chaos"
+TOP = "elastic-chaos-local"
+"""The local platform's own parent cgroup. Not ``elastic-chaos``: the local Kubernetes
+cluster (kind/cluster) keeps its nodes there and SIGKILLs every process under it when
+it goes down, which took local runs' nodes with it."""
 
 
 def find_root() -> Path | None:
@@ -96,14 +100,45 @@ class NodeCgroups:
             time.sleep(0.01)
         return pids
 
-    def remove(self) -> None:
-        """Delete the run's (empty) cgroups. Idempotent; leaves populated ones in place."""
+    @classmethod
+    def of_run(cls, path: str, run_id: str) -> NodeCgroups | None:
+        """The cgroups of run ``run_id`` at ``path`` (as a registry recorded it), or None when
+        ``path`` is not such a folder under a cgroup v2 hierarchy's TOP (never touched then)."""
+        p = Path(path)
+        if ".." in p.parts or p.name != run_id or p.parent.name != TOP or \
+                not any(p.parent.parent == root for root in _CANDIDATE_ROOTS) or not p.is_dir():
+            return None
+        return cls(p.parent, run_id)
+
+    def nodes(self) -> list[str]:
+        """Names of the node cgroups that exist now."""
+        try:
+            return sorted(c.name for c in self.dir.iterdir() if c.is_dir())
+        except FileNotFoundError:
+            return []
+
+    def kill_all(self) -> set[int]:
+        """Kill every process in every node cgroup of the run (thawed first); blocks until none
+        is left. Idempotent."""
+        hit: set[int] = set()
+        for node in self.nodes():
+            if self.is_frozen(node):
+                self.thaw(node)
+            hit |= self.kill(node)
+        return hit
+
+    def remove(self, timeout_s: float = 10.0) -> None:
+        """Delete the run's cgroups. Blocks until each is empty, for up to ``timeout_s``: a
+        killed process stays in its cgroup until its parent (often init, for an orphan)
+        reaps it, and the kernel refuses to remove a cgroup until then. Idempotent; leaves a
+        cgroup still populated after that in place (logged)."""
         if not self.dir.exists():
             return
+        deadline = time.monotonic() + timeout_s
         for child in self.dir.iterdir():
             if child.is_dir():
-                _rmdir(child)
-        _rmdir(self.dir)
+                _rmdir(child, deadline)
+        _rmdir(self.dir, deadline)
 
     def _write(self, node: str, name: str, value: str) -> None:
         (self.path(node) / name).write_text(value)
@@ -116,8 +151,15 @@ class NodeCgroups:
             time.sleep(0.01)
 
 
-def _rmdir(path: Path) -> None:
-    try:
-        path.rmdir()
-    except OSError as exc:
-        log.warning("could not remove cgroup %s: %s", path, exc)
+def _rmdir(path: Path, deadline: float) -> None:
+    while True:
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or time.monotonic() > deadline:
+                log.warning("could not remove cgroup %s: %s", path, exc)
+                return
+        time.sleep(0.05)

@@ -5,7 +5,10 @@ torch's ``etcd-v2`` rendezvous backend speaks etcd's v2 HTTP API, which etcd
 version-checked before use, and a 3.6 is refused with the alternatives named.
 
 Servers listen on 127.0.0.1 only, keep their own data directory and log file,
-and are stopped by PID (never by name).
+and are stopped by process group (never by name): each is started as the leader
+of a group of its own, so an etcd that forks (a wrapper script, a supervisor)
+leaves no child behind. Each dies with the process that started it (the kernel's
+death signal, :mod:`chaos.platforms.local.lifeline`).
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from chaos.errors import EtcdError
+from chaos.platforms.local import lifeline, procs
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +136,8 @@ class EtcdServer:
     peer_port: int | None = None
     ready_timeout_s: float = 30.0
     log_path: Path | None = None
+    env: dict[str, str] | None = None
+    """Variables added to etcd's environment (the local platform tags it with its run)."""
     version: tuple[int, int, int] | None = field(default=None, init=False)
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _ports_fixed: bool = field(default=False, init=False, repr=False)
@@ -198,8 +204,9 @@ class EtcdServer:
     def _spawn_and_wait(self) -> None:
         assert self.log_path is not None
         with open(self.log_path, "ab") as logf:
-            self._proc = subprocess.Popen(self._command(), stdout=logf, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, start_new_session=True)
+            self._proc = lifeline.popen(self._command(), stdout=logf, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True,
+                                        env={**os.environ, **(self.env or {})})
         deadline = time.monotonic() + self.ready_timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
@@ -233,40 +240,67 @@ class EtcdServer:
         return self._proc is not None and self._proc.poll() is None
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop the server by PID: SIGTERM, then SIGKILL. Idempotent."""
-        self.resume()  # a stopped process would not act on SIGTERM
+        """Stop the server and every process of its group: SIGTERM, then SIGKILL for what is
+        left after ``timeout_s``. Blocks until the group is gone. Idempotent."""
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
+        if proc is None:
             return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout_s)
+        _signal_group(proc.pid, signal.SIGCONT)  # a stopped process would not act on SIGTERM
+        self._paused = False
+        _signal_group(proc.pid, signal.SIGTERM)
+        _end_group(proc, timeout_s)
 
     @property
     def paused(self) -> bool:
         return self._paused
 
     def pause(self) -> None:
-        """SIGSTOP the server: it keeps its port, accepts connections, answers nothing."""
+        """SIGSTOP the server's group: it keeps its port, accepts connections, answers nothing."""
         if self._proc is not None and self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGSTOP)
+            _signal_group(self._proc.pid, signal.SIGSTOP)
             self._paused = True
 
     def resume(self) -> None:
-        """SIGCONT a paused server. Idempotent."""
+        """SIGCONT a paused server's group. Idempotent."""
         if self._proc is not None and self._paused:
-            self._proc.send_signal(signal.SIGCONT)
+            _signal_group(self._proc.pid, signal.SIGCONT)
         self._paused = False
 
     def kill(self) -> None:
-        """Hard-stop the server (SIGKILL): the etcd-outage fault's crash variant. Idempotent."""
+        """Hard-stop the server's group (SIGKILL): the etcd-outage fault's crash variant. Idempotent."""
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+        self._paused = False
+        if proc is not None:
+            _signal_group(proc.pid, signal.SIGKILL)
+            _end_group(proc, 10.0)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    """``sig`` to process group ``pgid`` while it has a live member (its leader may be gone)."""
+    if not procs.group_members(pgid):
+        return
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _end_group(leader: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """Wait for the group led by ``leader`` to be gone (its leader reaped); SIGKILL what is left
+    after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and (leader.poll() is None or procs.group_members(leader.pid)):
+        time.sleep(0.02)
+    if leader.poll() is None or procs.group_members(leader.pid):
+        log.warning("etcd group %d still alive %.0fs after SIGTERM: SIGKILL", leader.pid, timeout_s)
+        _signal_group(leader.pid, signal.SIGKILL)
+        leader.wait(timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while procs.group_members(leader.pid):
+            if time.monotonic() > deadline:
+                raise EtcdError(f"processes of etcd's group {leader.pid} survived SIGKILL: "
+                                f"{sorted(procs.group_members(leader.pid))}")
+            time.sleep(0.02)
 
 
 class _PortRace(Exception):

@@ -22,6 +22,7 @@ import ctypes
 import ctypes.util
 import ipaddress
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -71,11 +72,15 @@ class NodeNetwork:
         self._up = True
         _ip("link", "set", self.bridge, "up")
 
-    def add_node(self, node: str) -> NodeNet:
+    def plan(self, node: str) -> NodeNet:
+        """The namespace, address and link the next :meth:`add_node` makes (nothing is made)."""
         index = self._next
+        return NodeNet(node=node, netns=f"elastic-chaos-{self.short}-{node}",
+                       address=str(SUBNET.network_address + index), host_veth=f"ec{self.short}-{index}")
+
+    def add_node(self, node: str) -> NodeNet:
+        net = self.plan(node)
         self._next += 1
-        net = NodeNet(node=node, netns=f"elastic-chaos-{self.short}-{node}",
-                      address=str(SUBNET.network_address + index), host_veth=f"ec{self.short}-{index}")
         peer = f"{net.host_veth}p"
         _ip("netns", "add", net.netns)
         self.nodes[node] = net
@@ -117,6 +122,35 @@ class NodeNetwork:
         if self._up:
             _run(["ip", "link", "del", self.bridge], check=False)
             self._up = False
+
+
+_OUR_NETNS = re.compile(r"elastic-chaos-[A-Za-z0-9_.]{1,6}-node-\d+")
+_OUR_LINK = re.compile(r"ecb[A-Za-z0-9_.]{1,6}|ec[A-Za-z0-9_.]{1,6}-\d+")
+
+
+def remove_leftovers(namespaces: list[str], links: list[str]) -> tuple[list[str], list[str]]:
+    """Delete network namespaces and links a run recorded (what a killed runner left), by
+    name, only names this module makes. Returns (removed, errors); idempotent (a gone one
+    is neither)."""
+    removed: list[str] = []
+    errors: list[str] = []
+    existing = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+                                  timeout=30, check=False).stdout.split())
+    for name in namespaces:
+        if _OUR_NETNS.fullmatch(name) and name in existing:
+            _delete(["ip", "netns", "del", name], f"network namespace {name}", removed, errors)
+    for link in links:
+        if _OUR_LINK.fullmatch(link) and Path(f"/sys/class/net/{link}").exists():
+            _delete(["ip", "link", "del", link], f"link {link}", removed, errors)
+    return removed, errors
+
+
+def _delete(cmd: list[str], what: str, removed: list[str], errors: list[str]) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
+    if proc.returncode == 0:
+        removed.append(what)
+    else:
+        errors.append(f"could not remove {what}: {proc.stderr.strip()}")
 
 
 def socket_in_netns(netns: str, address: tuple[str, int]) -> socket.socket:

@@ -21,16 +21,19 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
-from chaos.errors import InjectionFailed, PlatformError, SetupError, SpecError
+from chaos.errors import ChaosError, InjectionFailed, PlatformError, SetupError, SpecError
 from chaos.events import NodeEv, RunnerEv, Timeline
 from chaos.options import option, validate
 from chaos.platforms.api import Capability, Hit, NodeInfo, NodePool, NodeState, Platform, StoreOutage
-from chaos.platforms.local import netns, procs
+from chaos.platforms.local import lifeline, netns, procs
 from chaos.platforms.local.cgroup import NodeCgroups, find_root
 from chaos.platforms.local.etcd import EtcdServer, free_port
+from chaos.platforms.local.guard import RunGuard
 from chaos.platforms.local.imds import MetadataStandIn
 from chaos.platforms.local.relay import StallableRelay
 from chaos.spec import JobSpec, RdzvBackend, locate_script
@@ -57,6 +60,8 @@ class LocalOptions(NodePool):
                                                     "network namespace per node (root; partitions need it)")
     use_cgroups: bool | None = option(None, "a cgroup per node for atomic freeze/kill; None: when available "
                                             "(root, cgroup v2)", cli=False)
+    state_dir: Path | None = option(None, "where live runs are registered, so that what a killed runner left "
+                                          "is reaped (default $ELASTIC_CHAOS_STATE or ~/.elastic-chaos)", cli=False)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -101,6 +106,7 @@ class LocalPlatform(Platform):
         self._c10d_host = "127.0.0.1"
         self._workdir: Path | None = None
         self._script: tuple[str, ...] = ()
+        self.guard: RunGuard | None = None
 
     def node_pool(self) -> NodePool:
         return self.options
@@ -157,11 +163,14 @@ class LocalPlatform(Platform):
         self._workdir = self._prepare_workdir(job)
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        self.guard = RunGuard(self.timeline, self.work_dir, job.run_id, self.options.state_dir)
+        self.guard.open()  # before anything starts: a run that dies from here on is reaped
         self._setup_isolation(job)
         if job.rdzv.backend.needs_etcd():
             self.etcd = EtcdServer(self.work_dir / "etcd-data", binary=_opt_path(self.options.etcd_binary),
-                                   log_path=self.work_dir / "etcd.log")
+                                   log_path=self.work_dir / "etcd.log", env={procs.TAG_VAR: f"{job.run_id}/etcd"})
             self.etcd.start()
+            self.guard.etcd_started(self.etcd.pid)
             self.timeline.emit(RunnerEv.ETCD_STARTED, endpoint=self.etcd.endpoint,
                                pid=self.etcd.pid, version=".".join(map(str, self.etcd.version or ())))
         else:
@@ -176,8 +185,10 @@ class LocalPlatform(Platform):
         self._pool.start()
 
     def _setup_isolation(self, job: JobSpec) -> None:
+        assert self.guard is not None
         if self.options.network is NetworkMode.ISOLATED:
             self.network = netns.NodeNetwork(job.run_id)
+            self.guard.network(links=(self.network.bridge,))
             self.network.setup()
         use = self.options.use_cgroups
         root = find_root() if use is not False else None
@@ -186,6 +197,7 @@ class LocalPlatform(Platform):
                              "cgroup.kill was found (needs root and cgroup v2)")
         if root is not None:
             self.cgroups = NodeCgroups(root, job.run_id)
+            self.guard.cgroups(self.cgroups.dir)
         self.timeline.emit(RunnerEv.ISOLATION, network=self.options.network.value,
                            cgroups=str(self.cgroups.dir) if self.cgroups else None)
 
@@ -214,6 +226,8 @@ class LocalPlatform(Platform):
             return False
 
     def _stop(self) -> None:
+        # every step is tried whatever the others did; what failed is said at the end
+        errors: list[str] = []
         self._stop_pool.set()
         if self._pool is not None:
             self._pool.join(10)
@@ -222,20 +236,32 @@ class LocalPlatform(Platform):
             for node in self._nodes.values():
                 if node.info.state.is_alive():
                     node.info = replace(node.info, state=NodeState.STOPPED)
-                self._kill_processes(node)
-                _reap(node.proc)
-                node.imds.close()
-                if node.relay is not None:
-                    node.relay.close()
+                _attempt(errors, f"stopping {node.info.name}", partial(self._stop_node, node))
         if self.etcd is not None:
-            self.etcd.stop()
+            _attempt(errors, "stopping etcd", self.etcd.stop)
             self.etcd = None
+        guard, self.guard = self.guard, None
+        if guard is not None:
+            _attempt(errors, "sweeping the run's processes", guard.sweep)
         if self.network is not None:
-            self.network.teardown()
+            _attempt(errors, "removing the node network", self.network.teardown)
         if self.cgroups is not None:
-            self.cgroups.remove()
+            _attempt(errors, "removing the cgroups", self.cgroups.remove)
+        if guard is not None:
+            _attempt(errors, "checking that nothing of the run is left", guard.close)
         if self._pool_error is not None:
-            raise PlatformError(f"node pool failed: {self._pool_error}") from self._pool_error
+            errors.append(f"node pool failed: {self._pool_error}")
+        if errors:
+            raise PlatformError("; ".join(errors))
+
+    def _stop_node(self, node: _Node) -> None:
+        try:
+            self._kill_processes(node)
+            _reap(node.proc)
+        finally:
+            node.imds.close()
+            if node.relay is not None:
+                node.relay.close()
 
     # -- nodes -------------------------------------------------------------
     def nodes(self) -> list[NodeInfo]:
@@ -325,10 +351,10 @@ class LocalPlatform(Platform):
                 cmd = self.network.wrap(name, cmd)
             if self.cgroups is not None:  # outermost: `ip netns exec` remounts /sys without the cgroups
                 cmd = self.cgroups.wrap(name, cmd)
-            with open(log_path, "ab") as logf:
-                proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, env=env, cwd=self._workdir or self.work_dir,
-                                        start_new_session=True)
+            # a fresh log per node (names are never reused in a run); the agent dies with the runner
+            with open(log_path, "wb") as logf:
+                proc = lifeline.popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                      env=env, cwd=self._workdir or self.work_dir, start_new_session=True)
             info = NodeInfo(name=name, state=NodeState.RUNNING, started_at=time.time(),
                             agent_pid=proc.pid, replaces=replaces,
                             labels={"address": rec_address})
@@ -341,6 +367,9 @@ class LocalPlatform(Platform):
     def _node_network(self, name: str) -> tuple[str, StallableRelay | None, MetadataStandIn]:
         if self.network is None:
             return "127.0.0.1", None, MetadataStandIn(name).start()
+        assert self.guard is not None
+        planned = self.network.plan(name)  # recorded before it exists: a runner killed now leaves nothing unknown
+        self.guard.network(netns=planned.netns, links=(planned.host_veth,))
         net = self.network.add_node(name)
         imds = MetadataStandIn(name, listener=self.network.listen_in(name)).start()
         relay = None
@@ -507,7 +536,17 @@ class LocalPlatform(Platform):
         if self.etcd.is_running():
             return Hit(node="etcd", at=time.time(), action="already-running", pids=(self.etcd.pid or 0,))
         self.etcd.start()
+        if self.guard is not None:
+            self.guard.etcd_started(self.etcd.pid)
         return Hit(node="etcd", at=time.time(), action="started", pids=(self.etcd.pid or 0,))
+
+
+def _attempt(errors: list[str], what: str, step: Callable[[], object]) -> None:
+    try:
+        step()
+    except (ChaosError, OSError, TimeoutError, subprocess.SubprocessError) as exc:
+        log.exception("%s failed", what)
+        errors.append(f"{what}: {exc}")
 
 
 def _reap(proc: subprocess.Popen[bytes]) -> None:
