@@ -150,3 +150,34 @@ def test_run_with_an_unwritable_report_dir_is_exit_2(unwritable):
     assert_refused(out, "--report-dir")
     with contextlib.suppress(FileNotFoundError):
         assert list(unwritable.iterdir()) == []
+
+
+# -- the probe: two runs into one folder -----------------------------------------------
+def events(folder: Path) -> list[dict]:
+    import json
+    return [json.loads(line) for line in (folder / "timeline.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_a_second_run_into_the_same_folder_is_refused_and_an_overwrite_starts_clean(tmp_path):
+    target, state = tmp_path / "r", {"ELASTIC_CHAOS_STATE": str(tmp_path / "state")}
+    first = cli("run", "kill-node", "--quiet", "--steady-steps", "25", "--checkpoint-every", "10",
+                "--no-replace", "--report-dir", str(target), env=state)
+    assert first.returncode in (0, 1), first.stderr[-3000:]
+    assert list((target / "checkpoints").glob("ckpt-*.pt"))          # evidence a second run could reuse
+
+    second = cli("run", "kill-node", "--quiet", "--report-dir", str(target), env=state)
+    assert_refused(second, "already holds a run", "--overwrite")
+
+    third = cli("run", "kill-node", "--quiet", "--steady-steps", "25", "--checkpoint-every", "10",
+                "--no-replace", "--overwrite", "--report-dir", str(target), env=state)
+    assert third.returncode in (0, 1), third.stderr[-3000:]
+    evs = events(target)
+    started = [e for e in evs if e["kind"] == "job_started"]
+    assert len(started) == 1                                          # one run's timeline
+    assert min(e["t"] for e in evs) >= started[0]["t"] - 5            # nothing from before it began
+    loaded = [e for e in evs if e["source"] == "checkpoint" and e["kind"] == "loaded"]
+    assert loaded and min(e["t"] for e in loaded) == min(e["t"] for e in loaded if e["data"]["step"] == 0)
+    injected = next(e for e in evs if e["kind"] == "injected")
+    steps = [e for e in evs if e["kind"] == "step" and e["t"] < injected["t"]]
+    assert max(e["data"]["step"] for e in steps) >= 25               # the fault came after its own steady state
