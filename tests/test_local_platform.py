@@ -125,3 +125,44 @@ def test_hitting_a_dead_node_is_a_failed_injection(platform_factory):
         platform.kill_node("node-1")
     with pytest.raises(InjectionFailed, match="no node named node-9"):
         platform.kill_node("node-9")
+
+
+# -- issue 15: the job's own listeners (finding 7), a run's own evidence (finding 1) -------------
+@pytest.fixture
+def training_job(tmp_path):
+    """The reference trainer on two local nodes (etcd-v2, host networking), stopped afterwards."""
+    timeline = Timeline(tmp_path / "timeline.jsonl")
+    platform = LocalPlatform(timeline, tmp_path, LocalOptions(replace_lost_nodes=False,
+                                                              state_dir=tmp_path / "state"))
+    nodes = tmp_path / "nodes"
+    nodes.mkdir()
+    (nodes / "node-0.log").write_text('ELASTIC_CHAOS {"ev":"step","t":1,"rank":0,"step":999}\n')  # a stale log
+    platform.start(JobSpec(nodes="2:2", trainer_args=("--step-time", "0.05")))
+    yield platform
+    platform.stop()
+    timeline.close()
+
+
+def steps_of(log) -> list[dict]:
+    import json
+    return [json.loads(line.split("ELASTIC_CHAOS ", 1)[1]) for line in log.read_text().splitlines()
+            if '"ev":"step"' in line]
+
+
+def test_no_process_of_a_running_job_listens_on_every_interface(training_job):
+    from listening import on_every_interface
+    platform = training_job
+    logs = platform.node_logs()
+    wait_until(lambda: all(any(s["step"] >= 5 and s["step"] != 999 for s in steps_of(p)) for p in logs.values()),
+               timeout=120, what="both nodes training")
+    job = {pid: f"{node} process" for node in logs for pid in platform.node_pids(node)}
+    assert platform.etcd is not None and platform.etcd.pid is not None
+    job[platform.etcd.pid] = "etcd"
+    assert len(job) >= 5                                   # etcd, two agents, two workers
+    assert on_every_interface(job) == {}
+
+
+def test_a_node_log_is_written_fresh_not_appended_to(training_job):
+    log = training_job.node_logs()["node-0"]
+    wait_until(lambda: steps_of(log), timeout=120, what="node-0 training")
+    assert 999 not in [s["step"] for s in steps_of(log)]

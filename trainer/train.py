@@ -5,7 +5,8 @@ DistributedDataParallel over gloo on CPU (NCCL when CUDA is present), atomic
 checkpoints every N steps on a shared directory, resume from the newest
 complete checkpoint, and an emergency checkpoint when the node is told it is
 going away (SIGTERM). A configurable step time makes a CPU run pace like a GPU
-run without burning the cores the rest of the job needs.
+run without burning the cores the rest of the job needs. Rank 0 hosts the job's
+store on MASTER_ADDR only (torch's env:// binds every interface).
 
 Everything it does is reported through :mod:`trainer.progress`.
 """
@@ -13,11 +14,14 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import ipaddress
 import os
 import signal
+import socket
 import sys
 import time
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -25,6 +29,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed import PrefixStore, TCPStore  # type: ignore[attr-defined]  # public, not re-exported in its stubs
 from torch.nn.parallel import DistributedDataParallel
 
 from trainer import checkpoint, progress
@@ -102,6 +107,61 @@ def pick_backend(choice: str) -> tuple[str, torch.device]:
     return "gloo", torch.device("cpu")
 
 
+def init_process_group(backend: str, timeout: datetime.timedelta) -> None:
+    """torchrun's env:// rendezvous, except that the store rank 0 hosts listens on MASTER_ADDR
+    only (torch's own binds every interface; it has no option to do otherwise)."""
+    store = bound_store(timeout)
+    if store is None:
+        dist.init_process_group(backend, timeout=timeout)
+        return
+    # as env:// does: the default group's keys under a prefix of the (multi-tenant) store
+    dist.init_process_group(backend, store=PrefixStore("default_pg", store), rank=int(os.environ["RANK"]),
+                            world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
+
+
+def bound_store(timeout: datetime.timedelta) -> TCPStore | None:
+    """The job's TCPStore, rank 0 hosting it on a socket bound to MASTER_ADDR (every rank
+    makes the same choice); None where :func:`store_address` says to leave it to env://."""
+    where = store_address(os.environ)
+    if where is None:
+        return None
+    addr, port = where
+    fd = listen_only_on(addr, port).detach() if int(os.environ["RANK"]) == 0 else None
+    return TCPStore(addr, port, int(os.environ["WORLD_SIZE"]), fd is not None, timeout, multi_tenant=True,
+                    master_listen_fd=fd)
+
+
+def store_address(env: Mapping[str, str]) -> tuple[str, int] | None:
+    """Where rank 0 should host the store, bound to that address only; None (plain env://)
+    where binding would be wrong or is not ours to do: the agent hosts the store
+    (TORCHELASTIC_USE_AGENT_STORE=True), or MASTER_ADDR is a host name and ranks run on other
+    machines (it may resolve to another address there)."""
+    if env.get("TORCHELASTIC_USE_AGENT_STORE") == "True" or "MASTER_ADDR" not in env:
+        return None
+    addr, world = env["MASTER_ADDR"], int(env["WORLD_SIZE"])
+    if not (_is_ip(addr) or int(env.get("LOCAL_WORLD_SIZE", "0")) == world):
+        return None
+    return addr, int(env["MASTER_PORT"])
+
+
+def listen_only_on(addr: str, port: int) -> socket.socket:
+    """A TCP socket listening on ``addr:port`` (resolved as the other ranks resolve it)."""
+    family, kind, proto, _, sockaddr = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(sockaddr)
+    sock.listen(1024)
+    return sock
+
+
+def _is_ip(addr: str) -> bool:
+    try:
+        ipaddress.ip_address(addr)
+    except ValueError:
+        return False
+    return True
+
+
 def build_model(device: torch.device) -> nn.Module:
     torch.manual_seed(1234)  # identical init everywhere; DDP also broadcasts rank 0's
     return nn.Sequential(nn.Linear(FEATURES, 64), nn.ReLU(), nn.Linear(64, 1)).to(device)
@@ -112,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     Stop.install()
     progress.report_start(backend=args.backend)
     backend, device = pick_backend(args.backend)
-    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=args.pg_timeout))
+    init_process_group(backend, datetime.timedelta(seconds=args.pg_timeout))
     rank, world = dist.get_rank(), dist.get_world_size()
 
     model = build_model(device)

@@ -6,9 +6,23 @@ node also lives in its own cgroup (:mod:`chaos.platforms.local.cgroup`), so it c
 be frozen or killed by the kernel in one step, and optionally in its own
 network namespace (:mod:`chaos.platforms.local.netns`), so a partition is a real
 black hole. Each node has a metadata stand-in (:mod:`chaos.platforms.local.imds`)
-where spot notices appear. A node's output is appended to
+where spot notices appear. A node's output goes to a fresh
 ``nodes/<name>.log``. The node pool plays the autoscaler: a node lost to a
 fault is replaced after a provisioning delay.
+
+Nothing outlives the runner: agents and etcd are started with the kernel's
+death signal (:mod:`~chaos.platforms.local.lifeline`), and the run's guard
+(:mod:`~chaos.platforms.local.guard`) registers the run, starts its watchdog,
+reaps what killed runners left, and verifies at stop that nothing of the run
+is alive.
+
+What listens where: on host networking every node gets ``--local-addr
+127.0.0.1`` (the workers' MASTER_ADDR, where the reference trainer binds its
+store) and gloo/NCCL on ``lo``. torch binds the c10d rendezvous store (in the
+first agent) and a static master store to every interface and offers no option
+against it; so c10d nodes run in network namespaces by default when root
+(``network=auto``), and elsewhere the platform says the store is exposed
+(README "Security").
 """
 from __future__ import annotations
 
@@ -42,6 +56,9 @@ log = logging.getLogger(__name__)
 
 
 class NetworkMode(str, enum.Enum):
+    AUTO = "auto"
+    """Isolated where torch cannot keep the job's own listeners on loopback (c10d) and
+    namespaces are available (root); host otherwise."""
     HOST = "host"
     """Every node on the host's loopback: a dead peer is noticed at once (RST)."""
     ISOLATED = "isolated"
@@ -56,8 +73,10 @@ class LocalOptions(NodePool):
                                      metavar="PATH")
     python: str = option(sys.executable, "interpreter that runs torchrun and the workers", cli=False)
     poll_interval_s: float = option(0.1, "how often the pool checks its nodes' processes", above=0, cli=False)
-    network: NetworkMode = option(NetworkMode.HOST, "host: every node on the host's loopback; isolated: a "
-                                                    "network namespace per node (root; partitions need it)")
+    network: NetworkMode = option(NetworkMode.AUTO, "host: every node on the host's loopback; isolated: a "
+                                                    "network namespace per node (root; partitions need it); auto: "
+                                                    "isolated for c10d when root (its store listens on every "
+                                                    "interface), host otherwise")
     use_cgroups: bool | None = option(None, "a cgroup per node for atomic freeze/kill; None: when available "
                                             "(root, cgroup v2)", cli=False)
     state_dir: Path | None = option(None, "where live runs are registered, so that what a killed runner left "
@@ -143,13 +162,30 @@ class LocalPlatform(Platform):
             reason = netns.unavailable_reason()
             if reason:
                 return "partitions need isolated node networking: " + reason
-            if self.options.network is not NetworkMode.ISOLATED:
+            if self.network_mode() is not NetworkMode.ISOLATED:
                 return ("partitions need the platform option network=isolated (nodes in their own "
                         "network namespaces); on the host's loopback a dead peer is always answered")
         if capability is Capability.STORE_OUTAGE and self.job is not None \
                 and not self.job.rdzv.backend.needs_etcd():
             return "the c10d store lives inside a node; use store-host-loss instead"
         return None
+
+    def network_mode(self, job: JobSpec | None = None) -> NetworkMode:
+        """The network the nodes run on: the option, with ``auto`` resolved for ``job`` (by
+        default the running one; before a job, auto is host)."""
+        mode = self.options.network
+        if mode is not NetworkMode.AUTO:
+            return mode
+        job = job or self.job
+        if job is not None and job.rdzv.backend is RdzvBackend.C10D and netns.unavailable_reason() is None:
+            return NetworkMode.ISOLATED
+        return NetworkMode.HOST
+
+    def interface_env(self, job: JobSpec) -> dict[str, str]:
+        """gloo's and NCCL's interface: the node's own (loopback on host networking), so the
+        job's traffic and listeners stay there; a value the job's ``env`` sets wins."""
+        iface = "eth0" if self.network is not None else "lo"
+        return {k: iface for k in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME") if k not in dict(job.env)}
 
     def store_host(self) -> str | None:
         if self.job is None or self.job.rdzv.backend is not RdzvBackend.C10D:
@@ -186,7 +222,8 @@ class LocalPlatform(Platform):
 
     def _setup_isolation(self, job: JobSpec) -> None:
         assert self.guard is not None
-        if self.options.network is NetworkMode.ISOLATED:
+        mode = self.network_mode(job)
+        if mode is NetworkMode.ISOLATED:
             self.network = netns.NodeNetwork(job.run_id)
             self.guard.network(links=(self.network.bridge,))
             self.network.setup()
@@ -198,8 +235,11 @@ class LocalPlatform(Platform):
         if root is not None:
             self.cgroups = NodeCgroups(root, job.run_id)
             self.guard.cgroups(self.cgroups.dir)
-        self.timeline.emit(RunnerEv.ISOLATION, network=self.options.network.value,
-                           cgroups=str(self.cgroups.dir) if self.cgroups else None)
+        exposed = exposed_listeners(job, mode)
+        for what in exposed:
+            log.warning("%s", what)
+        self.timeline.emit(RunnerEv.ISOLATION, network=mode.value,
+                           cgroups=str(self.cgroups.dir) if self.cgroups else None, exposed=exposed)
 
     def _wait_for_store(self, host: str, timeout_s: float = 120.0) -> None:
         # c10d: whichever agent binds the port first hosts the store. Starting the
@@ -309,8 +349,8 @@ class LocalPlatform(Platform):
                "--rdzv-backend", job.rdzv.backend.value,
                "--rdzv-endpoint", self.rdzv_endpoint(job), "--rdzv-id", job.run_id,
                "--max-restarts", str(job.max_restarts)]
-        if self.network is not None:
-            cmd += ["--local-addr", address]
+        # torchrun's --local-addr is the workers' MASTER_ADDR: the trainer binds its store there
+        cmd += ["--local-addr", address]
         conf = job.rdzv.conf()
         if job.rdzv.backend is RdzvBackend.C10D:
             # Say who hosts the store, as a PyTorchJob does for worker-0: torch's own
@@ -344,8 +384,7 @@ class LocalPlatform(Platform):
                         "PYTHONUNBUFFERED": "1", "ELASTIC_CHAOS_NODE_NAME": name,
                         "CHECKPOINT_DIR": str(self.checkpoint_dir),
                         "AWS_EC2_METADATA_SERVICE_ENDPOINT": imds.endpoint})
-            if self.network is not None:
-                env.update({"GLOO_SOCKET_IFNAME": "eth0", "NCCL_SOCKET_IFNAME": "eth0"})
+            env.update(self.interface_env(job))
             cmd = self._command(job, rec_address, store_host=store_host)
             if self.network is not None:
                 cmd = self.network.wrap(name, cmd)
@@ -547,6 +586,16 @@ def _attempt(errors: list[str], what: str, step: Callable[[], object]) -> None:
     except (ChaosError, OSError, TimeoutError, subprocess.SubprocessError) as exc:
         log.exception("%s failed", what)
         errors.append(f"{what}: {exc}")
+
+
+def exposed_listeners(job: JobSpec, mode: NetworkMode) -> list[str]:
+    """The job's listeners that torch binds to every interface and nothing here can restrict,
+    on host networking (in a node's namespace they reach only the private bridge)."""
+    if mode is NetworkMode.ISOLATED or job.rdzv.backend is not RdzvBackend.C10D:
+        return []
+    return ["the c10d rendezvous store (in node-0's torchrun agent) listens on every interface of this "
+            "machine: torch has no option to bind it. Run as root (network=auto puts c10d nodes in network "
+            "namespaces) or use --rdzv-backend etcd-v2 to keep the job off other interfaces"]
 
 
 def _reap(proc: subprocess.Popen[bytes]) -> None:
