@@ -18,6 +18,7 @@ node starts and closed after they are stopped:
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 
 from chaos import signals
@@ -38,6 +39,7 @@ class RunGuard:
         self.registry = Registry(state_dir)
         self.record: RunRecord | None = None
         self.watchdog: Watchdog | None = None
+        self._lock = threading.Lock()  # the pool thread, a revert timer and the main thread all record
 
     def open(self) -> None:
         """Reap dead runs, register this one, start its watchdog. SpecError when a live run
@@ -51,21 +53,26 @@ class RunGuard:
         self.watchdog = Watchdog(self.record.path, self.work_dir / "watchdog.log").start()
 
     def etcd_started(self, pid: int | None) -> None:
+        """Record etcd's PID and start time (at each start: the etcd-outage fault restarts it)."""
         started = procs.start_time(pid) if pid else None
-        if self.record is not None and pid and started is not None:
-            self.record.etcd = (pid, started)
-            self.registry.save(self.record)
+        with self._lock:
+            if self.record is not None and pid and started is not None:
+                self.record.etcd = (pid, started)
+                self.registry.save(self.record)
 
     def cgroups(self, path: Path) -> None:
-        if self.record is not None:
-            self.record.cgroups = str(path)
-            self.registry.save(self.record)
+        with self._lock:
+            if self.record is not None:
+                self.record.cgroups = str(path)
+                self.registry.save(self.record)
 
     def network(self, *, netns: str | None = None, links: tuple[str, ...] = ()) -> None:
-        if self.record is not None:
-            self.record.netns += [netns] if netns else []
-            self.record.links += list(links)
-            self.registry.save(self.record)
+        """Record a namespace and links before they are made."""
+        with self._lock:
+            if self.record is not None:
+                self.record.netns += [netns] if netns else []
+                self.record.links += list(links)
+                self.registry.save(self.record)
 
     def sweep(self) -> None:
         """Kill every process of the run still alive (tagged, started after the runner): what

@@ -29,6 +29,7 @@ import logging
 import os
 import re
 import signal
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -204,7 +205,7 @@ class Registry:
     def save(self, record: RunRecord) -> None:
         """Write ``record`` again (etcd restarted, a node's cgroup or namespace added)."""
         assert record.path is not None
-        tmp = record.path.with_name(f".{record.path.name}.{os.getpid()}.tmp")
+        tmp = record.path.with_name(f".{record.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_text(json.dumps(record.to_json()))
         os.replace(tmp, record.path)
 
