@@ -80,11 +80,14 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 
 def install() -> bool:
     """For a command: SIGINT and SIGTERM raise KeyboardInterrupt once, then are deferred
-    (see the module docstring). Main thread only; returns whether it installed."""
+    (see the module docstring). A signal the command was started with ignored (a
+    background job of a shell script ignores SIGINT) stays ignored. Main thread only;
+    returns whether it installed."""
     if threading.current_thread() is not threading.main_thread():
         return False
-    signal.signal(signal.SIGINT, _on_signal)
-    signal.signal(signal.SIGTERM, _on_signal)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, _on_signal)
     return True
 
 

@@ -102,3 +102,12 @@ def test_a_first_ctrl_c_inside_a_teardown_is_raised_once_it_is_done():
         out, err = proc.communicate(timeout=30)
     assert out.splitlines() == ["teardown done", "interrupted after the teardown"]
     assert proc.returncode == 0
+
+
+def test_a_signal_the_command_was_started_with_ignored_stays_ignored():
+    proc = subprocess.Popen([sys.executable, "-c", "import signal\nfrom chaos import signals\nsignals.install()\n"
+                             "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN, flush=True)"],
+                            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(HERE)},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    out, _ = proc.communicate(timeout=30)
+    assert out.strip() == "True"
