@@ -14,7 +14,7 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
                           text=True, timeout=120, cwd=cwd)
 
 
-@pytest.mark.parametrize("args", [("--help",), ("run", "--help"), ("demo", "--help")])
+@pytest.mark.parametrize("args", [("--help",), ("run", "--help"), ("demo", "--help"), ("reap", "--help")])
 def test_help_shows_an_example(args):
     out = cli(*args)
     assert out.returncode == 0
