@@ -102,14 +102,17 @@ def remove_cgroups(name: str | None = None) -> list[Path]:
     return left
 
 
-def memory_bytes(name: str) -> int | None:
-    """Resident memory of the node (rss + mapped files of its memory cgroup, page cache excluded)."""
-    for h in hierarchies():
-        stat = h / CGROUP_PARENT / name / "memory.stat"
-        if stat.exists():
-            values = dict(line.split() for line in stat.read_text().splitlines())
-            return int(values.get("total_rss", 0)) + int(values.get("total_mapped_file", 0))
-    return None
+def memory_bytes(name: str) -> int:
+    """Proportional set size (PSS) of the node's processes: shared binary text counted once across
+    nodes. (The memory cgroup's charge is no measure here: pages are charged to whichever node
+    touched them first.)"""
+    total_kb = 0
+    for pid in cgroup_pids(name):
+        with contextlib.suppress(OSError, ValueError):
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total_kb += int(line.split()[1])
+    return total_kb * 1024
 
 
 # ---- configuration files -------------------------------------------------------------------------
