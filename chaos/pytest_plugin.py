@@ -123,7 +123,7 @@ def pytest_runtest_makereport(item: pytest.Item,
 def pytest_assertrepr_compare(config: pytest.Config, op: str, left: object, right: object) -> list[str] | None:
     """``assert recovery.lost_steps <= 20`` failing shows what the metric was measured
     from: the timeline slice around that fault."""
-    from chaos.analysis.recovery import Measured, MeasuredInt
+    from chaos.analysis.metrics import Measured, MeasuredInt
     measured = next((v for v in (left, right) if isinstance(v, (Measured, MeasuredInt))), None)
     if measured is None or measured.recovery is None:
         return None
