@@ -11,7 +11,6 @@ bounds. ``elastic-chaos run FAULT --help`` shows that fault's options;
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
@@ -166,10 +165,16 @@ def default_report_dir(name: str) -> Path:
 
 
 def summarize(report_dir: Path) -> int:
+    """Print the recovery table of the run's report.json; the exit code of its verdict."""
+    from chaos.reporting.load import read_result
     from chaos.reporting.report import render_table
-    report = json.loads((report_dir / "report.json").read_text())
+    result = read_result(report_dir)
+    if result is None:
+        print(f"\n{report_dir / 'report.json'} is missing or unreadable; "
+              f"`elastic-chaos report {report_dir}` shows what the folder holds")
+        return 1
     print()
-    print(render_table(report))
+    print(render_table(result))
     print(f"\nreport folder: {report_dir}  (report.json, timeline.jsonl, nodes/*.log, summary.md)")
     html = report_dir / "report.html"
     if html.exists():
@@ -177,4 +182,4 @@ def summarize(report_dir: Path) -> int:
     else:
         print(f"report.html was not written; render it with `elastic-chaos report {report_dir}`")
     sys.stdout.flush()
-    return 0 if report["verdict"]["passed"] else 1
+    return 0 if result.passed else 1

@@ -13,12 +13,12 @@ import datetime
 from collections.abc import Sequence
 from html import escape
 
+from chaos.reporting import table
 from chaos.reporting.advice import Finding
 from chaos.reporting.excerpts import Excerpt
 from chaos.reporting.load import FaultView, RunData
 from chaos.reporting.series import Series
 from chaos.reporting.svg import PHASE_COLORS, node_color, phase_bars_svg, timeline_svg
-from chaos.reporting.table import HEADER, notes, row
 
 CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
        "img-src data:; base-uri 'none'; form-action 'none'")
@@ -79,7 +79,7 @@ def _verdict(run: RunData) -> str:
 
 
 def _missing(run: RunData) -> str:
-    lines = [*run.missing, *notes(run.faults)]
+    lines = [*run.missing, *table.notes(f.recovery for f in run.faults)]
     if not lines:
         return ""
     items = "".join(f"<li>{escape(m)}</li>" for m in lines)
@@ -98,11 +98,12 @@ def _job(run: RunData) -> str:
     return " · ".join(escape(b) for b in bits)
 
 
-def _table(faults: Sequence[FaultView]) -> str:
+def _table(faults: Sequence[FaultView], progress_unit: str) -> str:
     if not faults:
         return "<p>No fault was injected.</p>"
-    head = "".join(f"<th>{escape(h)}</th>" for h in HEADER)
-    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row(f)) + "</tr>" for f in faults)
+    head = "".join(f"<th>{escape(h)}</th>" for h in table.header(progress_unit))
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in table.row(f.kind, f.target, f.recovery))
+                   + "</tr>" for f in faults)
     return f'<table id="recovery"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
@@ -182,7 +183,7 @@ started {_when(run.t0)} · {duration:.1f} s{gp} · folder {escape(str(run.folder
 {_verdict(run)}
 {_missing(run)}
 <h2>Recovery</h2>
-{_table(run.faults)}
+{_table(run.faults, run.progress_unit)}
 <div class="chart">{phase_bars_svg([(f"{f.kind} → {f.target}", f.phases) for f in run.faults])}</div>
 <h2>Where the time went: tuning advice</h2>
 {_advice(findings, run.faults)}

@@ -12,7 +12,8 @@ drives it with a few blocking calls that read like the hypothesis::
         assert recovery.lost_steps <= 20
 
 Leaving the block reverts what faults broke, stops everything (also on
-failure) and writes report.json.
+failure) and writes report.json from the run's result (``result()``:
+chaos.reporting.result.RunResult).
 """
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ from chaos.faults.api import Fault, FaultRecord
 from chaos.faults.triggers import Trigger
 from chaos.platforms import create_platform
 from chaos.platforms.api import Platform
+from chaos.reporting.report import write_report
+from chaos.reporting.result import FaultResult, RunResult, Samples
 from chaos.runner.ledger import ArmedFault, FaultLedger
 from chaos.spec import JobSpec
 from chaos.watchers.api import Watcher
@@ -124,8 +127,7 @@ class ChaosRun:
             for reason, check in problems:
                 self.verdict.fail(reason, check=check)
         self.phase("finished")
-        from chaos.reporting.report import write_report
-        write_report(self)
+        write_report(self.result(), self.report_dir)
         self.timeline.close()
 
     def phase(self, name: str, **data: Any) -> None:
@@ -276,6 +278,20 @@ class ChaosRun:
 
     def recoveries(self) -> list[analysis.Recovery]:
         return [self.recovery(f) for f in self.faults]
+
+    def result(self) -> RunResult:
+        """What the run found so far, as report.json records it: its verdict, each fault
+        with its Recovery, goodput, split brains, samples, what a script let us see."""
+        logs = self.platform.node_logs()
+        goodput = self.goodput
+        return RunResult(
+            scenario=self.scenario, platform=self.platform.name, job=self.job, verdict=self.verdict,
+            faults=tuple(FaultResult(r, rec) for r, rec in zip(self.faults, self.recoveries(), strict=True)),
+            goodput=None if goodput is None else round(goodput, 4), split_brains=tuple(self.split_brains()),
+            samples=Samples.of(self.samples), observation=self.observation(),
+            started_at=round(self.started_at, 3), finished_at=round(time.time(), 3),
+            node_logs={name: str(path.relative_to(self.report_dir)) if path.is_relative_to(self.report_dir)
+                       else str(path) for name, path in logs.items()})
 
     def observation(self) -> dict[str, Any] | None:
         """What could be seen of a script job, and what not (report.json's
