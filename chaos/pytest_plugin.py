@@ -233,7 +233,7 @@ def run_hypothesis(request: pytest.FixtureRequest, chaos_platform: str,
 
     def run(name: str, *, expect_failed: Iterable[str] | None = None, **values: Any) -> ChaosRun:
         from chaos.errors import FaultUnavailable
-        from chaos.hypotheses.api import execute
+        from chaos.hypotheses.execute import execute
         if runs:
             raise RuntimeError("run_hypothesis runs one hypothesis per test")
         try:

@@ -69,7 +69,8 @@ def peek(words: list[str]) -> tuple[str | None, str]:
 
 def register(sub: Any, words: list[str] | None = None) -> None:
     from chaos.errors import SpecError
-    from chaos.hypotheses.api import TrialOptions, get
+    from chaos.hypotheses.api import TrialOptions
+    from chaos.hypotheses.catalog import get
     from chaos.platforms import PLATFORMS, platform_option_classes
     from chaos.spec import PRESETS, JobSpec, Observation, RendezvousSpec
 
@@ -122,7 +123,7 @@ def _env_pair(value: str) -> tuple[str, str]:
 
 def option_values(args: argparse.Namespace) -> dict[str, Any]:
     """The options given on the command line, by name (what the pytest fixture takes)."""
-    from chaos.hypotheses.api import get
+    from chaos.hypotheses.catalog import get
     from chaos.platforms import platform_option_classes
     from chaos.spec import JOB_OPTION_CLASSES, Observation, locate_script
     h = get(args.fault)
@@ -145,7 +146,7 @@ def option_values(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from chaos.hypotheses.api import execute
+    from chaos.hypotheses.execute import execute
     values = option_values(args)
     report_dir = args.report_dir or default_report_dir(args.fault)
     run = execute(args.fault, values, report_dir=report_dir, platform=args.platform,
