@@ -36,6 +36,7 @@ from chaos.gameday.stops import StopConditions
 from chaos.platforms.api import Platform
 from chaos.platforms.aws.guard import Guard, UnsafeOperation, check_blast_radius
 from chaos.platforms.aws.targets import AwsSide
+from chaos.reporting.schema import dumps
 from chaos.watchers.replacement import ReplacementWatcher
 
 Print = Callable[[str], None]
@@ -217,7 +218,7 @@ def _write(opts: GamedayOptions, timeline: Timeline, result: GamedayResult, side
               "calls": [c.to_json() for c in side.guard.calls],
               "audit_log": str(side.guard.audit.path) if side.guard.audit else None,
               "expect_replacement": opts.expect_replacement}
-    (opts.report_dir / "gameday.json").write_text(json.dumps(report, indent=2, default=str))
+    (opts.report_dir / "gameday.json").write_text(dumps(report, indent=2, default=str))
     timeline.close()
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import urllib.parse
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 from chaos.analysis.metrics import Metric
 from chaos.analysis.recovery import PHASES
 from chaos.reporting.audit import SCORE_HALF_S, Group, Regression, RunSummary, Stat, audited
-from chaos.reporting.html import CSP, CSS
+from chaos.reporting.html import AUDIT_CSP, CSS
 from chaos.reporting.svg import phase_bars_svg
 from chaos.reporting.table import aligned
 
@@ -86,7 +87,8 @@ def _p50_phases(g: Group) -> dict[str, float | None]:
 def _run_link(run: RunSummary, out_dir: Path) -> str:
     html = run.folder / "report.html"
     target = html if html.exists() else run.folder
-    rel = os.path.relpath(target.resolve(), out_dir.resolve())
+    rel = urllib.parse.quote(Path(os.path.relpath(target.resolve(), out_dir.resolve())).as_posix())
+    rel = rel if rel.startswith("../") else "./" + rel   # a path, never read as a scheme
     verdict = "passed" if run.passed else "FAILED" if run.passed is False else "no verdict"
     kinds = ", ".join(sorted({f.kind for f in run.faults})) or "no fault"
     return (f'<li><a href="{escape(rel)}">{escape(str(run.folder))}</a>: {escape(verdict)}, '
@@ -122,6 +124,6 @@ def render_html(runs: Sequence[RunSummary], groups: Sequence[Group], out_path: P
         parts.append("<h2>Baseline runs</h2><ul>"
                      + "".join(_run_link(r, out_path.parent) for r in baseline) + "</ul>")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+            f'<meta http-equiv="Content-Security-Policy" content="{AUDIT_CSP}">'
             f"<title>elastic-chaos audit</title><style>{CSS}</style></head><body>"
             + "\n".join(parts) + "</body></html>\n")

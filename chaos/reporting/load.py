@@ -21,6 +21,7 @@ from chaos.errors import SpecError
 from chaos.events import Event, FaultEv, RunnerEv, first, of
 from chaos.faults.api import FaultRecord
 from chaos.reporting.result import REPORT, SCHEMA_VERSION, TIMELINE, FaultResult, RunResult
+from chaos.reporting.schema import check_report
 
 
 @dataclass(frozen=True)
@@ -159,12 +160,16 @@ def load_run(folder: Path) -> RunData:
 
 
 def read_result(folder: Path) -> RunResult | None:
-    """``folder``/report.json as the typed result; None when it is absent or not a JSON object."""
+    """``folder``/report.json as the typed result; None when it is absent or not a JSON object.
+    Raises ReportInvalid (a SpecError) naming a field of the wrong type."""
     try:
         raw = json.loads((folder / REPORT).read_text(encoding="utf-8", errors="replace"))
     except (OSError, ValueError):
         return None
-    return RunResult.from_json(raw) if isinstance(raw, dict) else None
+    if not isinstance(raw, dict):
+        return None
+    check_report(raw, str(folder / REPORT))
+    return RunResult.from_json(raw)
 
 
 def _read_report(path: Path, missing: list[str]) -> tuple[dict[str, Any], bool]:
@@ -181,6 +186,7 @@ def _read_report(path: Path, missing: list[str]) -> tuple[dict[str, Any], bool]:
     if not isinstance(raw, dict):
         missing.append(f"{REPORT} is not a JSON object; metrics recomputed from the timeline")
         return {}, False
+    check_report(raw, str(path))  # a field of the wrong type is named, not met as a traceback while rendering
     version = raw.get("schema_version")
     if version != SCHEMA_VERSION:
         missing.append(f"{REPORT} has schema_version {version!r}; this renderer knows {SCHEMA_VERSION} and "

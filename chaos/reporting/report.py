@@ -7,12 +7,12 @@ timeline.png: chaos.reporting.render) from the folder alone, so
 """
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 from chaos.reporting import table
 from chaos.reporting.result import REPORT, RunResult
+from chaos.reporting.schema import dumps
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ def write_report(result: RunResult, folder: Path) -> Path | None:
     rendered: see write_readable). Overwrites what an earlier call wrote."""
     path = folder / REPORT
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result.to_json(), indent=2) + "\n")
+    tmp.write_text(dumps(result.to_json(), indent=2) + "\n")
     tmp.replace(path)
     return write_readable(folder)
 
