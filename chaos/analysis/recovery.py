@@ -319,6 +319,29 @@ class FailureCause(enum.Enum):
     """Its agent exited without any of the above in its log."""
 
 
+class RootCause(enum.Enum):
+    """What made a failed node's workers fail, when their errors name it: the thing a
+    person has to fix, which "exhausted its restart budget" alone would hide."""
+
+    DISK_FULL = "disk_full"
+    """ENOSPC: no space left on the device (often the checkpoint volume)."""
+    PERMISSION_DENIED = "permission_denied"
+    """EACCES: a file or directory the workers could not write or read."""
+    MISSING_FILE = "missing_file"
+    """ENOENT: a file, directory or binary that is not there."""
+    MISSING_MODULE = "missing_module"
+    """A Python module the script imports is not installed where it runs."""
+    OUT_OF_MEMORY = "out_of_memory"
+    """Host or GPU memory ran out."""
+
+    def describe(self) -> str:
+        return {RootCause.DISK_FULL: "the disk is full (ENOSPC)",
+                RootCause.PERMISSION_DENIED: "permission denied (EACCES)",
+                RootCause.MISSING_FILE: "a file or binary is missing (ENOENT)",
+                RootCause.MISSING_MODULE: "a Python module is missing",
+                RootCause.OUT_OF_MEMORY: "out of memory"}[self]
+
+
 _RDZV_FAILED = (AgentEv.RENDEZVOUS_CLOSED, AgentEv.RENDEZVOUS_TIMEOUT, AgentEv.RENDEZVOUS_ERROR)
 
 
@@ -330,6 +353,8 @@ class JobOutcome:
     state: JobState
     reasons: list[str] = field(default_factory=list)
     causes: frozenset[FailureCause] = frozenset()
+    root_causes: frozenset[RootCause] = frozenset()
+    """What the failed nodes' workers' errors named (a full disk, ...), beside ``causes``."""
 
     @property
     def failed(self) -> bool:
@@ -350,7 +375,25 @@ def job_outcome(events: Sequence[Event], job: Any = None) -> JobOutcome:
         return JobOutcome(JobState.FINISHED, ["every node finished training"])
     why = [_node_failure(node, ends[node], of(events, Source.AGENT, node=node), getattr(job, "max_restarts", None))
            for node in sorted(n for n in ends if n)]
-    return JobOutcome(JobState.FAILED, [text for _, text in why], frozenset(cause for cause, _ in why))
+    reasons, roots = [], set()
+    for (cause, text), node in zip(why, sorted(n for n in ends if n), strict=True):
+        root = _root_cause(of(events, ProgressEv.WORKER_ERROR, node=node)) if cause is not FailureCause.LOST_TO_FAULT \
+            else None
+        if root is not None:
+            roots.add(root[0])
+            text = f"{text}; its workers failed with {root[1]}: {root[0].describe()}"
+        reasons.append(text)
+    return JobOutcome(JobState.FAILED, reasons, frozenset(cause for cause, _ in why), frozenset(roots))
+
+
+def _root_cause(errors: list[Event]) -> tuple[RootCause, str] | None:
+    """The last root cause a node's worker errors named, with the error line."""
+    for e in reversed(errors):
+        root = e.data.get("root")
+        if isinstance(root, str) and root in {r.value for r in RootCause}:
+            line = f"{e.data.get('error', 'an error')}: {str(e.data.get('message', ''))[:160]}"
+            return RootCause(root), line
+    return None
 
 
 def _node_failure(node: str, end: Event, agent: list[Event], budget: int | None) -> tuple[FailureCause, str]:

@@ -57,7 +57,7 @@ _FIELD_OK: dict[str, Callable[[Any], bool]] = {
     "step": _int, "world_size": _opt_int, "rank": _opt_int, "pid": _opt_int, "restart_count": _opt_int,
     "group_world_size": _opt_int, "round": _opt_int, "exit_code": _opt_int, "epoch": _opt_int,
     "epoch_size": _opt_int, "step_from": _opt_int, "fault": _opt_str, "phase": _opt_str, "replaces": _opt_str,
-    "via": _opt_str, "cause": _opt_str, "world_size_from": _opt_str, "participants": _participants,
+    "via": _opt_str, "cause": _opt_str, "root": _opt_str, "world_size_from": _opt_str, "participants": _participants,
     "wait_list": _participants, "samples": _ranges,
 }
 _REQUIRED: dict[EventType, tuple[str, ...]] = {ProgressEv.STEP: ("step",)}
