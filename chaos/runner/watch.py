@@ -17,11 +17,8 @@ heartbeat in the rendezvous state, the best evidence of when it died, plus a
 """
 from __future__ import annotations
 
-import json
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +26,7 @@ from typing import Any, TextIO
 
 from chaos.errors import SetupError, SpecError
 from chaos.events import Event, FaultEv, NodeEv, RdzvEv, RunnerEv, Timeline
+from chaos.platforms import etcd_v2
 from chaos.reporting.live_console import ConsoleProgress
 from chaos.watchers.api import Watcher
 from chaos.watchers.logs import LogFollower
@@ -70,12 +68,10 @@ class WatchOptions:
 def check_etcd(endpoint: str, timeout_s: float = 3.0) -> str:
     """The etcd server version at ``endpoint``; SetupError saying what to check when unreachable."""
     try:
-        with urllib.request.urlopen(f"http://{endpoint}/version", timeout=timeout_s) as resp:
-            body = json.load(resp)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return etcd_v2.server_version(endpoint, timeout_s=timeout_s)
+    except etcd_v2.CLIENT_ERRORS as exc:
         raise SetupError(f"cannot reach etcd at {endpoint} ({exc}); pass the job's rendezvous endpoint "
                          "(torchrun --rdzv-endpoint) as --etcd HOST:PORT") from exc
-    return str(body.get("etcdserver", "?")) if isinstance(body, dict) else "?"
 
 
 class LossDetector:
