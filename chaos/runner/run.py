@@ -34,6 +34,7 @@ from chaos.platforms import create_platform
 from chaos.platforms.api import Platform
 from chaos.runner.ledger import ArmedFault, FaultLedger
 from chaos.spec import JobSpec
+from chaos.waiting import eventually
 from chaos.watchers.api import Watcher
 from chaos.watchers.checkpoints import CheckpointWatcher
 from chaos.watchers.logs import LogFollower
@@ -175,11 +176,8 @@ class ChaosRun:
     def wait_for_job_end(self, timeout: float = 180.0) -> analysis.JobOutcome:
         """Block until every node is gone for good (a job expected to die); return why."""
         self.phase("awaiting_job_end")
-        deadline = time.monotonic() + timeout
-        while not self.job_gone():
-            if time.monotonic() >= deadline:
-                raise RecoveryTimeout("the job to end", timeout, self.last_progress())
-            time.sleep(0.5)
+        if not eventually(self.job_gone, timeout_s=timeout, interval_s=0.5):
+            raise RecoveryTimeout("the job to end", timeout, self.last_progress())
         time.sleep(0.5)  # let the log followers read the last lines
         return analysis.job_outcome(self.timeline.events(), self.job)
 
