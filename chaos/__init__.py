@@ -23,6 +23,7 @@ from chaos.errors import (
     RecoveryTimeout,
     SetupError,
     SpecError,
+    WatcherDied,
 )
 from chaos.events import Event, Timeline
 from chaos.faults import Fault, FaultPlan, FaultRecord, KillNode
@@ -32,5 +33,5 @@ from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
 __all__ = [
     "ChaosError", "ChaosRun", "EtcdError", "Event", "Fault", "FaultPlan", "FaultRecord",
     "InjectionFailed", "JobFailed", "JobSpec", "KillNode", "PlatformError", "RdzvBackend", "Recovery",
-    "RecoveryTimeout", "RendezvousSpec", "SetupError", "SpecError", "Timeline", "Verdict",
+    "RecoveryTimeout", "RendezvousSpec", "SetupError", "SpecError", "Timeline", "Verdict", "WatcherDied",
 ]

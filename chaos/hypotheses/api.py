@@ -33,7 +33,7 @@ from chaos.analysis.observation import checks as observation_checks
 from chaos.analysis.observation import log_tails
 from chaos.analysis.recovery import Recovery
 from chaos.analysis.verdict import Verdict
-from chaos.errors import FaultUnavailable, RecoveryTimeout, SpecError
+from chaos.errors import FaultUnavailable, RecoveryTimeout, SpecError, WatcherDied
 from chaos.events import Event, ProgressEv
 from chaos.faults.api import Fault, FaultRecord
 from chaos.faults.catalog import fault_class
@@ -263,8 +263,8 @@ def execute(name: str, values: Mapping[str, Any], *, report_dir: Path, platform:
     """Run hypothesis ``name`` with ``values`` on ``platform``; returns the closed run
     (its ``verdict``, timeline and report.json written). Blocks for the whole run.
 
-    A job that died for good or did not recover within the timeout is a failed
-    verdict (with the evidence); a bad option is a SpecError before anything
+    A job that died for good or did not recover within the timeout, or a watcher
+    that died (the run went blind), is a failed verdict (with the evidence); a bad option is a SpecError before anything
     starts; a fault the platform cannot make raises FaultUnavailable."""
     from chaos.platforms import platform_options
     h = get(name)
@@ -285,6 +285,8 @@ def execute(name: str, values: Mapping[str, Any], *, report_dir: Path, platform:
             trial.verdict.checks.append(_job_failed(run, exc))
         except RecoveryTimeout as exc:
             trial.verdict.fail(str(exc), check="in-time")
+        except WatcherDied as exc:   # blind from then on: no other check can be made
+            trial.verdict.fail(str(exc), check="watcher")
         else:
             _shared_checks(trial)
         run.verdict = trial.verdict

@@ -15,18 +15,17 @@ seconds), so a report can tell a keep-alive expiry from a last call.
 """
 from __future__ import annotations
 
-import datetime
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import etcd
 
-from chaos.errors import UnsafeUnpickle
+from chaos.errors import UndecodableState, UnsafeUnpickle
 from chaos.events import RdzvEv, Timeline
 from chaos.platforms import etcd_v2
 from chaos.watchers.api import Watcher
-from chaos.watchers.rdzv_state import NodeDesc, RendezvousState, decode
+from chaos.watchers.rdzv_state import NodeDesc, RendezvousState, decode, epoch
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +97,7 @@ class RendezvousWatcher(Watcher):
         except UnsafeUnpickle as exc:
             self.timeline.emit(RdzvEv.REFUSED, reason=str(exc))
             return
-        except ValueError as exc:
+        except UndecodableState as exc:   # what a buggy or hostile writer left; the next write may be fine
             self.timeline.emit(RdzvEv.UNDECODABLE, reason=str(exc)[:200])
             return
         names = self._pid_to_node()
@@ -134,15 +133,6 @@ def describe(state: RendezvousState, names: Mapping[Any, str]) -> dict[str, Any]
         "wait_list": [node(n) for n in sorted(state.wait_list)],
         "redundancy_list": [node(n) for n in sorted(state.redundancy_list)],
         "num_nodes": len(state.participants) if state.complete else None,
-        "deadline": _epoch(state.deadline),
-        "heartbeats": {str(n): _epoch(t) for n, t in sorted(state.last_heartbeats.items())},
+        "deadline": None if state.deadline is None else epoch(state.deadline),
+        "heartbeats": {str(n): epoch(t) for n, t in sorted(state.last_heartbeats.items())},
     }
-
-
-def _epoch(when: object) -> float | None:
-    """A rendezvous datetime (timezone-aware UTC in torch >= 2.x; naive = UTC) as epoch seconds."""
-    if not isinstance(when, datetime.datetime):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.timezone.utc)
-    return round(when.timestamp(), 3)
