@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from http.client import HTTPException
 from typing import Any
 
 import etcd
@@ -26,10 +27,11 @@ import urllib3
 from urllib3.exceptions import HTTPError
 from urllib3.exceptions import TimeoutError as Urllib3Timeout
 
-CLIENT_ERRORS: tuple[type[BaseException], ...] = (etcd.EtcdException, HTTPError, OSError, ValueError)
+CLIENT_ERRORS: tuple[type[BaseException], ...] = (etcd.EtcdException, HTTPError, HTTPException, OSError,
+                                                  ValueError)
 """What a read through ``client()`` can raise: python-etcd's errors, and for the few
-requests it does not wrap (``version``) urllib3's, a socket's, or a body that is not
-JSON or not UTF-8."""
+requests it does not wrap (``version``) urllib3's, http.client's, a socket's, or a
+body that is not JSON or not UTF-8."""
 
 
 class _DropFailedRequestLines(logging.Filter):

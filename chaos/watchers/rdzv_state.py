@@ -98,8 +98,8 @@ def decode(raw: bytes | str) -> RendezvousState:
     Raises UndecodableState, and nothing else, for a value that is not one: not
     base64, not a pickle, not a state, or a state whose fields have other types or
     values out of range (``participants = 5``, ``round = inf``); its subclass
-    UnsafeUnpickle when the pickle names a class outside the allow-list (refused
-    before anything is built).
+    UnsafeUnpickle when the pickle names a class outside the allow-list (that class
+    is never loaded, nothing of it runs).
     """
     try:
         blob = base64.b64decode(raw, validate=True)
