@@ -23,6 +23,7 @@ from chaos.errors import (
     RecoveryTimeout,
     SetupError,
     SpecError,
+    WatcherDied,
 )
 from chaos.events import Event, Timeline
 from chaos.faults import Fault, FaultPlan, FaultRecord, KillNode
@@ -34,4 +35,5 @@ __all__ = [
     "ChaosError", "ChaosRun", "EtcdError", "Event", "Fault", "FaultPlan", "FaultRecord",
     "InjectionFailed", "JobFailed", "JobSpec", "KillNode", "PlatformError", "RdzvBackend", "Recovery",
     "RecoveryTimeout", "RendezvousSpec", "RunResult", "SetupError", "SpecError", "Timeline", "Verdict",
+    "WatcherDied",
 ]

@@ -215,6 +215,9 @@ def start_job(request: pytest.FixtureRequest, chaos_platform: str,
         brains = run.split_brains()
         if brains:  # an invariant, whatever the test asserted: fail it (at teardown)
             pytest.fail(f"split brain in {run.report_dir}: " + "; ".join(b.describe() for b in brains))
+        died = [c.reason for c in run.verdict.checks if c.name == "watcher" and c.ok is False] if run.verdict else []
+        if died:    # part of the run went unobserved: what the test asserted stands on less than it saw
+            pytest.fail(f"a watcher died in {run.report_dir}: " + "; ".join(died))
 
 
 @pytest.fixture

@@ -237,6 +237,9 @@ class RunnerEv:
     """The rendezvous store was stopped by a fault (``how``)."""
     STORE_STARTED = _t(Source.RUNNER, "store_started")
     """The rendezvous store is back."""
+    WATCHER_DIED = _t(Source.RUNNER, "watcher_died")
+    """A watcher's thread ended with an error (``watcher``, ``error``): what it watched is
+    unobserved from here on, and the run fails (watchers/api.py)."""
 
 
 NAMESPACES: tuple[type, ...] = (FaultEv, RdzvEv, AgentEv, ProgressEv, CheckpointEv, NodeEv, RunnerEv)

@@ -10,7 +10,7 @@ from typing import Any
 from chaos.analysis.observation import checks as observation_checks
 from chaos.analysis.observation import log_tails
 from chaos.analysis.verdict import Check
-from chaos.errors import FaultUnavailable, RecoveryTimeout
+from chaos.errors import FaultUnavailable, RecoveryTimeout, WatcherDied
 from chaos.events import ProgressEv
 from chaos.hypotheses.api import Trial, settings
 from chaos.hypotheses.catalog import get
@@ -23,8 +23,8 @@ def execute(name: str, values: Mapping[str, Any], *, report_dir: Path, platform:
     """Run hypothesis ``name`` with ``values`` on ``platform``; returns the closed run
     (its ``verdict``, timeline and report.json written). Blocks for the whole run.
 
-    A job that died for good or did not recover within the timeout is a failed
-    verdict (with the evidence); a bad option is a SpecError before anything
+    A job that died for good or did not recover within the timeout, or a watcher
+    that died (the run went blind), is a failed verdict (with the evidence); a bad option is a SpecError before anything
     starts; a fault the platform cannot make raises FaultUnavailable."""
     h = get(name)
     s = settings(h, values, platform)
@@ -44,6 +44,8 @@ def execute(name: str, values: Mapping[str, Any], *, report_dir: Path, platform:
             trial.verdict.checks.append(_job_failed(run, exc))
         except RecoveryTimeout as exc:
             trial.verdict.fail(str(exc), check="in-time")
+        except WatcherDied as exc:   # blind from then on: no other check can be made
+            trial.verdict.fail(str(exc), check="watcher")
         else:
             _shared_checks(trial)
         run.verdict = trial.verdict

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from pathlib import Path
+
+from chaos.waiting import eventually
 
 log = logging.getLogger(__name__)
 
@@ -89,11 +90,8 @@ class NodeCgroups:
         if not pids:
             return set()
         self._write(node, "cgroup.kill", "1")
-        deadline = time.monotonic() + timeout_s
-        while self.pids(node):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"processes of {node} survived cgroup.kill: {sorted(self.pids(node))}")
-            time.sleep(0.01)
+        if not eventually(lambda: not self.pids(node), timeout_s=timeout_s, interval_s=0.01):
+            raise TimeoutError(f"processes of {node} survived cgroup.kill: {sorted(self.pids(node))}")
         return pids
 
     def remove(self) -> None:
@@ -109,11 +107,9 @@ class NodeCgroups:
         (self.path(node) / name).write_text(value)
 
     def _wait_event(self, node: str, wanted: str, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while wanted not in (self.path(node) / "cgroup.events").read_text():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"cgroup of {node} did not reach '{wanted}' in {timeout_s}s")
-            time.sleep(0.01)
+        if not eventually(lambda: wanted in (self.path(node) / "cgroup.events").read_text(),
+                          timeout_s=timeout_s, interval_s=0.01):
+            raise TimeoutError(f"cgroup of {node} did not reach '{wanted}' in {timeout_s}s")
 
 
 def _rmdir(path: Path) -> None:

@@ -9,7 +9,6 @@ and are stopped by PID (never by name).
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -17,13 +16,12 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from chaos.errors import EtcdError
+from chaos.platforms import etcd_v2
+from chaos.waiting import eventually
 
 log = logging.getLogger(__name__)
 
@@ -200,29 +198,25 @@ class EtcdServer:
         with open(self.log_path, "ab") as logf:
             self._proc = subprocess.Popen(self._command(), stdout=logf, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + self.ready_timeout_s
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                tail = self.log_tail()
-                self._proc = None
-                if "address already in use" in tail:
-                    raise _PortRace()
-                raise EtcdError(f"etcd exited at start; log {self.log_path}:\n{tail}")
-            if self._v2_ready():
-                self._ports_fixed = True
-                return
-            time.sleep(0.1)
-        self.stop()
-        raise EtcdError(f"etcd did not serve the v2 API within {self.ready_timeout_s:.0f}s; "
-                        f"log {self.log_path}:\n{self.log_tail()}")
+        if not eventually(self._serving, timeout_s=self.ready_timeout_s, interval_s=0.1):
+            self.stop()
+            raise EtcdError(f"etcd did not serve the v2 API within {self.ready_timeout_s:.0f}s; "
+                            f"log {self.log_path}:\n{self.log_tail()}")
+        self._ports_fixed = True
+
+    def _serving(self) -> bool:
+        """Whether the v2 API answers; raises when the process has exited (_PortRace if it lost its port)."""
+        assert self._proc is not None
+        if self._proc.poll() is not None:
+            tail = self.log_tail()
+            self._proc = None
+            if "address already in use" in tail:
+                raise _PortRace()
+            raise EtcdError(f"etcd exited at start; log {self.log_path}:\n{tail}")
+        return self._v2_ready()
 
     def _v2_ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.url}/v2/keys/?quorum=false", timeout=1) as r:
-                json.load(r)
-                return True
-        except (urllib.error.URLError, OSError, ValueError):
-            return False
+        return etcd_v2.serves_v2(self.endpoint, timeout_s=1.0)
 
     def log_tail(self, lines: int = 15) -> str:
         if not self.log_path or not self.log_path.exists():

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
+
+from chaos.waiting import eventually
 
 TAG_VAR = "ELASTIC_CHAOS_NODE"
 
@@ -72,15 +73,16 @@ def kill_tree(tag: str, *, first: int | None = None, timeout_s: float = 10.0) ->
     """
     hit = stop_tree(tag, first=first)
     _signal_all(hit, signal.SIGKILL)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+
+    def all_gone() -> bool:
         alive = tagged_pids(tag)
-        if not alive:
-            return hit
-        _signal_all(alive, signal.SIGKILL)
-        hit |= alive
-        time.sleep(0.02)
-    raise TimeoutError(f"processes of node {tag} still alive after SIGKILL: {sorted(tagged_pids(tag))}")
+        _signal_all(alive, signal.SIGKILL)   # a child forked meanwhile gets its SIGKILL too
+        hit.update(alive)
+        return not alive
+
+    if not eventually(all_gone, timeout_s=timeout_s, interval_s=0.02):
+        raise TimeoutError(f"processes of node {tag} still alive after SIGKILL: {sorted(tagged_pids(tag))}")
+    return hit
 
 
 def signal_tree(tag: str, sig: int) -> set[int]:
