@@ -62,7 +62,8 @@ lint: install
 k8s-testenv:
 	kind/testenv/build-kube-apiserver.sh
 
-# Debian's chromium, for tests/test_report_browser.py (skipped without it locally, a failure under CI=true)
+# Debian's chromium, for tests/test_report_browser.py (skipped without it locally, a failure under CI=true);
+# Playwright (the test extra) drives it by path: Playwright's own browser downloads are never used
 browser-testenv:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" != 0 ]; then echo "chromium is missing: run 'apt-get install chromium' as root"; exit 2; fi; \

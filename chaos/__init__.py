@@ -23,14 +23,17 @@ from chaos.errors import (
     RecoveryTimeout,
     SetupError,
     SpecError,
+    WatcherDied,
 )
 from chaos.events import Event, Timeline
 from chaos.faults import Fault, FaultPlan, FaultRecord, KillNode
+from chaos.reporting.result import RunResult
 from chaos.runner.run import ChaosRun, JobFailed
 from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
 
 __all__ = [
     "ChaosError", "ChaosRun", "EtcdError", "Event", "Fault", "FaultPlan", "FaultRecord",
     "InjectionFailed", "JobFailed", "JobSpec", "KillNode", "PlatformError", "RdzvBackend", "Recovery",
-    "RecoveryTimeout", "RendezvousSpec", "SetupError", "SpecError", "Timeline", "Verdict",
+    "RecoveryTimeout", "RendezvousSpec", "RunResult", "SetupError", "SpecError", "Timeline", "Verdict",
+    "WatcherDied",
 ]

@@ -49,5 +49,21 @@ class RecoveryTimeout(ChaosError):
         super().__init__(f"timed out after {waited_s:.0f}s waiting for {what}{detail}")
 
 
-class UnsafeUnpickle(ChaosError):
+class UndecodableState(ChaosError, ValueError):
+    """A rendezvous value in etcd is not a well-formed rendezvous state (not base64, not
+    a pickle, or fields of the wrong type); the message says which. The only exception
+    ``chaos.watchers.rdzv_state.decode`` raises."""
+
+
+class UnsafeUnpickle(UndecodableState):
     """A rendezvous state named a class outside the allow-list; refused, not loaded."""
+
+
+class WatcherDied(ChaosError):
+    """A watcher's thread ended with an error: from then on the timeline is blind to what
+    it watched, so the run cannot be judged. ``watcher`` names it, ``error`` is the cause."""
+
+    def __init__(self, watcher: str, error: BaseException) -> None:
+        self.watcher, self.error = watcher, error
+        super().__init__(f"{watcher} died: {type(error).__name__}: {error} (its events stop there; "
+                         "the run cannot be judged on them)")

@@ -123,7 +123,7 @@ def pytest_runtest_makereport(item: pytest.Item,
 def pytest_assertrepr_compare(config: pytest.Config, op: str, left: object, right: object) -> list[str] | None:
     """``assert recovery.lost_steps <= 20`` failing shows what the metric was measured
     from: the timeline slice around that fault."""
-    from chaos.analysis.recovery import Measured, MeasuredInt
+    from chaos.analysis.metrics import Measured, MeasuredInt
     measured = next((v for v in (left, right) if isinstance(v, (Measured, MeasuredInt))), None)
     if measured is None or measured.recovery is None:
         return None
@@ -141,25 +141,23 @@ def _add_failure_context(item: pytest.Item, report: pytest.TestReport) -> None:
     from chaos.reporting.failure import failure_text
     for run in item.stash.get(_RUNS_KEY, []):
         try:
-            recoveries = [{"kind": r.fault_kind, "target": r.target, **r.to_json()} for r in run.recoveries()]
             text = failure_text(run.report_dir, run.timeline.events(), [f.injected_at for f in run.faults],
-                                run.started_at, recoveries)
+                                run.started_at, run.recoveries())
         except Exception as exc:  # noqa: BLE001 - the test's own failure must still be reported
             text = f"report folder: {run.report_dir} (timeline slice unavailable: {exc!r})"
         add("elastic-chaos", text)
 
 
 def _record_metrics(item: pytest.Item, run: ChaosRun) -> None:
-    """The run's recovery metrics as JUnit XML properties (``--junitxml``)."""
-    import json
-
+    """The run's recovery metrics, as its report.json records them, as JUnit XML properties
+    (``--junitxml``)."""
     from chaos.reporting.failure import metric_properties
-    try:
-        report = json.loads((run.report_dir / "report.json").read_text())
-    except (OSError, ValueError):
+    from chaos.reporting.load import read_result
+    result = read_result(run.report_dir)
+    if result is None:
         return
     html = run.report_dir / "report.html"
-    item.user_properties.extend(metric_properties(report, html if html.exists() else None))
+    item.user_properties.extend(metric_properties(result, html if html.exists() else None))
 
 
 @pytest.fixture
@@ -217,6 +215,9 @@ def start_job(request: pytest.FixtureRequest, chaos_platform: str,
         brains = run.split_brains()
         if brains:  # an invariant, whatever the test asserted: fail it (at teardown)
             pytest.fail(f"split brain in {run.report_dir}: " + "; ".join(b.describe() for b in brains))
+        died = [c.reason for c in run.verdict.checks if c.name == "watcher" and c.ok is False] if run.verdict else []
+        if died:    # part of the run went unobserved: what the test asserted stands on less than it saw
+            pytest.fail(f"a watcher died in {run.report_dir}: " + "; ".join(died))
 
 
 @pytest.fixture
@@ -235,7 +236,7 @@ def run_hypothesis(request: pytest.FixtureRequest, chaos_platform: str,
 
     def run(name: str, *, expect_failed: Iterable[str] | None = None, **values: Any) -> ChaosRun:
         from chaos.errors import FaultUnavailable
-        from chaos.hypotheses.api import execute
+        from chaos.hypotheses.execute import execute
         if runs:
             raise RuntimeError("run_hypothesis runs one hypothesis per test")
         try:

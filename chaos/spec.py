@@ -11,7 +11,7 @@ import enum
 import importlib.util
 import re
 import uuid
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -244,6 +244,30 @@ class JobSpec:
         d["trainer_args"] = list(self.trainer_args)
         d["backend"] = self.backend.value if self.backend is not None else None
         return d
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> JobSpec:
+        """report.json's ``job`` read back (``to_json``). Keys this version does not know
+        are ignored and absent ones take today's defaults (a report written by an older
+        version); a value out of bounds raises SpecError, as for any JobSpec."""
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in raw.items() if k in known and k not in ("rdzv", "observe")}
+        for key in ("script", "trainer_args"):
+            if key in kw:
+                kw[key] = tuple(str(a) for a in kw[key] or ())
+        if isinstance(kw.get("env"), dict):
+            kw["env"] = tuple((str(k), str(v)) for k, v in kw["env"].items())
+        if kw.get("backend") is not None:
+            kw["backend"] = PgBackend(kw["backend"])
+        rdzv = dict(raw.get("rdzv") or {})
+        rdzv.setdefault("backend", raw.get("rdzv_backend") or RendezvousSpec().backend.value)
+        rdzv_known = {f.name for f in fields(RendezvousSpec)}
+        rdzv_kw = {k: v for k, v in rdzv.items() if k in rdzv_known}
+        rdzv_kw["backend"] = RdzvBackend(rdzv_kw["backend"])
+        observe = raw.get("observe") or {}
+        observe_known = {f.name for f in fields(Observation)}
+        return cls(**kw, rdzv=RendezvousSpec(**rdzv_kw),
+                   observe=Observation(**{k: v for k, v in observe.items() if k in observe_known}))
 
 
 @dataclass(frozen=True)

@@ -135,11 +135,12 @@ def test_a_triggered_second_fault_is_part_of_the_first_ones_recovery():
     first, second = analyze(ev)
     assert first.recovery_s == pytest.approx(10.0) and first.world_size_after == 1
     assert second.recovery_s == pytest.approx(8.0)
+    assert not first.overtaken and not second.overtaken
 
 
 def test_an_independent_second_fault_ends_the_first_ones_window():
     ev = healthy_recovery()
     ev.append(Event.make(FaultEv.INJECTED, F + 2.0, "node-2", {"fault": "kill-node"}))
-    first, _ = analyze(ev)
-    assert first.recovery_s is None
+    first, second = analyze(ev)
+    assert first.recovery_s is None and first.overtaken and not second.overtaken
     assert "the next fault came before this one's recovery completed" in first.missing

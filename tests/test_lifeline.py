@@ -98,8 +98,13 @@ def test_a_paused_etcd_that_forks_is_paused_whole_and_resumes(tmp_path, forking_
         group = wait_for(lambda: procs.group_members(server.pid) if len(procs.group_members(server.pid)) >= 2
                          else None, what="the fake etcd's child")
         server.pause()
-        states = {p: Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] for p in group}
-        assert set(states.values()) == {"T"}, states      # the real etcd (the child) is stopped too
+
+        def states() -> dict[int, str]:
+            return {p: Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] for p in group}
+
+        # a signal is delivered asynchronously: wait for the kernel to have stopped them
+        stopped = wait_for(lambda: set(states().values()) == {"T"}, 10, "the whole group to be stopped")
+        assert stopped                                     # the real etcd (the child) is stopped too
         server.resume()
     assert [p for p in group if procs.is_running(p)] == []
 

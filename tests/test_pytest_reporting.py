@@ -68,8 +68,9 @@ def test_metric_properties_of_a_recorded_run():
     import json
 
     from chaos.reporting.failure import metric_properties
+    from chaos.reporting.load import read_result
     report = json.loads((RUNS / "kill-node-shrink" / "report.json").read_text())
-    props = dict(metric_properties(report, None))
+    props = dict(metric_properties(read_result(RUNS / "kill-node-shrink"), None))
     m = report["faults"][0]["metrics"]
     assert props["chaos.verdict"] == "passed" and "chaos.report" not in props
     assert props["chaos.fault0.regain_s"] == str(m["regain_s"])

@@ -1,8 +1,9 @@
 """report.html and audit.html open in a real headless Chromium: no console error,
 nothing fetched from the network, the timeline laid out and visible, a screenshot taken.
 
-Chromium comes from the test setup (`make browser-testenv`, run by .ci/run):
-skipped with the reason when absent locally, a failure under CI=true.
+Playwright (the ``test`` extra) drives Debian's chromium, which comes from the test
+setup (`make browser-testenv`, run by .ci/run): skipped with the reason when either
+is absent locally, a failure under CI=true.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from chromium_cdp import find_chromium, open_page
+from browser_page import find_chromium, open_page
 
 from chaos.reporting import render_folder
 
@@ -34,12 +35,19 @@ VISIBLE = """(() => {
 
 @pytest.fixture(scope="module")
 def chromium() -> str:
+    """Debian's chromium, with Playwright to drive it; skips (fails under CI=true) without either."""
     path = find_chromium()
-    if path:
+    missing = None if path else ("chromium is not installed; `make browser-testenv` installs it "
+                                 "(apt-get install chromium)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        missing = "playwright is not installed; `pip install -e .[test]` (make install) installs it"
+    if missing is None and path is not None:
         return path
     if os.environ.get("CI") == "true":
-        pytest.fail("chromium is not installed: the test setup must install it (`make browser-testenv`)")
-    pytest.skip("chromium is not installed; `make browser-testenv` installs it (apt-get install chromium)")
+        pytest.fail(f"{missing} -- the test setup must provide it")
+    pytest.skip(missing)
 
 
 def colour_pixels(png: Path, box: dict[str, float], rgb: tuple[int, int, int], tol: int = 40) -> int:

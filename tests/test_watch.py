@@ -9,20 +9,16 @@ round forms and closes).
 """
 from __future__ import annotations
 
-import base64
-import datetime
 import json
-import pickle
 import signal
 import subprocess
-import sys
 import threading
-import time
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
 import pytest
+from rdzv_values import replay_node_loss
+from watch_cli import cli, wait_until_watching
 
 from chaos.events import FaultEv, RdzvEv, RunnerEv, Source, of, read_events
 from chaos.platforms.local.etcd import EtcdServer, free_port
@@ -34,19 +30,6 @@ RUN_ID = "watched-job"
 def etcd(tmp_path):
     with EtcdServer(tmp_path / "etcd-data") as server:
         yield server
-
-
-def torch_state(round_: int, complete: bool, participants: list[tuple[int, int]], waiting: list[int],
-                beats: dict[int, float]) -> str:
-    """A torch _RendezvousState with nodes named by agent pid, as torch's etcd backend stores it."""
-    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import _NodeDesc, _RendezvousState
-    state = _RendezvousState()
-    state.round, state.complete = round_, complete
-    state.participants = {_NodeDesc("10.0.0.1", pid, 0): rank for pid, rank in participants}
-    state.wait_list = {_NodeDesc("10.0.0.1", pid, 0) for pid in waiting}
-    state.last_heartbeats = {_NodeDesc("10.0.0.1", pid, 0):
-                             datetime.datetime.fromtimestamp(t, datetime.timezone.utc) for pid, t in beats.items()}
-    return base64.b64encode(pickle.dumps(state)).decode()
 
 
 def put(etcd: EtcdServer, value: str) -> None:
@@ -74,47 +57,10 @@ def writes_since(etcd: EtcdServer, index: int) -> list[tuple[str, str]]:
         index = body["node"]["modifiedIndex"]
 
 
-def wait_until_watching(record: Path, timeout: float = 60.0) -> None:
-    """Until the watch has recorded its 'watching' phase (its first etcd read follows at once)."""
-    timeline = record / "timeline.jsonl"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if timeline.exists() and '"phase":"watching"' in timeline.read_text():
-            time.sleep(0.8)
-            return
-        time.sleep(0.1)
-    raise AssertionError("the watch did not start within the timeout")
-
-
-def replay_node_loss(etcd: EtcdServer, ready: threading.Event | None = None) -> threading.Thread:
-    """Node 101 survives, node 202 dies: its heartbeats stop, it expires, round 1 forms with 101 alone."""
-    torch_state(0, True, [], [], {})  # import torch before the clock matters
-
-    def run() -> None:
-        if ready is not None:
-            ready.wait(60)
-        t0 = time.time()
-        put(etcd, torch_state(0, True, [(101, 0), (202, 1)], [], {101: t0, 202: t0}))
-        time.sleep(1.0)
-        died = time.time() - 0.2                           # 202's last heartbeat; then it is killed
-        put(etcd, torch_state(0, True, [(202, 1)], [101], {101: time.time(), 202: died}))  # 101 re-rendezvous
-        time.sleep(0.7)
-        put(etcd, torch_state(1, False, [(101, 0)], [], {101: time.time()}))             # 202 expired
-        time.sleep(0.7)
-        put(etcd, torch_state(1, True, [(101, 0)], [], {101: time.time()}))
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
-
-
-def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "chaos.cli.main", *args]
-
-
 def test_watch_records_rounds_and_an_observed_loss_without_writing_to_etcd(etcd, tmp_path):
     before = etcd_index(etcd)
     ready = threading.Event()
-    writer = replay_node_loss(etcd, ready)
+    writer = replay_node_loss(lambda value: put(etcd, value), ready)
     record = tmp_path / "rec"
     proc = subprocess.Popen(cli("watch", "--etcd", etcd.endpoint, "--run-id", RUN_ID, "--record", str(record),
                                 "--duration", "6"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -204,7 +150,7 @@ def test_the_live_view_keeps_a_status_line_on_a_tty(etcd):
 
     stream = Tty()
     ready = threading.Event()
-    writer = replay_node_loss(etcd, ready)
+    writer = replay_node_loss(lambda value: put(etcd, value), ready)
     threading.Timer(1.0, ready.set).start()
     watch(WatchOptions(etcd=etcd.endpoint, run_id=RUN_ID, duration_s=4.5), stream=stream)
     writer.join(10)

@@ -37,6 +37,12 @@ class SplitBrain:
                 "worlds": [{"node": n, "pid": p, "world_size": w} for n, p, w in self.worlds],
                 "description": self.describe()}
 
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> SplitBrain:
+        worlds = tuple((w.get("node"), int(w.get("pid", 0)), int(w.get("world_size", 0)))
+                       for w in raw.get("worlds") or [] if isinstance(w, dict))
+        return cls(float(raw.get("start", 0.0)), float(raw.get("end", 0.0)), worlds)
+
 
 def split_brains(events: Sequence[Event]) -> list[SplitBrain]:
     """Periods of more than MIN_OVERLAP_S when two rank-0 processes reported steps."""

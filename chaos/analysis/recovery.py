@@ -1,18 +1,13 @@
 """Turn a timeline into recovery metrics (DESIGN.md, "Metrics").
 
-For a fault injected at F, with ``pre`` the highest step completed before F:
-
-- ``detect_s``      F -> first sign the survivors noticed (an agent on another
-                    node saw a worker fail or restarted, or the rendezvous changed)
-- ``rendezvous_s``  F -> the next rendezvous round is complete
-- ``recovery_s``    F -> first step completed by a worker started after F
-- ``regain_s``      F -> first step > ``pre`` (progress fully regained)
-- ``lost_steps``    ``pre`` - the step training resumed from
-- ``replacement_s`` F -> a replacement node is a participant of a complete round
-
-The phases detect / rendezvous / restart / replay are the consecutive gaps
-between those instants and add up to ``regain_s``. A metric whose evidence is
-missing is ``None`` and ``missing`` says why: nothing is guessed.
+For a fault injected at F, with ``pre`` the highest step completed before F,
+each metric of :class:`Recovery` is declared once, with its unit, label, the
+instants it spans (its ``help``) and where it shows (chaos.analysis.metrics);
+``METRICS`` lists them, the phases first. The phases detect / rendezvous /
+restart / replay are the consecutive gaps between the instants F, first
+detection, rendezvous complete, first step of a restarted worker and progress
+regained, so they add up to ``regain_s``. A metric whose evidence is missing
+is ``None`` and ``missing`` says why: nothing is guessed.
 """
 from __future__ import annotations
 
@@ -21,13 +16,27 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from chaos.analysis.metrics import Metric, Unit, declared, measured, metric, phase
 from chaos.events import AgentEv, CheckpointEv, Event, FaultEv, NodeEv, ProgressEv, RdzvEv, Source, first, of
 
-PHASES = ("detect", "rendezvous", "restart", "replay")
+_SHOWN = {"table": True, "audit": True, "junit": True, "failure": True}
+
+PHASE_METRICS: tuple[Metric, ...] = (
+    phase("detect", "fault -> first sign a survivor noticed it (an agent on another node saw a worker "
+                    "fail or restarted, or the rendezvous changed)", **_SHOWN),
+    phase("rendezvous", "first detection -> the next rendezvous round is complete", **_SHOWN),
+    phase("restart", "rendezvous complete -> first step completed by a worker started after the fault",
+          **_SHOWN),
+    phase("replay", "first step of a restarted worker -> progress passes the pre-fault step (the steps "
+                    "trained again)", **_SHOWN),
+)
+PHASES = tuple(p.key for p in PHASE_METRICS)
 
 _DETECT = (AgentEv.WORKER_FAILED, AgentEv.WORKER_GROUP_FAILED, AgentEv.MEMBERSHIP_CHANGE,
            AgentEv.RENDEZVOUS_STARTED, AgentEv.WORKERS_STOPPING)
 """What an agent says when it notices a failure (on a node other than the target)."""
+
+_S, _STEPS, _N = Unit.SECONDS, Unit.STEPS, Unit.COUNT
 
 
 @dataclass
@@ -37,20 +46,33 @@ class Recovery:
     fault_kind: str
     target: str | None
     injected_at: float
-    pre_step: int | None = None
-    detect_s: float | None = None
-    rendezvous_s: float | None = None
-    recovery_s: float | None = None
-    regain_s: float | None = None
-    lost_steps: int | None = None
-    resumed_from_step: int | None = None
-    replacement_s: float | None = None
-    world_size_before: int | None = None
-    world_size_after: int | None = None
-    world_size_final: int | None = None
-    restarts_used: int = 0
+    pre_step: int | None = metric("pre-fault step", _STEPS, "the highest step completed before the fault")
+    detect_s: float | None = metric("detected", _S, "fault -> first sign a survivor noticed it", junit=True)
+    rendezvous_s: float | None = metric("rendezvous complete", _S, "fault -> the next rendezvous round is "
+                                        "complete", junit=True)
+    recovery_s: float | None = metric("recovered", _S, "fault -> first step completed by a worker started "
+                                      "after the fault", junit=True)
+    regain_s: float | None = metric("regain", _S, "fault -> first step past the pre-fault step (progress "
+                                    "fully regained)", table=True, audit=True, junit=True, failure=True)
+    lost_steps: int | None = metric("lost {unit}s", _STEPS, "the pre-fault step - the step training resumed "
+                                    "from", table=True, audit=True, junit=True, failure=True)
+    resumed_from_step: int | None = metric("resumed from", _STEPS, "the step training resumed from (its "
+                                           "checkpoint)", table=True, junit=True)
+    world_size_before: int | None = metric("world size before", _N, "ranks training before the fault",
+                                           table=True, column="world size", junit=True)
+    world_size_after: int | None = metric("world size after", _N, "ranks of the first step after the fault",
+                                          table=True, column="world size", junit=True)
+    world_size_final: int | None = metric("world size final", _N, "ranks of the last step of the recovery "
+                                          "window (shown when it differs from after)", table=True,
+                                          column="world size", junit=True)
+    replacement_s: float | None = metric("replacement", _S, "fault -> a replacement node is a participant "
+                                         "of a complete round", table=True, junit=True)
+    restarts_used: int = metric("restarts", _N, "the most worker-group restarts one agent spent after the "
+                                "fault", default=0, table=True, junit=True)
     restart_budget: int | None = None
     """The job's max_restarts (each agent's budget)."""
+    overtaken: bool = False
+    """The next fault came before this one's recovery completed (its window ended first)."""
     phases: dict[str, float | None] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     evidence: list[Event] = field(default_factory=list, repr=False)
@@ -68,6 +90,18 @@ class Recovery:
         d["missing"] = list(self.missing)
         return {k: _plain(v) for k, v in d.items()}
 
+    @classmethod
+    def from_json(cls, kind: str, target: str | None, injected_at: float, metrics: dict[str, Any]) -> Recovery:
+        """A fault's report.json ``metrics`` read back (what ``to_json`` wrote). Tolerant of
+        older or hand-made files: a metric that is absent or not a number reads as not observed."""
+        values: dict[str, Any] = {m.key: v for m in FIELD_METRICS if (v := m.unit.read(metrics.get(m.key))) is not None}
+        budget = Unit.COUNT.read(metrics.get("restart_budget"))
+        phases = metrics.get("phases")
+        return cls(fault_kind=kind, target=target, injected_at=injected_at, **values,
+                   restart_budget=None if budget is None else int(budget), overtaken=metrics.get("overtaken") is True,
+                   phases={p: Unit.SECONDS.read(phases.get(p)) for p in PHASES} if isinstance(phases, dict) else {},
+                   missing=[m for m in metrics.get("missing") or [] if isinstance(m, str)])
+
     def explain(self) -> str:
         """The timeline slice around this fault, one line per notable event."""
         lines = [f"{self.fault_kind} on {self.target} at t0={self.injected_at:.3f}:"]
@@ -77,37 +111,9 @@ class Recovery:
         return "\n".join(lines)
 
 
-class Measured(float):
-    """A measured seconds value that remembers which recovery it belongs to, so a
-    failing ``assert recovery.regain_s < 30`` can show the timeline slice."""
-
-    recovery: Recovery | None = None
-    metric: str = ""
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (float, (float(self),))
-
-
-class MeasuredInt(int):
-    """A measured count (lost steps, world size) that remembers its recovery."""
-
-    recovery: Recovery | None = None
-    metric: str = ""
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (int, (int(self),))
-
-
-def _measured(value: float | int | None, rec: Recovery, metric: str) -> Any:
-    if value is None or isinstance(value, bool):
-        return value
-    out: Measured | MeasuredInt = MeasuredInt(value) if isinstance(value, int) else Measured(value)
-    out.recovery, out.metric = rec, metric
-    return out
-
-
-_MEASURED_FIELDS = ("detect_s", "rendezvous_s", "recovery_s", "regain_s", "lost_steps", "resumed_from_step",
-                    "replacement_s", "world_size_before", "world_size_after", "world_size_final", "pre_step")
+FIELD_METRICS: tuple[Metric, ...] = declared(Recovery)
+METRICS: tuple[Metric, ...] = (*PHASE_METRICS, *FIELD_METRICS)
+"""Every metric, declared once (chaos.analysis.metrics): the phases, then Recovery's fields."""
 
 
 def _plain(v: Any) -> Any:
@@ -166,6 +172,7 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
         detect, rdzv, resumed, first_new, regain = (
             m if m is not None and m.t <= until else None for m in (detect, rdzv, resumed, first_new, regain))
         if regain is None:
+            rec.overtaken = True
             rec.missing.append("the next fault came before this one's recovery completed")
 
     rec.detect_s = _since(f, detect, "no survivor noticed the fault", rec)
@@ -188,8 +195,8 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
     rec.restarts_used = _restarts_used(events, f, until)
     rec.phases = _phases(f, detect, rdzv, first_new, regain)
     rec.evidence = _evidence(events, f, regain.t if regain else until, [detect, rdzv, resumed, first_new, regain])
-    for name in _MEASURED_FIELDS:
-        setattr(rec, name, _measured(getattr(rec, name), rec, name))
+    for m in FIELD_METRICS:
+        setattr(rec, m.key, measured(m.of(rec), rec, m.key))
     return rec
 
 
@@ -312,6 +319,29 @@ class FailureCause(enum.Enum):
     """Its agent exited without any of the above in its log."""
 
 
+class RootCause(enum.Enum):
+    """What made a failed node's workers fail, when their errors name it: the thing a
+    person has to fix, which "exhausted its restart budget" alone would hide."""
+
+    DISK_FULL = "disk_full"
+    """ENOSPC: no space left on the device (often the checkpoint volume)."""
+    PERMISSION_DENIED = "permission_denied"
+    """EACCES: a file or directory the workers could not write or read."""
+    MISSING_FILE = "missing_file"
+    """ENOENT: a file, directory or binary that is not there."""
+    MISSING_MODULE = "missing_module"
+    """A Python module the script imports is not installed where it runs."""
+    OUT_OF_MEMORY = "out_of_memory"
+    """Host or GPU memory ran out."""
+
+    def describe(self) -> str:
+        return {RootCause.DISK_FULL: "the disk is full (ENOSPC)",
+                RootCause.PERMISSION_DENIED: "permission denied (EACCES)",
+                RootCause.MISSING_FILE: "a file or binary is missing (ENOENT)",
+                RootCause.MISSING_MODULE: "a Python module is missing",
+                RootCause.OUT_OF_MEMORY: "out of memory"}[self]
+
+
 _RDZV_FAILED = (AgentEv.RENDEZVOUS_CLOSED, AgentEv.RENDEZVOUS_TIMEOUT, AgentEv.RENDEZVOUS_ERROR)
 
 
@@ -323,6 +353,8 @@ class JobOutcome:
     state: JobState
     reasons: list[str] = field(default_factory=list)
     causes: frozenset[FailureCause] = frozenset()
+    root_causes: frozenset[RootCause] = frozenset()
+    """What the failed nodes' workers' errors named (a full disk, ...), beside ``causes``."""
 
     @property
     def failed(self) -> bool:
@@ -343,7 +375,25 @@ def job_outcome(events: Sequence[Event], job: Any = None) -> JobOutcome:
         return JobOutcome(JobState.FINISHED, ["every node finished training"])
     why = [_node_failure(node, ends[node], of(events, Source.AGENT, node=node), getattr(job, "max_restarts", None))
            for node in sorted(n for n in ends if n)]
-    return JobOutcome(JobState.FAILED, [text for _, text in why], frozenset(cause for cause, _ in why))
+    reasons, roots = [], set()
+    for (cause, text), node in zip(why, sorted(n for n in ends if n), strict=True):
+        root = _root_cause(of(events, ProgressEv.WORKER_ERROR, node=node)) if cause is not FailureCause.LOST_TO_FAULT \
+            else None
+        if root is not None:
+            roots.add(root[0])
+            text = f"{text}; its workers failed with {root[1]}: {root[0].describe()}"
+        reasons.append(text)
+    return JobOutcome(JobState.FAILED, reasons, frozenset(cause for cause, _ in why), frozenset(roots))
+
+
+def _root_cause(errors: list[Event]) -> tuple[RootCause, str] | None:
+    """The last root cause a node's worker errors named, with the error line."""
+    for e in reversed(errors):
+        root = e.data.get("root")
+        if isinstance(root, str) and root in {r.value for r in RootCause}:
+            line = f"{e.data.get('error', 'an error')}: {str(e.data.get('message', ''))[:160]}"
+            return RootCause(root), line
+    return None
 
 
 def _node_failure(node: str, end: Event, agent: list[Event], budget: int | None) -> tuple[FailureCause, str]:

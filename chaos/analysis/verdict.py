@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+_PREFIXES: dict[str, bool | None] = {"ok": True, "FAILED": False, "not checked": None}
+"""How a check's outcome begins its line."""
+
 
 @dataclass(frozen=True)
 class Check:
@@ -21,11 +24,25 @@ class Check:
     reason: str
 
     def line(self) -> str:
-        prefix = {True: "ok", False: "FAILED", None: "not checked"}[self.ok]
+        prefix = next(p for p, ok in _PREFIXES.items() if ok is self.ok)
         return f"{prefix}: {self.reason}"
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "ok": self.ok, "reason": self.reason}
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Check:
+        ok = raw.get("ok")
+        return cls(str(raw.get("name", "")), ok if isinstance(ok, bool) else None, str(raw.get("reason", "")))
+
+    @classmethod
+    def from_line(cls, line: str, passed: bool) -> Check:
+        """A reason line of a verdict written before checks had names ("ok: ...",
+        "FAILED: ...", "not checked: ..."); a line without a prefix takes the verdict's outcome."""
+        for prefix, ok in _PREFIXES.items():
+            if line.startswith(prefix + ": "):
+                return cls("hypothesis", ok, line[len(prefix) + 2:])
+        return cls("hypothesis", passed, line)
 
 
 @dataclass
@@ -62,6 +79,24 @@ class Verdict:
     def to_json(self) -> dict[str, Any]:
         """report.json's ``verdict``: ``passed``, ``reasons`` (lines) and ``checks``."""
         return {"passed": self.passed, "reasons": self.reasons, "checks": [c.to_json() for c in self.checks]}
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Verdict | None:
+        """report.json's ``verdict`` read back; None where the run reached none (no
+        check made and not passed, as report.json writes "no verdict was reached", or
+        ``passed`` null: a run that never finished). A verdict written before checks
+        had names is read from its reason lines."""
+        passed = raw.get("passed")
+        if not isinstance(passed, bool):
+            return None
+        checks = raw.get("checks")
+        if isinstance(checks, list):
+            found = [Check.from_json(c) for c in checks if isinstance(c, dict)]
+        else:
+            found = [Check.from_line(str(r), passed) for r in raw.get("reasons") or []]
+        if not found and not passed:
+            return None
+        return cls(found)
 
     @classmethod
     def failed(cls, reason: str, *, check: str = "run") -> Verdict:

@@ -12,7 +12,6 @@ Exit 0 when no regression was flagged, 1 when one was, 2 when no run was found.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +49,7 @@ def _summaries(paths: list[Path], what: str) -> list[Any]:
 
 def main(args: argparse.Namespace) -> int:
     from chaos.reporting import audit, audit_view
+    from chaos.reporting.schema import dumps
     if args.tolerance < 0 or args.min_delta < 0 or args.score_half <= 0:
         raise SpecError("--tolerance and --min-delta must be >= 0, --score-half > 0")
     runs = _summaries(args.dirs, "audit")
@@ -60,14 +60,18 @@ def main(args: argparse.Namespace) -> int:
     print(audit_view.render_text(runs, groups, baseline=baseline, regressions=regressions,
                                  half_s=args.score_half))
     html_path: Path = args.html
-    html_path.parent.mkdir(parents=True, exist_ok=True)
-    html_path.write_text(audit_view.render_html(runs, groups, html_path, baseline=baseline,
-                                                regressions=regressions, half_s=args.score_half),
-                         encoding="utf-8")
     json_path = html_path.with_suffix(".json")
-    json_path.write_text(json.dumps({
-        "runs": [str(r.folder) for r in runs], "baseline": [str(r.folder) for r in baseline],
-        "groups": [g.to_json(args.score_half) for g in groups],
-        "regressions": [r.describe() for r in regressions]}, indent=2) + "\n", encoding="utf-8")
+    html = audit_view.render_html(runs, groups, html_path, baseline=baseline, regressions=regressions,
+                                  half_s=args.score_half)
+    doc = dumps({"runs": [str(r.folder) for r in runs], "baseline": [str(r.folder) for r in baseline],
+                 "groups": [g.to_json(args.score_half) for g in groups],
+                 "regressions": [r.describe() for r in regressions]}, indent=2) + "\n"
+    try:
+        html_path.parent.mkdir(parents=True, exist_ok=True)
+        html_path.write_text(html, encoding="utf-8")
+        json_path.write_text(doc, encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"cannot write the audit to {html_path} ({exc.strerror or exc}); pass --html PATH in "
+                        "a folder you can write") from None
     print(f"\naudit: {html_path.resolve()}  (and {json_path.name})")
     return 1 if regressions else 0

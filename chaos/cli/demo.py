@@ -28,7 +28,7 @@ def register(sub: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from chaos.cli.run import console, default_report_dir, summarize
-    from chaos.hypotheses.api import execute
+    from chaos.hypotheses.execute import execute
     values: dict[str, Any] = {"replace_lost_nodes": args.replace}
     if args.etcd_binary:
         values["etcd_binary"] = args.etcd_binary

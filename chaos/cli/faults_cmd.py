@@ -24,7 +24,7 @@ def register(sub: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from chaos.faults.catalog import all_faults
-    from chaos.hypotheses.api import HYPOTHESES, get
+    from chaos.hypotheses.catalog import HYPOTHESES, get
     from chaos.platforms import PLATFORMS
     get("kill-node")  # loads the catalog
     platforms = [args.platform] if args.platform else list(PLATFORMS)

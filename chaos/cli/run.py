@@ -11,7 +11,6 @@ bounds. ``elastic-chaos run FAULT --help`` shows that fault's options;
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
@@ -71,7 +70,8 @@ def peek(words: list[str]) -> tuple[str | None, str]:
 
 def register(sub: Any, words: list[str] | None = None) -> None:
     from chaos.errors import SpecError
-    from chaos.hypotheses.api import TrialOptions, get
+    from chaos.hypotheses.api import TrialOptions
+    from chaos.hypotheses.catalog import get
     from chaos.platforms import PLATFORMS, platform_option_classes
     from chaos.spec import PRESETS, JobSpec, Observation, RendezvousSpec
 
@@ -126,7 +126,7 @@ def _env_pair(value: str) -> tuple[str, str]:
 
 def option_values(args: argparse.Namespace) -> dict[str, Any]:
     """The options given on the command line, by name (what the pytest fixture takes)."""
-    from chaos.hypotheses.api import get
+    from chaos.hypotheses.catalog import get
     from chaos.platforms import platform_option_classes
     from chaos.spec import JOB_OPTION_CLASSES, Observation, locate_script
     h = get(args.fault)
@@ -149,7 +149,7 @@ def option_values(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from chaos.hypotheses.api import execute
+    from chaos.hypotheses.execute import execute
     values = option_values(args)
     report_dir = args.report_dir or default_report_dir(args.fault)
     run = execute(args.fault, values, report_dir=report_dir, platform=args.platform,
@@ -169,10 +169,16 @@ def default_report_dir(name: str) -> Path:
 
 
 def summarize(report_dir: Path) -> int:
+    """Print the recovery table of the run's report.json; the exit code of its verdict."""
+    from chaos.reporting.load import read_result
     from chaos.reporting.report import render_table
-    report = json.loads((report_dir / "report.json").read_text())
+    result = read_result(report_dir)
+    if result is None:
+        print(f"\n{report_dir / 'report.json'} is missing or unreadable; "
+              f"`elastic-chaos report {report_dir}` shows what the folder holds")
+        return 1
     print()
-    print(render_table(report))
+    print(render_table(result))
     print(f"\nreport folder: {report_dir}  (report.json, timeline.jsonl, nodes/*.log, summary.md)")
     html = report_dir / "report.html"
     if html.exists():
@@ -180,4 +186,4 @@ def summarize(report_dir: Path) -> int:
     else:
         print(f"report.html was not written; render it with `elastic-chaos report {report_dir}`")
     sys.stdout.flush()
-    return 0 if report["verdict"]["passed"] else 1
+    return 0 if result.passed else 1

@@ -10,9 +10,12 @@ rendezvous is found from the ElasticJob/PyTorchJob object and its etcd reached
 through ``kubectl port-forward`` (or ``--etcd``). Stops after ``--duration``
 seconds or on Ctrl-C, stopping everything it started.
 
+A rendezvous value that cannot be decoded is shown and recorded, and the
+watch goes on; a watcher that dies ends the watch (it would be blind).
+
 Exit 0 when every observed loss was followed by a re-formed rendezvous (and
-regained progress, where visible), 1 when one was not, 2 on a usage or setup
-error (etcd unreachable, bad option).
+regained progress, where visible), 1 when one was not or a watcher died, 2 on
+a usage or setup error (etcd unreachable, bad option).
 """
 from __future__ import annotations
 
@@ -77,7 +80,7 @@ def _watch_kubernetes(args: argparse.Namespace) -> int:
 
 
 def _watch(args: argparse.Namespace, endpoint: str, run_id: str, platform: str) -> int:
-    from chaos.reporting.load import analyze_faults
+    from chaos.reporting.load import fault_results
     from chaos.reporting.record import watch_verdict
     from chaos.runner.watch import WatchOptions, watch
     opts = WatchOptions(etcd=endpoint, run_id=run_id, record=args.record, duration_s=args.duration,
@@ -90,7 +93,7 @@ def _watch(args: argparse.Namespace, endpoint: str, run_id: str, platform: str) 
         if result.report_html is not None:
             print(f"report: {result.report_html.resolve()}")
     saw_progress = first(result.events, ProgressEv.STEP) is not None
-    verdict = watch_verdict(analyze_faults(result.events), saw_progress, [])
-    for reason in verdict["reasons"]:
+    verdict = watch_verdict([f.recovery for f in fault_results(result.events)], saw_progress, result.errors)
+    for reason in verdict.reasons:
         print(f"  {reason}")
-    return 0 if verdict["passed"] else 1
+    return 0 if verdict.passed else 1

@@ -13,6 +13,7 @@ over a live timeline.
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -21,7 +22,47 @@ from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
 
-from chaos.events.vocabulary import EventType, Source
+from chaos.events.vocabulary import EventType, ProgressEv, Source
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _opt_int(v: Any) -> bool:
+    return v is None or _int(v)
+
+
+def _opt_str(v: Any) -> bool:
+    return v is None or isinstance(v, str)
+
+
+def _any(v: Any) -> bool:
+    return True
+
+
+def _participants(v: Any) -> bool:
+    return v is None or (isinstance(v, list) and all(isinstance(p, dict) and _opt_str(p.get("node"))
+                                                       for p in v))
+
+
+def _ranges(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(r, list) and len(r) == 2 and all(_int(x) for x in r)
+                                       for r in v)
+
+
+_FIELD_OK: dict[str, Callable[[Any], bool]] = {
+    # the data fields the analysis reads as numbers, names or lists, by name (a field means
+    # the same in every event type that carries it)
+    "step": _int, "world_size": _opt_int, "rank": _opt_int, "pid": _opt_int, "restart_count": _opt_int,
+    "group_world_size": _opt_int, "round": _opt_int, "exit_code": _opt_int, "epoch": _opt_int,
+    "epoch_size": _opt_int, "step_from": _opt_int, "fault": _opt_str, "phase": _opt_str, "replaces": _opt_str,
+    "via": _opt_str, "cause": _opt_str, "root": _opt_str, "world_size_from": _opt_str, "participants": _participants,
+    "wait_list": _participants, "samples": _ranges,
+}
+_REQUIRED: dict[EventType, tuple[str, ...]] = {ProgressEv.STEP: ("step",)}
+_MAX_T = 1e11
+"""Seconds since the epoch beyond which a time is not a time (year ~5138)."""
 
 Selector = EventType | Source
 """What the query helpers select by: one event type, or every type of a source."""
@@ -54,8 +95,20 @@ class Event:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> Event:
-        return cls(t=float(raw["t"]), source=str(raw["source"]), kind=str(raw["kind"]),
-                   node=raw.get("node"), data=dict(raw.get("data") or {}))
+        """An event read back from timeline.jsonl. Raises ValueError for a line whose
+        envelope or well-known data fields have the wrong type (a file is input: the
+        analysis trusts what it reads)."""
+        t, source, kind, node = raw["t"], raw["source"], raw["kind"], raw.get("node")
+        data = raw.get("data") or {}
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or abs(t) > _MAX_T:
+            raise ValueError(f"t {t!r} is not a time")
+        if not isinstance(source, str) or not isinstance(kind, str) or not (node is None or isinstance(node, str)):
+            raise ValueError("source, kind and node must be strings")
+        if not isinstance(data, dict) or not all(_FIELD_OK.get(k, _any)(v) for k, v in data.items()):
+            raise ValueError(f"data of {source}/{kind} has a field of the wrong type")
+        if any(k not in data for k in _REQUIRED.get(EventType(source, kind), ())):
+            raise ValueError(f"{source}/{kind} lacks {_REQUIRED[EventType(source, kind)]}")
+        return cls(t=float(t), source=source, kind=kind, node=node, data=dict(data))
 
 
 class Timeline:

@@ -244,6 +244,9 @@ class RunnerEv:
     LEFTOVERS = _t(Source.RUNNER, "leftovers")
     """The local platform's own stop missed processes of the run and killed them afterwards
     (``killed``: PID -> tag); a bug worth a look, not a failure of the job."""
+    WATCHER_DIED = _t(Source.RUNNER, "watcher_died")
+    """A watcher's thread ended with an error (``watcher``, ``error``): what it watched is
+    unobserved from here on, and the run fails (watchers/api.py)."""
 
 
 NAMESPACES: tuple[type, ...] = (FaultEv, RdzvEv, AgentEv, ProgressEv, CheckpointEv, NodeEv, RunnerEv)

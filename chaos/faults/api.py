@@ -47,6 +47,23 @@ class FaultRecord:
             out["hit"] = {"action": self.hit.action, "pids": list(self.hit.pids), **self.hit.detail}
         return out
 
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> FaultRecord:
+        """A record as report.json holds it (``to_json``); keys besides kind, target,
+        injected_at and hit are its detail (``metrics`` aside: the report's, not the record's)."""
+        target = raw.get("target")
+        target = None if target is None else str(target)
+        at = raw.get("injected_at")
+        at = float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else 0.0
+        hit = raw.get("hit")
+        made = None
+        if isinstance(hit, dict):
+            extra = {k: v for k, v in hit.items() if k not in ("action", "pids")}
+            made = Hit(node=target or "", at=at, action=str(hit.get("action", "")),
+                       pids=tuple(int(p) for p in hit.get("pids") or []), detail=extra)
+        detail = {k: v for k, v in raw.items() if k not in ("kind", "target", "injected_at", "hit", "metrics")}
+        return cls(str(raw.get("kind", "unknown")), target, at, made, detail)
+
 
 StopCheck = Callable[[], "str | None"]
 """Polled by a long-running fault: a reason (a game day's stop condition) ends it early."""

@@ -36,6 +36,8 @@ from chaos.gameday.stops import StopConditions
 from chaos.platforms.api import Platform
 from chaos.platforms.aws.guard import Guard, UnsafeOperation, check_blast_radius
 from chaos.platforms.aws.targets import AwsSide
+from chaos.reporting.schema import dumps
+from chaos.waiting import eventually
 from chaos.watchers.replacement import ReplacementWatcher
 
 Print = Callable[[str], None]
@@ -173,21 +175,21 @@ def _await_replacement(opts: GamedayOptions, stops: StopConditions, watcher: Rep
     if stopped:
         result.code, result.reasons = 1, [f"stopped: {stopped}"]
         return
-    deadline = time.monotonic() + (opts.replacement_timeout_s if opts.expect_replacement else 0.0)
     want_join = opts.core_v1 is not None
-    while time.monotonic() < deadline:
+
+    def settled() -> bool:
+        """A stop condition fired (the game day failed), or the replacement is in (and rendezvoused)."""
         why = stops.reason()
         if why:
             result.code = 1
             result.reasons.append(f"stopped: {why}")
-            break
-        events = timeline.events()
-        result.split = split(events, fault_at=record.injected_at, targets=ids)
+            return True
+        result.split = split(timeline.events(), fault_at=record.injected_at, targets=ids)
         done = result.split.joined_at if want_join else result.split.running_at
-        if opts.expect_replacement and done is not None and (opts.rendezvous is None or
-                                                             result.split.rendezvous_at is not None):
-            break
-        time.sleep(min(opts.poll_s, 1.0))
+        return done is not None and (opts.rendezvous is None or result.split.rendezvous_at is not None)
+
+    if opts.expect_replacement and opts.replacement_timeout_s > 0:
+        eventually(settled, timeout_s=opts.replacement_timeout_s, interval_s=min(opts.poll_s, 1.0))
     result.split = split(timeline.events(), fault_at=record.injected_at, targets=ids)
     if not opts.expect_replacement:
         if result.split.running_at is not None:
@@ -217,7 +219,7 @@ def _write(opts: GamedayOptions, timeline: Timeline, result: GamedayResult, side
               "calls": [c.to_json() for c in side.guard.calls],
               "audit_log": str(side.guard.audit.path) if side.guard.audit else None,
               "expect_replacement": opts.expect_replacement}
-    (opts.report_dir / "gameday.json").write_text(json.dumps(report, indent=2, default=str))
+    (opts.report_dir / "gameday.json").write_text(dumps(report, indent=2, default=str))
     timeline.close()
 
 

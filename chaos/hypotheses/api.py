@@ -26,20 +26,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from chaos.analysis.observation import checks as observation_checks
-from chaos.analysis.observation import log_tails
 from chaos.analysis.recovery import Recovery
 from chaos.analysis.verdict import Verdict
-from chaos.errors import FaultUnavailable, RecoveryTimeout, SpecError
-from chaos.events import Event, ProgressEv
+from chaos.errors import SpecError
+from chaos.events import Event
 from chaos.faults.api import Fault, FaultRecord
 from chaos.faults.catalog import fault_class
 from chaos.options import declared, option, split, validate
 from chaos.platforms import platform_option_classes
-from chaos.runner.run import ChaosRun, JobFailed
+from chaos.runner.run import ChaosRun
 from chaos.spec import JOB_OPTION_CLASSES, PRESET_OPTION, JobSpec, job_from_options
 
 
@@ -245,71 +242,3 @@ def _field_names(cls: type) -> set[str]:
 
 def seconds(v: float | None) -> str:
     return "never" if v is None else f"{v:.1f}s"
-
-
-# -- running one ---------------------------------------------------------------------
-def get(name: str) -> Hypothesis:
-    """The hypothesis ``name``; SpecError listing the catalog when there is none."""
-    from chaos.hypotheses import catalog  # noqa: F401 - registers the catalog
-    try:
-        return HYPOTHESES[name]
-    except KeyError:
-        raise SpecError(f"unknown fault {name!r}; `elastic-chaos faults` lists them "
-                        f"({', '.join(sorted(HYPOTHESES))})") from None
-
-
-def execute(name: str, values: Mapping[str, Any], *, report_dir: Path, platform: str = "local",
-            scenario: str | None = None, on_start: Callable[[ChaosRun], None] | None = None,
-            overwrite: bool = False) -> ChaosRun:
-    """Run hypothesis ``name`` with ``values`` on ``platform``; returns the closed run
-    (its ``verdict``, timeline and report.json written). Blocks for the whole run.
-
-    A job that died for good or did not recover within the timeout is a failed
-    verdict (with the evidence); a bad option, or a report folder that already
-    holds a run (unless ``overwrite``) or cannot be written, is a SpecError before
-    anything starts; a fault the platform cannot make raises FaultUnavailable."""
-    from chaos.platforms import platform_options
-    h = get(name)
-    s = settings(h, values, platform)
-    run = ChaosRun(report_dir, platform=platform, scenario=scenario or name,
-                   platform_options=platform_options(platform, s.platform), overwrite=overwrite)
-    with run:
-        if on_start is not None:
-            on_start(run)
-        trial = Trial(h, run, s)
-        if h.fault is not None:  # before the job starts: skip (pytest) or refuse (CLI) at once
-            reason = trial.fault().unavailable(run.platform)
-            if reason is not None:
-                raise FaultUnavailable(f"{name}: {reason}")
-        try:
-            h.steps(trial)
-        except JobFailed as exc:
-            trial.verdict.checks.append(_job_failed(run, exc))
-        except RecoveryTimeout as exc:
-            trial.verdict.fail(str(exc), check="in-time")
-        else:
-            _shared_checks(trial)
-        run.verdict = trial.verdict
-    return run
-
-
-def _job_failed(run: ChaosRun, exc: JobFailed) -> Any:
-    """The check of a job that died for good; one that never trained says so, with
-    the tail of every node's log (a script that crashes at start)."""
-    from chaos.analysis.verdict import Check
-    reasons = "; ".join(exc.outcome.reasons)
-    if run.timeline.select(ProgressEv.STEP):
-        return Check("job-survives", False, f"the job failed permanently: {reasons}")
-    tails = "\n".join("    " + tail.replace("\n", "\n    ") for tail in log_tails(run.platform.node_logs()))
-    return Check("steady-state", False, f"the job never reached steady state: it failed permanently before "
-                                        f"a training step was seen ({reasons}). The nodes' last log lines:\n{tails}")
-
-
-def _shared_checks(t: Trial) -> None:
-    """Checks every run shares: what a user's script let us see, exactly-once samples."""
-    for ok, reason in observation_checks(t.run.observation()):
-        t.verdict.require(ok, reason, check="observation")
-    samples = t.run.samples
-    if samples.accounted:
-        t.verdict.require(samples.exactly_once, f"every sample trained exactly once in the committed "
-                                                f"history ({samples.summary()})", check="exactly-once")

@@ -4,7 +4,17 @@
 modules (or a new module imported here)."""
 from __future__ import annotations
 
+from chaos.errors import SpecError
 from chaos.hypotheses import growth, losses, silent
-from chaos.hypotheses.api import HYPOTHESES
+from chaos.hypotheses.api import HYPOTHESES, Hypothesis
 
-__all__ = ["HYPOTHESES", "growth", "losses", "silent"]
+__all__ = ["HYPOTHESES", "get", "growth", "losses", "silent"]
+
+
+def get(name: str) -> Hypothesis:
+    """The hypothesis ``name``; SpecError listing the catalog when there is none."""
+    try:
+        return HYPOTHESES[name]
+    except KeyError:
+        raise SpecError(f"unknown fault {name!r}; `elastic-chaos faults` lists them "
+                        f"({', '.join(sorted(HYPOTHESES))})") from None

@@ -1,11 +1,15 @@
 """Reports people read: report.html, summary.md, timeline.png, and audits across runs.
 
-report.json and timeline.jsonl (chaos.reporting.report, chaos.events) are the
-evidence; this package turns a report folder into pictures and prose. It
-reads only what is on disk, so the same code renders a report at the end of a
-run and later, with ``elastic-chaos report DIR``, for a run that crashed
-half-way (the report then says what is missing).
+report.json and timeline.jsonl (chaos.reporting.result, chaos.events) are the
+evidence; this package writes report.json from a run's typed result and turns a
+report folder into pictures and prose. The renderings read only what is on
+disk, so the same code renders a report at the end of a run and later, with
+``elastic-chaos report DIR``, for a run that crashed half-way (the report then
+says what is missing).
 
+- ``result``    RunResult: what report.json holds, typed (to_json / from_json)
+- ``report``    write report.json from a RunResult; the terminal recovery table
+- ``table``     the recovery table's columns, from the metric declarations
 - ``load``      a report folder -> RunData (tolerant of missing/partial files)
 - ``series``    RunData -> what the timeline picture draws
 - ``svg``       the timeline picture and phase bars as inline SVG

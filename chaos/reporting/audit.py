@@ -8,6 +8,8 @@ than one run. Definitions (docs/REPORTS.md has the worked examples):
   in both groups; each injected fault is one sample of its group's metrics.
 - *Pass rate*: runs whose verdict passed / runs in the group. A run without a
   verdict (crashed, no report.json) counts as not passed.
+- *Metrics*: those declared with ``audit=True`` (chaos.analysis.recovery.METRICS:
+  the phases, regain and lost steps), by their short name (``regain``).
 - *Percentiles* are nearest-rank, no interpolation: p-th percentile of n
   sorted values is the value at rank ceil(p/100 x n) (1-based). Every number
   shown was actually measured; p50 of [1, 2, 3, 4] is 2, p95 of 10 values is
@@ -21,8 +23,8 @@ than one run. Definitions (docs/REPORTS.md has the worked examples):
   1/2, one that never regains progress scores 0.
 - *Regression* against a baseline run set, per group present in both: the
   pass rate dropped; or a metric's p50 grew by more than ``tolerance``
-  (default 20%) and by at least ``min_delta_s`` seconds (1 s; lost steps: 1
-  step); or the score fell by more than 5 points.
+  (default 20%) and by at least ``min_delta_s`` seconds (1 s; a count such as
+  lost steps: by at least 1); or the score fell by more than 5 points.
 """
 from __future__ import annotations
 
@@ -32,12 +34,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos.analysis.recovery import PHASES
+from chaos.analysis import recovery
+from chaos.analysis.metrics import Metric, Unit
 from chaos.errors import SpecError
-from chaos.reporting.load import REPORT, TIMELINE, FaultView, load_run
+from chaos.reporting.load import FaultView, load_run
+from chaos.reporting.result import REPORT, TIMELINE
 from chaos.reporting.series import extract
 
-METRICS: tuple[str, ...] = (*PHASES, "regain", "lost_steps")
+
+def audited() -> dict[str, Metric]:
+    """The metrics declared ``audit=True``, by short name (``regain``), in declaration order."""
+    return {m.name: m for m in recovery.METRICS if m.audit}
+
 SCORE_HALF_S = 60.0
 SCORE_DROP = 5.0
 
@@ -79,11 +87,9 @@ class RunSummary:
 
 
 def fault_metric(f: FaultView, metric: str) -> float | None:
-    if metric in PHASES:
-        return f.phases.get(metric)
-    key = "regain_s" if metric == "regain" else metric
-    v = f.metrics.get(key)
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    """The audited ``metric`` (a short name: ``regain``) of one fault; None when not observed."""
+    v = audited()[metric].of(f.recovery)
+    return None if v is None else float(v)
 
 
 @dataclass
@@ -131,7 +137,7 @@ class Group:
                 "faults": len(self.faults), "passed": self.passed, "incomplete": self.incomplete,
                 "pass_rate": self.pass_rate, "score": round(self.score(half_s), 1),
                 "goodput": self.goodput.to_json(),
-                "metrics": {m: self.stat(m).to_json() for m in METRICS},
+                "metrics": {m: self.stat(m).to_json() for m in audited()},
                 "run_folders": [str(r.folder) for r in self.runs]}
 
 
@@ -189,7 +195,7 @@ class Regression:
                     f"(baseline {self.baseline:.0%})")
         if self.what == "score":
             return f"{self.fault} on {self.platform}: score {self.current:.0f} (baseline {self.baseline:.0f})"
-        unit = "" if self.what == "lost_steps" else "s"
+        unit = "s" if audited()[self.what].unit is Unit.SECONDS else ""
         return (f"{self.fault} on {self.platform}: {self.what} p50 {self.current:g}{unit} "
                 f"(baseline {self.baseline:g}{unit}, +{self.current - self.baseline:.1f}{unit})")
 
@@ -205,11 +211,11 @@ def compare(current: Sequence[Group], baseline: Sequence[Group], *, tolerance: f
             continue
         if g.pass_rate < b.pass_rate:
             out.append(Regression(g.fault, g.platform, "pass rate", b.pass_rate, g.pass_rate))
-        for metric in METRICS:
+        for metric in audited():
             now, then = g.stat(metric).p50, b.stat(metric).p50
             if now is None or then is None:
                 continue
-            min_delta = 1.0 if metric == "lost_steps" else min_delta_s
+            min_delta = min_delta_s if audited()[metric].unit is Unit.SECONDS else 1.0
             if now > then * (1 + tolerance) and now - then >= min_delta:
                 out.append(Regression(g.fault, g.platform, metric, then, now))
         if g.score(half_s) < b.score(half_s) - SCORE_DROP:

@@ -7,55 +7,45 @@ from __future__ import annotations
 
 import datetime
 import os
+import urllib.parse
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
+from chaos.analysis.metrics import Metric
 from chaos.analysis.recovery import PHASES
-from chaos.reporting.audit import METRICS, SCORE_HALF_S, Group, Regression, RunSummary, Stat
-from chaos.reporting.html import CSP, CSS
+from chaos.reporting.audit import SCORE_HALF_S, Group, Regression, RunSummary, Stat, audited
+from chaos.reporting.html import AUDIT_CSP, CSS
 from chaos.reporting.svg import phase_bars_svg
+from chaos.reporting.table import aligned
 
 
-def _v(v: float | None, metric: str) -> str:
-    if v is None:
-        return "-"
-    return f"{v:g}" if metric == "lost_steps" else f"{v:.1f}s"
+def headline() -> list[Metric]:
+    """The audited metrics besides the phases (regain, lost steps): the summary's p50 columns."""
+    return [m for m in audited().values() if not m.phase]
 
 
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.0%}"
 
 
-def _table(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    out = []
-    for i, r in enumerate(rows):
-        out.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
-        if i == 0:
-            out.append("  ".join("-" * w for w in widths))
-    return out
-
-
-def _label(metric: str) -> str:
-    return "lost steps" if metric == "lost_steps" else metric
-
-
 def summary_rows(groups: Sequence[Group], half_s: float) -> list[list[str]]:
-    rows = [["fault", "platform", "runs", "faults", "pass rate", "regain p50", "lost steps p50",
+    shown = headline()
+    rows = [["fault", "platform", "runs", "faults", "pass rate", *(f"{m.title()} p50" for m in shown),
              "goodput p50", "score"]]
     for g in groups:
         rows.append([g.fault, g.platform, str(len(g.runs)), str(len(g.faults)),
-                     f"{g.pass_rate:.0%} ({g.passed}/{len(g.runs)})", _v(g.stat("regain").p50, "regain"),
-                     _v(g.stat("lost_steps").p50, "lost_steps"), _pct(g.goodput.p50), f"{g.score(half_s):.0f}"])
+                     f"{g.pass_rate:.0%} ({g.passed}/{len(g.runs)})",
+                     *(m.format(g.stat(m.name).p50) for m in shown), _pct(g.goodput.p50),
+                     f"{g.score(half_s):.0f}"])
     return rows
 
 
 def metric_rows(g: Group) -> list[list[str]]:
     rows = [["metric", "n", "p50", "p95", "max"]]
-    for m in METRICS:
-        s = g.stat(m)
-        rows.append([_label(m), str(s.n), _v(s.p50, m), _v(s.p95, m), _v(s.max, m)])
+    for name, m in audited().items():
+        s = g.stat(name)
+        rows.append([m.title(), str(s.n), m.format(s.p50), m.format(s.p95), m.format(s.max)])
     return rows
 
 
@@ -65,11 +55,11 @@ def render_text(runs: Sequence[RunSummary], groups: Sequence[Group], *, baseline
     if not groups:
         lines.append("no injected fault in these runs: nothing to aggregate")
     else:
-        lines += _table(summary_rows(groups, half_s))
+        lines += aligned(summary_rows(groups, half_s))
     for g in groups:
         lines += ["", f"{g.fault} on {g.platform}: {len(g.faults)} fault(s) in {len(g.runs)} run(s)"
                   + (f", {g.incomplete} without a verdict" if g.incomplete else "")]
-        lines += _table(metric_rows(g))
+        lines += aligned(metric_rows(g))
     if baseline:
         lines.append("")
         if regressions:
@@ -97,7 +87,8 @@ def _p50_phases(g: Group) -> dict[str, float | None]:
 def _run_link(run: RunSummary, out_dir: Path) -> str:
     html = run.folder / "report.html"
     target = html if html.exists() else run.folder
-    rel = os.path.relpath(target.resolve(), out_dir.resolve())
+    rel = urllib.parse.quote(Path(os.path.relpath(target.resolve(), out_dir.resolve())).as_posix())
+    rel = rel if rel.startswith("../") else "./" + rel   # a path, never read as a scheme
     verdict = "passed" if run.passed else "FAILED" if run.passed is False else "no verdict"
     kinds = ", ".join(sorted({f.kind for f in run.faults})) or "no fault"
     return (f'<li><a href="{escape(rel)}">{escape(str(run.folder))}</a>: {escape(verdict)}, '
@@ -133,6 +124,6 @@ def render_html(runs: Sequence[RunSummary], groups: Sequence[Group], out_path: P
         parts.append("<h2>Baseline runs</h2><ul>"
                      + "".join(_run_link(r, out_path.parent) for r in baseline) + "</ul>")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+            f'<meta http-equiv="Content-Security-Policy" content="{AUDIT_CSP}">'
             f"<title>elastic-chaos audit</title><style>{CSS}</style></head><body>"
             + "\n".join(parts) + "</body></html>\n")

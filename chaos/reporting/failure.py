@@ -4,21 +4,21 @@ A red CI job should say why without downloading anything: the failure
 message gets the report folder and the slice of the timeline around the
 fault(s) (progress folded to one line per run of steps), and every scenario
 test carries its recovery metrics as JUnit ``<property>`` elements, so CI
-dashboards can chart them over time.
+dashboards can chart them over time. Which metrics each shows is declared with
+the metric (``failure``, ``junit``: chaos.analysis.metrics).
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from chaos.analysis.recovery import PHASES
+from chaos.analysis import recovery
+from chaos.analysis.recovery import Recovery
 from chaos.events import Event, ProgressEv, Source
+from chaos.reporting.result import RunResult
 
 MAX_LINES = 40
 BEFORE_S = 3.0
-_METRICS = ("detect_s", "rendezvous_s", "recovery_s", "regain_s", "lost_steps", "resumed_from_step",
-            "replacement_s", "world_size_before", "world_size_after", "world_size_final", "restarts_used")
 
 
 def _describe(e: Event) -> str:
@@ -66,16 +66,22 @@ def timeline_slice(events: Sequence[Event], fault_times: Sequence[float], t0: fl
     return "\n".join(lines)
 
 
+def recovery_line(r: Recovery) -> str:
+    """One fault's metrics declared ``failure=True``: its phases, then the rest
+    (``kill-node on node-1: detect 0.8s, ...; regain 51.1s, lost steps 10``)."""
+    shown = [m for m in recovery.METRICS if m.failure]
+    groups = [[m for m in shown if m.phase], [m for m in shown if not m.phase]]
+    parts = [", ".join(f"{m.title()} {m.format(m.of(r))}" for m in group) for group in groups if group]
+    return f"{r.fault_kind} on {r.target}: " + "; ".join(parts)
+
+
 def failure_text(report_dir: Path, events: Sequence[Event], fault_times: Sequence[float],
-                 t0: float, recoveries: Sequence[dict[str, Any]]) -> str:
+                 t0: float, recoveries: Sequence[Recovery]) -> str:
     """The section a failed scenario adds to its failure message."""
     out = [f"report folder: {report_dir} (report.html is written when the test's job is torn down)"]
     for r in recoveries:
-        phases = r.get("phases") or {}
-        parts = [f"{p} {_s(phases.get(p))}" for p in PHASES]
-        out.append(f"{r.get('kind')} on {r.get('target')}: " + ", ".join(parts)
-                   + f"; regain {_s(r.get('regain_s'))}, lost steps {_s(r.get('lost_steps'))}")
-        out += [f"  missing: {m}" for m in r.get("missing") or []]
+        out.append(recovery_line(r))
+        out += [f"  missing: {m}" for m in r.missing]
     out.append("timeline (seconds since the run started)" + (" around the fault(s):" if fault_times else
                                                              ", last 30 s (no fault was injected):"))
     out.append(timeline_slice(events, fault_times, t0))
@@ -86,27 +92,16 @@ def _at(offset: float) -> str:
     return f"+{offset:.1f}s".rjust(8)
 
 
-def _s(v: Any) -> str:
-    return "-" if v is None else f"{v:.1f}s" if isinstance(v, float) else str(v)
-
-
-def metric_properties(report: dict[str, Any], html: Path | None) -> list[tuple[str, str]]:
-    """report.json as JUnit properties: ``chaos.verdict``, ``chaos.report``, and per
-    fault ``chaos.fault<i>.<metric>`` (seconds, steps, world sizes; phases too)."""
-    props: list[tuple[str, str]] = []
-    verdict = report.get("verdict") or {}
-    props.append(("chaos.verdict", "passed" if verdict.get("passed") else "failed"))
+def metric_properties(result: RunResult, html: Path | None) -> list[tuple[str, str]]:
+    """A run's result as JUnit properties: ``chaos.verdict``, ``chaos.report``, and per
+    fault ``chaos.fault<i>.kind``, ``.target`` and each metric declared ``junit=True``
+    that was observed (``chaos.fault0.regain_s``, ``chaos.fault0.phase.detect_s``)."""
+    props = [("chaos.verdict", "passed" if result.passed else "failed")]
     if html is not None:
         props.append(("chaos.report", str(html)))
-    for i, fault in enumerate(report.get("faults") or []):
-        m = fault.get("metrics") or {}
+    shown = [m for m in recovery.METRICS if m.junit]
+    for i, fault in enumerate(result.faults):
         prefix = f"chaos.fault{i}"
-        props.append((f"{prefix}.kind", str(fault.get("kind"))))
-        props.append((f"{prefix}.target", str(fault.get("target"))))
-        for key in _METRICS:
-            if m.get(key) is not None:
-                props.append((f"{prefix}.{key}", str(m[key])))
-        for phase, v in (m.get("phases") or {}).items():
-            if v is not None:
-                props.append((f"{prefix}.phase.{phase}_s", str(v)))
+        props += [(f"{prefix}.kind", fault.record.kind), (f"{prefix}.target", str(fault.record.target))]
+        props += [(f"{prefix}.{m.junit_key}", str(v)) for m in shown if (v := m.of(fault.recovery)) is not None]
     return props

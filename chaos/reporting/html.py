@@ -9,19 +9,20 @@ files.
 """
 from __future__ import annotations
 
+import base64
 import datetime
+import hashlib
+import urllib.parse
 from collections.abc import Sequence
 from html import escape
+from pathlib import Path
 
+from chaos.reporting import table
 from chaos.reporting.advice import Finding
 from chaos.reporting.excerpts import Excerpt
 from chaos.reporting.load import FaultView, RunData
 from chaos.reporting.series import Series
 from chaos.reporting.svg import PHASE_COLORS, node_color, phase_bars_svg, timeline_svg
-from chaos.reporting.table import HEADER, notes, row
-
-CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
-       "img-src data:; base-uri 'none'; form-action 'none'")
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1160px;
@@ -64,10 +65,32 @@ SCRIPT = """
 """
 
 
+# Only the page's own script runs: the CSP allows exactly its hash, so nothing a
+# report folder says (node names, log lines, a crafted report.json) can add one.
+SCRIPT_HASH = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
+CSP = (f"default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{SCRIPT_HASH}'; "
+       "img-src data:; base-uri 'none'; form-action 'none'")
+AUDIT_CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'none'; img-src data:; "
+             "base-uri 'none'; form-action 'none'")
+
+
+def local_href(folder: Path, path: Path) -> str | None:
+    """A link to ``path`` that stays inside ``folder`` (a relative, quoted path that no
+    browser reads as a scheme such as ``javascript:``), or None for anything outside it."""
+    try:
+        rel = path.resolve().relative_to(folder.resolve())
+    except (ValueError, OSError):
+        return None
+    return "./" + urllib.parse.quote(rel.as_posix())
+
+
 def _when(ts: float | None) -> str:
     if ts is None:
         return "unknown"
-    return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+    except (ValueError, OverflowError, OSError):
+        return f"{ts!r} (not a time)"
 
 
 def _verdict(run: RunData) -> str:
@@ -79,7 +102,7 @@ def _verdict(run: RunData) -> str:
 
 
 def _missing(run: RunData) -> str:
-    lines = [*run.missing, *notes(run.faults)]
+    lines = [*run.missing, *table.notes(f.recovery for f in run.faults)]
     if not lines:
         return ""
     items = "".join(f"<li>{escape(m)}</li>" for m in lines)
@@ -98,11 +121,12 @@ def _job(run: RunData) -> str:
     return " · ".join(escape(b) for b in bits)
 
 
-def _table(faults: Sequence[FaultView]) -> str:
+def _table(faults: Sequence[FaultView], progress_unit: str) -> str:
     if not faults:
         return "<p>No fault was injected.</p>"
-    head = "".join(f"<th>{escape(h)}</th>" for h in HEADER)
-    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row(f)) + "</tr>" for f in faults)
+    head = "".join(f"<th>{escape(h)}</th>" for h in table.header(progress_unit))
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in table.row(f.kind, f.target, f.recovery))
+                   + "</tr>" for f in faults)
     return f'<table id="recovery"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
@@ -154,10 +178,11 @@ def _excerpts(excerpts: Sequence[tuple[FaultView, list[Excerpt]]], t0: float) ->
 def _files(run: RunData, png: bool) -> str:
     names = [n for n in ("report.json", "timeline.jsonl") if (run.folder / n).exists()]
     names += ["summary.md", *(["timeline.png"] if png else [])]
-    links = [f'<a href="{escape(n)}">{escape(n)}</a>' for n in names]
+    links = [f'<a href="./{escape(n)}">{escape(n)}</a>' for n in names]
     for node, path in run.node_logs.items():
-        rel = path.relative_to(run.folder) if path.is_relative_to(run.folder) else path
-        links.append(f'<a href="{escape(str(rel))}">{escape(node)} log</a>')
+        href = local_href(run.folder, path)
+        links.append(f'<a href="{escape(href)}">{escape(node)} log</a>' if href
+                     else f"{escape(node)} log (outside the report folder: not linked)")
     return " · ".join(links)
 
 
@@ -182,7 +207,7 @@ started {_when(run.t0)} · {duration:.1f} s{gp} · folder {escape(str(run.folder
 {_verdict(run)}
 {_missing(run)}
 <h2>Recovery</h2>
-{_table(run.faults)}
+{_table(run.faults, run.progress_unit)}
 <div class="chart">{phase_bars_svg([(f"{f.kind} → {f.target}", f.phases) for f in run.faults])}</div>
 <h2>Where the time went: tuning advice</h2>
 {_advice(findings, run.faults)}

@@ -4,8 +4,10 @@ A finished run has report.json, timeline.jsonl and node logs. A run that
 crashed may have only part of a timeline (the last line cut mid-write), no
 report.json, or logs of some nodes only. ``load_run`` takes whatever is there,
 recomputes the fault metrics from the timeline when report.json is absent,
-and lists in ``missing`` what could not be known, in sentences a reader
-understands. Nothing is guessed.
+reads what it has into the typed result (chaos.reporting.result.RunResult) and
+lists in ``missing`` what could not be known, in sentences a reader
+understands. Nothing is guessed. ``read_result`` reads a finished run's
+report.json alone.
 """
 from __future__ import annotations
 
@@ -17,9 +19,9 @@ from typing import Any
 from chaos.analysis import recovery as analysis
 from chaos.errors import SpecError
 from chaos.events import Event, FaultEv, RunnerEv, first, of
-
-REPORT = "report.json"
-TIMELINE = "timeline.jsonl"
+from chaos.faults.api import FaultRecord
+from chaos.reporting.result import REPORT, SCHEMA_VERSION, TIMELINE, FaultResult, RunResult
+from chaos.reporting.schema import check_report
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,11 @@ class FaultView:
         raw = self.metrics.get("phases") or {}
         return {p: _num(raw.get(p)) for p in analysis.PHASES}
 
+    @property
+    def recovery(self) -> analysis.Recovery:
+        """The metrics, typed (what is absent or not a number reads as not observed)."""
+        return analysis.Recovery.from_json(self.kind, self.target, self.injected_at, self.metrics)
+
 
 @dataclass
 class RunData:
@@ -51,6 +58,8 @@ class RunData:
     missing: list[str] = field(default_factory=list)
     has_report_json: bool = True
     bad_lines: int = 0
+    result: RunResult | None = None
+    """report.json (or, without one, what the timeline shows) as the typed result."""
 
     @property
     def passed(self) -> bool | None:
@@ -90,6 +99,12 @@ class RunData:
     def job(self) -> dict[str, Any]:
         job = self.report.get("job")
         return job if isinstance(job, dict) else {}
+
+    @property
+    def progress_unit(self) -> str:
+        """What the job's progress counts (a script's ``--unit``; ``step`` otherwise)."""
+        observation = self.report.get("observation")
+        return str((observation if isinstance(observation, dict) else {}).get("unit") or "step")
 
 
 def _num(v: Any) -> float | None:
@@ -141,7 +156,20 @@ def load_run(folder: Path) -> RunData:
         missing.append("no fault was injected in this run: nothing to measure")
     return RunData(folder=folder, report=report, events=events, faults=faults,
                    node_logs=_node_logs(folder, report, missing), missing=missing,
-                   has_report_json=has_report, bad_lines=bad)
+                   has_report_json=has_report, bad_lines=bad, result=RunResult.from_json(report))
+
+
+def read_result(folder: Path) -> RunResult | None:
+    """``folder``/report.json as the typed result; None when it is absent or not a JSON object.
+    Raises ReportInvalid (a SpecError) naming a field of the wrong type."""
+    try:
+        raw = json.loads((folder / REPORT).read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(raw, dict):
+        return None
+    check_report(raw, str(folder / REPORT))
+    return RunResult.from_json(raw)
 
 
 def _read_report(path: Path, missing: list[str]) -> tuple[dict[str, Any], bool]:
@@ -158,10 +186,11 @@ def _read_report(path: Path, missing: list[str]) -> tuple[dict[str, Any], bool]:
     if not isinstance(raw, dict):
         missing.append(f"{REPORT} is not a JSON object; metrics recomputed from the timeline")
         return {}, False
+    check_report(raw, str(path))  # a field of the wrong type is named, not met as a traceback while rendering
     version = raw.get("schema_version")
-    if version != 1:
-        missing.append(f"{REPORT} has schema_version {version!r}; this renderer knows 1 and shows "
-                       "what it recognises")
+    if version != SCHEMA_VERSION:
+        missing.append(f"{REPORT} has schema_version {version!r}; this renderer knows {SCHEMA_VERSION} and "
+                       "shows what it recognises")
     return raw, True
 
 
@@ -170,12 +199,12 @@ def reconstruct_report(events: list[Event]) -> dict[str, Any]:
     started = first(events, RunnerEv.JOB_STARTED)
     spec = started.data.get("spec") if started else None
     return {
-        "schema_version": 1,
+        "schema_version": SCHEMA_VERSION,
         "scenario": None,
         "platform": started.data.get("platform") if started else None,
         "job": spec if isinstance(spec, dict) else None,
         "verdict": {"passed": None, "reasons": ["no verdict: the run never finished"]},
-        "faults": analyze_faults(events),
+        "faults": [f.to_json() for f in fault_results(events)],
         "started_at": events[0].t if events else None,
         "finished_at": None,
         "timeline": TIMELINE,
@@ -188,19 +217,19 @@ def fault_events(events: list[Event]) -> list[Event]:
     return of(events, FaultEv.INJECTED, FaultEv.OBSERVED)
 
 
-def analyze_faults(events: list[Event]) -> list[dict[str, Any]]:
-    """report.json's ``faults`` entries recomputed from a timeline (chaos.analysis.recovery metrics)."""
+def fault_results(events: list[Event]) -> list[FaultResult]:
+    """Each fault of a timeline (injected, or observed by a passive watch) with its
+    chaos.analysis.recovery metrics, each measured up to the next fault."""
     out = []
     marks = fault_events(events)
     for i, fe in enumerate(marks):
         until = marks[i + 1].t if i + 1 < len(marks) else None
         kind = str(fe.data.get("fault", fe.kind))
         rec = analysis.analyze_fault(events, kind=kind, target=fe.node, injected_at=fe.t, until=until)
-        entry: dict[str, Any] = {"kind": kind, "target": fe.node, "injected_at": fe.t,
-                                 "hit": fe.data.get("hit"), "metrics": rec.to_json()}
+        entry: dict[str, Any] = {"kind": kind, "target": fe.node, "injected_at": fe.t, "hit": fe.data.get("hit")}
         if fe.type == FaultEv.OBSERVED:
             entry["observed"] = True
-        out.append(entry)
+        out.append(FaultResult(FaultRecord.from_json(entry), rec))
     return out
 
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from chaos.reporting import table
 from chaos.reporting.advice import Finding
 from chaos.reporting.load import RunData
-from chaos.reporting.table import HEADER, notes, row
 
 
 def _cell(text: str) -> str:
@@ -22,13 +22,14 @@ def render_markdown(run: RunData, findings: Sequence[Finding], *, goodput: float
         meta += f", goodput {goodput:.0%}"
     lines += [meta, ""]
     lines += [f"- {r}" for r in run.reasons]
-    missing = [*run.missing, *notes(run.faults)]
+    missing = [*run.missing, *table.notes(f.recovery for f in run.faults)]
     if missing:
         lines += ["", "**What is missing**", ""] + [f"- {m}" for m in missing]
     if run.faults:
-        lines += ["", "## Recovery", "", "| " + " | ".join(HEADER) + " |",
-                  "|" + "|".join("---" for _ in HEADER) + "|"]
-        lines += ["| " + " | ".join(_cell(c) for c in row(f)) + " |" for f in run.faults]
+        header = table.header(run.progress_unit)
+        lines += ["", "## Recovery", "", "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+        lines += ["| " + " | ".join(_cell(c) for c in table.row(f.kind, f.target, f.recovery)) + " |"
+                  for f in run.faults]
     if findings:
         lines += ["", "## Tuning advice", ""]
         for f in findings:

@@ -8,47 +8,42 @@ observed loss (docs/REPORTS.md says how that is timed).
 """
 from __future__ import annotations
 
-import json
+import dataclasses
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
+from chaos.analysis.recovery import Recovery
+from chaos.analysis.verdict import Verdict
 from chaos.events import Event, ProgressEv, first
-from chaos.reporting.load import REPORT, reconstruct_report
+from chaos.reporting.load import reconstruct_report
+from chaos.reporting.report import write_report
+from chaos.reporting.result import RunResult
 
 
-def watch_verdict(faults: list[dict[str, Any]], saw_progress: bool, errors: list[str]) -> dict[str, Any]:
-    reasons = []
-    passed = True
-    for f in faults:
-        m = f.get("metrics") or {}
-        what = f"{f.get('kind')} of {f.get('target')}"
-        ok = m.get("rendezvous_s") is not None and (not saw_progress or m.get("regain_s") is not None)
-        passed = passed and ok
-        how = f"rendezvous re-formed after {m['rendezvous_s']:.1f}s" if m.get("rendezvous_s") is not None \
+def watch_verdict(recoveries: Sequence[Recovery], saw_progress: bool, errors: Sequence[str]) -> Verdict:
+    """Each observed loss: the rendezvous re-formed and (where progress was seen) progress
+    was regained; and every watcher stopped cleanly."""
+    verdict = Verdict()
+    for r in recoveries:
+        ok = r.rendezvous_s is not None and (not saw_progress or r.regain_s is not None)
+        how = f"rendezvous re-formed after {r.rendezvous_s:.1f}s" if r.rendezvous_s is not None \
             else "no rendezvous round completed afterwards"
         if saw_progress:
-            how += f", progress regained after {m['regain_s']:.1f}s" if m.get("regain_s") is not None \
+            how += f", progress regained after {r.regain_s:.1f}s" if r.regain_s is not None \
                 else ", progress never regained"
-        reasons.append(("ok: " if ok else "FAILED: ") + f"{what}: {how}")
+        verdict.require(ok, f"{r.fault_kind} of {r.target}: {how}", check="recovered")
     for e in errors:
-        passed = False
-        reasons.append(f"FAILED: watcher: {e}")
-    if not faults:
-        reasons.append("ok: no loss observed while watching")
-    return {"passed": passed, "reasons": reasons}
+        verdict.fail(f"watcher: {e}", check="watcher")
+    if not recoveries:
+        verdict.require(True, "no loss observed while watching", check="recovered")
+    return verdict
 
 
 def write_watch_report(folder: Path, events: list[Event], errors: list[str]) -> Path | None:
     """Write report.json from a watch's events, then the readable renderings; returns report.html."""
-    report = reconstruct_report(events)
-    saw_progress = first(events, ProgressEv.STEP) is not None
-    report["scenario"] = "watch"
-    report["verdict"] = watch_verdict(report["faults"], saw_progress, errors)
-    report["finished_at"] = round(time.time(), 3)
-    path = folder / REPORT
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    tmp.replace(path)
-    from chaos.reporting.report import write_readable
-    return write_readable(folder)
+    seen = RunResult.from_json(reconstruct_report(events))
+    verdict = watch_verdict(seen.recoveries, first(events, ProgressEv.STEP) is not None, errors)
+    return write_report(dataclasses.replace(seen, scenario="watch", verdict=verdict,
+                                            finished_at=round(time.time(), 3)),
+                        folder)

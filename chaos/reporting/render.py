@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from chaos.errors import SpecError
 from chaos.reporting import png as png_mod
 from chaos.reporting.advice import Finding, advise
 from chaos.reporting.excerpts import Excerpt, excerpt, window
@@ -35,8 +36,12 @@ class RenderResult:
 
 def _write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        raise SpecError(f"cannot write {path.name} into {path.parent} ({exc.strerror or exc}); render a "
+                        "folder you can write to (copy it first)") from None
 
 
 def fault_excerpts(run: RunData) -> list[tuple[FaultView, list[Excerpt]]]:
@@ -56,6 +61,20 @@ def run_goodput(run: RunData, series: Series) -> float | None:
     return goodput(series.steps, series.steady_step_s, run.t_end)
 
 
+def _png(folder: Path, series: Series, run: RunData, notes: list[str]) -> Path | None:
+    """timeline.png, optional: a drawing error is a note, never a lost report."""
+    path, tmp = folder / "timeline.png", folder / "timeline.png.tmp.png"
+    try:
+        png_mod.write_png(tmp, series, run.faults, run.t0, run.t_end, run.title)
+        tmp.replace(path)
+    except Exception as exc:  # noqa: BLE001 - matplotlib fails in many ways; the HTML report stands alone
+        tmp.unlink(missing_ok=True)
+        notes.append(f"timeline.png could not be drawn ({type(exc).__name__}: {exc}); report.html has the "
+                     "same picture")
+        return None
+    return path
+
+
 def render_folder(folder: Path, *, png: bool = True) -> RenderResult:
     """Write report.html and summary.md (and timeline.png when matplotlib is
     installed and ``png``) into ``folder``. Raises SpecError for a folder that
@@ -68,10 +87,7 @@ def render_folder(folder: Path, *, png: bool = True) -> RenderResult:
     png_path: Path | None = None
     if png and run.events:
         if png_mod.available():
-            png_path = folder / "timeline.png"
-            tmp = folder / "timeline.png.tmp.png"
-            png_mod.write_png(tmp, series, run.faults, run.t0, run.t_end, run.title)
-            tmp.replace(png_path)
+            png_path = _png(folder, series, run, notes)
         else:
             notes.append(png_mod.MISSING_NOTE)
     html_path, md_path = folder / "report.html", folder / "summary.md"

@@ -1,42 +1,72 @@
-"""The recovery table's rows, shared by report.html and summary.md.
+"""The recovery table, the same in every rendering: the terminal, report.html and summary.md.
 
-Same columns as the terminal table (chaos.reporting.report.render_table), as cells of
-text, so every rendering of a run shows the same numbers.
+Its columns are the fault, its target, then the metrics declared with
+``table=True`` (chaos.analysis.recovery.METRICS), in declaration order, each
+titled with its label. Metrics declared with the same ``column`` share one
+cell, as a path: world size ``2 -> 1``, and ``-> 2`` after it when the
+final size differs (a later value shows only when it is known and changed).
 """
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
-from chaos.analysis.recovery import PHASES
-from chaos.reporting.load import FaultView
-
-HEADER = ("fault", "target", *PHASES, "regain", "lost steps", "resumed from", "world size", "replacement",
-          "restarts")
-
-
-def fmt(v: Any, unit: str = "") -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.1f}{unit}"
-    return f"{v}{unit}"
+from chaos.analysis import recovery
+from chaos.analysis.metrics import Metric
+from chaos.analysis.recovery import Recovery
 
 
-def row(f: FaultView) -> list[str]:
-    m = f.metrics
-    ws = f"{fmt(m.get('world_size_before'))} -> {fmt(m.get('world_size_after'))}"
-    final = m.get("world_size_final")
-    if final is not None and final != m.get("world_size_after"):
-        ws += f" -> {final}"
-    return [f.kind, str(f.target), *(fmt(f.phases.get(p), "s") for p in PHASES), fmt(m.get("regain_s"), "s"),
-            fmt(m.get("lost_steps")), fmt(m.get("resumed_from_step")), ws, fmt(m.get("replacement_s"), "s"),
-            fmt(m.get("restarts_used"))]
+@dataclass(frozen=True)
+class Column:
+    """One column of the recovery table: one metric, or several that share a cell."""
+
+    metrics: tuple[Metric, ...]
+
+    def title(self, progress_unit: str = "step") -> str:
+        return self.metrics[0].column_title(progress_unit)
+
+    def cell(self, rec: Recovery) -> str:
+        first, *rest = self.metrics
+        last = first.of(rec)
+        text = first.format(last)
+        for i, m in enumerate(rest):  # the second always; later ones when known and changed
+            value = m.of(rec)
+            if i == 0 or (value is not None and value != last):
+                text += f" -> {m.format(value)}"
+                last = value
+        return text
 
 
-def notes(faults: list[FaultView]) -> list[str]:
-    """Why a metric is empty, per fault (analysis.Recovery.missing)."""
+def columns() -> tuple[Column, ...]:
+    """The table's columns, from the metric declarations (``table``, ``column``)."""
+    out: list[Column] = []
+    for m in (m for m in recovery.METRICS if m.table):
+        if out and m.column is not None and out[-1].metrics[-1].column == m.column:
+            out[-1] = Column((*out[-1].metrics, m))
+        else:
+            out.append(Column((m,)))
+    return tuple(out)
+
+
+def header(progress_unit: str = "step") -> list[str]:
+    return ["fault", "target", *(c.title(progress_unit) for c in columns())]
+
+
+def row(kind: str, target: str | None, rec: Recovery) -> list[str]:
+    return [kind, str(target), *(c.cell(rec) for c in columns())]
+
+
+def aligned(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Rows as text columns, the first row a header underlined with dashes."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     out = []
-    for f in faults:
-        for why in f.metrics.get("missing") or []:
-            out.append(f"{f.kind} on {f.target}: {why}")
+    for i, r in enumerate(rows):
+        out.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        if i == 0:
+            out.append("  ".join("-" * w for w in widths))
     return out
+
+
+def notes(recoveries: Iterable[Recovery]) -> list[str]:
+    """Why a metric is empty, per fault (Recovery.missing)."""
+    return [f"{r.fault_kind} on {r.target}: {why}" for r in recoveries for why in r.missing]

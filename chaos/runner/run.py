@@ -12,7 +12,8 @@ drives it with a few blocking calls that read like the hypothesis::
         assert recovery.lost_steps <= 20
 
 Leaving the block reverts what faults broke, stops everything (also on
-failure) and writes report.json. A report folder holds one run: a used one is
+failure) and writes report.json from the run's result (``result()``:
+chaos.reporting.result.RunResult). A report folder holds one run: a used one is
 refused before anything starts (chaos.runner.folder), unless ``overwrite``.
 """
 from __future__ import annotations
@@ -28,15 +29,18 @@ from chaos.analysis import recovery as analysis
 from chaos.analysis.invariants import SplitBrain, split_brains
 from chaos.analysis.samples import SampleAccount, account_samples
 from chaos.analysis.verdict import Verdict
-from chaos.errors import ChaosError, RecoveryTimeout
+from chaos.errors import ChaosError, RecoveryTimeout, WatcherDied
 from chaos.events import Event, ProgressEv, RunnerEv, Timeline
 from chaos.faults.api import Fault, FaultRecord
 from chaos.faults.triggers import Trigger
 from chaos.platforms import create_platform
 from chaos.platforms.api import Platform
+from chaos.reporting.report import write_report
+from chaos.reporting.result import FaultResult, RunResult, Samples
 from chaos.runner import folder
 from chaos.runner.ledger import ArmedFault, FaultLedger
 from chaos.spec import JobSpec
+from chaos.waiting import eventually
 from chaos.watchers.api import Watcher
 from chaos.watchers.checkpoints import CheckpointWatcher
 from chaos.watchers.logs import LogFollower
@@ -91,15 +95,21 @@ class ChaosRun:
         self.phase("starting", nodes=job.nodes)
         self.platform.start(job)
         self.workdir = self.platform.job_workdir()
-        self._watchers.append(LogFollower(self.timeline, self.platform.node_logs,
-                                          ScriptLines(job.observe, job.nproc_per_node)))
+        self.add_watcher(LogFollower(self.timeline, self.platform.node_logs,
+                                     ScriptLines(job.observe, job.nproc_per_node)))
         if job.observe.checkpoint and self.workdir is not None:  # a script's own checkpoint file
-            self._watchers.append(CheckpointWatcher(self.timeline, self.workdir / job.observe.checkpoint))
+            self.add_watcher(CheckpointWatcher(self.timeline, self.workdir / job.observe.checkpoint))
         endpoint = self.platform.etcd_endpoint()
         if endpoint:
-            self._watchers.append(RendezvousWatcher(self.timeline, endpoint, job.run_id, self._pid_to_node))
-        for w in self._watchers:
-            w.start()
+            self.add_watcher(RendezvousWatcher(self.timeline, endpoint, job.run_id, self._pid_to_node))
+
+    def add_watcher(self, watcher: Watcher) -> Watcher:
+        """Start ``watcher`` and make it part of the run: close() stops it, and if its
+        thread dies the run fails (every wait raises WatcherDied at once, the verdict
+        fails its ``watcher`` check). ``start()`` adds the job's own watchers."""
+        self._watchers.append(watcher)
+        watcher.start()
+        return watcher
 
     def close(self) -> None:
         """Revert faults, stop watchers and the job, then write report.json. Idempotent.
@@ -123,12 +133,17 @@ class ChaosRun:
             self.platform.stop()
         except ChaosError as exc:
             errors.append(str(exc))
+        died: list[str] = []
         for w in self._watchers:
             try:
                 w.stop()
+            except WatcherDied as exc:   # the run was partly blind: it cannot pass
+                died.append(str(exc))
             except ChaosError as exc:
                 errors.append(str(exc))
         problems = [(f"cleanup: {e}", "cleanup") for e in errors]
+        problems += [(d, "watcher") for d in died if self.verdict is None
+                     or not any(c.name == "watcher" and c.reason == d for c in self.verdict.checks)]
         # whatever the scenario asserted, two worlds training at once is a failure
         problems += [(f"one job trains as one world: {b.describe()}", "split-brain") for b in self.split_brains()]
         if problems:
@@ -136,8 +151,7 @@ class ChaosRun:
             for reason, check in problems:
                 self.verdict.fail(reason, check=check)
         self.phase("finished")
-        from chaos.reporting.report import write_report
-        write_report(self)
+        write_report(self.result(), self.report_dir)
         self.timeline.close()
 
     def phase(self, name: str, **data: Any) -> None:
@@ -156,7 +170,8 @@ class ChaosRun:
 
     # -- waiting ------------------------------------------------------------
     def wait_for(self, what: str, predicate: Callable[[Event], bool], timeout: float) -> Event:
-        """Block until an event matches; fail fast if the job died for good."""
+        """Block until an event matches; fail fast if the job died for good (JobFailed)
+        or a watcher died (WatcherDied: what it would have seen will never come)."""
         deadline = time.monotonic() + timeout
         since = 0
         while True:
@@ -177,6 +192,9 @@ class ChaosRun:
             and not self.platform.replacement_pending()
 
     def _check_alive(self, what: str) -> None:
+        """Raise WatcherDied if a watcher died (the timeline went blind), JobFailed if the job is gone for good."""
+        for w in self._watchers:
+            w.check()
         if self.job_gone():
             outcome = analysis.job_outcome(self.timeline.events(), self.job)
             tails = "\n".join(f"--- {name} (last lines) ---\n{_tail(path)}"
@@ -185,13 +203,17 @@ class ChaosRun:
                             f"{'; '.join(outcome.reasons)}\n{tails}", outcome)
 
     def wait_for_job_end(self, timeout: float = 180.0) -> analysis.JobOutcome:
-        """Block until every node is gone for good (a job expected to die); return why."""
+        """Block until every node is gone for good (a job expected to die); return why.
+        RecoveryTimeout after ``timeout``; WatcherDied at once if a watcher died."""
         self.phase("awaiting_job_end")
-        deadline = time.monotonic() + timeout
-        while not self.job_gone():
-            if time.monotonic() >= deadline:
-                raise RecoveryTimeout("the job to end", timeout, self.last_progress())
-            time.sleep(0.5)
+
+        def ended() -> bool:
+            for w in self._watchers:
+                w.check()
+            return self.job_gone()
+
+        if not eventually(ended, timeout_s=timeout, interval_s=0.5):
+            raise RecoveryTimeout("the job to end", timeout, self.last_progress())
         time.sleep(0.5)  # let the log followers read the last lines
         return analysis.job_outcome(self.timeline.events(), self.job)
 
@@ -288,6 +310,20 @@ class ChaosRun:
 
     def recoveries(self) -> list[analysis.Recovery]:
         return [self.recovery(f) for f in self.faults]
+
+    def result(self) -> RunResult:
+        """What the run found so far, as report.json records it: its verdict, each fault
+        with its Recovery, goodput, split brains, samples, what a script let us see."""
+        logs = self.platform.node_logs()
+        goodput = self.goodput
+        return RunResult(
+            scenario=self.scenario, platform=self.platform.name, job=self.job, verdict=self.verdict,
+            faults=tuple(FaultResult(r, rec) for r, rec in zip(self.faults, self.recoveries(), strict=True)),
+            goodput=None if goodput is None else round(goodput, 4), split_brains=tuple(self.split_brains()),
+            samples=Samples.of(self.samples), observation=self.observation(),
+            started_at=round(self.started_at, 3), finished_at=round(time.time(), 3),
+            node_logs={name: str(path.relative_to(self.report_dir)) if path.is_relative_to(self.report_dir)
+                       else str(path) for name, path in logs.items()})
 
     def observation(self) -> dict[str, Any] | None:
         """What could be seen of a script job, and what not (report.json's

@@ -17,18 +17,16 @@ heartbeat in the rendezvous state, the best evidence of when it died, plus a
 """
 from __future__ import annotations
 
-import json
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from chaos.errors import SetupError, SpecError
 from chaos.events import Event, FaultEv, NodeEv, RdzvEv, RunnerEv, Timeline
+from chaos.platforms import etcd_v2
 from chaos.reporting.live_console import ConsoleProgress
 from chaos.watchers.api import Watcher
 from chaos.watchers.logs import LogFollower
@@ -70,12 +68,10 @@ class WatchOptions:
 def check_etcd(endpoint: str, timeout_s: float = 3.0) -> str:
     """The etcd server version at ``endpoint``; SetupError saying what to check when unreachable."""
     try:
-        with urllib.request.urlopen(f"http://{endpoint}/version", timeout=timeout_s) as resp:
-            body = json.load(resp)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return etcd_v2.server_version(endpoint, timeout_s=timeout_s)
+    except etcd_v2.CLIENT_ERRORS as exc:
         raise SetupError(f"cannot reach etcd at {endpoint} ({exc}); pass the job's rendezvous endpoint "
                          "(torchrun --rdzv-endpoint) as --etcd HOST:PORT") from exc
-    return str(body.get("etcdserver", "?")) if isinstance(body, dict) else "?"
 
 
 class LossDetector:
@@ -168,8 +164,10 @@ class WatchView(ConsoleProgress):
             return line
         if e.type == RdzvEv.ROUND_COMPLETE:
             return f"round {d.get('round')} COMPLETE: world of {len(d.get('participants') or [])} node(s)"
-        if e.type in (RdzvEv.DELETED, RdzvEv.UNDECODABLE):
+        if e.type in (RdzvEv.DELETED, RdzvEv.UNDECODABLE, RdzvEv.REFUSED):
             return f"rendezvous key {e.kind}" + (f": {d.get('reason')}" if d.get("reason") else "")
+        if e.type == RunnerEv.WATCHER_DIED:
+            return f"WATCHER DIED: {d.get('watcher')}: {d.get('error')}; the watch is blind from here, stopping"
         if e.type == FaultEv.OBSERVED:
             return (f"LOST {e.node}: not in the next complete round (timed by its {d.get('timed_by')}, "
                     f"{float(d.get('noticed_at') or e.t) - e.t:.1f}s before it was noticed)")
@@ -210,11 +208,14 @@ class WatchResult:
     record: Path | None
     report_html: Path | None
     interrupted: bool
+    errors: list[str] = field(default_factory=list)
+    """What went wrong with the watch itself (a watcher that died): each fails its verdict."""
 
 
 def watch(opts: WatchOptions, *, stream: TextIO | None = None, live: bool | None = None,
           stop: threading.Event | None = None) -> WatchResult:
-    """Watch until ``duration_s`` passes, ``stop`` is set or Ctrl-C; blocks.
+    """Watch until ``duration_s`` passes, ``stop`` is set, Ctrl-C, or a watcher dies
+    (the watch would be blind from then on; ``errors`` names it); blocks.
 
     Everything started here (watcher threads) is stopped before returning,
     also on Ctrl-C. With ``record``, the folder gets timeline.jsonl as events
@@ -239,7 +240,8 @@ def watch(opts: WatchOptions, *, stream: TextIO | None = None, live: bool | None
         for w in watchers:
             w.start()
         deadline = None if opts.duration_s is None else time.monotonic() + opts.duration_s
-        while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
+        while not stop.is_set() and (deadline is None or time.monotonic() < deadline) \
+                and not any(w.died for w in watchers):
             stop.wait(0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic())))
     except KeyboardInterrupt:
         interrupted = True
@@ -257,7 +259,8 @@ def watch(opts: WatchOptions, *, stream: TextIO | None = None, live: bool | None
         view.close()
         timeline.close()
     html = _write_record(opts.record, timeline.events(), errors) if opts.record else None
-    return WatchResult(events=timeline.events(), record=opts.record, report_html=html, interrupted=interrupted)
+    return WatchResult(events=timeline.events(), record=opts.record, report_html=html, interrupted=interrupted,
+                       errors=errors)
 
 
 def _write_record(folder: Path, events: list[Event], errors: list[str]) -> Path | None:

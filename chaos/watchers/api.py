@@ -2,7 +2,9 @@
 
 Modelled on kopf's daemons: ``while not stop.wait(interval): poll()``. A
 watcher is a context manager; leaving it stops the thread, and re-raises the
-error that killed it, if any: no silent background failures.
+error that killed it, if any: no silent background failures. A thread that
+dies says so at once on the timeline (``runner/watcher_died``), and whoever
+waits on the timeline can ask ``check()`` instead of waiting blind.
 """
 from __future__ import annotations
 
@@ -10,8 +12,8 @@ import abc
 import logging
 import threading
 
-from chaos.errors import ChaosError
-from chaos.events import Timeline
+from chaos.errors import ChaosError, WatcherDied
+from chaos.events import RunnerEv, Timeline
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +46,32 @@ class Watcher(abc.ABC):
                 self.poll()
             self.poll()  # a last look, so the end of a run is not lost
         except BaseException as exc:
-            log.exception("%s failed", type(self).__name__)
+            # the error is named on the timeline, in check()/stop() and so in the verdict;
+            # the traceback is for debugging (-v), not for the console of every run
+            log.error("%s died: %s: %s", type(self).__name__, type(exc).__name__, exc,
+                      exc_info=log.isEnabledFor(logging.DEBUG))
             self._error = exc
+            self._say_died(exc)
         finally:
             self.finish()
+
+    def _say_died(self, exc: BaseException) -> None:
+        try:
+            self.timeline.emit(RunnerEv.WATCHER_DIED, watcher=type(self).__name__,
+                               error=f"{type(exc).__name__}: {exc}"[:500])
+        except Exception:  # noqa: BLE001 - the timeline may be what failed; stop() still raises
+            log.exception("could not record that %s died", type(self).__name__)
+
+    @property
+    def died(self) -> bool:
+        """Whether the thread ended with an error (``check()`` raises it). Does not block."""
+        return self._error is not None
+
+    def check(self) -> None:
+        """Raise WatcherDied if the thread has died; returns at once otherwise (also
+        before start and after a clean stop)."""
+        if self._error is not None:
+            raise WatcherDied(type(self).__name__, self._error) from self._error
 
     def stopping(self) -> None:
         """Tell the thread the run is ending (it keeps polling until ``stop()``)."""
@@ -58,14 +82,14 @@ class Watcher(abc.ABC):
         return self._ending.is_set() or self._stop.is_set()
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop the thread; raise the error that ended it, or if it will not stop."""
+        """Stop the thread; raise WatcherDied if an error ended it, ChaosError if it will
+        not stop. Idempotent (a dead watcher raises on every call)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
             if self._thread.is_alive():
                 raise ChaosError(f"{type(self).__name__} did not stop within {timeout_s}s")
-        if self._error is not None:
-            raise ChaosError(f"{type(self).__name__} failed: {self._error}") from self._error
+        self.check()
 
     def __enter__(self) -> Watcher:
         self.start()

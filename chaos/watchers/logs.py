@@ -53,7 +53,29 @@ _RAW_PATTERNS: list[tuple[EventType, re.Pattern[str]]] = [
      re.compile(r"(?P<error>Rendezvous(?:Connection|Timeout|Closed|State)?Error: ?.{0,160})")),
     (ProgressEv.WORKER_ERROR,
      re.compile(r"^\[rank(?P<rank>\d+)\]: (?P<error>[\w.]*(?:Error|Exception)): ?(?P<message>.{0,240})")),
+    # a script's own traceback (no rank prefix): only the errors that name a root cause
+    (ProgressEv.WORKER_ERROR,
+     re.compile(r"^(?P<error>OSError|PermissionError|FileNotFoundError|ModuleNotFoundError|MemoryError|"
+                r"torch\.OutOfMemoryError|RuntimeError): ?(?P<message>.{0,240}(?:Errno|No space left|"
+                r"write failed|out of memory|No module named).{0,200})")),
 ]
+
+# What a worker's error says about why it failed, beyond a collective: the cause a
+# person has to fix (a full disk, a permission, a missing file or module, memory).
+_ROOT_CAUSES: list[tuple[str, re.Pattern[str]]] = [
+    ("disk_full", re.compile(r"Errno 28\]|No space left on device|ENOSPC|(?:file )?write failed", re.I)),
+    ("permission_denied", re.compile(r"Errno 13\]|Permission denied|EACCES|PermissionError", re.I)),
+    ("missing_file", re.compile(r"Errno 2\]|No such file or directory|FileNotFoundError|ENOENT")),
+    ("missing_module", re.compile(r"ModuleNotFoundError|No module named")),
+    ("out_of_memory", re.compile(r"out of memory|MemoryError|OutOfMemoryError|ENOMEM|Errno 12\]", re.I)),
+]
+
+
+def root_cause(error: str, message: str) -> str | None:
+    """disk_full, permission_denied, missing_file, missing_module or out_of_memory when a
+    worker's error names one of them; None for anything else."""
+    text = f"{error}: {message}"
+    return next((cause for cause, pattern in _ROOT_CAUSES if pattern.search(text)), None)
 
 
 def collective_cause(message: str) -> str:
@@ -76,6 +98,9 @@ def parse_raw(line: str, node: str, t: float) -> Event | None:
                 data["rank"] = int(data["rank"])
             if type == ProgressEv.WORKER_ERROR:
                 data["cause"] = collective_cause(data.get("message", ""))
+                root = root_cause(str(data.get("error", "")), str(data.get("message", "")))
+                if root is not None:
+                    data["root"] = root
             return Event.make(type, t, node, data)
     return None
 

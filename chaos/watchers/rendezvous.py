@@ -1,8 +1,12 @@
 """Watch the job's rendezvous in etcd and record every round as it forms.
 
-Uses etcd's v2 watch (long poll with ``waitIndex``), so every write to the
-rendezvous key is seen, not only the states that happen to be there when we
-look. Heartbeat-only writes are dropped; every change of round, completeness,
+Uses etcd's v2 watch through python-etcd (``read(key, wait=True, waitIndex=...)``,
+a long poll of ``wait_s``, so a stop is prompt): every write to the rendezvous
+key is seen, not only the states that happen to be there when we look. When
+etcd's history no longer reaches back to our index, the key is read afresh and
+watched from the store's index. The watcher only reads.
+
+Heartbeat-only writes are dropped; every change of round, completeness,
 participants or waiting nodes becomes a ``rendezvous/state`` event, and the
 first sight of a completed round a ``rendezvous/round_complete`` event.
 Participants are named by node using their agent PID. Each state event also
@@ -11,20 +15,17 @@ seconds), so a report can tell a keep-alive expiry from a last call.
 """
 from __future__ import annotations
 
-import datetime
-import json
 import logging
-import socket
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from chaos.errors import UnsafeUnpickle
+import etcd
+
+from chaos.errors import UndecodableState, UnsafeUnpickle
 from chaos.events import RdzvEv, Timeline
+from chaos.platforms import etcd_v2
 from chaos.watchers.api import Watcher
-from chaos.watchers.rdzv_state import NodeDesc, RendezvousState, decode
+from chaos.watchers.rdzv_state import NodeDesc, RendezvousState, decode, epoch
 
 log = logging.getLogger(__name__)
 
@@ -37,47 +38,46 @@ class RendezvousWatcher(Watcher):
     def __init__(self, timeline: Timeline, endpoint: str, run_id: str,
                  pid_to_node: Callable[[], Mapping[Any, str]], *, wait_s: float = 1.0) -> None:
         super().__init__(timeline)
-        self.url = f"http://{endpoint}/v2/keys{KEY_PREFIX}/{run_id}"
+        self.key = f"{KEY_PREFIX}/{run_id}"
+        self._etcd = etcd_v2.client(endpoint, timeout_s=wait_s)
         self._pid_to_node = pid_to_node
         self._wait_s = wait_s
         self._index: int | None = None
+        """The etcd index seen last: the next long poll waits for a change after it (None: read afresh)."""
         self._last_key: tuple[Any, ...] | None = None
         self._completed_rounds: set[int] = set()
         self._reachable = True
 
     def poll(self) -> None:
-        query = "" if self._index is None else f"?wait=true&waitIndex={self._index + 1}"
+        """One read (first, or after the history was lost) or one long poll of at most ``wait_s``."""
         try:
-            with urllib.request.urlopen(self.url + query, timeout=self._wait_s) as resp:
-                body = json.load(resp)
-        except urllib.error.HTTPError as exc:
-            self._http_error(exc)
+            result = self._read()
+        except etcd.EtcdKeyNotFound as exc:   # the job has not rendezvoused yet: wait for the key
+            self._index = int((exc.payload or {}).get("index", 0))
+            self._mark_reachable()
             return
-        except (TimeoutError, urllib.error.URLError, OSError, ValueError) as exc:
-            if _is_timeout(exc):
-                return  # nothing changed during the long poll
-            self._unreachable(exc)
+        except etcd.EtcdEventIndexCleared:    # our index fell out of etcd's 1000-event history
+            self._index = None
+            self._mark_reachable()
+            return
+        except etcd_v2.CLIENT_ERRORS as exc:
+            if not etcd_v2.is_timeout(exc):   # a timeout: nothing changed during the long poll
+                self._unreachable(exc)
             return
         self._mark_reachable()
-        node = body.get("node") or {}
-        self._index = int(node.get("modifiedIndex", self._index or 0))
-        if body.get("action") in ("delete", "expire"):
+        if result.action in ("delete", "expire", "compareAndDelete"):
             self.timeline.emit(RdzvEv.DELETED)
-            return
-        if "value" in node:
-            self._record(node["value"])
+        elif result.value is not None:
+            self._record(result.value)
 
-    def _http_error(self, exc: urllib.error.HTTPError) -> None:
-        payload = _json_or_empty(exc)
-        code = payload.get("errorCode")
-        if code == 100:        # key not found: the job has not rendezvoused yet
-            self._index = int(payload.get("index", 0))
-            self._mark_reachable()
-            time.sleep(0.1)
-        elif code == 401:      # waitIndex fell out of etcd's history window: re-read
-            self._index = None
+    def _read(self) -> Any:
+        if self._index is None:
+            result = self._etcd.read(self.key)
+            self._index = int(result.etcd_index)   # the store's index as read: later changes come after it
         else:
-            self._unreachable(exc)
+            result = self._etcd.read(self.key, wait=True, waitIndex=self._index + 1, timeout=self._wait_s)
+            self._index = int(result.modifiedIndex)
+        return result
 
     def _unreachable(self, exc: BaseException) -> None:
         if self._reachable and not self.ending:
@@ -97,7 +97,7 @@ class RendezvousWatcher(Watcher):
         except UnsafeUnpickle as exc:
             self.timeline.emit(RdzvEv.REFUSED, reason=str(exc))
             return
-        except ValueError as exc:
+        except UndecodableState as exc:   # what a buggy or hostile writer left; the next write may be fine
             self.timeline.emit(RdzvEv.UNDECODABLE, reason=str(exc)[:200])
             return
         names = self._pid_to_node()
@@ -133,30 +133,6 @@ def describe(state: RendezvousState, names: Mapping[Any, str]) -> dict[str, Any]
         "wait_list": [node(n) for n in sorted(state.wait_list)],
         "redundancy_list": [node(n) for n in sorted(state.redundancy_list)],
         "num_nodes": len(state.participants) if state.complete else None,
-        "deadline": _epoch(state.deadline),
-        "heartbeats": {str(n): _epoch(t) for n, t in sorted(state.last_heartbeats.items())},
+        "deadline": None if state.deadline is None else epoch(state.deadline),
+        "heartbeats": {str(n): epoch(t) for n, t in sorted(state.last_heartbeats.items())},
     }
-
-
-def _epoch(when: object) -> float | None:
-    """A rendezvous datetime (timezone-aware UTC in torch >= 2.x; naive = UTC) as epoch seconds."""
-    if not isinstance(when, datetime.datetime):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.timezone.utc)
-    return round(when.timestamp(), 3)
-
-
-def _is_timeout(exc: BaseException) -> bool:
-    if isinstance(exc, (socket.timeout, TimeoutError)):
-        return True
-    reason = getattr(exc, "reason", None)
-    return isinstance(reason, (socket.timeout, TimeoutError))
-
-
-def _json_or_empty(exc: urllib.error.HTTPError) -> dict[str, Any]:
-    try:
-        loaded = json.loads(exc.read() or b"{}")
-        return loaded if isinstance(loaded, dict) else {}
-    except ValueError:
-        return {}

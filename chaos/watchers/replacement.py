@@ -26,6 +26,7 @@ from chaos.events import NodeEv, Timeline
 from chaos.platforms.aws.clients import AwsClients, describe_groups, describe_instances, scaling_activities
 from chaos.platforms.aws.eks import machine_from_node
 from chaos.platforms.kubernetes.watch import read_json
+from chaos.waiting import eventually
 from chaos.watchers.api import Watcher
 
 log = logging.getLogger(__name__)
@@ -118,9 +119,5 @@ class ReplacementWatcher(Watcher):
         return sorted(self._new)
 
     def wait_for(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if predicate():
-                return True
-            time.sleep(min(0.2, self.interval_s))
-        return predicate()
+        """Block until ``predicate()`` holds (True) or ``timeout_s`` passed (False)."""
+        return eventually(predicate, timeout_s=timeout_s, interval_s=min(0.2, self.interval_s))

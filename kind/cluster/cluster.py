@@ -43,12 +43,14 @@ def _up(layout: Layout, args: argparse.Namespace) -> int:
 
 
 def _down(layout: Layout, args: argparse.Namespace) -> int:
+    cluster_deps.require_root()
     ops.down(layout)
     print("cluster down")
     return 0
 
 
 def _status(layout: Layout, args: argparse.Namespace) -> int:
+    cluster_deps.require_root()  # the state and the admin key are root's
     return status(layout, as_json=args.json)
 
 
@@ -58,21 +60,25 @@ def _add_node(layout: Layout, args: argparse.Namespace) -> int:
 
 
 def _lose_node(layout: Layout, args: argparse.Namespace) -> int:
+    cluster_deps.require_root()
     ops.lose_node(layout, args.name)
     return 0
 
 
 def _partition(layout: Layout, args: argparse.Namespace) -> int:
+    cluster_deps.require_root()
     ops.set_partition(layout, args.name, partitioned=True)
     return 0
 
 
 def _heal(layout: Layout, args: argparse.Namespace) -> int:
+    cluster_deps.require_root()
     ops.set_partition(layout, args.name, partitioned=False)
     return 0
 
 
 def _node_pids(layout: Layout, args: argparse.Namespace) -> int:
+    cluster_deps.require_root()
     pids = ops.node_pids(layout, args.name)
     if args.json:
         print(json.dumps({str(pid): comm for pid, comm in pids.items()}))

@@ -47,7 +47,8 @@ CONTROLLER_MANAGER_PORT = 10257
 SCHEDULER_PORT = 10259
 KUBELET_PORT = 10250
 NODE_PREFIX = "ec-node-"
-CGROUP_PARENT = "elastic-chaos"
+# Not "elastic-chaos": the toolkit's local platform owns <hierarchy>/elastic-chaos/<run>/<node>.
+CGROUP_PARENT = "elastic-chaos-cluster"
 MAX_NODES = 200
 
 

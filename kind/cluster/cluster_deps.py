@@ -66,6 +66,10 @@ def check_ready_to_run(layout: Layout) -> None:
     if absent:
         raise SetupError(f"not built: {', '.join(absent)} in {layout.bin}; run kind/cluster/build-binaries.sh "
                          "(about 10 minutes once) or `make cluster-up`")
+    sock = layout.node_dir("ec-node-200") / "containerd" / "containerd.sock.ttrpc"
+    if len(str(sock)) >= 104:  # sun_path holds 108 bytes
+        raise SetupError(f"{layout.root} is too deep for containerd's unix sockets ({len(str(sock))} bytes): "
+                         "set ELASTIC_CHAOS_CLUSTER_DIR to a shorter folder")
     images = [f for f in IMAGE_FILES if not (layout.images / f).exists()]
     if images:
         raise SetupError(f"no {', '.join(images)} in {layout.images}; run kind/cluster/build-images.sh "

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -102,14 +103,17 @@ def remove_cgroups(name: str | None = None) -> list[Path]:
     return left
 
 
-def memory_bytes(name: str) -> int | None:
-    """Resident memory of the node (rss + mapped files of its memory cgroup, page cache excluded)."""
-    for h in hierarchies():
-        stat = h / CGROUP_PARENT / name / "memory.stat"
-        if stat.exists():
-            values = dict(line.split() for line in stat.read_text().splitlines())
-            return int(values.get("total_rss", 0)) + int(values.get("total_mapped_file", 0))
-    return None
+def memory_bytes(name: str) -> int:
+    """Proportional set size (PSS) of the node's processes: shared binary text counted once across
+    nodes. (The memory cgroup's charge is no measure here: pages are charged to whichever node
+    touched them first.)"""
+    total_kb = 0
+    for pid in cgroup_pids(name):
+        with contextlib.suppress(OSError, ValueError):
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total_kb += int(line.split()[1])
+    return total_kb * 1024
 
 
 # ---- configuration files -------------------------------------------------------------------------
@@ -331,6 +335,9 @@ class _Init:
             run(["ctr", "--address", self.cfg["socket"], "-n", "k8s.io", "images", "import", tar], timeout_s=600)
             self.say(f"imported {Path(tar).name} in {time.monotonic() - t0:.1f}s")
 
+    def kubelet(self) -> None:
+        self.start("kubelet", self.cfg["kubelet"])
+
     def assign_pod_cidr(self) -> None:
         """Our IPAM: put the node's pod range on its Node object once registered (bounded: 120 s)."""
         api = Api(Layout(Path(self.cfg["layout_root"])), server=BRIDGE_SERVER)
@@ -353,6 +360,8 @@ class _Init:
                 proc.terminate()
 
     def reap_forever(self) -> None:
+        """Reap children for the node's lifetime; after SIGTERM, return once kubelet and containerd
+        exited (at most 10 s later)."""
         deadline: float | None = None
         while True:
             if self.stopping and deadline is None:
@@ -362,25 +371,25 @@ class _Init:
                 self.say("stopped")
                 return  # PID 1 exits: the kernel kills whatever is left in the node
             try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
+                pid, status = os.waitpid(-1, os.WNOHANG)  # any child: orphaned shims are ours to reap
             except ChildProcessError:
-                pid = 0
+                pid, status = 0, 0
             for what, proc in self.children.items():
-                if proc.pid == pid:
-                    proc.returncode = 0 if proc.returncode is None else proc.returncode
-                    self.say(f"{what} exited")
+                if pid and proc.pid == pid:
+                    proc.returncode = os.waitstatus_to_exitcode(status)
+                    self.say(f"{what} exited ({proc.returncode})")
             if pid == 0:
                 time.sleep(0.2)
 
     def main(self) -> None:
         signal.signal(signal.SIGTERM, self.on_term)
-        self.join_cgroups()
-        self.wait_go()
-        self.private_mounts()
-        self.network()
-        self.containerd()
-        self.import_images()
-        self.start("kubelet", self.cfg["kubelet"])
+        steps: list[Callable[[], None]] = [
+            self.join_cgroups, self.wait_go, self.private_mounts, self.network, self.containerd,
+            self.import_images, self.kubelet]
+        for step in steps:
+            if self.stopping:  # SIGTERM while setting up: exit, the kernel ends the rest
+                return
+            step()
         threading.Thread(target=self.assign_pod_cidr, daemon=True).start()
         self.reap_forever()
 

@@ -267,11 +267,20 @@ def _kill_cgroup(name: str | None) -> None:
 
 
 def _cgroup_nodes() -> list[str]:
+    """Names of the node cgroups under our own parent (only ``ec-node-N``: nothing else is touched)."""
     names: set[str] = set()
     for h in node.hierarchies():
         with contextlib.suppress(OSError):
-            names.update(p.name for p in (h / CGROUP_PARENT).iterdir() if p.is_dir())
+            names.update(p.name for p in (h / CGROUP_PARENT).iterdir() if p.is_dir() and _is_node_name(p.name))
     return sorted(names)
+
+
+def _is_node_name(name: str) -> bool:
+    try:
+        node_index(name)
+    except ClusterError:
+        return False
+    return True
 
 
 def lose_node(layout: Layout, name: str) -> float:

@@ -35,7 +35,7 @@ def collect(layout: Layout) -> dict[str, Any]:
             "ip": addr.ip, "pod_cidr": addr.pod_cidr, "link": addr.veth,
             "init_pid": rec.get("init", {}).get("pid"), "alive": is_alive(rec.get("init")),
             "link_up": net.link_up(addr), "ready": ready.get(name),
-            "memory_mb": round(mem / 2**20) if mem is not None else None,
+            "memory_pss_mb": round(mem / 2**20),
         }
     trainer_ref = layout.images / "trainer.ref"
     return {
@@ -67,7 +67,7 @@ def status(layout: Layout, as_json: bool = False) -> int:
             link = {True: "up", False: "DOWN (partitioned)", None: "none"}[n["link_up"]]
             ready = {True: "Ready", False: "NotReady", None: "not registered"}[n["ready"]]
             print(f"{name:12} {n['ip']:13} pods {n['pod_cidr']:15} init pid {n['init_pid']!s:>8} "
-                  f"{'running' if n['alive'] else 'DEAD':8} link {link:18} {ready:14} {n['memory_mb']} MB")
+                  f"{'running' if n['alive'] else 'DEAD':8} link {link:18} {ready:14} {n['memory_pss_mb']} MB PSS")
         if info["unregistered"]:
             print(f"Node objects without a node process: {', '.join(info['unregistered'])}")
         if info["api_error"]:

@@ -129,7 +129,7 @@ def test_a_deleted_pod_is_lost_and_its_replacement_replaces_it(make_platform):
     lost = events.index((NodeEv.LOST, victim, None))
     assert (NodeEv.STARTED, victim, victim) in events[lost:]
     assert platform.pods.get(victim).replaces == victim
-    assert sum(1 for e in events if e[:2] == ("lost", victim)) == 1   # the watch did not say it twice
+    assert sum(1 for e in events if e[:2] == (NodeEv.LOST, victim)) == 1   # the watch did not say it twice
 
 
 def test_a_pod_exiting_on_its_own_is_exited_with_its_code(make_platform, sim):

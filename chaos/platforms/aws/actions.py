@@ -28,6 +28,7 @@ from typing import Any
 from chaos.errors import InjectionFailed, RecoveryTimeout, SpecError
 from chaos.platforms.aws.clients import AwsClients, error_code, refused_loudly
 from chaos.platforms.aws.guard import Call, Guard, Undo
+from chaos.waiting import eventually
 
 SPOT_ACTION = "aws:ec2:send-spot-instance-interruptions"
 ICE_ACTION = "aws:ec2:asg-insufficient-instance-capacity-error"
@@ -199,8 +200,12 @@ class AwsActions:
 
     def _follow(self, outcome: ExperimentOutcome, *, timeout_s: float, poll_s: float,
                 should_stop: Callable[[], str | None], on_state: Callable[[str, str], None]) -> None:
-        deadline = time.monotonic() + timeout_s
-        while True:
+        """Poll the experiment until it ends; StopExperiment when ``should_stop`` names a reason or
+        ``timeout_s`` passed, then poll on (the stop conditions still checked) until 120 s past the
+        timeout, after which RecoveryTimeout."""
+        give_up = time.monotonic() + timeout_s + 120
+
+        def ended() -> bool:
             status, reason = self.experiment_state(outcome.experiment_id)
             if not outcome.states or outcome.states[-1][1] != status:
                 outcome.states.append((time.time(), status))
@@ -208,12 +213,23 @@ class AwsActions:
             outcome.status, outcome.reason = status, reason
             if status in TERMINAL:
                 outcome.ended_at = time.time()
-                return
-            why = should_stop() or (None if time.monotonic() < deadline else
-                                    f"the experiment did not end within {timeout_s:.0f}s")
-            if why and outcome.stopped_because is None:
-                outcome.stopped_because = why
-                self.stop_experiment(outcome.experiment_id)
-            elif why and time.monotonic() > deadline + 120:
-                raise RecoveryTimeout("the FIS experiment to stop", timeout_s + 120, status)
-            time.sleep(poll_s)
+                return True
+            return False
+
+        def ended_or_stopped() -> bool | str | None:
+            return ended() or should_stop()
+
+        why = eventually(ended_or_stopped, timeout_s=timeout_s, interval_s=poll_s)
+        if why is True:
+            return
+        outcome.stopped_because = why or f"the experiment did not end within {timeout_s:.0f}s"
+        self.stop_experiment(outcome.experiment_id)
+
+        def ended_after_stop() -> bool:
+            if ended():
+                return True
+            should_stop()   # the conditions keep running (they stop the guard), whatever they say now
+            return False
+
+        if not eventually(ended_after_stop, timeout_s=max(0.0, give_up - time.monotonic()), interval_s=poll_s):
+            raise RecoveryTimeout("the FIS experiment to stop", timeout_s + 120, outcome.status)

@@ -31,6 +31,7 @@ from chaos.platforms.aws.targets import AwsSide, Target
 from chaos.platforms.kubernetes.actions import refused_loudly
 from chaos.platforms.kubernetes.platform import KubernetesOptions, KubernetesPlatform
 from chaos.platforms.kubernetes.watch import ObjectWatch, read_json
+from chaos.waiting import eventually
 
 CAPACITY_LABELS = ("eks.amazonaws.com/capacityType", "karpenter.sh/capacity-type")
 NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
@@ -117,9 +118,7 @@ class EksPlatform(KubernetesPlatform):
         self._watches.append(ObjectWatch("nodes", self.core.list_node, self.machines.on_event,
                                          window_s=window).start())
         self.machines.initial_done()
-        deadline = time.monotonic() + 10.0
-        while not self.pods.names() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        eventually(self.pods.names, timeout_s=10.0, interval_s=0.1)   # the pods' first listing
 
     def detach(self) -> None:
         """Stop watching an attached job. Idempotent; the job itself is untouched."""

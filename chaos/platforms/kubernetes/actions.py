@@ -21,6 +21,7 @@ from typing import Any
 from chaos.errors import InjectionFailed
 from chaos.platforms.kubernetes import manifests as m
 from chaos.platforms.kubernetes.watch import K8sObject, api_message, api_status, read_json
+from chaos.waiting import eventually
 
 HINTS = {
     401: "the credentials were rejected: check the kubeconfig/token",
@@ -114,13 +115,11 @@ class ClusterActions:
 
     def wait_pod_gone(self, name: str, uid: str | None, timeout_s: float) -> bool:
         """Block until the pod (that uid, if given) no longer exists; False on timeout."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        def gone() -> bool:
             pod = self.get_pod(name)
-            if pod is None or (uid and pod["metadata"].get("uid") != uid):
-                return True
-            time.sleep(0.2)
-        return False
+            return pod is None or bool(uid and pod["metadata"].get("uid") != uid)
+
+        return eventually(gone, timeout_s=timeout_s, interval_s=0.2)
 
     # -- nodes ----------------------------------------------------------------------
     def set_unschedulable(self, node: str, value: bool) -> None:
@@ -177,13 +176,17 @@ class ClusterActions:
         return evicted
 
     def _wait_evicted(self, node: str, evicted: list[str], deadline: float) -> list[str]:
-        while True:
+        """The evicted pods still on ``node`` when all are gone or ``deadline`` passed."""
+        left = list(evicted)
+
+        def all_gone() -> bool:
             there = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in self.pods_on(node)
                      if _evictable(p)}
-            left = [name for name in evicted if name in there]
-            if not left or time.monotonic() > deadline:
-                return left
-            time.sleep(0.3)
+            left[:] = [name for name in evicted if name in there]
+            return not left
+
+        eventually(all_gone, timeout_s=max(0.0, deadline - time.monotonic()), interval_s=0.3)
+        return left
 
 
 def _evictable(pod: K8sObject) -> bool:

@@ -18,6 +18,7 @@ from typing import Any
 
 from chaos.errors import FaultUnavailable, InjectionFailed
 from chaos.events import NodeEv, Timeline
+from chaos.options import option
 from chaos.platforms.api import Hit
 from chaos.platforms.kubernetes import manifests as m
 from chaos.platforms.kubernetes.platform import KubernetesOptions, KubernetesPlatform
@@ -29,12 +30,12 @@ CLUSTER = "elastic-chaos"
 class KindOptions(KubernetesOptions):
     """KubernetesOptions with kind/'s defaults, and the container runtime to stop nodes with."""
 
-    context: str | None = f"kind-{CLUSTER}"
+    context: str | None = option(f"kind-{CLUSTER}", "kubeconfig context of the kind cluster",
+                                 flag="--kube-context", metavar="NAME")
     settings: m.KubeSettings = field(default_factory=m.kind_settings)
-    etcd_endpoint: str | None = "127.0.0.1:32379"
-    """kind/cluster.yaml maps the etcd NodePort 32379 to the host."""
-    docker: str = "docker"
-    """The container runtime kind runs its nodes in (docker, podman)."""
+    etcd_endpoint: str | None = option("127.0.0.1:32379", "HOST:PORT of the job's etcd (kind/cluster.yaml maps "
+                                                          "the etcd NodePort 32379 to the host)", metavar="HOST:PORT")
+    docker: str = option("docker", "the container runtime kind runs its nodes in (docker, podman)")
 
 
 class KindPlatform(KubernetesPlatform):

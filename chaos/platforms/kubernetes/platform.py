@@ -17,7 +17,6 @@ import logging
 import os
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 from chaos.errors import InjectionFailed, PlatformError, SetupError
 from chaos.events import NodeEv, RunnerEv, Timeline
 from chaos.options import option, validate
+from chaos.platforms import etcd_v2
 from chaos.platforms.api import Hit, NodeInfo, NodePool, NodeState, Platform
 from chaos.platforms.kubernetes import manifests as m
 from chaos.platforms.kubernetes.actions import ClusterActions, create_error
@@ -34,6 +34,7 @@ from chaos.platforms.kubernetes.portforward import PortForward
 from chaos.platforms.kubernetes.scale import JobScaler
 from chaos.platforms.kubernetes.watch import ObjectWatch, api_message, api_status
 from chaos.spec import JobSpec
+from chaos.waiting import eventually
 
 log = logging.getLogger(__name__)
 
@@ -152,29 +153,27 @@ class KubernetesPlatform(Platform):
 
     def _wait_running(self, job: JobSpec) -> None:
         want = m.initial_replicas(job)
-        deadline = time.monotonic() + self.options.start_timeout_s
-        while time.monotonic() < deadline:
-            running = [n for n in self.pods.nodes() if n.state is NodeState.RUNNING]
-            if len(running) >= want:
-                return
+
+        def running() -> bool:
+            if len([n for n in self.pods.nodes() if n.state is NodeState.RUNNING]) >= want:
+                return True
             self._raise_if_watch_died()
-            time.sleep(0.2)
-        raise PlatformError(f"{want} worker pod(s) of {job.run_id} were not running after "
-                            f"{self.options.start_timeout_s:.0f}s: {self.pods.describe() or 'no pods were created'}. "
-                            "Is the controller installed and running (make kind-up), the image loadable "
-                            "(kind load docker-image), and is there capacity for the pods?")
+            return False
+
+        if not eventually(running, timeout_s=self.options.start_timeout_s, interval_s=0.2):
+            raise PlatformError(f"{want} worker pod(s) of {job.run_id} were not running after "
+                                f"{self.options.start_timeout_s:.0f}s: "
+                                f"{self.pods.describe() or 'no pods were created'}. "
+                                "Is the controller installed and running (make kind-up), the image loadable "
+                                "(kind load docker-image), and is there capacity for the pods?")
 
     def _wait_etcd(self) -> None:
         endpoint = self.etcd_endpoint()
-        deadline = time.monotonic() + self.options.start_timeout_s
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://{endpoint}/v2/keys/?quorum=false", timeout=2):
-                    return
-            except OSError:
-                time.sleep(0.3)
-        raise PlatformError(f"the job's etcd does not answer at {endpoint} (v2 API); is the etcd pod running, "
-                            "and is that address reachable from here (etcd_endpoint option)?")
+        assert endpoint is not None  # called only for a backend that needs etcd
+        if not eventually(lambda: etcd_v2.serves_v2(endpoint, timeout_s=2.0),
+                          timeout_s=self.options.start_timeout_s, interval_s=0.3):
+            raise PlatformError(f"the job's etcd does not answer at {endpoint} (v2 API); is the etcd pod "
+                                "running, and is that address reachable from here (etcd_endpoint option)?")
 
     def _stop(self) -> None:
         assert self.job is not None

@@ -14,10 +14,10 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 from chaos.errors import PlatformError
+from chaos.waiting import eventually
 
 _FORWARDING = re.compile(r"Forwarding from 127\.0\.0\.1:(\d+) ->")
 
@@ -60,17 +60,21 @@ class PortForward:
         with open(self.log_path, "ab") as out:
             self._proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + self.ready_timeout_s
+        log_path, proc = self.log_path, self._proc
         text = ""
-        while time.monotonic() < deadline:
-            text = self.log_path.read_text(errors="replace")
+
+        def announced() -> str:
+            """"listening" (the port is known), "exited" (it never will be), or "" (not yet)."""
+            nonlocal text
+            text = log_path.read_text(errors="replace")
             match = _FORWARDING.search(text)
             if match:
                 self.local_port = int(match[1])
-                return
-            if self._proc.poll() is not None:
-                break
-            time.sleep(0.1)
+                return "listening"
+            return "exited" if proc.poll() is not None else ""
+
+        if eventually(announced, timeout_s=self.ready_timeout_s, interval_s=0.1) == "listening":
+            return
         self.stop()
         said = " | ".join(line.strip() for line in text.splitlines()[-5:] if line.strip())
         raise PlatformError(f"kubectl port-forward to {self.namespace}/{self.target} did not start: "

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from chaos.errors import PlatformError
+from chaos.waiting import eventually
 
 log = logging.getLogger(__name__)
 
@@ -152,13 +153,11 @@ class ObjectWatch:
 
     def wait_streaming(self, timeout_s: float = 10.0) -> bool:
         """Block until a watch stream is open (tests cut it deliberately)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        def streaming() -> bool:
             with self._lock:
-                if self._resp is not None:
-                    return True
-            time.sleep(0.02)
-        return False
+                return self._resp is not None
+
+        return eventually(streaming, timeout_s=timeout_s, interval_s=0.02)
 
     def force_reconnect(self) -> None:
         """Cut the current stream (as a flaky network would); the watch resumes by itself.

@@ -14,16 +14,17 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import time
+from functools import partial
 from pathlib import Path
+
+from chaos.waiting import eventually
 
 log = logging.getLogger(__name__)
 
 _CANDIDATE_ROOTS = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified"))
-TOP = "elastic-chaos-local"
-"""The local platform's own parent cgroup. Not ``elastic-chaos``: the local Kubernetes
-cluster (kind/cluster) keeps its nodes there and SIGKILLs every process under it when
-it goes down, which took local runs' nodes with it."""
+TOP = "elastic-chaos"
+"""The local platform's parent cgroup (the local Kubernetes cluster keeps its own,
+``elastic-chaos-cluster``)."""
 
 
 def find_root() -> Path | None:
@@ -93,11 +94,8 @@ class NodeCgroups:
         if not pids:
             return set()
         self._write(node, "cgroup.kill", "1")
-        deadline = time.monotonic() + timeout_s
-        while self.pids(node):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"processes of {node} survived cgroup.kill: {sorted(self.pids(node))}")
-            time.sleep(0.01)
+        if not eventually(lambda: not self.pids(node), timeout_s=timeout_s, interval_s=0.01):
+            raise TimeoutError(f"processes of {node} survived cgroup.kill: {sorted(self.pids(node))}")
         return pids
 
     @classmethod
@@ -134,32 +132,28 @@ class NodeCgroups:
         cgroup still populated after that in place (logged)."""
         if not self.dir.exists():
             return
-        deadline = time.monotonic() + timeout_s
-        for child in self.dir.iterdir():
-            if child.is_dir():
-                _rmdir(child, deadline)
-        _rmdir(self.dir, deadline)
+        for path in [*(c for c in self.dir.iterdir() if c.is_dir()), self.dir]:
+            if not eventually(partial(_try_remove, path), timeout_s=timeout_s, interval_s=0.05):
+                log.warning("could not remove cgroup %s: still populated after %.0fs", path, timeout_s)
 
     def _write(self, node: str, name: str, value: str) -> None:
         (self.path(node) / name).write_text(value)
 
     def _wait_event(self, node: str, wanted: str, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while wanted not in (self.path(node) / "cgroup.events").read_text():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"cgroup of {node} did not reach '{wanted}' in {timeout_s}s")
-            time.sleep(0.01)
+        if not eventually(lambda: wanted in (self.path(node) / "cgroup.events").read_text(),
+                          timeout_s=timeout_s, interval_s=0.01):
+            raise TimeoutError(f"cgroup of {node} did not reach '{wanted}' in {timeout_s}s")
 
 
-def _rmdir(path: Path, deadline: float) -> None:
-    while True:
-        try:
-            path.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            if exc.errno != errno.EBUSY or time.monotonic() > deadline:
-                log.warning("could not remove cgroup %s: %s", path, exc)
-                return
-        time.sleep(0.05)
+def _try_remove(path: Path) -> bool:
+    """Remove the cgroup at ``path``; False while it is still populated (busy), True once it
+    is gone or on any other error (logged: waiting would not help)."""
+    try:
+        path.rmdir()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        if exc.errno == errno.EBUSY:
+            return False
+        log.warning("could not remove cgroup %s: %s", path, exc)
+    return True

@@ -12,7 +12,6 @@ death signal, :mod:`chaos.platforms.local.lifeline`).
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -20,14 +19,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from chaos.errors import EtcdError
+from chaos.platforms import etcd_v2
 from chaos.platforms.local import lifeline, procs
+from chaos.waiting import eventually
 
 log = logging.getLogger(__name__)
 
@@ -207,29 +205,25 @@ class EtcdServer:
             self._proc = lifeline.popen(self._command(), stdout=logf, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, start_new_session=True,
                                         env={**os.environ, **(self.env or {})})
-        deadline = time.monotonic() + self.ready_timeout_s
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                tail = self.log_tail()
-                self._proc = None
-                if "address already in use" in tail:
-                    raise _PortRace()
-                raise EtcdError(f"etcd exited at start; log {self.log_path}:\n{tail}")
-            if self._v2_ready():
-                self._ports_fixed = True
-                return
-            time.sleep(0.1)
-        self.stop()
-        raise EtcdError(f"etcd did not serve the v2 API within {self.ready_timeout_s:.0f}s; "
-                        f"log {self.log_path}:\n{self.log_tail()}")
+        if not eventually(self._serving, timeout_s=self.ready_timeout_s, interval_s=0.1):
+            self.stop()
+            raise EtcdError(f"etcd did not serve the v2 API within {self.ready_timeout_s:.0f}s; "
+                            f"log {self.log_path}:\n{self.log_tail()}")
+        self._ports_fixed = True
+
+    def _serving(self) -> bool:
+        """Whether the v2 API answers; raises when the process has exited (_PortRace if it lost its port)."""
+        assert self._proc is not None
+        if self._proc.poll() is not None:
+            tail = self.log_tail()
+            self._proc = None
+            if "address already in use" in tail:
+                raise _PortRace()
+            raise EtcdError(f"etcd exited at start; log {self.log_path}:\n{tail}")
+        return self._v2_ready()
 
     def _v2_ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.url}/v2/keys/?quorum=false", timeout=1) as r:
-                json.load(r)
-                return True
-        except (urllib.error.URLError, OSError, ValueError):
-            return False
+        return etcd_v2.serves_v2(self.endpoint, timeout_s=1.0)
 
     def log_tail(self, lines: int = 15) -> str:
         if not self.log_path or not self.log_path.exists():
@@ -288,19 +282,17 @@ def _signal_group(pgid: int, sig: int) -> None:
 def _end_group(leader: subprocess.Popen[bytes], timeout_s: float) -> None:
     """Wait for the group led by ``leader`` to be gone (its leader reaped); SIGKILL what is left
     after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and (leader.poll() is None or procs.group_members(leader.pid)):
-        time.sleep(0.02)
-    if leader.poll() is None or procs.group_members(leader.pid):
-        log.warning("etcd group %d still alive %.0fs after SIGTERM: SIGKILL", leader.pid, timeout_s)
-        _signal_group(leader.pid, signal.SIGKILL)
-        leader.wait(timeout_s)
-        deadline = time.monotonic() + timeout_s
-        while procs.group_members(leader.pid):
-            if time.monotonic() > deadline:
-                raise EtcdError(f"processes of etcd's group {leader.pid} survived SIGKILL: "
-                                f"{sorted(procs.group_members(leader.pid))}")
-            time.sleep(0.02)
+    def gone() -> bool:
+        return leader.poll() is not None and not procs.group_members(leader.pid)
+
+    if eventually(gone, timeout_s=timeout_s, interval_s=0.02):
+        return
+    log.warning("etcd group %d still alive %.0fs after SIGTERM: SIGKILL", leader.pid, timeout_s)
+    _signal_group(leader.pid, signal.SIGKILL)
+    leader.wait(timeout_s)
+    if not eventually(gone, timeout_s=timeout_s, interval_s=0.02):
+        raise EtcdError(f"processes of etcd's group {leader.pid} survived SIGKILL: "
+                        f"{sorted(procs.group_members(leader.pid))}")
 
 
 class _PortRace(Exception):

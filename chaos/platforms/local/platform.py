@@ -51,6 +51,7 @@ from chaos.platforms.local.guard import RunGuard
 from chaos.platforms.local.imds import MetadataStandIn
 from chaos.platforms.local.relay import StallableRelay
 from chaos.spec import JobSpec, RdzvBackend, locate_script
+from chaos.waiting import eventually
 
 log = logging.getLogger(__name__)
 
@@ -244,15 +245,15 @@ class LocalPlatform(Platform):
     def _wait_for_store(self, host: str, timeout_s: float = 120.0) -> None:
         # c10d: whichever agent binds the port first hosts the store. Starting the
         # others only once node-0 listens makes the host known (as worker-0 on k8s).
-        deadline = time.monotonic() + timeout_s
         addr = (self._nodes[host].address, self._c10d_port)
-        while time.monotonic() < deadline:
+
+        def listening() -> bool:
             if self._nodes[host].proc.poll() is not None:
                 raise PlatformError(f"{host} exited before hosting the c10d store; see {self._nodes[host].log_path}")
-            if self._port_open(host, addr):
-                return
-            time.sleep(0.2)
-        raise PlatformError(f"{host} did not open the c10d store port {addr} within {timeout_s:.0f}s")
+            return self._port_open(host, addr)
+
+        if not eventually(listening, timeout_s=timeout_s, interval_s=0.2):
+            raise PlatformError(f"{host} did not open the c10d store port {addr} within {timeout_s:.0f}s")
 
     def _port_open(self, node: str, addr: tuple[str, int]) -> bool:
         if self.network is not None:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from chaos.waiting import eventually
 
 TAG_VAR = "ELASTIC_CHAOS_NODE"
 """``<run>/<node>`` on every process of a node; ``<run>/etcd`` on the run's etcd."""
@@ -147,15 +148,16 @@ def _kill_all(find: Callable[[], set[int]], what: str, *, first: int | None = No
               timeout_s: float = 10.0) -> set[int]:
     hit = _stop_all(find, first=first)
     _signal_all(hit, signal.SIGKILL)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+
+    def all_gone() -> bool:
         alive = find()
-        if not alive:
-            return hit
-        _signal_all(alive, signal.SIGKILL)
-        hit |= alive
-        time.sleep(0.02)
-    raise TimeoutError(f"processes of {what} still alive after SIGKILL: {sorted(find())}")
+        _signal_all(alive, signal.SIGKILL)   # a child forked meanwhile gets its SIGKILL too
+        hit.update(alive)
+        return not alive
+
+    if not eventually(all_gone, timeout_s=timeout_s, interval_s=0.02):
+        raise TimeoutError(f"processes of {what} still alive after SIGKILL: {sorted(find())}")
+    return hit
 
 
 def signal_tree(tag: str, sig: int) -> set[int]:
