@@ -49,14 +49,18 @@ class Meta:
     """For a boolean that defaults to True: the flag that turns it off (``--no-replace``)."""
     units: str = ""
     """Shown after the default in help (``s``)."""
+    keyword: str | None = None
+    """The name it goes by outside its class (the fixture keyword, the parsed flag's
+    dest) where the field name is ambiguous: RendezvousSpec.backend is ``rdzv_backend``
+    beside JobSpec.backend (the process group's)."""
 
 
 def option(default: Any = MISSING, help: str = "", *, factory: Callable[[], Any] | Any = MISSING,
            flag: str | None = None, minimum: float | None = None, above: float | None = None,
            maximum: float | None = None, cli: bool = True, metavar: str | None = None,
-           off_flag: str | None = None, units: str = "") -> Any:
+           off_flag: str | None = None, units: str = "", keyword: str | None = None) -> Any:
     """A dataclass field with its declaration (see the module docstring)."""
-    meta = Meta(help, flag, minimum, above, maximum, cli, metavar, off_flag, units)
+    meta = Meta(help, flag, minimum, above, maximum, cli, metavar, off_flag, units, keyword)
     if factory is not MISSING:
         return dataclasses.field(default_factory=factory, metadata={_KEY: meta})
     return dataclasses.field(default=default, metadata={_KEY: meta})
@@ -72,8 +76,13 @@ class Declared:
     meta: Meta
 
     @property
+    def key(self) -> str:
+        """The name it goes by outside its class (``Meta.keyword``, else the field name)."""
+        return self.meta.keyword or self.name
+
+    @property
     def flag(self) -> str:
-        return self.meta.flag or "--" + self.name.replace("_", "-")
+        return self.meta.flag or "--" + self.key.replace("_", "-")
 
     @property
     def base_type(self) -> Any:
@@ -126,7 +135,7 @@ def _strip_optional(tp: Any) -> Any:
 def check_value(d: Declared, value: Any, label: str | None = None) -> Any:
     """``value`` converted to ``d``'s type and checked against its bounds; raises
     SpecError naming the option (``label``, default its name) and what it allows."""
-    label = d.name if label is None else label
+    label = d.key if label is None else label
     if value is None:
         if d.optional or d.default is None:
             return None
@@ -221,9 +230,9 @@ def add_arguments(group: ArgumentGroup, cls: type, *,
     ``defaults`` only changes what the help shows."""
     skip = set(skip)
     for d in declared(cls):
-        if not d.meta.cli or d.name in skip:
+        if not d.meta.cli or d.key in skip:
             continue
-        shown = (defaults or {}).get(d.name, d.default)
+        shown = (defaults or {}).get(d.key, d.default)
         _add(group, d, shown)
 
 
@@ -232,21 +241,21 @@ def _add(group: ArgumentGroup, d: Declared, shown: Any) -> None:
     base = d.base_type
     if base is bool:
         if d.meta.off_flag:
-            group.add_argument(d.flag, dest=d.name, action="store_true", default=argparse.SUPPRESS,
+            group.add_argument(d.flag, dest=d.key, action="store_true", default=argparse.SUPPRESS,
                                help=help_text)
-            group.add_argument(d.meta.off_flag, dest=d.name, action="store_false", default=argparse.SUPPRESS,
+            group.add_argument(d.meta.off_flag, dest=d.key, action="store_false", default=argparse.SUPPRESS,
                                help=f"the opposite of {d.flag}")
         else:
-            group.add_argument(d.flag, dest=d.name, action="store_true", default=argparse.SUPPRESS, help=help_text)
+            group.add_argument(d.flag, dest=d.key, action="store_true", default=argparse.SUPPRESS, help=help_text)
         return
     if typing.get_origin(base) is tuple:
-        group.add_argument(d.flag, dest=d.name, action="append", default=argparse.SUPPRESS,
+        group.add_argument(d.flag, dest=d.key, action="append", default=argparse.SUPPRESS,
                            metavar=d.meta.metavar, help=help_text + " (repeatable)")
         return
     choices = [m.value for m in base] if isinstance(base, type) and issubclass(base, enum.Enum) else None
     metavar = d.meta.metavar or ("SECONDS" if d.meta.units == "s" else "N" if base is int else
                                  "X" if base is float else None)
-    group.add_argument(d.flag, dest=d.name, type=_parser(d), default=argparse.SUPPRESS, choices=choices,
+    group.add_argument(d.flag, dest=d.key, type=_parser(d), default=argparse.SUPPRESS, choices=choices,
                        metavar=None if choices else metavar, help=help_text)
 
 
@@ -282,4 +291,4 @@ def _parser(d: Declared) -> Callable[[str], Any]:
 
 def given(namespace: argparse.Namespace, cls: type) -> dict[str, Any]:
     """The values of ``cls``'s options that were given on the command line."""
-    return {d.name: getattr(namespace, d.name) for d in declared(cls) if hasattr(namespace, d.name)}
+    return {d.key: getattr(namespace, d.key) for d in declared(cls) if hasattr(namespace, d.key)}

@@ -63,7 +63,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for name in PLATFORMS:
         for cls in platform_option_classes(name):
             add_arguments(adapter, cls, skip=seen)
-            seen |= {d.name for d in declared(cls)}
+            seen |= {d.key for d in declared(cls)}
 
 
 class _OptionGroup:
@@ -87,9 +87,9 @@ def session_values(config: pytest.Config, platform: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for cls in platform_option_classes(platform):
         for d in declared(cls):
-            value = config.getoption(_DEST + d.name, default=None)
+            value = config.getoption(_DEST + d.key, default=None)
             if value is not None:
-                out[d.name] = value
+                out[d.key] = value
     return out
 
 

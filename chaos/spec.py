@@ -34,7 +34,7 @@ class RendezvousSpec:
     whole seconds."""
 
     backend: RdzvBackend = option(RdzvBackend.ETCD_V2, "rendezvous backend: etcd-v2 (an etcd server holds "
-                                  "the state) or c10d (a TCPStore on one node)", flag="--rdzv-backend")
+                                  "the state) or c10d (a TCPStore on one node)", keyword="rdzv_backend")
     join_timeout: int | None = option(None, "seconds a node waits for the rendezvous to form before giving "
                                       "up (torch: 600)", minimum=1)
     last_call_timeout: int | None = option(None, "extra seconds a round waits for more nodes once the "

@@ -84,3 +84,13 @@ def test_no_two_option_classes_of_a_hypothesis_declare_the_same_name():
             names: list[str] = [d.name for c in h.option_classes(platform) for d in declared(c)]
             assert len(names) == len(set(names)) and not set(names) & job, (h.name, platform)
     assert {d.name for d in declared(TrialOptions)} == {"steady_steps", "target", "timeout_s"}
+
+
+def test_the_rendezvous_backend_and_the_process_group_backend_are_two_options():
+    from chaos.cli.main import build_parser
+    from chaos.cli.run import option_values
+    words = ["run", "kill-node", "--rdzv-backend", "c10d", "--backend", "gloo"]
+    values = option_values(build_parser(words).parse_args(words))
+    assert values["rdzv_backend"] == "c10d" and values["backend"] == "gloo"
+    job = settings(HYPOTHESES["kill-node"], values, "local").job
+    assert job.rdzv.backend.value == "c10d" and job.backend is not None and job.backend.value == "gloo"

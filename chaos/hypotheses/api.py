@@ -132,7 +132,7 @@ def settings(h: Hypothesis | None, values: Mapping[str, Any], platform: str) -> 
         if key in values and values[key] != needed:
             raise SpecError(f"{h.name if h else ''} needs {key}={needed!r} (given {values[key]!r})")
     merged = {**(h.defaults if h is not None else {}), **values, **forced}
-    job_names = {d.name for c in JOB_OPTION_CLASSES for d in declared(c)} | {"rdzv_backend", PRESET_OPTION}
+    job_names = {d.key for c in JOB_OPTION_CLASSES for d in declared(c)} | {PRESET_OPTION}
     job_kw = {k: merged.pop(k) for k in list(merged) if k in job_names}
     own = h.option_classes(platform) if h is not None else ()
     made_by = h.fault_class(platform) if h is not None else None
