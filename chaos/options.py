@@ -53,14 +53,17 @@ class Meta:
     """The name it goes by outside its class (the fixture keyword, the parsed flag's
     dest) where the field name is ambiguous: RendezvousSpec.backend is ``rdzv_backend``
     beside JobSpec.backend (the process group's)."""
+    env: str | None = None
+    """The environment variable a job option becomes on every node (None: not one)."""
 
 
 def option(default: Any = MISSING, help: str = "", *, factory: Callable[[], Any] | Any = MISSING,
            flag: str | None = None, minimum: float | None = None, above: float | None = None,
            maximum: float | None = None, cli: bool = True, metavar: str | None = None,
-           off_flag: str | None = None, units: str = "", keyword: str | None = None) -> Any:
+           off_flag: str | None = None, units: str = "", keyword: str | None = None,
+           env: str | None = None) -> Any:
     """A dataclass field with its declaration (see the module docstring)."""
-    meta = Meta(help, flag, minimum, above, maximum, cli, metavar, off_flag, units, keyword)
+    meta = Meta(help, flag, minimum, above, maximum, cli, metavar, off_flag, units, keyword, env)
     if factory is not MISSING:
         return dataclasses.field(default_factory=factory, metadata={_KEY: meta})
     return dataclasses.field(default=default, metadata={_KEY: meta})
@@ -287,6 +290,18 @@ def _parser(d: Declared) -> Callable[[str], Any]:
 
     parse.__name__ = d.allowed()  # argparse names the type in "invalid ... value" messages
     return parse
+
+
+def environment(obj: Any) -> dict[str, str]:
+    """The declared options of dataclass instance ``obj`` that become environment
+    variables (``env=``) and are set (not None): variable -> value (a bool as 1/0)."""
+    out = {}
+    for d in declared(type(obj)):
+        value = getattr(obj, d.name)
+        if d.meta.env is not None and value is not None:
+            out[d.meta.env] = str(int(value)) if isinstance(value, bool) else f"{value:g}" \
+                if isinstance(value, float) else str(value)
+    return out
 
 
 def given(namespace: argparse.Namespace, cls: type) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import SpecError
-from chaos.options import option, split, validate
+from chaos.options import environment, option, split, validate
 
 
 class RdzvBackend(str, enum.Enum):
@@ -179,6 +179,18 @@ class JobSpec:
     pg_timeout_s: float | None = option(None, "the workers' collective timeout: a silent peer fails a "
                                               "collective after it (the reference trainer's --pg-timeout; "
                                               "its default 60 s)", flag="--pg-timeout", above=0, units="s")
+    nccl_dump_wait_ms: int | None = option(
+        None, "NCCL only: how long a worker's watchdog waits for a debug dump after a collective failed before "
+              "it takes the worker down: the agent sees no failure until then (torch: 60000)", minimum=0,
+        metavar="MS", env="TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC")
+    nccl_async_error_handling: int | None = option(
+        None, "NCCL only: what the watchdog does with a failed collective: 0 nothing (the worker hangs), 1 abort "
+              "the communicators then take the process down (torchrun sets 1 when unset), 2 abort only, 3 take "
+              "the process down without aborting (torch's own default)", minimum=0, maximum=3,
+        env="TORCH_NCCL_ASYNC_ERROR_HANDLING")
+    nccl_heartbeat_timeout_s: int | None = option(
+        None, "NCCL only: seconds the watchdog thread may be stuck (a hung CUDA/NCCL call) before its monitor "
+              "takes the worker down (torch: 480)", minimum=1, units="s", env="TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC")
     script: tuple[str, ...] = option((), "a user's training script and its arguments (after `--` on the "
                                          "command line); empty: the reference trainer", cli=False)
     trainer_args: tuple[str, ...] = option((), "extra arguments for the reference trainer", cli=False)
@@ -222,9 +234,10 @@ class JobSpec:
         return self.start_nodes if self.start_nodes is not None else self.max_nodes
 
     def node_env(self) -> dict[str, str]:
-        """Environment every node of the job gets (the spec's ``env`` wins)."""
+        """Environment every node of the job gets: the options declared with ``env=``
+        that are set (NCCL's timeouts), then the spec's ``env``, which wins."""
         return {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0" if self.share_agent_store else "1",
-                **dict(self.env)}
+                **environment(self), **dict(self.env)}
 
     @property
     def min_nodes(self) -> int:
@@ -272,8 +285,9 @@ class JobSpec:
 
 @dataclass(frozen=True)
 class Preset:
-    """A named set of recovery-timing settings (rendezvous knobs, agent monitor
-    interval, the reference trainer's collective timeout)."""
+    """A named set of recovery-timing settings: rendezvous knobs, the agent's monitor
+    interval, the reference trainer's collective timeout and NCCL's own timeouts
+    (each a JobSpec option of the same name; None is torch's default)."""
 
     name: str
     description: str
@@ -283,26 +297,35 @@ class Preset:
     monitor_interval: float | None = None
     pg_timeout_s: float | None = None
     """The reference trainer's collective timeout (its --pg-timeout)."""
+    nccl_dump_wait_ms: int | None = None
+    nccl_async_error_handling: int | None = None
+    nccl_heartbeat_timeout_s: int | None = None
     trade_offs: str = ""
+
+    RDZV_KNOBS = ("last_call_timeout", "keep_alive_interval", "keep_alive_max_attempt")
+    JOB_KNOBS = ("monitor_interval", "pg_timeout_s", "nccl_dump_wait_ms", "nccl_async_error_handling",
+                 "nccl_heartbeat_timeout_s")
+    """The JobSpec options a preset sets (a value given beside the preset wins)."""
 
     def apply(self, job: JobSpec) -> JobSpec:
         """``job`` with this preset's settings (the backend and everything else kept)."""
-        rdzv = replace(job.rdzv, last_call_timeout=self.last_call_timeout,
-                       keep_alive_interval=self.keep_alive_interval,
-                       keep_alive_max_attempt=self.keep_alive_max_attempt)
-        return replace(job, rdzv=rdzv, monitor_interval=self.monitor_interval, pg_timeout_s=self.pg_timeout_s)
+        rdzv = replace(job.rdzv, **{k: getattr(self, k) for k in self.RDZV_KNOBS})
+        return replace(job, rdzv=rdzv, **{k: getattr(self, k) for k in self.JOB_KNOBS})
 
 
 PRESETS: dict[str, Preset] = {
     "default": Preset(
         "default", "torch's own settings: last_call_timeout 30 s, keep-alive 5 s x 3, monitor 0.1 s "
-                   "(the reference trainer's collective timeout: 60 s; torch's gloo default is 30 min)"),
+                   "(the reference trainer's collective timeout: 60 s; torch's gloo default is 30 min); on "
+                   "NCCL a failed collective's worker waits 60 s for a debug dump before it exits, torchrun "
+                   "aborts communicators first (async error handling 1), a stuck watchdog lasts 480 s"),
     "fast": Preset(
         "fast", "recommended when agents can heartbeat reliably: a dead node leaves the rendezvous "
                 "after 4 s, a shrunken world starts 1 s after the minimum is reached, a silent peer "
-                "fails a collective after 10 s",
+                "fails a collective after 10 s; on NCCL a worker whose collective failed exits after a "
+                "1 s dump wait, without aborting its communicators, and a stuck watchdog after 60 s",
         last_call_timeout=1, keep_alive_interval=1, keep_alive_max_attempt=4, monitor_interval=0.1,
-        pg_timeout_s=10.0,
+        pg_timeout_s=10.0, nccl_dump_wait_ms=1000, nccl_async_error_handling=3, nccl_heartbeat_timeout_s=60,
         trade_offs="torch writes a heartbeat only when the last one is at least keep_alive_interval old, "
                    "so with a timer of the same period heartbeats land about every 2 intervals: "
                    "keep_alive_max_attempt 2 left no margin and, measured here under load, a live node "
@@ -310,7 +333,10 @@ PRESETS: dict[str, Preset] = {
                    "4 attempts leave 2 s of margin: an agent stalled longer (slow etcd, an overloaded "
                    "host) is still declared dead. A replacement arriving more than 1 s after the "
                    "survivors costs a second restart; a collective slower than 10 s (a large all-reduce "
-                   "on a slow network, an uneven data loader) is taken for a failure."),
+                   "on a slow network, an uneven data loader) is taken for a failure. NCCL: a 1 s dump "
+                   "wait leaves the flight recorder 1 s to write what hung (rarely complete for a large "
+                   "job); skipping the communicator abort (3) leaves NCCL's resources to the process exit; a "
+                   "watchdog stuck 60 s in a CUDA call (a heavily loaded GPU) is taken for a hung one."),
 }
 
 
@@ -344,10 +370,9 @@ def job_from_options(values: dict[str, Any]) -> JobSpec:
         job = preset(str(named)).apply(job)
     if rdzv_kw:
         job = replace(job, rdzv=replace(job.rdzv, **rdzv_kw))
-    if "pg_timeout_s" in job_kw and named is not None:  # given beside a preset: it wins
-        job = replace(job, pg_timeout_s=job_kw["pg_timeout_s"])
-    if "monitor_interval" in job_kw and named is not None:
-        job = replace(job, monitor_interval=job_kw["monitor_interval"])
+    given_beside = {k: job_kw[k] for k in Preset.JOB_KNOBS if k in job_kw}
+    if given_beside and named is not None:  # given beside a preset: it wins
+        job = replace(job, **given_beside)
     return job
 
 

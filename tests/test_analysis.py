@@ -42,8 +42,10 @@ def test_each_phase_is_the_gap_between_consecutive_marks():
     assert rec.recovery_s == pytest.approx(10.0)
     # step 51 (> pre-fault 50) is the 10th step after the restart
     assert rec.regain_s == pytest.approx(11.0)
-    assert rec.phases == pytest.approx({"detect": 1.0, "rendezvous": 3.0, "restart": 6.0, "replay": 1.0})
-    assert sum(rec.phases.values()) == pytest.approx(rec.regain_s)
+    assert rec.phases == pytest.approx({"detect": 1.0, "exit": None, "shutdown": None, "rendezvous": 3.0,
+                                        "restart": 6.0, "replay": 1.0, "stall": None})
+    assert set(rec.not_applicable) == {"exit", "shutdown", "stall"}   # no collective error, no forced kill
+    assert sum(v for v in rec.phases.values() if v is not None) == pytest.approx(rec.regain_s)
 
 
 def test_lost_steps_are_measured_from_the_checkpoint_resumed():
@@ -65,7 +67,8 @@ def test_no_recovery_leaves_metrics_none_and_says_why():
     rec = analyze_fault(ev, kind="kill-node", target="node-1", injected_at=F)
     assert rec.recovered is False
     assert rec.recovery_s is None and rec.regain_s is None and rec.lost_steps is None
-    assert rec.phases == {"detect": None, "rendezvous": None, "restart": None, "replay": None}
+    assert {p: v for p, v in rec.phases.items() if p not in rec.not_applicable} == {
+        "detect": None, "rendezvous": None, "restart": None, "replay": None}
     assert "no restarted worker completed a step" in rec.missing
 
 

@@ -17,26 +17,45 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from chaos.analysis.metrics import Metric, Unit, declared, measured, metric, phase
+from chaos.analysis.phases import Mark, Stall, chain, forced_shutdown, stall, unsettled_steps, worker_exit
 from chaos.events import AgentEv, CheckpointEv, Event, FaultEv, NodeEv, ProgressEv, RdzvEv, Source, first, of
 
 _SHOWN = {"table": True, "audit": True, "junit": True, "failure": True}
 
 PHASE_METRICS: tuple[Metric, ...] = (
-    phase("detect", "fault -> first sign a survivor noticed it (an agent on another node saw a worker "
-                    "fail or restarted, or the rendezvous changed)", **_SHOWN),
-    phase("rendezvous", "first detection -> the next rendezvous round is complete", **_SHOWN),
+    phase("detect", "fault -> first sign a survivor noticed it (its collective failed, an agent on another "
+                    "node saw a worker fail or restarted, or the rendezvous changed)", **_SHOWN),
+    phase("exit", "-> the worker whose collective failed exited on its own (on NCCL only after "
+                  "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC); n/a when no survivor's collective failed or its "
+                  "agent stopped it first", **_SHOWN),
+    phase("shutdown", "-> the agent killed a worker that ignored SIGTERM for its whole shutdown wait (30 s in "
+                      "torch 2.13); n/a when every worker stopped in time", **_SHOWN),
+    phase("rendezvous", "-> the next rendezvous round is complete", **_SHOWN),
     phase("restart", "rendezvous complete -> first step completed by a worker started after the fault",
           **_SHOWN),
     phase("replay", "first step of a restarted worker -> progress passes the pre-fault step (the steps "
                     "trained again)", **_SHOWN),
+    phase("stall", "fault -> progress passes the pre-fault step when the fault ended on its own (a thaw, a "
+                   "heal) and the same workers trained on at the same world size: no other phase applies",
+          **_SHOWN),
 )
 PHASES = tuple(p.key for p in PHASE_METRICS)
 
-_DETECT = (AgentEv.WORKER_FAILED, AgentEv.WORKER_GROUP_FAILED, AgentEv.MEMBERSHIP_CHANGE,
+_DETECT = (ProgressEv.WORKER_ERROR, AgentEv.WORKER_FAILED, AgentEv.WORKER_GROUP_FAILED, AgentEv.MEMBERSHIP_CHANGE,
            AgentEv.RENDEZVOUS_STARTED, AgentEv.WORKERS_STOPPING)
-"""What an agent says when it notices a failure (on a node other than the target)."""
+"""What a survivor says when it notices a failure: its worker's collective failed, or its
+agent saw a worker fail or restarts (on a node other than the target)."""
 
 _S, _STEPS, _N = Unit.SECONDS, Unit.STEPS, Unit.COUNT
+
+
+class RecoveryPath(enum.Enum):
+    """How training got back past the pre-fault step."""
+
+    RESTART = "restart"
+    """Workers were stopped and started again (a rendezvous round, a checkpoint restored)."""
+    STALL = "stall"
+    """The fault ended on its own and the same workers trained on at the same world size."""
 
 
 @dataclass
@@ -73,21 +92,33 @@ class Recovery:
     """The job's max_restarts (each agent's budget)."""
     overtaken: bool = False
     """The next fault came before this one's recovery completed (its window ended first)."""
+    path: RecoveryPath | None = None
+    """How training got back (None: it did not, yet)."""
     phases: dict[str, float | None] = field(default_factory=dict)
+    not_applicable: dict[str, str] = field(default_factory=dict)
+    """Phases that do not apply to this recovery, with why (their value is None, and not
+    for want of evidence: that is ``missing``)."""
     missing: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What the numbers leave out on purpose, and how the recovery went, in words."""
     evidence: list[Event] = field(default_factory=list, repr=False)
     """The notable events from just before the fault to the regain: what a failed
     assertion on this recovery shows."""
 
     @property
     def recovered(self) -> bool:
-        return self.recovery_s is not None
+        """Training went on: restarted workers completed a step, or the same workers
+        trained on once the fault ended (a stall)."""
+        return self.recovery_s is not None or self.path is RecoveryPath.STALL
 
     def to_json(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)
              if f.name not in ("fault_kind", "target", "injected_at", "evidence")}
         d["phases"] = {k: _plain(v) for k, v in self.phases.items()}
+        d["not_applicable"] = dict(self.not_applicable)
         d["missing"] = list(self.missing)
+        d["notes"] = list(self.notes)
+        d["path"] = self.path.value if self.path is not None else None
         return {k: _plain(v) for k, v in d.items()}
 
     @classmethod
@@ -97,10 +128,14 @@ class Recovery:
         values: dict[str, Any] = {m.key: v for m in FIELD_METRICS if (v := m.unit.read(metrics.get(m.key))) is not None}
         budget = Unit.COUNT.read(metrics.get("restart_budget"))
         phases = metrics.get("phases")
+        path = metrics.get("path")
         return cls(fault_kind=kind, target=target, injected_at=injected_at, **values,
                    restart_budget=None if budget is None else int(budget), overtaken=metrics.get("overtaken") is True,
+                   path=RecoveryPath(path) if path in {p.value for p in RecoveryPath} else None,
                    phases={p: Unit.SECONDS.read(phases.get(p)) for p in PHASES} if isinstance(phases, dict) else {},
-                   missing=[m for m in metrics.get("missing") or [] if isinstance(m, str)])
+                   not_applicable=_not_applicable(metrics),
+                   missing=[m for m in metrics.get("missing") or [] if isinstance(m, str)],
+                   notes=[m for m in metrics.get("notes") or [] if isinstance(m, str)])
 
     def explain(self) -> str:
         """The timeline slice around this fault, one line per notable event."""
@@ -114,6 +149,18 @@ class Recovery:
 FIELD_METRICS: tuple[Metric, ...] = declared(Recovery)
 METRICS: tuple[Metric, ...] = (*PHASE_METRICS, *FIELD_METRICS)
 """Every metric, declared once (chaos.analysis.metrics): the phases, then Recovery's fields."""
+
+
+def _not_applicable(metrics: dict[str, Any]) -> dict[str, str]:
+    """report.json's ``not_applicable``; a phase a report does not record at all was not
+    part of its breakdown (written before the phase existed: its phases add up without it)."""
+    raw = metrics.get("not_applicable")
+    if isinstance(raw, dict):
+        return {str(k): str(v) for k, v in raw.items()}
+    phases = metrics.get("phases")
+    if not isinstance(phases, dict) or not phases:
+        return {}
+    return {p: "not recorded by the version that wrote this report" for p in PHASES if p not in phases}
 
 
 def _plain(v: Any) -> Any:
@@ -149,15 +196,25 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
     steps = of(events, ProgressEv.STEP)
     before = of(steps, until=f)
     new_gen = _new_generation(events, f)
-    # Work counts as done by the pre-fault generation even when it finished just
-    # after F: a gracefully stopped worker completes (and saves) its last step.
-    old_gen = [e for e in steps if e.t <= f or (not new_gen(e) and (until is None or e.t <= until))]
-
-    rec.pre_step = max((int(e.data["step"]) for e in old_gen), default=0)
     if before:
         rec.world_size_before = int(before[-1].data.get("world_size", 0)) or None
     else:
         rec.missing.append("no step completed before the fault (no steady state)")
+    stalled = stall(events, f, kind, target, lambda e: not new_gen(e), rec.world_size_before, until)
+    if stalled is not None:
+        return _finish(_stalled(rec, events, stalled, until), events)
+    # Work counts as done by the pre-fault generation even when it finished just
+    # after F: a gracefully stopped worker completes (and saves) its last step;
+    # not a step its worker reported after its own collective failed (see unsettled_steps)
+    unsettled = unsettled_steps(events, f, target, lambda e: not new_gen(e), until)
+    skip = {id(e) for e in unsettled}
+    old_gen = [e for e in steps if id(e) not in skip
+               and (e.t <= f or (not new_gen(e) and (until is None or e.t <= until)))]
+    rec.pre_step = max((int(e.data["step"]) for e in old_gen), default=0)
+    rec.notes += [f"step {e.data.get('step')} on {e.node} (rank {e.data.get('rank')}) came after its worker's "
+                  "collective had failed (an aborted NCCL communicator lets a blocked step finish on gradients "
+                  "that were never all-reduced): it was never saved and is not counted as progress or as lost"
+                  for e in unsettled]
 
     detect = first_detection(events, f, target)
     rdzv = first(events, RdzvEv.ROUND_COMPLETE, after=f)
@@ -179,6 +236,8 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
     rec.rendezvous_s = _since(f, rdzv, "no rendezvous round completed after the fault", rec)
     rec.recovery_s = _since(f, first_new, "no restarted worker completed a step", rec)
     rec.regain_s = _since(f, regain, "progress never passed the pre-fault step", rec)
+    if first_new is not None:
+        rec.path = RecoveryPath.RESTART
     if resumed is not None:
         rec.resumed_from_step = int(resumed.data.get("step", 0))
     elif first_new is not None:
@@ -193,8 +252,45 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
         rec.world_size_final = int(window[-1].data.get("world_size", 0)) or None
     rec.replacement_s = _replacement(events, f, target, rec)
     rec.restarts_used = _restarts_used(events, f, until)
-    rec.phases = _phases(f, detect, rdzv, first_new, regain)
-    rec.evidence = _evidence(events, f, regain.t if regain else until, [detect, rdzv, resumed, first_new, regain])
+    end = rdzv.t if rdzv is not None else (regain.t if regain is not None else until)
+    exited, killed = worker_exit(events, f, target, end), forced_shutdown(events, f, target, end)
+    marks = {"detect": Mark(detect), "exit": exited, "shutdown": killed, "rendezvous": Mark(rdzv),
+             "restart": Mark(first_new), "replay": Mark(regain),
+             "stall": Mark(not_applicable="the workers were restarted" if first_new is not None else
+                           "training did not go on by itself after the fault ended")}
+    _set_phases(rec, f, marks)
+    rec.evidence = _evidence(events, f, regain.t if regain else until,
+                             [detect, exited.event, killed.event, rdzv, resumed, first_new, regain])
+    return _finish(rec, events)
+
+
+def _stalled(rec: Recovery, events: Sequence[Event], s: Stall, until: float | None) -> Recovery:
+    """A fault that ended on its own, training on without a restart: one stall, nothing lost."""
+    f = rec.injected_at
+    rec.path = RecoveryPath.STALL
+    rec.pre_step = rec.resumed_from_step = s.pre_step
+    rec.lost_steps = 0
+    rec.regain_s = s.regain.t - f
+    rec.world_size_after = int(s.regain.data.get("world_size", 0)) or None
+    window = of(events, ProgressEv.STEP, after=f, until=until)
+    rec.world_size_final = int(window[-1].data.get("world_size", 0)) or None
+    why = "the fault ended on its own and the same workers trained on: no restart"
+    marks = {p: Mark(not_applicable=why) for p in PHASES}
+    marks["stall"] = Mark(s.regain)
+    _set_phases(rec, f, marks)
+    rec.notes.append(f"the job stalled {rec.regain_s:.1f} s and trained on at world size {rec.world_size_after} "
+                     f"without a restart once the {rec.fault_kind} ended (+{s.ended.t - f:.1f} s): 0 steps lost")
+    rec.evidence = _evidence(events, f, s.regain.t, [s.ended, s.regain])
+    return rec
+
+
+def _set_phases(rec: Recovery, f: float, marks: dict[str, Mark]) -> None:
+    rec.phases = chain(f, [(p, marks[p]) for p in PHASES])
+    rec.not_applicable = {p: m.not_applicable for p, m in marks.items() if m.not_applicable is not None}
+    rec.missing += [m.missing for m in marks.values() if m.missing is not None]
+
+
+def _finish(rec: Recovery, events: Sequence[Event]) -> Recovery:
     for m in FIELD_METRICS:
         setattr(rec, m.key, measured(m.of(rec), rec, m.key))
     return rec
@@ -238,19 +334,6 @@ def _since(f: float, ev: Event | None, why: str, rec: Recovery) -> float | None:
         rec.missing.append(why)
         return None
     return ev.t - f
-
-
-def _phases(f: float, *marks: Event | None) -> dict[str, float | None]:
-    out: dict[str, float | None] = {}
-    prev: float | None = f
-    for name, ev in zip(PHASES, marks, strict=True):
-        if ev is None or prev is None:
-            out[name] = None
-            prev = None
-            continue
-        out[name] = max(0.0, ev.t - prev)
-        prev = max(prev, ev.t)
-    return out
 
 
 def _replacement(events: Sequence[Event], f: float, target: str | None, rec: Recovery) -> float | None:

@@ -123,6 +123,12 @@ class AgentEv:
     """A Rendezvous*Error in a traceback (``error``): e.g. the store is gone."""
     AGENT_GAVE_UP = _t(Source.AGENT, "agent_gave_up")
     """A ChildFailedError: the agent spent its restarts and exits."""
+    CLOSING_WORKER = _t(Source.AGENT, "closing_worker")
+    """The agent sends a live worker its closing signal (``pid``, ``signal``): its shutdown wait
+    starts (torch 2.13: 30 s when it restarts workers)."""
+    WORKER_KILL_FORCED = _t(Source.AGENT, "worker_kill_forced")
+    """A worker outlived the agent's shutdown wait after its closing signal (it ignored SIGTERM,
+    e.g. blocked in a collective) and is killed (``pid``, ``signal``, ``kill_signal``)."""
 
 
 class ProgressEv:
@@ -141,7 +147,14 @@ class ProgressEv:
     NOTICE = _t(Source.PROGRESS, "notice")
     """The script saw a spot/rebalance notice (``kind``, ``detail``)."""
     WORKER_ERROR = _t(Source.PROGRESS, "worker_error")
-    """A worker's traceback line (``error``, ``message``, ``cause``: timeout / connection_closed / other)."""
+    """A worker's collective failed: its traceback line, or its NCCL watchdog's line (``via: nccl``,
+    stamped with the line's own time) (``error``, ``message``, ``cause``: timeout / connection_closed /
+    watchdog_stuck / other, or unknown where the line does not say)."""
+    NCCL_DUMP = _t(Source.PROGRESS, "nccl_dump")
+    """A worker's NCCL watchdog signalled a debug dump after a collective failed; it then waits up to
+    TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC before it takes the process down (``rank``, ``message``)."""
+    NCCL_TEARDOWN = _t(Source.PROGRESS, "nccl_teardown")
+    """A worker's NCCL watchdog takes the process down (SIGABRT follows) (``rank``, ``message``)."""
     UNPARSED = _t(Source.PROGRESS, "unparsed")
     """A --progress-regex match that could not be read as a step (``why``)."""
 

@@ -37,7 +37,7 @@ from chaos.faults.catalog import fault_class
 from chaos.options import declared, option, split, validate
 from chaos.platforms import platform_option_classes
 from chaos.runner.run import ChaosRun
-from chaos.spec import JOB_OPTION_CLASSES, PRESET_OPTION, JobSpec, job_from_options
+from chaos.spec import JOB_OPTION_CLASSES, PRESET_OPTION, JobSpec, Preset, job_from_options
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,10 @@ def settings(h: Hypothesis | None, values: Mapping[str, Any], platform: str) -> 
     for key, needed in forced.items():
         if key in values and values[key] != needed:
             raise SpecError(f"{h.name if h else ''} needs {key}={needed!r} (given {values[key]!r})")
-    merged = {**(h.defaults if h is not None else {}), **values, **forced}
+    defaults = dict(h.defaults) if h is not None else {}
+    if PRESET_OPTION in values:  # a preset the user named sets its knobs over the hypothesis' defaults
+        defaults = {k: v for k, v in defaults.items() if k not in (*Preset.JOB_KNOBS, *Preset.RDZV_KNOBS)}
+    merged = {**defaults, **values, **forced}
     job_names = {d.key for c in JOB_OPTION_CLASSES for d in declared(c)} | {PRESET_OPTION}
     job_kw = {k: merged.pop(k) for k in list(merged) if k in job_names}
     own = h.option_classes(platform) if h is not None else ()

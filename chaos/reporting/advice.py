@@ -16,13 +16,16 @@ fault's regain time (``SHARE`` and ``MIN_COST_S``):
   ``checkpoint_every`` bounds them (the checkpoint save time is measured too).
 - restart: no rendezvous setting governs it; the breakdown says where it went
   (worker start, checkpoint load, first step).
+- the workers' side (chaos.reporting.advice_workers): the collective timeout,
+  NCCL's dump wait and heartbeat, the agent's shutdown wait.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from chaos.events import CheckpointEv, Event, ProgressEv, RdzvEv, first, last, of
+from chaos.events import AgentEv, CheckpointEv, Event, ProgressEv, RdzvEv, first, last, of
+from chaos.reporting.advice_workers import worker_findings
 from chaos.reporting.load import FaultView, RunData
 
 SHARE = 0.2
@@ -62,7 +65,7 @@ def advise(run: RunData, steady: float | None = None) -> list[Finding]:
         regain = fault.metrics.get("regain_s")
         total = float(regain) if isinstance(regain, (int, float)) and regain > 0 else None
         for finding in (_keep_alive(run, i, fault), _last_call(run, i, fault),
-                        _replay(run, i, fault, steady), _restart(run, i, fault)):
+                        _replay(run, i, fault, steady), _restart(run, i, fault), *worker_findings(run, i, fault)):
             if finding is None:
                 continue
             if total is not None and finding.cost_s < SHARE * total:
@@ -118,7 +121,14 @@ def _keep_alive(run: RunData, i: int, fault: FaultView) -> Finding | None:
         return None
     detect = fault.metrics.get("detect_s")
     waiting_from = f + (float(detect) if isinstance(detect, (int, float)) else 0.0)
+    # the round waits for the dead node only once every survivor's agent asked for one
+    survivors = {e.node for e in of(run.events, ProgressEv.STEP, until=f)} - {fault.target}
+    asked = [first(run.events, AgentEv.RENDEZVOUS_STARTED, after=f, node=n) for n in survivors]
+    if asked and all(a is not None for a in asked):
+        waiting_from = max(waiting_from, *(a.t for a in asked if a is not None))
     cost = gone.t - waiting_from
+    if cost <= 0:
+        return None  # the dead node had left before anyone waited for it (NCCL's dump wait, say)
     interval, d1 = _setting(run.job, "keep_alive_interval")
     attempts, d2 = _setting(run.job, "keep_alive_max_attempt")
     origin = "torch defaults" if d1 and d2 else "as set for this job"

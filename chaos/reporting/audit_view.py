@@ -80,8 +80,14 @@ def _html_table(rows: list[list[str]], table_id: str = "") -> str:
 
 
 def _p50_phases(g: Group) -> dict[str, float | None]:
+    """The p50 of each phase some recovery of the group went through (a phase that
+    applied to none, such as a stall among restarts, is left out)."""
     stats: dict[str, Stat] = {p: g.stat(p) for p in PHASES}
-    return {p: s.p50 for p, s in stats.items()}
+    return {p: s.p50 for p, s in stats.items() if s.n or not _never_applies(g, p)}
+
+
+def _never_applies(g: Group, phase: str) -> bool:
+    return all(phase in f.recovery.not_applicable for f in g.faults)
 
 
 def _run_link(run: RunSummary, out_dir: Path) -> str:

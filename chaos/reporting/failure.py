@@ -67,9 +67,9 @@ def timeline_slice(events: Sequence[Event], fault_times: Sequence[float], t0: fl
 
 
 def recovery_line(r: Recovery) -> str:
-    """One fault's metrics declared ``failure=True``: its phases, then the rest
-    (``kill-node on node-1: detect 0.8s, ...; regain 51.1s, lost steps 10``)."""
-    shown = [m for m in recovery.METRICS if m.failure]
+    """One fault's metrics declared ``failure=True``: its phases (those that apply), then
+    the rest (``kill-node on node-1: detect 0.8s, ...; regain 51.1s, lost steps 10``)."""
+    shown = [m for m in recovery.METRICS if m.failure and not (m.phase and m.key in r.not_applicable)]
     groups = [[m for m in shown if m.phase], [m for m in shown if not m.phase]]
     parts = [", ".join(f"{m.title()} {m.format(m.of(r))}" for m in group) for group in groups if group]
     return f"{r.fault_kind} on {r.target}: " + "; ".join(parts)
@@ -82,6 +82,7 @@ def failure_text(report_dir: Path, events: Sequence[Event], fault_times: Sequenc
     for r in recoveries:
         out.append(recovery_line(r))
         out += [f"  missing: {m}" for m in r.missing]
+        out += [f"  note: {m}" for m in r.notes]
     out.append("timeline (seconds since the run started)" + (" around the fault(s):" if fault_times else
                                                              ", last 30 s (no fault was injected):"))
     out.append(timeline_slice(events, fault_times, t0))

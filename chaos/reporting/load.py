@@ -37,8 +37,10 @@ class FaultView:
 
     @property
     def phases(self) -> dict[str, float | None]:
+        """The phases that apply to this recovery, in order (None: not observed)."""
         raw = self.metrics.get("phases") or {}
-        return {p: _num(raw.get(p)) for p in analysis.PHASES}
+        skip = self.recovery.not_applicable
+        return {p: _num(raw.get(p)) for p in analysis.PHASES if p not in skip}
 
     @property
     def recovery(self) -> analysis.Recovery:

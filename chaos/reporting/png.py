@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from chaos.analysis.recovery import PHASES
 from chaos.reporting.load import FaultView
 from chaos.reporting.series import Series
 from chaos.reporting.svg import FAULT_COLOR, PHASE_COLORS, node_color
@@ -52,8 +51,7 @@ def write_png(path: Path, series: Series, faults: Sequence[FaultView], t0: float
             ax.text(f.injected_at - t0, top * 1.02, f" {f.kind} → {f.target}", color=FAULT_COLOR,
                     fontsize=8, va="bottom")
             start = f.injected_at - t0
-            for name in PHASES:
-                d = f.phases.get(name)
+            for name, d in f.phases.items():
                 if d is None:
                     break
                 ax.axvspan(start, start + d, ymin=0, ymax=0.05, color=PHASE_COLORS[name],

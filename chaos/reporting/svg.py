@@ -21,7 +21,8 @@ from chaos.events import FaultEv
 from chaos.reporting.load import FaultView
 from chaos.reporting.series import Series
 
-PHASE_COLORS = {"detect": "#f2a541", "rendezvous": "#6c5ce7", "restart": "#00a8a8", "replay": "#e17055"}
+PHASE_COLORS = {"detect": "#f2a541", "exit": "#e84393", "shutdown": "#8d6e63", "rendezvous": "#6c5ce7",
+                "restart": "#00a8a8", "replay": "#e17055", "stall": "#95a5a6"}
 NODE_COLORS = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
 FAULT_COLOR = "#d62728"
 
@@ -159,8 +160,7 @@ def _phase_lane(faults: Sequence[FaultView], sx: _Scale, top: float) -> str:
     for i, f in enumerate(faults):
         t = f.injected_at
         y = top + 4 + (0 if len(faults) <= 1 else i * ROW_H)
-        for name in PHASES:
-            d = f.phases.get(name)
+        for name, d in f.phases.items():
             if d is None:
                 break
             out.append(f'<rect class="phase" x="{_f(sx.x(t))}" y="{_f(y)}" '
@@ -273,7 +273,8 @@ def _fault_lines(series: Series, faults: Sequence[FaultView], sx: _Scale, bottom
 
 
 def phase_bars_svg(bars: Sequence[tuple[str, dict[str, float | None]]], *, svg_id: str = "phase-bars") -> str:
-    """One horizontal stacked bar per (label, phases): detect / rendezvous / restart / replay."""
+    """One horizontal stacked bar per (label, phases): the phases that apply, in order
+    (chaos.analysis.recovery.PHASES; a phase absent from ``phases`` does not apply)."""
     if not bars:
         return ""
     width, left, bar_h, gap = 900, 200, 22, 12
@@ -288,8 +289,8 @@ def phase_bars_svg(bars: Sequence[tuple[str, dict[str, float | None]]], *, svg_i
                    f'{escape(label)}</text>')
         x = float(left)
         unobserved = None
-        for name in PHASES:
-            d = phases.get(name)
+        for name in (p for p in PHASES if p in phases):
+            d = phases[name]
             if d is None:
                 unobserved = name
                 break

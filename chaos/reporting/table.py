@@ -27,6 +27,8 @@ class Column:
 
     def cell(self, rec: Recovery) -> str:
         first, *rest = self.metrics
+        if first.phase and first.key in rec.not_applicable:
+            return "n/a"  # did not apply to this recovery (``-`` is: not observed)
         last = first.of(rec)
         text = first.format(last)
         for i, m in enumerate(rest):  # the second always; later ones when known and changed
@@ -68,5 +70,5 @@ def aligned(rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def notes(recoveries: Iterable[Recovery]) -> list[str]:
-    """Why a metric is empty, per fault (Recovery.missing)."""
-    return [f"{r.fault_kind} on {r.target}: {why}" for r in recoveries for why in r.missing]
+    """Why a metric is empty, and what the numbers leave out, per fault (Recovery.missing, .notes)."""
+    return [f"{r.fault_kind} on {r.target}: {why}" for r in recoveries for why in (*r.missing, *r.notes)]

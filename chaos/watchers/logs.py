@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 
 from chaos.events import AgentEv, CheckpointEv, Event, EventType, ProgressEv, Source, Timeline
 from chaos.watchers.api import Watcher
+from chaos.watchers.nccl import parse_nccl
 from chaos.watchers.script_lines import ScriptLines
 
 PREFIX = "ELASTIC_CHAOS "  # trainer.progress.PREFIX; chaos does not import trainer
@@ -40,6 +41,9 @@ _AGENT_PATTERNS: list[tuple[EventType, re.Pattern[str]]] = [
     (AgentEv.SIGNAL_RECEIVED, re.compile(r"Received (?P<signal>\w+) death signal")),
     (AgentEv.RENDEZVOUS_CLOSED, re.compile(r"RendezvousClosedError|rendezvous '.*' is closed", re.I)),
     (AgentEv.RENDEZVOUS_TIMEOUT, re.compile(r"RendezvousTimeoutError")),
+    (AgentEv.CLOSING_WORKER, re.compile(r"Sending process (?P<pid>\d+) closing signal (?P<signal>\w+)")),
+    (AgentEv.WORKER_KILL_FORCED, re.compile(r"Unable to shutdown process (?P<pid>\d+) via (?P<signal>[\w.]+), "
+                                            r"forcefully exiting via (?P<kill_signal>[\w.]+)")),
 ]
 # the result block's "  key=value" lines (master_addr, local_ranks, ... sit between the ones we keep)
 _RESULT_FIELD = re.compile(r"^\s+(\w+)=(.*?)\s*$")
@@ -84,7 +88,8 @@ def collective_cause(message: str) -> str:
     low = message.lower()
     if "timed out" in low or "timeout" in low:
         return "timeout"
-    if "connection closed" in low or "connection reset" in low or "broken pipe" in low:
+    if "connection closed" in low or "connection reset" in low or "broken pipe" in low \
+            or "remote process exit" in low:
         return "connection_closed"
     return "other"
 
@@ -226,6 +231,11 @@ class LogFollower(Watcher):
             if self._script is not None:
                 self._script.agent_event(ev)
         if not parsed and not _GLOG.match(line):
+            nccl = parse_nccl(line, node)  # stamped with the watchdog's own time
+            if nccl is not None:
+                if self._first_of_its_kind(nccl):
+                    self.timeline.add(nccl)
+                return
             if self._script is not None:
                 own = self._script.feed(node, line, time.time())
                 if own is not None:
