@@ -7,11 +7,13 @@ the live report. Live, the rendezvous is observed through an etcd watch
 (stamped on arrival); offline, by the agents' own "Rendezvous complete"
 stamps. The worst absolute error per metric is reported.
 
-One kind of evidence has no stamp at the source: a rendezvous state change seen
-in etcd (an etcd-v2 keep-alive key expiring after a partition). etcd stamps no
-time on it, and no agent logs it, so a detection that came from the store is
-not an error against a later agent line: it is reported apart, as how far the
-store led the agents' own word (``store_detections``).
+Two kinds of evidence have no stamp at the source: a rendezvous state change seen
+in etcd (an etcd-v2 keep-alive key expiring after a partition), on which etcd
+stamps no time, and a worker's traceback line (a gloo collective that failed),
+stamped when the log follower read it. A detection that came from either is not
+an error against a later agent line: it is reported apart, as how far it led the
+agents' own word (``store_detections``). NCCL's watchdog lines carry their own
+stamps and count as ground truth.
 """
 from __future__ import annotations
 
@@ -20,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import summary
-from chaos.analysis.recovery import analyze_fault, faults_in, first_detection, window_end
-from chaos.events import Event, Source, of, read_events
+from chaos.analysis.recovery import analyze_fault, faults_in, window_end
+from chaos.events import Event, ProgressEv, RdzvEv, Source, of, read_events
 from chaos.watchers.logs import _AgentParser, parse_progress
+from chaos.watchers.nccl import parse_nccl
 
 METRICS = ("detect_s", "rendezvous_s", "recovery_s", "regain_s", "lost_steps", "resumed_from_step")
 
@@ -34,7 +37,7 @@ def source_events(run_dir: Path, live_events: list[Event]) -> list[Event]:
         node = log.stem
         parser = _AgentParser(node)
         for line in log.read_text(errors="replace").splitlines():
-            ev = parse_progress(line, node)
+            ev = parse_progress(line, node) or parse_nccl(line, node)
             events.extend([ev] if ev is not None else parser.feed(line))
     events += of(live_events, Source.FAULT, Source.NODE)
     return events
@@ -52,8 +55,7 @@ def compare_run(run_dir: Path, store_leads: list[float] | None = None) -> dict[s
         truth = analyze_fault(truth_events, kind=fault["kind"], target=fault["target"],
                               injected_at=fault["injected_at"], until=until)
         live = fault["metrics"]
-        seen = first_detection(live_events, fault["injected_at"], fault["target"])
-        store_side = seen is not None and seen.source == Source.RENDEZVOUS
+        store_side = _unstamped_detection(live_events, fault, live.get("detect_s"))
         for metric in METRICS:
             a, b = live.get(metric), getattr(truth, metric)
             if metric == "detect_s" and store_side:
@@ -64,6 +66,16 @@ def compare_run(run_dir: Path, store_leads: list[float] | None = None) -> dict[s
                 continue
             worst[metric] = max(worst.get(metric, 0.0), abs(float(a) - float(b)))
     return worst
+
+
+def _unstamped_detection(events: list[Event], fault: dict[str, Any], said: Any) -> bool:
+    """Whether the live report's detect_s came from evidence with no stamp at the source
+    (a rendezvous state seen in etcd, a traceback stamped when read)."""
+    if not isinstance(said, (int, float)):
+        return False
+    f = fault["injected_at"]
+    return any(abs(e.t - f - said) < 1e-3 and (e.source == Source.RENDEZVOUS or e.data.get("via") != "nccl")
+               for e in of(events, RdzvEv.STATE, ProgressEv.WORKER_ERROR, after=f) if e.node != fault["target"])
 
 
 def fidelity(run_dirs: list[Path]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.analysis.recovery import PHASES
+from chaos.reporting.svg import PHASE_COLORS
 from chaos.spec import PRESETS
 
 
@@ -34,9 +35,9 @@ def plot(results: dict[str, Any], path: Path) -> bool:
     fig, ax = plt.subplots(figsize=(10, 0.5 * len(cases) + 1.5))
     for row, (_key, case) in enumerate(cases):
         left = 0.0
-        for phase, colour in zip(PHASES, ("#d95f02", "#7570b3", "#1b9e77", "#e7298a"), strict=True):
+        for phase in PHASES:
             width = (case.get(phase) or {}).get("median") or 0.0
-            ax.barh(row, width, left=left, color=colour, label=phase if row == 0 else None)
+            ax.barh(row, width, left=left, color=PHASE_COLORS[phase], label=phase if row == 0 else None)
             left += width
     floor = (results.get("floor_s") or {}).get("median")
     if floor:
@@ -61,14 +62,14 @@ def write_markdown(results: dict[str, Any], path: Path, plot_name: str | None) -
              f"Floor (a worker's cold start: spawn + import torch + process-group init + checkpoint load "
              f"+ one step): median **{_m(floor)} s** (min {floor.get('min')}, max {floor.get('max')}, "
              f"n={floor.get('n')}).", "",
-             "| case | detect | rendezvous | restart | replay | recovery_s | ratio to floor | lost steps | n |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| case | " + " | ".join(PHASES) + " | recovery_s | ratio to floor | lost steps | n |",
+             "|---|" + "---|" * (len(PHASES) + 4)]
     for key, case in results.get("recovery", {}).items():
         lines.append(f"| {key} | " + " | ".join(_m(case.get(p)) for p in PHASES)
                      + f" | {_m(case.get('recovery_s'))} | {case.get('ratio_to_floor')} | "
                      + f"{_m(case.get('lost_steps'))} | {case.get('recovery_s', {}).get('n')} |")
     for key, why in results.get("skipped", {}).items():
-        lines.append(f"| {key} | skipped: {why} | | | | | | | |")
+        lines.append(f"| {key} | skipped: {why} |" + " |" * (len(PHASES) + 3))
     lines += ["", "Medians in seconds, measured from the fault; phases add up to regain_s.", ""]
     for again in results.get("remeasured") or []:
         floors = sorted({c.get("floor_s") for k, c in results.get("recovery", {}).items()
@@ -119,8 +120,9 @@ def write_markdown(results: dict[str, Any], path: Path, plot_name: str | None) -
         sd = fid.get("store_detections") or {}
         if sd.get("faults"):
             lines += ["", f"- detect_s of {sd['faults']} faults came from the store (a rendezvous state change "
-                          "seen in etcd, e.g. a keep-alive expiring), which has no stamp at the source; they are "
-                          f"not in the table. The store led the agents' own first line by {sd['median_lead_s']} s "
+                          "seen in etcd, e.g. a keep-alive expiring) or from a worker's traceback (stamped when "
+                          "read), neither stamped at the source; they are not in the table. That evidence led "
+                          f"the agents' own first line by {sd['median_lead_s']} s "
                           f"(median), {sd['max_lead_s']} s at most: after a partition the keep-alive expires "
                           "long before the survivors' collective times out."]
         lines += ["", fid.get("note", ""), ""]

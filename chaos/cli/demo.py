@@ -1,7 +1,9 @@
 """``elastic-chaos demo``: the walking skeleton end to end, on the local platform.
 
 A real etcd, two real torchrun agents (``--nnodes 1:2``, etcd-v2 rendezvous,
-gloo on CPU) running the reference trainer; one node is hard-killed during
+gloo on CPU; NCCL on a GPU machine, where the nodes get a GPU each or, on a
+one-GPU machine, share it with an NCCL host id each) running the reference
+trainer; one node is hard-killed during
 steady training; the job re-forms its rendezvous, resumes from its last
 checkpoint, and a replacement node joins. It is the catalog's ``kill-node``
 hypothesis with its defaults: ``elastic-chaos run kill-node`` with options.

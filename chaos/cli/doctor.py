@@ -1,8 +1,10 @@
 """``elastic-chaos doctor``: check that this machine can run the local platform.
 
 Checks torch (and whether it is a CPU or CUDA build), torchrun, python-etcd
-and an etcd with the v2 API, and says what to do about each problem. Exit 0
-when everything needed is there, 2 otherwise.
+and an etcd with the v2 API, and says what to do about each problem; shows the
+GPUs (driver, CUDA and NCCL versions, and how two local nodes would be placed on
+them), or "none" on a CPU machine. Exit 0 when everything needed is there, 2
+otherwise (no GPU is not a problem: jobs then run on gloo).
 """
 from __future__ import annotations
 
@@ -27,6 +29,36 @@ def _check_torch() -> str:
     return f"torch {torch.__version__} ({build} build, {gpus} GPU(s) visible); torchrun importable"
 
 
+def _check_gpus() -> str:
+    from chaos.platforms.local.gpus import detect
+    torch = importlib.import_module("torch")
+    nccl = None
+    if torch.version.cuda:
+        try:
+            nccl = ".".join(map(str, torch.cuda.nccl.version()))
+        except (AttributeError, RuntimeError):
+            nccl = None
+    return gpu_summary(detect(), torch.version.cuda, nccl)
+
+
+def gpu_summary(inventory: Any, torch_cuda: str | None, nccl: str | None) -> str:
+    """One line: the GPUs, the driver's and torch's CUDA, NCCL, and how the demo's two nodes
+    would be placed on them ("none ..." on a CPU machine)."""
+    from chaos.errors import SetupError
+    from chaos.platforms.local.gpus import plan
+    nccl_text = f"NCCL {nccl}" if nccl else "NCCL none" + ("" if torch_cuda else " (CPU build of torch)")
+    if not inventory.gpus:
+        return f"none ({inventory.why_none or 'no GPU'}): jobs run on gloo; {nccl_text}"
+    names = ", ".join(f"{g.id} {g.name}" + (f" ({g.memory_mib} MiB)" if g.memory_mib else "") for g in inventory.gpus)
+    line = (f"{len(inventory.gpus)}: {names}; driver {inventory.driver or '?'}, CUDA {inventory.cuda or '?'} "
+            f"(torch built for CUDA {torch_cuda or 'none: a CPU build cannot use them'}); {nccl_text}")
+    try:
+        placement = plan(inventory.ids, slots=2, nproc_per_node=1, backend=None)
+        return f"{line}; two local nodes: {placement.note}"
+    except SetupError as exc:
+        return f"{line}; two local nodes: {exc}"
+
+
 def _check_python_etcd() -> str:
     importlib.import_module("etcd")
     return "python-etcd importable (torch's etcd-v2 rendezvous backend needs it)"
@@ -42,6 +74,7 @@ def _check_etcd(binary: str | None) -> str:
 def main(args: argparse.Namespace) -> int:
     from chaos.errors import ChaosError
     checks = [("torch", _check_torch, "install torch first: `make install` (CPU build here)"),
+              ("GPUs", _check_gpus, "install torch first"),
               ("python-etcd", _check_python_etcd, "pip install python-etcd"),
               ("etcd", lambda: _check_etcd(args.etcd_binary), "")]
     ok = True

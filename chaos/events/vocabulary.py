@@ -244,6 +244,9 @@ class RunnerEv:
     """The local platform's etcd is up (``endpoint``, ``version``, ``pid``)."""
     ISOLATION = _t(Source.RUNNER, "isolation")
     """How the local platform isolates nodes (``network``, cgroups)."""
+    GPU_PLACEMENT = _t(Source.RUNNER, "gpu_placement")
+    """How the local platform gave nodes GPUs (``mode``: none / exclusive / shared, ``slices``,
+    ``own_host_ids``, ``note``; chaos.platforms.local.gpus)."""
     MANIFESTS_APPLIED = _t(Source.RUNNER, "manifests_applied")
     """Kubernetes: the job's objects were created (``kinds``, ``namespace``, ``job_kind``)."""
     STORE_STOPPED = _t(Source.RUNNER, "store_stopped")

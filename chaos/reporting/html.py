@@ -109,6 +109,13 @@ def _missing(run: RunData) -> str:
     return f'<div class="missing" id="missing"><b>What is missing</b><ul>{items}</ul></div>'
 
 
+def _remarks(run: RunData) -> str:
+    lines = table.remarks((f.recovery for f in run.faults), run.placement)
+    if not lines:
+        return ""
+    return '<ul class="notes" id="notes">' + "".join(f"<li>{escape(m)}</li>" for m in lines) + "</ul>"
+
+
 def _job(run: RunData) -> str:
     job = run.job
     if not job:
@@ -208,6 +215,7 @@ started {_when(run.t0)} · {duration:.1f} s{gp} · folder {escape(str(run.folder
 {_missing(run)}
 <h2>Recovery</h2>
 {_table(run.faults, run.progress_unit)}
+{_remarks(run)}
 <div class="chart">{phase_bars_svg([(f"{f.kind} → {f.target}", f.phases) for f in run.faults])}</div>
 <h2>Where the time went: tuning advice</h2>
 {_advice(findings, run.faults)}

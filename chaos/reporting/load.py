@@ -20,7 +20,7 @@ from chaos.analysis import recovery as analysis
 from chaos.errors import SpecError
 from chaos.events import Event, FaultEv, RunnerEv, first, of
 from chaos.faults.api import FaultRecord
-from chaos.reporting.result import REPORT, SCHEMA_VERSION, TIMELINE, FaultResult, RunResult
+from chaos.reporting.result import REPORT, SCHEMA_VERSION, TIMELINE, FaultResult, RunResult, placement_of
 from chaos.reporting.schema import check_report
 
 
@@ -101,6 +101,12 @@ class RunData:
     def job(self) -> dict[str, Any]:
         job = self.report.get("job")
         return job if isinstance(job, dict) else {}
+
+    @property
+    def placement(self) -> dict[str, Any] | None:
+        """How the local platform placed the job on GPUs (report.json ``placement``), if it did."""
+        placement = self.report.get("placement")
+        return placement if isinstance(placement, dict) else None
 
     @property
     def progress_unit(self) -> str:
@@ -211,6 +217,7 @@ def reconstruct_report(events: list[Event]) -> dict[str, Any]:
         "finished_at": None,
         "timeline": TIMELINE,
         "node_logs": {},
+        "placement": placement_of(events),
     }
 
 

@@ -30,6 +30,9 @@ def render_markdown(run: RunData, findings: Sequence[Finding], *, goodput: float
         lines += ["", "## Recovery", "", "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
         lines += ["| " + " | ".join(_cell(c) for c in table.row(f.kind, f.target, f.recovery)) + " |"
                   for f in run.faults]
+    remarks = table.remarks((f.recovery for f in run.faults), run.placement)
+    if remarks:
+        lines += [""] + [f"- {r}" for r in remarks]
     if findings:
         lines += ["", "## Tuning advice", ""]
         for f in findings:

@@ -51,8 +51,8 @@ def render_table(result: RunResult) -> str:
     lines = [*table.aligned(rows), "", "verdict: " + ("PASSED" if result.passed else "FAILED")]
     reasons = result.verdict.reasons if result.verdict else ["no verdict was reached"]
     lines += [f"  {r}" for r in reasons]
-    lines += [f"  note ({r.fault_kind} on {r.target}): {why}" for r in result.recoveries
-              for why in (*r.missing, *r.notes)]
+    lines += [f"  note ({r.fault_kind} on {r.target}): {why}" for r in result.recoveries for why in r.missing]
+    lines += [f"  {remark}" for remark in table.remarks(result.recoveries, result.placement)]
     lines += [f"  note (script): {why}" for why in (result.observation or {}).get("notes") or []]
     return "\n".join(lines)
 

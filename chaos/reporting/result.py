@@ -18,7 +18,10 @@ committed/rolled-back steps, duplicate and gap counts, summary),
 checkpoint saves and resumes were read from, and notes on what was inferred or
 could not be measured: chaos.analysis.observation), ``started_at``,
 ``finished_at``, ``timeline`` and ``node_logs`` (paths relative to the report
-folder). Additive changes keep the version; renames bump it.
+folder), ``placement`` (the local platform on a GPU machine: how nodes got GPUs,
+chaos.platforms.local.gpus; null otherwise). Each fault's ``metrics`` also hold
+``path`` (restart / stall), ``not_applicable`` (phase -> why) and ``notes``.
+Additive changes keep the version; renames bump it.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ from chaos.analysis.recovery import Recovery
 from chaos.analysis.samples import SampleAccount
 from chaos.analysis.verdict import Verdict
 from chaos.errors import SpecError
+from chaos.events import Event, RunnerEv, last
 from chaos.faults.api import FaultRecord
 from chaos.spec import JobSpec
 
@@ -115,6 +119,8 @@ class RunResult:
     node_logs: dict[str, str] = field(default_factory=dict)
     """Node name -> its log, relative to the report folder where it lies inside it."""
     timeline: str = TIMELINE
+    placement: dict[str, Any] | None = None
+    """How the local platform placed the job on GPUs (mode, slices, note); None: no placement."""
 
     @property
     def passed(self) -> bool:
@@ -146,6 +152,7 @@ class RunResult:
             "finished_at": self.finished_at,
             "timeline": self.timeline,
             "node_logs": dict(self.node_logs),
+            "placement": self.placement,
         }
 
     @classmethod
@@ -170,7 +177,14 @@ class RunResult:
             observation=observation if isinstance(observation, dict) else None,
             started_at=_float(raw.get("started_at")), finished_at=_float(raw.get("finished_at")),
             node_logs={str(k): str(v) for k, v in logs.items()} if isinstance(logs, dict) else {},
-            timeline=str(raw.get("timeline") or TIMELINE))
+            timeline=str(raw.get("timeline") or TIMELINE),
+            placement=raw.get("placement") if isinstance(raw.get("placement"), dict) else None)
+
+
+def placement_of(events: list[Event]) -> dict[str, Any] | None:
+    """The GPU placement the local platform recorded at start (runner/gpu_placement), if any."""
+    e = last(events, RunnerEv.GPU_PLACEMENT)
+    return dict(e.data) if e is not None else None
 
 
 def _job(raw: Any) -> JobSpec | None:

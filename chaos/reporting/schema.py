@@ -61,6 +61,7 @@ TOP: dict[str, tuple[Check, str]] = {
     "finished_at": (OPT_NUMBER, "a finite number or null"),
     "node_logs": (_opt(lambda v: _dict(v) and all(_text(x) for x in v.values())),
                   "an object of strings or null"),
+    "placement": (_opt(lambda v: _dict(v) and _opt(_text)(v.get("note"))), "an object (its note a string) or null"),
 }
 VERDICT: dict[str, tuple[Check, str]] = {
     "passed": (_opt(lambda v: isinstance(v, bool)), "true, false or null"),
@@ -102,11 +103,20 @@ def _fields(obj: dict[str, Any], spec: dict[str, tuple[Check, str]], where: str,
             raise ReportInvalid(f"{where}{key}: expected {expected}, got {_show(obj[key])}")
 
 
+METRICS_EXTRA: dict[str, tuple[Check, str]] = {
+    "path": (OPT_TEXT, "a string or null"),
+    "not_applicable": (_opt(lambda v: _dict(v) and all(_text(x) for x in v.values())),
+                       "an object of strings or null"),
+    "notes": (_opt(_list_of(_text)), "a list of strings or null"),
+}
+
+
 def _metrics(metrics: dict[str, Any], where: str) -> None:
     for m in recovery.FIELD_METRICS:
         if m.key in metrics and not OPT_NUMBER(metrics[m.key]):
             raise ReportInvalid(f"{where}{m.key}: expected a finite number or null, "
                                 f"got {_show(metrics[m.key])}")
+    _fields(metrics, METRICS_EXTRA, where)
     phases = metrics.get("phases")
     if phases is None:
         return

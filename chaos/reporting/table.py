@@ -70,5 +70,12 @@ def aligned(rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def notes(recoveries: Iterable[Recovery]) -> list[str]:
-    """Why a metric is empty, and what the numbers leave out, per fault (Recovery.missing, .notes)."""
-    return [f"{r.fault_kind} on {r.target}: {why}" for r in recoveries for why in (*r.missing, *r.notes)]
+    """Why a metric is empty, per fault (Recovery.missing)."""
+    return [f"{r.fault_kind} on {r.target}: {why}" for r in recoveries for why in r.missing]
+
+
+def remarks(recoveries: Iterable[Recovery], placement: dict[str, object] | None = None) -> list[str]:
+    """How each recovery went and what its numbers leave out (Recovery.notes), and how
+    the local platform placed the job on GPUs (report.json ``placement``)."""
+    out = [f"GPUs: {placement['note']}"] if placement and placement.get("note") else []
+    return out + [f"{r.fault_kind} on {r.target}: {note}" for r in recoveries for note in r.notes]

@@ -36,7 +36,7 @@ from chaos.faults.triggers import Trigger
 from chaos.platforms import create_platform
 from chaos.platforms.api import Platform
 from chaos.reporting.report import write_report
-from chaos.reporting.result import FaultResult, RunResult, Samples
+from chaos.reporting.result import FaultResult, RunResult, Samples, placement_of
 from chaos.runner import folder
 from chaos.runner.ledger import ArmedFault, FaultLedger
 from chaos.spec import JobSpec
@@ -323,7 +323,8 @@ class ChaosRun:
             samples=Samples.of(self.samples), observation=self.observation(),
             started_at=round(self.started_at, 3), finished_at=round(time.time(), 3),
             node_logs={name: str(path.relative_to(self.report_dir)) if path.is_relative_to(self.report_dir)
-                       else str(path) for name, path in logs.items()})
+                       else str(path) for name, path in logs.items()},
+            placement=placement_of(self.timeline.events()))
 
     def observation(self) -> dict[str, Any] | None:
         """What could be seen of a script job, and what not (report.json's

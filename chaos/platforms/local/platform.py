@@ -44,7 +44,7 @@ from chaos.errors import ChaosError, InjectionFailed, PlatformError, SetupError,
 from chaos.events import NodeEv, RunnerEv, Timeline
 from chaos.options import option, validate
 from chaos.platforms.api import Capability, Hit, NodeInfo, NodePool, NodeState, Platform, StoreOutage
-from chaos.platforms.local import lifeline, netns, procs
+from chaos.platforms.local import gpus, lifeline, netns, procs
 from chaos.platforms.local.cgroup import NodeCgroups, find_root
 from chaos.platforms.local.etcd import EtcdServer, free_port
 from chaos.platforms.local.guard import RunGuard
@@ -82,6 +82,11 @@ class LocalOptions(NodePool):
                                             "(root, cgroup v2)", cli=False)
     state_dir: Path | None = option(None, "where live runs are registered, so that what a killed runner left "
                                           "is reaped (default $ELASTIC_CHAOS_STATE or ~/.elastic-chaos)", cli=False)
+    share_gpus: bool = option(True, "with fewer GPUs than ranks, let nodes share them (each with its own "
+                                    "NCCL_HOSTID: NCCL then talks between nodes over sockets)",
+                              off_flag="--no-share-gpus")
+    gpus: tuple[str, ...] | None = option(None, "GPU ids to give nodes (default: what nvidia-smi lists)",
+                                          cli=False)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -127,6 +132,7 @@ class LocalPlatform(Platform):
         self._workdir: Path | None = None
         self._script: tuple[str, ...] = ()
         self.guard: RunGuard | None = None
+        self._gpus: gpus.Slots | None = None
 
     def node_pool(self) -> NodePool:
         return self.options
@@ -195,6 +201,7 @@ class LocalPlatform(Platform):
 
     # -- lifecycle -------------------------------------------------------
     def _start(self, job: JobSpec) -> None:
+        self._gpus = self._place_on_gpus(job)  # refused before anything starts
         # a relative script path means relative to here; the nodes run in the workdir
         self._script = locate_script(job.script) if job.script else ()
         self._workdir = self._prepare_workdir(job)
@@ -241,6 +248,15 @@ class LocalPlatform(Platform):
             log.warning("%s", what)
         self.timeline.emit(RunnerEv.ISOLATION, network=mode.value,
                            cgroups=str(self.cgroups.dir) if self.cgroups else None, exposed=exposed)
+
+    def _place_on_gpus(self, job: JobSpec) -> gpus.Slots:
+        ids = self.options.gpus if self.options.gpus is not None else gpus.detect().ids
+        placement = gpus.plan(ids, slots=job.max_nodes, nproc_per_node=job.nproc_per_node, backend=job.backend,
+                              share=self.options.share_gpus, isolated=self.network_mode(job) is NetworkMode.ISOLATED,
+                              strict=not job.script)
+        if ids or placement.mode is not gpus.GpuMode.NONE:
+            self.timeline.emit(RunnerEv.GPU_PLACEMENT, gpus=list(ids), **placement.to_json())
+        return gpus.Slots(placement, job.run_id)
 
     def _wait_for_store(self, host: str, timeout_s: float = 120.0) -> None:
         # c10d: whichever agent binds the port first hosts the store. Starting the
@@ -380,6 +396,9 @@ class LocalPlatform(Platform):
             if store_host:
                 self._c10d_host = rec_address  # the first node hosts a c10d store
             env = dict(os.environ)
+            if self._gpus is not None:  # a node's own GPUs (CUDA_VISIBLE_DEVICES, NCCL_HOSTID)
+                alive = {n for n, r in self._nodes.items() if r.info.state.is_alive()}
+                env.update(self._gpus.assign(name, alive))
             env.update(job.node_env())
             env.update({procs.TAG_VAR: tag, "LOGLEVEL": env.get("LOGLEVEL", "INFO"),
                         "PYTHONUNBUFFERED": "1", "ELASTIC_CHAOS_NODE_NAME": name,
