@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import fidelity, floor, integrity, overhead, recovery, report, scale
+from bench import fidelity, floor, gpu, integrity, overhead, recovery, report, scale
 from bench.findings import recovery_findings, scale_findings
 from chaos.signals import terminate_cleanly
 
@@ -116,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     say(f"floor {fl['floor_s']['median']} s")
     run_dirs = measure_recovery(args, reps, runs, fl["floor_s"]["median"], results)
     if not args.only:
+        say("gpu: the floor and the presets on NCCL, when this machine has GPUs")
+        results["gpu"] = gpu.measure(args.quick, reps, runs, say)
+        say(f"gpu: {results['gpu'].get('skipped') or 'measured'}")
         measure_rest(args, runs, run_dirs, results)
     wall = round(time.monotonic() - began)
     if args.merge:

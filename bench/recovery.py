@@ -23,7 +23,7 @@ from chaos.faults.api import Fault
 from chaos.platforms.local import netns
 from chaos.platforms.local.platform import LocalOptions, NetworkMode
 from chaos.runner.run import ChaosRun
-from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec, preset
+from chaos.spec import JobSpec, PgBackend, RdzvBackend, RendezvousSpec, preset
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,9 @@ class Case:
     backend: str
     preset: str
     fault: str
+    pg_backend: PgBackend = PgBackend.GLOO
+    """The process group's backend: gloo for the CPU figures even on a GPU machine; NCCL for
+    bench/gpu.py's."""
 
     @property
     def key(self) -> str:
@@ -60,7 +63,8 @@ class CaseRun:
 
 def run_case(case: Case, reps: int, out: Path, say: Callable[[str], None]) -> CaseRun:
     job = preset(case.preset).apply(JobSpec(nodes="1:2", checkpoint_every=20, step_time=0.1, max_restarts=100,
-                                            rdzv=RendezvousSpec(backend=RdzvBackend(case.backend))))
+                                            rdzv=RendezvousSpec(backend=RdzvBackend(case.backend)),
+                                            backend=case.pg_backend))
     network = NetworkMode.ISOLATED if case.fault == "partition" else NetworkMode.HOST
     options = LocalOptions(replace_lost_nodes=False, network=network)
     result = CaseRun([], [])

@@ -52,6 +52,19 @@ def plot(results: dict[str, Any], path: Path) -> bool:
     return True
 
 
+def phase_table(cases: dict[str, Any], skipped: dict[str, str]) -> list[str]:
+    """The median phases per case, with recovery, its ratio to the floor and lost steps."""
+    lines = ["| case | " + " | ".join(PHASES) + " | recovery_s | ratio to floor | lost steps | n |",
+             "|---|" + "---|" * (len(PHASES) + 4)]
+    for key, case in cases.items():
+        lines.append(f"| {key} | " + " | ".join(_m(case.get(p)) for p in PHASES)
+                     + f" | {_m(case.get('recovery_s'))} | {case.get('ratio_to_floor')} | "
+                     + f"{_m(case.get('lost_steps'))} | {case.get('recovery_s', {}).get('n')} |")
+    for key, why in skipped.items():
+        lines.append(f"| {key} | skipped: {why} |" + " |" * (len(PHASES) + 3))
+    return lines
+
+
 def write_markdown(results: dict[str, Any], path: Path, plot_name: str | None) -> None:
     floor = results.get("floor_s") or {}
     lines = ["# Benchmark results", "",
@@ -61,15 +74,8 @@ def write_markdown(results: dict[str, Any], path: Path, plot_name: str | None) -
              "## Recovery vs the floor", "",
              f"Floor (a worker's cold start: spawn + import torch + process-group init + checkpoint load "
              f"+ one step): median **{_m(floor)} s** (min {floor.get('min')}, max {floor.get('max')}, "
-             f"n={floor.get('n')}).", "",
-             "| case | " + " | ".join(PHASES) + " | recovery_s | ratio to floor | lost steps | n |",
-             "|---|" + "---|" * (len(PHASES) + 4)]
-    for key, case in results.get("recovery", {}).items():
-        lines.append(f"| {key} | " + " | ".join(_m(case.get(p)) for p in PHASES)
-                     + f" | {_m(case.get('recovery_s'))} | {case.get('ratio_to_floor')} | "
-                     + f"{_m(case.get('lost_steps'))} | {case.get('recovery_s', {}).get('n')} |")
-    for key, why in results.get("skipped", {}).items():
-        lines.append(f"| {key} | skipped: {why} |" + " |" * (len(PHASES) + 3))
+             f"n={floor.get('n')}).", ""]
+    lines += phase_table(results.get("recovery", {}), results.get("skipped", {}))
     lines += ["", "Medians in seconds, measured from the fault; phases add up to regain_s.", ""]
     for again in results.get("remeasured") or []:
         floors = sorted({c.get("floor_s") for k, c in results.get("recovery", {}).items()
@@ -86,6 +92,8 @@ def write_markdown(results: dict[str, Any], path: Path, plot_name: str | None) -
     for p in PRESETS.values():
         lines.append(f"- **{p.name}**: {p.description}." + (f" Trade-offs: {p.trade_offs}" if p.trade_offs else ""))
     lines += ["", "### Findings", ""] + [f"- {f}" for f in results.get("findings", [])] + [""]
+    from bench.gpu import markdown as gpu_markdown
+    lines += gpu_markdown(results)
     scale = results.get("scale") or []
     if scale:
         lines += ["## Scale", "", "| nodes | formation s | recovery s | memory per node MB | load avg | result |",

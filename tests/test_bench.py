@@ -115,3 +115,59 @@ def test_fidelity_compares_with_the_agents_own_stamps_and_keeps_store_detections
     assert "detect_s" not in apart["worst_abs_error"]
     assert apart["store_detections"]["faults"] == 1
     assert abs(apart["store_detections"]["max_lead_s"] - (agents_said - 0.2)) < 0.01
+
+
+# -- GPUs: the code path, with the detection faked (no GPU here) -------------------------
+def fake_gpu(name: str = "NVIDIA H100 80GB HBM3"):
+    from chaos.platforms.local.gpus import Gpu, Inventory
+    return lambda: Inventory((Gpu("0", name, 81559),), "580.95.05", "13.0")
+
+
+def test_without_a_gpu_the_gpu_block_says_why_and_runs_nothing(tmp_path):
+    from bench import gpu
+    from chaos.platforms.local.gpus import Inventory
+    ran = []
+    block = gpu.measure(False, 5, tmp_path, print, detect=lambda: Inventory(why_none="nvidia-smi not found"),
+                        floor=lambda *a, **k: ran.append("floor"), run_case=lambda *a, **k: ran.append("case"))
+    assert block == {"skipped": "no GPU on this machine (nvidia-smi not found)"} and ran == []
+    md = "\n".join(gpu.markdown({"gpu": block}))
+    assert "Not measured: no GPU on this machine" in md
+
+
+def test_on_a_gpu_the_floor_and_every_preset_run_on_nccl(tmp_path):
+    from bench import gpu
+    from bench.recovery import CaseRun
+    from chaos.analysis.recovery import Recovery
+    from chaos.spec import PgBackend
+    seen: list = []
+
+    def floor(reps, backend):
+        seen.append(("floor", backend))
+        return {"floor_s": summary([9.5]), "parts": {}}
+
+    def run_case(case, reps, out, say):
+        seen.append((case.key, case.pg_backend, out.name))
+        rec = Recovery("kill-node", "node-1", 0.0, recovery_s=12.0, regain_s=13.0, lost_steps=0,
+                       phases={"detect": 0.5, "exit": 1.1, "rendezvous": 1.9, "restart": 9.6, "replay": 1.0})
+        return CaseRun([rec], [])
+
+    block = gpu.measure(False, 1, tmp_path, lambda s: None, detect=fake_gpu(), floor=floor, run_case=run_case)
+    assert seen[0] == ("floor", "nccl")
+    assert {s[0] for s in seen[1:]} == {"etcd-v2/default/kill-node", "etcd-v2/fast/kill-node",
+                                         "etcd-v2/default/spot-interruption", "etcd-v2/fast/spot-interruption"}
+    assert all(s[1] is PgBackend.NCCL and s[2] == "gpu" for s in seen[1:])
+    assert block["device"] == "NVIDIA H100 80GB HBM3" and "share" in block["placement"]
+    case = block["recovery"]["etcd-v2/fast/kill-node"]
+    assert case["exit"]["median"] == 1.1 and case["ratio_to_floor"] == round(12.0 / 9.5, 2)
+    results = dict(RESULTS, gpu=block, findings=[], date="2026-11-22", wall_s=1)
+    report.write_markdown(results, tmp_path / "RESULTS.md", None)
+    md = (tmp_path / "RESULTS.md").read_text()
+    assert "## On GPU (NCCL)" in md and "Floor on NCCL: median **9.5 s**" in md
+    assert "| etcd-v2/fast/kill-node | 0.5 | 1.1 | - | 1.9 | 9.6 | 1.0 | - | 12.0 |" in md
+    assert "recovery 12.0 s vs 10.0 s on CPU/gloo" in md
+
+
+def test_the_cpu_cases_stay_on_gloo_on_a_gpu_machine():
+    from bench.recovery import cases
+    from chaos.spec import PgBackend
+    assert {c.pg_backend for c in cases(False)} == {PgBackend.GLOO}

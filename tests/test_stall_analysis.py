@@ -93,7 +93,7 @@ def nccl_spot(phantom: bool) -> list[Event]:
 
 def test_a_step_reported_after_its_collective_failed_is_not_counted_as_lost():
     rec = analyze_fault(nccl_spot(phantom=True), kind="spot-interruption", target="node-1", injected_at=F)
-    assert rec.pre_step == 50 and rec.resumed_from_step == 50 and rec.lost_steps == 0
+    assert rec.pre_step == 50 and rec.resumed_from_step == 50 and rec.lost_steps == 0 and rec.unsettled_steps == 1
     assert any("step 51 on node-0" in n and "never all-reduced" in n for n in rec.notes)
     assert rec.phases["exit"] == pytest.approx(60.1)
 

@@ -101,6 +101,9 @@ class Recovery:
     missing: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     """What the numbers leave out on purpose, and how the recovery went, in words."""
+    unsettled_steps: int = 0
+    """Steps left out of the pre-fault step: reported by a worker after its own collective
+    had failed (see chaos.analysis.phases.unsettled_steps; ``notes`` names them)."""
     evidence: list[Event] = field(default_factory=list, repr=False)
     """The notable events from just before the fault to the regain: what a failed
     assertion on this recovery shows."""
@@ -135,7 +138,8 @@ class Recovery:
                    phases={p: Unit.SECONDS.read(phases.get(p)) for p in PHASES} if isinstance(phases, dict) else {},
                    not_applicable=_not_applicable(metrics),
                    missing=[m for m in metrics.get("missing") or [] if isinstance(m, str)],
-                   notes=[m for m in metrics.get("notes") or [] if isinstance(m, str)])
+                   notes=[m for m in metrics.get("notes") or [] if isinstance(m, str)],
+                   unsettled_steps=int(Unit.COUNT.read(metrics.get("unsettled_steps")) or 0))
 
     def explain(self) -> str:
         """The timeline slice around this fault, one line per notable event."""
@@ -211,6 +215,7 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
     old_gen = [e for e in steps if id(e) not in skip
                and (e.t <= f or (not new_gen(e) and (until is None or e.t <= until)))]
     rec.pre_step = max((int(e.data["step"]) for e in old_gen), default=0)
+    rec.unsettled_steps = len(unsettled)
     rec.notes += [f"step {e.data.get('step')} on {e.node} (rank {e.data.get('rank')}) came after its worker's "
                   "collective had failed (an aborted NCCL communicator lets a blocked step finish on gradients "
                   "that were never all-reduced): it was never saved and is not counted as progress or as lost"

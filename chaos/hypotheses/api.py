@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos.analysis.recovery import Recovery
+from chaos.analysis.recovery import Recovery, RecoveryPath
 from chaos.analysis.verdict import Verdict
 from chaos.errors import SpecError
 from chaos.events import Event
@@ -233,10 +233,13 @@ class Trial:
         checkpoint interval)."""
         bound = self.job.checkpoint_every if lost_at_most is None else lost_at_most
         unit = f" (in {self.job.observe.unit}s)" if self.job.script and self.job.observe.unit != "step" else ""
-        self.verdict.require(rec.recovered, f"training resumed after the fault ({seconds(rec.recovery_s)})",
-                             check="recovered")
+        went_on = f"stalled {seconds(rec.regain_s)}, no restart" if rec.path is RecoveryPath.STALL \
+            else seconds(rec.recovery_s)
+        self.verdict.require(rec.recovered, f"training resumed after the fault ({went_on})", check="recovered")
+        unsettled = (f"; {rec.unsettled_steps} step(s) reported after their worker's collective had failed are "
+                     "not counted (see the notes)") if rec.unsettled_steps else ""
         self.verdict.require(rec.lost_steps is not None and rec.lost_steps <= bound,
-                             f"lost_steps {rec.lost_steps} <= {bound}{unit}", check="bounded-loss")
+                             f"lost_steps {rec.lost_steps} <= {bound}{unit}{unsettled}", check="bounded-loss")
 
 
 def _field_names(cls: type) -> set[str]:

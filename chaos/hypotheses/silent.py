@@ -1,8 +1,11 @@
 """Hypotheses where a node goes silent, a notice comes first, or the store blinks."""
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
+from chaos.analysis.recovery import Recovery, RecoveryPath
+from chaos.analysis.timeouts import TORCH_PG_TIMEOUT_S, TRAINER_PG_TIMEOUT_S
 from chaos.events import CheckpointEv, Event, ProgressEv, RunnerEv
 from chaos.faults.api import FaultRecord
 from chaos.faults.node import KillNode
@@ -11,26 +14,70 @@ from chaos.faults.store import EtcdOutage
 from chaos.faults.triggers import during_rendezvous
 from chaos.hypotheses.api import Trial, hypothesis, seconds
 from chaos.options import option, validate
+from chaos.spec import JobSpec, PgBackend
 
 SILENT_PG_TIMEOUT_S = 15.0
 """A collective timeout short enough that a silent node is found out in seconds
 (the reference trainer's own default is 60 s, gloo's 30 min)."""
 
+MARGIN_S = 2.0
+"""A fault ending this close to the collective timeout may go either way."""
+
+
+class Expect(enum.Enum):
+    """What a silent node should cost, from the fault's duration and the collective timeout."""
+
+    STALL = "stall"
+    """The fault ends before the survivors' collective times out: they wait, then train on."""
+    TIMEOUT = "timeout"
+    """The collective times out first: the survivors restart without the silent node."""
+    EITHER = "either"
+    """Too close to call (or the script's own timeout is unknown): either outcome is fine."""
+
+
+def expectation(duration_s: float | None, timeout_s: float, known: bool) -> Expect:
+    """``duration_s`` None: the fault lasts until the end of the run."""
+    if duration_s is None:
+        return Expect.TIMEOUT
+    if not known:
+        return Expect.EITHER
+    if duration_s <= timeout_s - max(MARGIN_S, 0.1 * timeout_s):
+        return Expect.STALL
+    return Expect.TIMEOUT if duration_s >= timeout_s + MARGIN_S else Expect.EITHER
+
 
 def _silent(t: Trial) -> None:
-    """A node goes silent (no resets): survivors must find out by timeouts."""
-    pg_timeout = t.job.pg_timeout_s or SILENT_PG_TIMEOUT_S
+    """A node goes silent (no resets): the survivors find out by their collective timeout,
+    unless the fault ends first, and then they simply train on (a stall, 0 steps lost)."""
+    timeout, source, known = collective_timeout(t.job)
+    fault = t.fault()
+    duration = fault.duration_s
+    expect = expectation(duration, timeout, known)
     t.start()
     t.steady()
-    record = t.inject()
-    rec = t.recover(record, extra_s=pg_timeout)
+    record = t.inject(fault)
+    rec = t.recover(record, extra_s=max(timeout, duration or 0.0))
     causes = collective_failures(t.run.timeline.events(), record)
     t.check_recovered(rec)
+    why = (f"the {record.kind} lasts {duration:g}s" if duration is not None else f"the {record.kind} lasts until "
+           "the end of the run") + f", the collective timeout is {timeout:g}s ({source})"
+    if expect is Expect.STALL:
+        t.verdict.require(rec.path is RecoveryPath.STALL and rec.restarts_used == 0,
+                          f"expected a stall ({why}): training went on without a restart once it ended "
+                          f"({_how(rec)})", check="stall")
+        t.verdict.require(rec.lost_steps == 0, f"a stall loses nothing: lost_steps {rec.lost_steps}",
+                          check="nothing-lost")
+        return
+    if expect is Expect.EITHER:
+        t.verdict.require(rec.recovered, f"either outcome is fine ({why}): {_how(rec)}", check="outcome")
+        return
+    t.verdict.require(rec.path is RecoveryPath.RESTART, f"expected a restart without the silent node ({why}): "
+                                                        f"{_how(rec)}", check="restarted")
     t.verdict.require(causes == ["timeout"],
                       f"survivors found out by a timeout, not a closed connection (collective errors: {causes})",
                       check="silent")
-    t.verdict.require(rec.detect_s is not None and rec.detect_s >= 0.5 * pg_timeout,
-                      f"detection took {seconds(rec.detect_s)}, driven by the {pg_timeout:g}s collective timeout",
+    t.verdict.require(rec.detect_s is not None and rec.detect_s >= 0.5 * timeout,
+                      f"detection took {seconds(rec.detect_s)}, driven by the {timeout:g}s collective timeout",
                       check="detected-by-timeout")
     if not t.replaces_nodes:
         t.verdict.require(rec.world_size_after == (rec.world_size_before or 0) - t.job.nproc_per_node,
@@ -38,17 +85,42 @@ def _silent(t: Trial) -> None:
                           f"{rec.world_size_after}", check="world-size")
 
 
+def collective_timeout(job: JobSpec) -> tuple[float, str, bool]:
+    """(seconds, where the value comes from, whether it is known): the reference trainer's
+    ``--pg-timeout`` (the job's, else the trainer's 60 s default); a script's own is unknown,
+    torch's default for its backend assumed."""
+    if not job.script:
+        if job.pg_timeout_s is not None:
+            return job.pg_timeout_s, "the job's --pg-timeout", True
+        return TRAINER_PG_TIMEOUT_S, "the reference trainer's default", True
+    backend = job.backend or PgBackend.GLOO
+    return TORCH_PG_TIMEOUT_S[backend], f"torch's {backend.value} default, if the script sets none", False
+
+
+def _how(rec: Recovery) -> str:
+    if rec.path is RecoveryPath.STALL:
+        return (f"stalled {seconds(rec.regain_s)} at world size {rec.world_size_after}, "
+                f"{rec.restarts_used} restart(s), {rec.lost_steps} step(s) lost")
+    if rec.path is RecoveryPath.RESTART:
+        return (f"restarted: detected after {seconds(rec.detect_s)}, world size {rec.world_size_before} -> "
+                f"{rec.world_size_after}, {rec.lost_steps} step(s) lost")
+    return "training did not go on"
+
+
 def collective_failures(events: list[Event], record: FaultRecord) -> list[str]:
-    """Why the survivors' collectives failed after ``record`` (timeout, connection_closed)."""
+    """Why the survivors' collectives failed after ``record`` (timeout, connection_closed;
+    an NCCL watchdog line that does not say which is left out)."""
     return sorted({str(e.data.get("cause")) for e in events if e.type == ProgressEv.WORKER_ERROR
-                   and e.t > record.injected_at and e.node != record.target})
+                   and e.t > record.injected_at and e.node != record.target and e.data.get("cause") != "unknown"})
 
 
 @hypothesis("partition", "network black hole around one node: no packet in or out, no reset (root)",
             fault="partition", defaults={"pg_timeout_s": SILENT_PG_TIMEOUT_S}, forced={"network": "isolated"})
 def partition(t: Trial) -> None:
     """Black-hole one node (a network namespace per node; root): the survivors find out
-    by their collective timeout, never by a reset, and recover without it."""
+    by their collective timeout, never by a reset, and recover without it. A partition
+    that heals (``--duration``) before the collective timeout is a stall: training goes
+    on at the same world size, nothing lost."""
     _silent(t)
 
 
@@ -56,7 +128,9 @@ def partition(t: Trial) -> None:
             fault="freeze", defaults={"pg_timeout_s": SILENT_PG_TIMEOUT_S})
 def freeze(t: Trial) -> None:
     """Freeze every process of one node at once (cgroup freezer, or SIGSTOP without
-    root): the survivors find out by their collective timeout and recover without it."""
+    root): the survivors find out by their collective timeout and recover without it.
+    A freeze that thaws (``--duration``) before the collective timeout is a stall:
+    training goes on at the same world size, nothing lost."""
     _silent(t)
 
 
