@@ -76,7 +76,8 @@ def write_markdown(results: dict[str, Any], path: Path, plot_name: str | None) -
              f"+ one step): median **{_m(floor)} s** (min {floor.get('min')}, max {floor.get('max')}, "
              f"n={floor.get('n')}).", ""]
     lines += phase_table(results.get("recovery", {}), results.get("skipped", {}))
-    lines += ["", "Medians in seconds, measured from the fault; phases add up to regain_s.", ""]
+    lines += ["", "Medians in seconds, measured from the fault; the phases that apply add up to regain_s "
+                  "(`-`: the phase did not apply, or the figures were measured before it existed).", ""]
     for again in results.get("remeasured") or []:
         floors = sorted({c.get("floor_s") for k, c in results.get("recovery", {}).items()
                          if c.get("floor_s") is not None and fnmatch.fnmatch(k, again.get("only", ""))})

@@ -190,7 +190,8 @@ class JobSpec:
         env="TORCH_NCCL_ASYNC_ERROR_HANDLING")
     nccl_heartbeat_timeout_s: int | None = option(
         None, "NCCL only: seconds the watchdog thread may be stuck (a hung CUDA/NCCL call) before its monitor "
-              "takes the worker down (torch: 480)", minimum=1, units="s", env="TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC")
+              "takes the worker down (torch: 480)", minimum=1, units="s", flag="--nccl-heartbeat-timeout",
+        env="TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC")
     script: tuple[str, ...] = option((), "a user's training script and its arguments (after `--` on the "
                                          "command line); empty: the reference trainer", cli=False)
     trainer_args: tuple[str, ...] = option((), "extra arguments for the reference trainer", cli=False)
