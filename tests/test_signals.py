@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -134,7 +135,10 @@ def test_a_runner_killed_15s_in_leaves_nothing_running_and_the_next_reap_says_so
     assert run_id and run_cgroups(run_id) == []
     out = subprocess.run([sys.executable, "-m", "chaos.cli.main", "reap", "--state-dir", str(state)],
                          capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0 and f"run {run_id}" in out.stdout and "its watchdog killed" in out.stdout
+    # Who got there first is a race: the nodes' death signal may have taken them before the watchdog
+    # looked (then it only removed the cgroup), so the reap names the watchdog either way.
+    assert out.returncode == 0 and f"run {run_id}" in out.stdout, out.stdout
+    assert re.search(r"its watchdog (killed|removed)", out.stdout), out.stdout
 
 
 @pytest.fixture
