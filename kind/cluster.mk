@@ -9,7 +9,8 @@
 
 CLUSTER_NODES ?= 3
 CLUSTER_PYTHON ?= python3
-CLUSTER := $(CLUSTER_PYTHON) kind/cluster/cluster.py
+# stdlib only: runs under the system python3 as root, without the venv (PYTHONPATH finds the package)
+CLUSTER := PYTHONPATH=$(CURDIR) $(CLUSTER_PYTHON) -m chaos.platforms.kubernetes.localcluster
 
 .PHONY: cluster-up cluster-down cluster-status cluster-deps cluster-build cluster-images
 

@@ -24,6 +24,7 @@ EPILOG = r"""examples:
   elastic-chaos audit reports/ --baseline reports-last-release/
   elastic-chaos watch --etcd 127.0.0.1:2379 --run-id my-job --record reports/watch
   elastic-chaos manifest --platform kubernetes --job-kind pytorchjob --nodes 1:4
+  elastic-chaos cluster up   # a local 4-node Kubernetes cluster (root, no Docker)
 """
 
 
@@ -38,7 +39,7 @@ def _version() -> str:
 def build_parser(words: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser; ``words`` (the command line) lets ``run`` offer the options of the
     fault and platform it names."""
-    from chaos.cli import audit, cleanup, demo, doctor, faults_cmd, gameday, manifest, report_cmd, run, watch
+    from chaos.cli import audit, cleanup, cluster, demo, doctor, faults_cmd, gameday, manifest, report_cmd, run, watch
 
     parser = argparse.ArgumentParser(
         prog="elastic-chaos", description="Chaos testing for elastic PyTorch training.",
@@ -56,6 +57,7 @@ def build_parser(words: list[str] | None = None) -> argparse.ArgumentParser:
     gameday.register(sub)
     cleanup.register(sub)
     manifest.register(sub)
+    cluster.register(sub)
     return parser
 
 

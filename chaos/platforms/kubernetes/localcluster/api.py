@@ -13,8 +13,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from cluster_base import ClusterError, Layout
-from cluster_pki import LOCAL_SERVER
+from chaos.platforms.kubernetes.localcluster.base import ClusterError, Layout
+from chaos.platforms.kubernetes.localcluster.pki import LOCAL_SERVER
 
 
 class Api:

@@ -26,8 +26,10 @@ from typing import IO, Any
 
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[2]
-CLUSTER_DIR = Path(os.environ.get("ELASTIC_CHAOS_CLUSTER_DIR", REPO / ".cluster"))
+def default_root() -> Path:
+    """Where the cluster lives: ``$ELASTIC_CHAOS_CLUSTER_DIR``, else ``.cluster`` in the current folder
+    (the repository's, for ``make cluster-up``)."""
+    return Path(os.environ.get("ELASTIC_CHAOS_CLUSTER_DIR") or Path.cwd() / ".cluster").resolve()
 
 # Addresses and ports. Nothing here listens on the machine's external interface:
 # control-plane servers bind 127.0.0.1; kubelets bind their node address inside
@@ -71,7 +73,7 @@ class SetupError(ClusterError):
 class Layout:
     """Where everything lives. ``build`` survives ``down``; ``run`` does not."""
 
-    root: Path = CLUSTER_DIR
+    root: Path = dataclasses.field(default_factory=default_root)
 
     @property
     def build(self) -> Path:
@@ -142,7 +144,8 @@ def node_index(name: str) -> int:
         index = int(name[len(NODE_PREFIX):])
         if 1 <= index <= MAX_NODES:
             return index
-    raise ClusterError(f"{name!r} is not a node of this cluster (names are {NODE_PREFIX}N): see `cluster.py status`")
+    raise ClusterError(f"{name!r} is not a node of this cluster (names are {NODE_PREFIX}N): "
+                       "see `elastic-chaos cluster status`")
 
 
 # ---- state ---------------------------------------------------------------------------------------

@@ -18,10 +18,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import cluster_net as net
-import cluster_node as node
-from cluster_api import Api
-from cluster_base import (
+from chaos.platforms.kubernetes.localcluster import net, node
+from chaos.platforms.kubernetes.localcluster.api import Api
+from chaos.platforms.kubernetes.localcluster.base import (
     API_PORT,
     BRIDGE,
     CGROUP_PARENT,
@@ -43,10 +42,16 @@ from cluster_base import (
     wait_for,
     wait_gone,
 )
-from cluster_control import COMPONENTS, start_component
-from cluster_deps import check_ready_to_run
-from cluster_pki import BRIDGE_SERVER, LOCAL_SERVER, make_control_plane_pki, make_node_cert, write_kubeconfig
-from cluster_template import IMAGE_TARS, clone, ensure_template
+from chaos.platforms.kubernetes.localcluster.control import COMPONENTS, start_component
+from chaos.platforms.kubernetes.localcluster.deps import check_ready_to_run
+from chaos.platforms.kubernetes.localcluster.pki import (
+    BRIDGE_SERVER,
+    LOCAL_SERVER,
+    make_control_plane_pki,
+    make_node_cert,
+    write_kubeconfig,
+)
+from chaos.platforms.kubernetes.localcluster.template import IMAGE_TARS, clone, ensure_template
 
 READY_TIMEOUT_S = 300.0
 
@@ -126,7 +131,7 @@ def _check_ports() -> None:
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 raise ClusterError(f"127.0.0.1:{port} is already in use: another cluster or program holds it "
-                                   "(`cluster.py down` stops ours)", exit_code=2)
+                                   "(`elastic-chaos cluster down` stops ours)", exit_code=2)
 
 
 def _etcd_healthy() -> bool:
@@ -178,7 +183,7 @@ def start_node(layout: Layout, state: dict[str, Any], template: Path | None) -> 
     Its containerd root is a clone of ``template``; without one, the node imports the images itself."""
     addr = NodeAddr(int(state["next_index"]))
     if addr.index > MAX_NODES:
-        raise ClusterError(f"node indexes are used up ({MAX_NODES}): `cluster.py down` and up again")
+        raise ClusterError(f"node indexes are used up ({MAX_NODES}): `elastic-chaos cluster down` and up again")
     state["next_index"] = addr.index + 1
     state["nodes"][addr.name] = {"index": addr.index}
     save_state(layout, state)

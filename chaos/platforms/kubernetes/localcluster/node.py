@@ -1,7 +1,7 @@
 """A node of the local cluster: one containerd + one kubelet in namespaces of their own.
 
-A node is started as ``unshare --pid --net --mount`` around ``cluster.py
-_node-init`` (:func:`node_init`), which is PID 1 of the node's PID namespace.
+A node is started as ``unshare --pid --net --mount`` around ``python3 -m
+chaos.platforms.kubernetes.localcluster _node-init`` (:func:`node_init`), which is PID 1 of the node's PID namespace.
 So the node is one process tree that a single SIGKILL ends at once, kubelet,
 containerd, shims and every container included: the instance is gone. It is
 also one cgroup subtree (``/elastic-chaos/NODE`` in every hierarchy; the
@@ -31,8 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cluster_api import Api
-from cluster_base import (
+from chaos.platforms.kubernetes.localcluster.api import Api
+from chaos.platforms.kubernetes.localcluster.base import (
     CGROUP_PARENT,
     KUBELET_PORT,
     ClusterError,
@@ -41,8 +41,8 @@ from cluster_base import (
     run,
     start_time,
 )
-from cluster_net import NODE_NAT_RULES
-from cluster_pki import BRIDGE_SERVER
+from chaos.platforms.kubernetes.localcluster.net import NODE_NAT_RULES
+from chaos.platforms.kubernetes.localcluster.pki import BRIDGE_SERVER
 
 CNI_BIN = "/usr/lib/cni"
 PRIVATE_DIRS = {"run": "/run", "var-lib": "/var/lib", "var-log": "/var/log", "tmp": "/tmp"}
@@ -247,13 +247,16 @@ featureGates: {{CSIMigration: false}}
 def spawn_node(layout: Layout, addr: NodeAddr) -> tuple[subprocess.Popen[bytes], int]:
     """Start the node's namespaces and its init, which waits for ``go`` on stdin; (wrapper, init host PID)."""
     args = ["unshare", "--pid", "--fork", "--mount-proc", "--net", "--mount", "--propagation", "slave",
-            "--kill-child", "--", sys.executable, str(Path(__file__).with_name("cluster.py")),
+            "--kill-child", "--", sys.executable, "-m", __package__ or "chaos.platforms.kubernetes.localcluster",
             "_node-init", str(layout.node_dir(addr.name))]
+    # the init imports this package: wherever this process found it (an editable install, PYTHONPATH)
+    root = str(Path(__file__).resolve().parents[4])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     log_path = layout.logs / f"node-{addr.name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as out:
         wrapper = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+                                   start_new_session=True, env=env)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         child = _child_of(wrapper.pid)
@@ -395,7 +398,7 @@ class _Init:
 
 
 def node_init(node_dir: str) -> int:
-    """Entry point of ``cluster.py _node-init NODE_DIR`` (PID 1 of a node; not for direct use)."""
+    """Entry point of ``_node-init NODE_DIR`` (PID 1 of a node; not for direct use)."""
     cfg = json.loads(Path(node_dir, "node.json").read_text())
     _Init(cfg).main()
     return 0

@@ -27,7 +27,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from cluster_base import (
+from chaos.platforms.kubernetes.localcluster.base import (
     API_PORT,
     BRIDGE,
     HOST_IP,
@@ -157,7 +157,7 @@ def unwire_node(addr: NodeAddr, peers: dict[NodeAddr, int]) -> None:
 def set_link(addr: NodeAddr, up: bool) -> None:
     """The node's link up or down (a partition cuts it from the API server and every other node)."""
     if not link_exists(addr.veth):
-        raise ClusterError(f"{addr.name} has no link {addr.veth}: is it running? see `cluster.py status`")
+        raise ClusterError(f"{addr.name} has no link {addr.veth}: is it running? see `elastic-chaos cluster status`")
     run(["ip", "link", "set", addr.veth, "up" if up else "down"])
 
 
