@@ -57,7 +57,8 @@ def test_the_job_is_built_from_the_same_names_the_cli_and_fixtures_use():
 
 
 def test_an_unknown_name_lists_what_is_accepted():
-    with pytest.raises(SpecError, match=r"unknown option\(s\) \['chekpoint_every'\]; local accepts: .*checkpoint_every"):
+    with pytest.raises(SpecError,
+                       match=r"unknown option\(s\) \['chekpoint_every'\]; local accepts: .*checkpoint_every"):
         settings(HYPOTHESES["kill-node"], {"chekpoint_every": 5}, "local")
 
 
