@@ -48,7 +48,16 @@ ETCD_PEER_PORT = 23801
 CONTROLLER_MANAGER_PORT = 10257
 SCHEDULER_PORT = 10259
 KUBELET_PORT = 10250
+METADATA_PORTS = (16480, 16489)
+"""The host accepts these from the bridge (besides the API port): the toolkit's spot-notice
+stand-in (an instance metadata service) listens on ``HOST_IP`` there while a run needs one."""
 NODE_PREFIX = "ec-node-"
+# Shaped like kind/cluster.yaml and an EKS spot node group: node 1 is on-demand capacity (the
+# job's etcd goes there, and no fault aims at it), every other node spot capacity, tainted.
+CAPACITY_LABEL = "eks.amazonaws.com/capacityType"
+SPOT_TAINT = "elastic-chaos/spot=true:NoSchedule"
+PROFILE_NAMESPACE, PROFILE_NAME = "kube-public", "elastic-chaos-cluster"
+"""The ConfigMap that tells the toolkit what this cluster is (chaos.platforms.kubernetes.profile)."""
 # Not "elastic-chaos": the toolkit's local platform owns <hierarchy>/elastic-chaos/<run>/<node>.
 CGROUP_PARENT = "elastic-chaos-cluster"
 MAX_NODES = 200
@@ -104,6 +113,12 @@ class Layout:
         return self.run / "logs"
 
     @property
+    def shared(self) -> Path:
+        """The checkpoint volume every node mounts (a hostPath: the nodes share this machine's disk,
+        as pods share an EFS/FSx volume); part of the run, removed by ``down``."""
+        return self.run / "shared"
+
+    @property
     def kubeconfig(self) -> Path:
         return self.root / "kubeconfig"
 
@@ -136,6 +151,11 @@ class NodeAddr:
     @property
     def veth(self) -> str:
         return f"{VETH_PREFIX}{self.index}"
+
+    @property
+    def spot(self) -> bool:
+        """Every node but the first is spot capacity (tainted: only pods that tolerate it run there)."""
+        return self.index != 1
 
 
 def node_index(name: str) -> int:

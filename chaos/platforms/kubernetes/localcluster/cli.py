@@ -73,6 +73,18 @@ def _heal(layout: Layout, args: argparse.Namespace) -> int:
     return 0
 
 
+def _freeze(layout: Layout, args: argparse.Namespace) -> int:
+    cluster_deps.require_root()
+    ops.set_frozen(layout, args.name, frozen=True)
+    return 0
+
+
+def _thaw(layout: Layout, args: argparse.Namespace) -> int:
+    cluster_deps.require_root()
+    ops.set_frozen(layout, args.name, frozen=False)
+    return 0
+
+
 def _node_pids(layout: Layout, args: argparse.Namespace) -> int:
     cluster_deps.require_root()
     pids = ops.node_pids(layout, args.name)
@@ -107,7 +119,7 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     cmd = sub.add_parser("up", help="start the cluster (or complete it); blocks until every node is Ready")
-    cmd.add_argument("--nodes", type=int, default=3, help="number of nodes (default 3)")
+    cmd.add_argument("--nodes", type=int, default=4, help="number of nodes (default 4: one on-demand, three spot)")
     cmd.add_argument("--timeout", type=float, default=ops.READY_TIMEOUT_S, help="seconds to wait for Ready")
     cmd.set_defaults(func=_up)
     sub.add_parser("down", help="stop everything and remove what up made (idempotent)").set_defaults(func=_down)
@@ -122,6 +134,8 @@ def parser() -> argparse.ArgumentParser:
         ("lose-node", _lose_node, "the instance is gone: all its processes die at once, its Node is deleted"),
         ("partition-node", _partition, "its link down: cut from the API server and the other nodes"),
         ("heal-node", _heal, "its link up again"),
+        ("freeze-node", _freeze, "every process of the node stopped at once (cgroup freezer): a hung host"),
+        ("thaw-node", _thaw, "the node's processes resume"),
     ]:
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument("name")
@@ -141,6 +155,11 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    progress = logging.StreamHandler(sys.stderr)
+    progress.setFormatter(logging.Formatter("%(message)s"))
+    ops.log.addHandler(progress)  # the operations' progress lines, as they happen
+    ops.log.setLevel(logging.INFO)
+    ops.log.propagate = False
     args = parser().parse_args(argv)
     func: Callable[[Layout, argparse.Namespace], int] = args.func
     try:

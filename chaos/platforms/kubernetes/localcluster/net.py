@@ -15,7 +15,8 @@ the machine's external interface)::
   only), so the API server listens on loopback alone. Inside each node,
   ``10.96.0.1:443`` (the ``kubernetes`` Service, what in-cluster clients use) is
   DNATed to ``10.87.0.1:16443``: the one ClusterIP that works without kube-proxy.
-* The host answers nodes and pods on the API port only (plus ICMP and replies).
+* The host answers nodes and pods on the API port and the metadata ports only (plus ICMP
+  and replies): a run's spot-notice stand-in listens on ``10.87.0.1`` there.
 
 Every rule made is recorded in the state, and removed from it by ``teardown``.
 """
@@ -33,6 +34,7 @@ from chaos.platforms.kubernetes.localcluster.base import (
     HOST_IP,
     HOST_NET,
     KUBERNETES_SERVICE_IP,
+    METADATA_PORTS,
     SERVICE_NET,
     VETH_PREFIX,
     ClusterError,
@@ -52,6 +54,8 @@ CHAIN_RULES: list[tuple[str, str, list[str]]] = [
     ("nat", NAT_CHAIN, ["-d", f"{HOST_IP}/32", "-p", "tcp", "--dport", str(API_PORT),
                         "-j", "DNAT", "--to-destination", f"127.0.0.1:{API_PORT}"]),
     ("filter", IN_CHAIN, ["-p", "tcp", "--dport", str(API_PORT), "-j", "ACCEPT"]),
+    ("filter", IN_CHAIN, ["-d", f"{HOST_IP}/32", "-p", "tcp", "--dport", "{}:{}".format(*METADATA_PORTS),
+                          "-j", "ACCEPT"]),
     ("filter", IN_CHAIN, ["-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"]),
     ("filter", IN_CHAIN, ["-p", "icmp", "-j", "ACCEPT"]),
     ("filter", IN_CHAIN, ["-j", "DROP"]),

@@ -33,8 +33,10 @@ from typing import Any
 
 from chaos.platforms.kubernetes.localcluster.api import Api
 from chaos.platforms.kubernetes.localcluster.base import (
+    CAPACITY_LABEL,
     CGROUP_PARENT,
     KUBELET_PORT,
+    SPOT_TAINT,
     ClusterError,
     Layout,
     NodeAddr,
@@ -88,6 +90,20 @@ def cgroup_pids(name: str) -> list[int]:
     return sorted(pids)
 
 
+def set_frozen(name: str, frozen: bool) -> None:
+    """The node's freezer cgroup to FROZEN or THAWED; blocks until the kernel says it is."""
+    freezer = next((p for p in node_cgroups(name) if (p / "freezer.state").exists()), None)
+    if freezer is None:
+        raise ClusterError(f"{name} has no freezer cgroup (a cgroup v1 freezer hierarchy is needed to freeze a node)")
+    want = "FROZEN" if frozen else "THAWED"
+    (freezer / "freezer.state").write_text(want)
+    deadline = time.monotonic() + 10
+    while (freezer / "freezer.state").read_text().strip() != want:
+        if time.monotonic() > deadline:
+            raise ClusterError(f"{name} did not become {want} within 10s")
+        time.sleep(0.02)
+
+
 def remove_cgroups(name: str | None = None) -> list[Path]:
     """rmdir the node's cgroups (every node's when ``name`` is None), deepest first; returns those left."""
     left = []
@@ -136,7 +152,9 @@ def node_config(layout: Layout, addr: NodeAddr, images: list[str]) -> dict[str, 
             f"--cert-dir={d / 'kubelet' / 'pki'}",
             f"--hostname-override={addr.name}",
             f"--node-ip={addr.ip}",
-            f"--node-labels=elastic-chaos.io/node-index={addr.index}",
+            f"--node-labels=elastic-chaos.io/node-index={addr.index},"
+            f"{CAPACITY_LABEL}={'SPOT' if addr.spot else 'ON_DEMAND'}",
+            *([f"--register-with-taints={SPOT_TAINT}"] if addr.spot else []),
             "--container-runtime=remote",
             f"--container-runtime-endpoint=unix://{d / 'containerd' / 'containerd.sock'}",
             f"--pod-infra-container-image={(layout.images / 'pause.ref').read_text().strip()}",
@@ -244,6 +262,17 @@ featureGates: {{CSIMigration: false}}
 
 # ---- starting a node (host side) -----------------------------------------------------------------
 
+_WRAPPERS: list[subprocess.Popen[bytes]] = []
+"""The node wrappers this process started: kept referenced, so that one dropped while its node runs
+(the toolkit adds nodes from inside a test run) is not garbage-collected with a ResourceWarning;
+:func:`forget_ended` lets the ended ones go."""
+
+
+def forget_ended() -> None:
+    """Drop the wrappers whose process has ended (reaped here or by ``wait_gone``)."""
+    _WRAPPERS[:] = [w for w in _WRAPPERS if w.poll() is None]
+
+
 def spawn_node(layout: Layout, addr: NodeAddr) -> tuple[subprocess.Popen[bytes], int]:
     """Start the node's namespaces and its init, which waits for ``go`` on stdin; (wrapper, init host PID)."""
     args = ["unshare", "--pid", "--fork", "--mount-proc", "--net", "--mount", "--propagation", "slave",
@@ -257,6 +286,7 @@ def spawn_node(layout: Layout, addr: NodeAddr) -> tuple[subprocess.Popen[bytes],
     with open(log_path, "ab") as out:
         wrapper = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
                                    start_new_session=True, env=env)
+    _WRAPPERS.append(wrapper)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         child = _child_of(wrapper.pid)
