@@ -12,6 +12,7 @@ seconds), so a report can tell a keep-alive expiry from a last call.
 from __future__ import annotations
 
 import datetime
+import http.client
 import json
 import logging
 import socket
@@ -53,7 +54,8 @@ class RendezvousWatcher(Watcher):
         except urllib.error.HTTPError as exc:
             self._http_error(exc)
             return
-        except (TimeoutError, urllib.error.URLError, OSError, ValueError) as exc:
+        except (TimeoutError, urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+            # (HTTPException: a store that went away mid-answer, e.g. its pod deleted: IncompleteRead)
             if _is_timeout(exc):
                 return  # nothing changed during the long poll
             self._unreachable(exc)
