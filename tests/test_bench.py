@@ -115,3 +115,16 @@ def test_fidelity_compares_with_the_agents_own_stamps_and_keeps_store_detections
     assert "detect_s" not in apart["worst_abs_error"]
     assert apart["store_detections"]["faults"] == 1
     assert abs(apart["store_detections"]["max_lead_s"] - (agents_said - 0.2)) < 0.01
+
+
+def test_the_cluster_cases_stand_beside_the_same_fault_on_the_local_platform():
+    results = json.loads(json.dumps(RESULTS))
+    results["recovery"]["cluster:etcd-v2/fast/kill-node"] = case(0.2, 15.0, 3.0, 1.0, 19.0, 3.8)
+    results["recovery"]["cluster:etcd-v2/fast/delete-pod"] = case(0.2, 9.0, 3.0, 1.0, 13.0, 2.6)
+    table = "\n".join(report.cluster_table(results))
+    assert "| kill-node | local | 0.5 | 3.0 | 6.5 | 1.0 | 10.0 |" in table
+    assert "| kill-node | cluster | 0.2 | 15.0 | 3.0 | 1.0 | 19.0 |" in table
+    assert "| delete-pod | local | no local counterpart |" in table
+    found = recovery_findings(results)
+    assert "cluster:etcd-v2/fast/kill-node: recovers in 19.0 s on the cluster vs 10.0 s locally; the rendezvous " \
+           "phase differs most (+12.0 s)" in found
