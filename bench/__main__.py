@@ -72,7 +72,7 @@ def measure_recovery(args: argparse.Namespace, reps: int, runs: Path, floor_s: f
         case_result = recovery.case_result(recovery.run_case(case, reps, runs, say), floor_s)
         case_result["floor_s"] = floor_s  # the floor this case's ratio was taken against
         results["recovery"][case.key] = case_result
-        run_dirs.append(runs / case.key.replace("/", "_"))
+        run_dirs.append(runs / recovery.run_folder(case))
     return run_dirs
 
 

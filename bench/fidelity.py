@@ -31,11 +31,18 @@ METRICS = ("detect_s", "rendezvous_s", "recovery_s", "regain_s", "lost_steps", "
 
 
 def source_events(run_dir: Path, live_events: list[Event]) -> list[Event]:
-    """Events from the node logs and the run's fault/node records only (no watcher)."""
+    """Events from the node logs and the run's fault/node records only (no watcher); agent log
+    times read in the zone the run's platform logs in (pods: UTC)."""
+    from chaos.reporting.render import log_timezone
+    try:
+        platform = str(json.loads((run_dir / "report.json").read_text()).get("platform") or "local")
+    except (OSError, ValueError):
+        platform = "local"
+    tz = log_timezone(platform)
     events: list[Event] = []
     for log in sorted((run_dir / "nodes").glob("*.log")):
         node = log.stem
-        parser = _AgentParser(node)
+        parser = _AgentParser(node, tz)
         for line in log.read_text(errors="replace").splitlines():
             ev = parse_progress(line, node) or parse_nccl(line, node)
             events.extend([ev] if ev is not None else parser.feed(line))

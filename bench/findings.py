@@ -33,6 +33,7 @@ def recovery_findings(results: dict[str, Any]) -> list[str]:
             out.append(f"{backend}/{fault}: the fast preset recovers in {f:.1f} s vs {d:.1f} s with torch's "
                        f"defaults ({d / f:.1f}x faster)")
     out += _partition_detection(cases)
+    out += _cluster_vs_local(cases)
     fast_kill = cases.get("etcd-v2/fast/kill-node")
     if fast_kill and floor:
         ratio = fast_kill.get("ratio_to_floor")
@@ -107,3 +108,22 @@ def scale_findings(scale: list[dict[str, Any]]) -> list[str]:
     for s in failed:
         out.append(f"{s['nodes']} nodes did not complete: {s.get('error')}")
     return out
+
+
+def _cluster_vs_local(cases: dict[str, Any]) -> list[str]:
+    """For each fault measured on the local cluster and locally: the difference, and the phase it is in."""
+    out: list[str] = []
+    for key, case in cases.items():
+        if not key.startswith("cluster:"):
+            continue
+        local = cases.get(key.partition(":")[2])
+        c, lo = _median(case, "recovery_s"), _median(local or {}, "recovery_s")
+        if local is None or c is None or lo is None:
+            continue
+        diffs = {p: (_median(case, p) or 0.0) - (_median(local, p) or 0.0)
+                 for p in ("detect", "rendezvous", "restart", "replay")}
+        worst = max(diffs, key=lambda p: abs(diffs[p]))
+        out.append(f"{key}: recovers in {c:.1f} s on the cluster vs {lo:.1f} s locally; the {worst} phase "
+                   f"differs most ({diffs[worst]:+.1f} s)")
+    return out
+

@@ -24,8 +24,8 @@ FAULTS = ("kill-node", "spot-interruption")
 
 def cases(quick: bool) -> list[recovery.Case]:
     if quick:
-        return [recovery.Case("etcd-v2", "fast", "kill-node", PgBackend.NCCL)]
-    return [recovery.Case("etcd-v2", p, f, PgBackend.NCCL) for p in ("default", "fast") for f in FAULTS]
+        return [recovery.Case("etcd-v2", "fast", "kill-node", pg_backend=PgBackend.NCCL)]
+    return [recovery.Case("etcd-v2", p, f, pg_backend=PgBackend.NCCL) for p in ("default", "fast") for f in FAULTS]
 
 
 def measure(quick: bool, reps: int, runs: Path, say: Callable[[str], None], *,

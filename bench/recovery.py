@@ -1,10 +1,16 @@
-"""Recovery after kill-node, spot-interruption and partition, per backend and preset.
+"""Recovery after kill-node, spot-interruption and partition, per backend and preset; and on a cluster.
 
 One job per case (2 nodes, no automatic replacement). Each repetition hits the
 newest node, waits until the survivor trains again alone (the measured
 recovery), removes what is left of the victim, adds a node back and waits for
 the world to regrow before the next repetition. So every repetition measures
 the same thing: one survivor re-forming alone.
+
+The ``cluster:`` cases run the same on the local Kubernetes cluster (``make
+cluster-up``; skipped with the reason when it is not up): kill-node there loses
+the machine under the pod, delete-pod deletes it with grace 0, spot-interruption
+sends the notices, drains and loses the machine; adding a node back scales the
+StatefulSet up (and adds a machine when none is free).
 """
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ from chaos.analysis.recovery import PHASES, Recovery
 from chaos.errors import ChaosError
 from chaos.faults import KillNode, Partition, ScaleUp, SpotInterruption
 from chaos.faults.api import Fault
+from chaos.faults.kubernetes import DeletePod
 from chaos.platforms.local import netns
 from chaos.platforms.local.platform import LocalOptions, NetworkMode
 from chaos.runner.run import ChaosRun
@@ -31,7 +38,11 @@ FAULTS: dict[str, Callable[[], Fault]] = {
     "kill-node": lambda: KillNode(),
     "spot-interruption": lambda: SpotInterruption(rebalance_lead_s=1.0, notice_s=2.0, grace_s=20.0),
     "partition": lambda: Partition(),
+    "delete-pod": lambda: DeletePod(),
 }
+
+CLUSTER_KUBECONFIG = Path(".cluster/kubeconfig")
+"""The local cluster's (make cluster-up), relative to where the bench runs (the repository)."""
 
 
 @dataclass(frozen=True)
@@ -42,16 +53,34 @@ class Case:
     pg_backend: PgBackend = PgBackend.GLOO
     """The process group's backend: gloo for the CPU figures even on a GPU machine; NCCL for
     bench/gpu.py's."""
+    platform: str = "local"
+    """``local``, or ``cluster``: the kubernetes platform on the local cluster."""
 
     @property
     def key(self) -> str:
-        return f"{self.backend}/{self.preset}/{self.fault}"
+        where = "" if self.platform == "local" else f"{self.platform}:"
+        return f"{where}{self.backend}/{self.preset}/{self.fault}"
 
 
 def unavailable(case: Case) -> str | None:
+    if case.platform == "cluster":
+        if not CLUSTER_KUBECONFIG.exists():
+            return (f"no local cluster ({CLUSTER_KUBECONFIG} is missing): make cluster-up, then "
+                    "python -m bench --only 'cluster:*' --merge")
+        return None if is_root() else "the local cluster's machine faults need root"
     if case.fault == "partition":
         return netns.unavailable_reason()
     return None
+
+
+def _platform(case: Case) -> tuple[str, dict[str, Any]]:
+    """The platform name and options of a case's ChaosRun."""
+    if case.platform == "cluster":
+        from chaos.platforms.kubernetes.platform import KubernetesOptions
+        return "kubernetes", {"options": KubernetesOptions(kubeconfig=str(CLUSTER_KUBECONFIG.resolve()),
+                                                           replace_lost_nodes=False)}
+    network = NetworkMode.ISOLATED if case.fault == "partition" else NetworkMode.HOST
+    return "local", {"options": LocalOptions(replace_lost_nodes=False, network=network)}
 
 
 @dataclass
@@ -65,12 +94,11 @@ def run_case(case: Case, reps: int, out: Path, say: Callable[[str], None]) -> Ca
     job = preset(case.preset).apply(JobSpec(nodes="1:2", checkpoint_every=20, step_time=0.1, max_restarts=100,
                                             rdzv=RendezvousSpec(backend=RdzvBackend(case.backend)),
                                             backend=case.pg_backend))
-    network = NetworkMode.ISOLATED if case.fault == "partition" else NetworkMode.HOST
-    options = LocalOptions(replace_lost_nodes=False, network=network)
+    platform, options = _platform(case)
     result = CaseRun([], [])
     timeout = 240.0
-    with ChaosRun(out / case.key.replace("/", "_"), scenario=f"bench {case.key}",
-                  platform_options={"options": options}) as run:
+    with ChaosRun(out / run_folder(case), scenario=f"bench {case.key}", platform=platform,
+                  platform_options=options) as run:
         try:
             run.start(job)
             run.wait_for_step(30, timeout=timeout)
@@ -98,10 +126,16 @@ def _one_repetition(run: ChaosRun, case: Case, timeout: float, *, last: bool) ->
     if not last:
         if fault.target in {n.name for n in run.platform.alive_nodes()}:
             run.platform.kill_node(fault.target)       # a partitioned node: take it away for good
-        grow = run.inject(ScaleUp())
-        run.wait_for_world_size(grow, 2, timeout=timeout)
+        if len(run.platform.alive_nodes()) < 2:
+            fault = run.inject(ScaleUp())
+        # (a deleted pod is re-created by its controller at once: the world regrows by itself)
+        run.wait_for_world_size(fault, 2, timeout=timeout)
         run.wait_for_steps(10, timeout=timeout)
     return rec
+
+
+def run_folder(case: Case) -> str:
+    return case.key.replace("/", "_").replace(":", "-")
 
 
 def _s(v: float | None) -> str:
@@ -126,7 +160,12 @@ def cases(quick: bool) -> list[Case]:
     backends = ("etcd-v2", "c10d")
     presets = ("default", "fast")
     faults = ("kill-node", "spot-interruption", "partition")
-    return [Case(b, p, f) for b in backends for p in presets for f in faults]
+    local = [Case(b, p, f) for b in backends for p in presets for f in faults]
+    return local + [Case("etcd-v2", "fast", f, platform="cluster") for f in CLUSTER_FAULTS]
+
+
+CLUSTER_FAULTS = ("kill-node", "delete-pod", "spot-interruption")
+"""Measured on the local cluster beside the local platform (etcd-v2, fast preset: what the catalog runs)."""
 
 
 def is_root() -> bool:

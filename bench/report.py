@@ -78,6 +78,7 @@ def write_markdown(results: dict[str, Any], path: Path, plot_name: str | None) -
     lines += phase_table(results.get("recovery", {}), results.get("skipped", {}))
     lines += ["", "Medians in seconds, measured from the fault; the phases that apply add up to regain_s "
                   "(`-`: the phase did not apply, or the figures were measured before it existed).", ""]
+    lines += cluster_table(results)
     for again in results.get("remeasured") or []:
         floors = sorted({c.get("floor_s") for k, c in results.get("recovery", {}).items()
                          if c.get("floor_s") is not None and fnmatch.fnmatch(k, again.get("only", ""))})
@@ -138,3 +139,43 @@ def write_markdown(results: dict[str, Any], path: Path, plot_name: str | None) -
         if fid.get("recomputed"):
             lines += [f"Recomputed {fid['recomputed']}.", ""]
     path.write_text("\n".join(lines) + "\n")
+
+
+CLUSTER_NOTES = {
+    "kill-node": "the machine under the pod is lost (kubelet, runtime, containers at once; Node deleted); "
+                 "locally every process of the node is SIGKILLed",
+    "delete-pod": "DELETE with grace 0; the StatefulSet re-creates the pod at once, so the recovery includes the "
+                  "new pod joining (no local counterpart: a local node is not re-created under its name)",
+    "spot-interruption": "notices from the metadata stand-in, then drain (cordon, evict: SIGTERM) and the "
+                         "machine lost; locally SIGTERM to the agent",
+}
+
+
+def cluster_table(results: dict[str, Any]) -> list[str]:
+    """The ``cluster:`` cases beside the same fault on the local platform (etcd-v2, fast preset)."""
+    recovery = results.get("recovery", {})
+    skipped = results.get("skipped", {})
+    keys = sorted({k.partition(":")[2] for k in [*recovery, *skipped] if k.startswith("cluster:")})
+    if not keys:
+        return []
+    lines = ["## Recovery on a real cluster beside the local platform", "",
+             "The local Kubernetes cluster of `make cluster-up` (4 nodes on this machine, real kubelets and pods, "
+             "the statefulset job kind) against the local platform (processes), same job: 2 nodes, etcd-v2, "
+             "fast preset, checkpoint every 20 steps; medians in seconds from the fault.", "",
+             "| fault | platform | " + " | ".join(PHASES) + " | recovery_s | regain_s | lost steps | n |",
+             "|---|---|" + "---|" * (len(PHASES) + 4)]
+    for key in keys:
+        fault = key.rsplit("/", 1)[-1]
+        for where, case_key in (("local", key), ("cluster", f"cluster:{key}")):
+            case = recovery.get(case_key)
+            if case is None:
+                why = skipped.get(case_key) or ("no local counterpart" if where == "local" else "not measured")
+                lines.append(f"| {fault} | {where} | {why} |" + " |" * (len(PHASES) + 3))
+                continue
+            lines.append(f"| {fault} | {where} | " + " | ".join(_m(case.get(p)) for p in PHASES)
+                         + f" | {_m(case.get('recovery_s'))} | {_m(case.get('regain_s'))} | "
+                         f"{_m(case.get('lost_steps'))} | {(case.get('recovery_s') or {}).get('n')} |")
+    lines += [""] + [f"- **{k}**: {v}." for k, v in CLUSTER_NOTES.items()
+                     if any(key.endswith("/" + k) for key in keys)] + [""]
+    return lines
+

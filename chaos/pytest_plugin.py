@@ -7,8 +7,8 @@ offers them (``--etcd-binary``, ``--network``; ``--kubeconfig``,
 ``--kube-context``, ``--namespace``, ``--job-kind``, ``--trainer-image``, ...):
 session-wide values a scenario's keywords override.
 
-Markers: ``platforms(*names)`` limits a scenario to the platforms it makes
-sense on (others skip with a hint); ``needs_root`` skips with the reason when
+Markers: ``platforms(*names, reason=...)`` limits a scenario to the platforms it
+makes sense on (others skip with a hint and the reason); ``needs_root`` skips with the reason when
 not root; ``slow``, ``k8s_api`` and ``aws`` label tests that start real jobs
 or servers.
 
@@ -38,7 +38,8 @@ from chaos.options import add_arguments, declared
 from chaos.runner.run import ChaosRun
 
 MARKERS = {
-    "platforms(*names)": "run only on these platforms (local, kind, kubernetes, eks); others skip",
+    "platforms(*names, reason=None)": "run only on these platforms (local, kind, kubernetes, eks); others "
+                                      "skip, saying why when a reason is given",
     "needs_root": "needs root (network namespaces, cgroups); skips with the reason otherwise",
     "slow": "starts real elastic jobs (seconds to minutes each)",
     "k8s_api": "runs against a real kube-apiserver started by the test setup",
@@ -104,8 +105,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     platform = item.config.getoption("--platform")
     marker = item.get_closest_marker("platforms")
     if marker is not None and platform not in marker.args:
+        why = f": {marker.kwargs['reason']}" if marker.kwargs.get("reason") else ""
         pytest.skip(f"scenario runs on {', '.join(marker.args)}; this session is --platform "
-                    f"{platform} (pass --platform {marker.args[0]} to run it)")
+                    f"{platform} (pass --platform {marker.args[0]} to run it){why}")
     if item.get_closest_marker("needs_root") is not None and os.geteuid() != 0:
         pytest.skip("needs root (network namespaces / cgroups); run as root to include it")
 

@@ -1,17 +1,20 @@
 # The local multi-node cluster (no Docker, no registry), included from the top-level Makefile.
 #
 #   make cluster-up      build once (cached in .cluster/build/), then start a cluster of
-#                        CLUSTER_NODES (3) nodes; kubeconfig in .cluster/kubeconfig
+#                        CLUSTER_NODES (4: one on-demand, three spot) nodes; kubeconfig in .cluster/kubeconfig
 #   make cluster-down    stop it and remove everything it made (the build cache stays)
 #   make cluster-status  processes, links, Node readiness
+#   make cluster-test    the scenario catalog on it (pytest scenarios/ --platform kubernetes); brings the
+#                        cluster up first when none runs, and down after (CLUSTER_KEEP=1 keeps it)
 #
 # Root needed (namespaces, cgroups, a bridge, iptables, apt). See docs/LOCAL-CLUSTER.md.
 
-CLUSTER_NODES ?= 3
+CLUSTER_NODES ?= 4
 CLUSTER_PYTHON ?= python3
-CLUSTER := $(CLUSTER_PYTHON) kind/cluster/cluster.py
+# stdlib only: runs under the system python3 as root, without the venv (PYTHONPATH finds the package)
+CLUSTER := PYTHONPATH=$(CURDIR) $(CLUSTER_PYTHON) -m chaos.platforms.kubernetes.localcluster
 
-.PHONY: cluster-up cluster-down cluster-status cluster-deps cluster-build cluster-images
+.PHONY: cluster-up cluster-down cluster-status cluster-test cluster-deps cluster-build cluster-images
 
 cluster-up: cluster-deps cluster-build cluster-images
 	$(CLUSTER) up --nodes $(CLUSTER_NODES)
@@ -21,6 +24,16 @@ cluster-down:
 
 cluster-status:
 	$(CLUSTER) status
+
+# --durations 0: every scenario's time, for the CI budget
+CLUSTER_TEST_ARGS ?= --durations=0
+cluster-test: install
+	@started=0; \
+	if ! $(CLUSTER) status >/dev/null 2>&1; then $(MAKE) cluster-up || exit $$?; started=1; fi; \
+	$(BIN)/python -m pytest scenarios/ --platform kubernetes --kubeconfig .cluster/kubeconfig \
+		--chaos-reports reports/cluster $(CLUSTER_TEST_ARGS) $(PYTEST_ARGS); code=$$?; \
+	if [ $$started = 1 ] && [ -z "$(CLUSTER_KEEP)" ]; then $(CLUSTER) down; fi; \
+	exit $$code
 
 # the Debian packages the cluster and the image build use (apt-get only for what is missing)
 cluster-deps:

@@ -1,7 +1,8 @@
 # kind targets, included from the top-level Makefile.
 #
 #   make kind-up     create the cluster (kind/cluster.yaml), build + load the trainer image,
-#                    install the CRD + controller (KIND_JOB_KIND=elasticjob|pytorchjob) and etcd
+#                    install the CRD + controller when the job kind needs one
+#                    (KIND_JOB_KIND=statefulset (default: none needed)|elasticjob|pytorchjob) and etcd
 #   make kind-test   pytest scenarios/ --platform kind
 #   make kind-down   delete the cluster
 #
@@ -12,7 +13,7 @@ KUBECTL ?= kubectl
 KIND_DOCKER ?= docker
 KIND_CLUSTER ?= elastic-chaos
 KIND_IMAGE ?= elastic-chaos-trainer:dev
-KIND_JOB_KIND ?= elasticjob
+KIND_JOB_KIND ?= statefulset
 KIND_SHARED ?= /tmp/elastic-chaos-shared
 KIND_TORCH_SPEC ?= torch
 ETCD_IMAGE ?= quay.io/coreos/etcd:v3.5.17
@@ -40,7 +41,9 @@ kind-image:
 	$(KIND) load docker-image $(ETCD_IMAGE) --name $(KIND_CLUSTER)
 
 kind-controller:
-ifeq ($(KIND_JOB_KIND),pytorchjob)
+ifeq ($(KIND_JOB_KIND),statefulset)
+	@echo "job kind statefulset: kube-controller-manager runs it, no operator to install"
+else ifeq ($(KIND_JOB_KIND),pytorchjob)
 	$(KCTL) apply --server-side -k "github.com/kubeflow/training-operator.git/manifests/overlays/standalone?ref=$(TRAINING_OPERATOR_REF)"
 	$(KCTL) -n kubeflow rollout status deploy/training-operator --timeout=300s
 else

@@ -171,3 +171,14 @@ def test_the_cpu_cases_stay_on_gloo_on_a_gpu_machine():
     from bench.recovery import cases
     from chaos.spec import PgBackend
     assert {c.pg_backend for c in cases(False)} == {PgBackend.GLOO}
+def test_the_cluster_cases_stand_beside_the_same_fault_on_the_local_platform():
+    results = json.loads(json.dumps(RESULTS))
+    results["recovery"]["cluster:etcd-v2/fast/kill-node"] = case(0.2, 15.0, 3.0, 1.0, 19.0, 3.8)
+    results["recovery"]["cluster:etcd-v2/fast/delete-pod"] = case(0.2, 9.0, 3.0, 1.0, 13.0, 2.6)
+    table = "\n".join(report.cluster_table(results))
+    assert "| kill-node | local | 0.5 | - | - | 3.0 | 6.5 | 1.0 | - | 10.0 |" in table
+    assert "| kill-node | cluster | 0.2 | - | - | 15.0 | 3.0 | 1.0 | - | 19.0 |" in table
+    assert "| delete-pod | local | no local counterpart |" in table
+    found = recovery_findings(results)
+    assert "cluster:etcd-v2/fast/kill-node: recovers in 19.0 s on the cluster vs 10.0 s locally; the rendezvous " \
+           "phase differs most (+12.0 s)" in found

@@ -14,6 +14,8 @@ def by_kind(docs: list[dict]) -> dict[str, dict]:
 
 
 def pod_spec(job_doc: dict) -> dict:
+    if job_doc["kind"] == "StatefulSet":
+        return job_doc["spec"]["template"]["spec"]
     specs = job_doc["spec"].get("replicaSpecs") or job_doc["spec"]["pytorchReplicaSpecs"]
     return specs["Worker"]["template"]["spec"]
 
@@ -27,7 +29,7 @@ JOB = JobSpec(nodes="1:2", run_id="chaos-unit", checkpoint_every=25, max_restart
 
 
 def test_kind_elasticjob_runs_on_tainted_spot_workers_with_shm_and_the_shared_host_folder():
-    docs = by_kind(m.render(JOB, m.kind_settings()))
+    docs = by_kind(m.render(JOB, m.kind_settings(job_kind=m.JobKind.ELASTICJOB)))
     assert sorted(docs) == ["Deployment", "ElasticJob", "Service"]        # host path: no claim to create
     job = docs["ElasticJob"]
     assert job["apiVersion"] == "elastic.pytorch.org/v1alpha1" and job["metadata"]["name"] == "chaos-unit"
@@ -88,7 +90,7 @@ def test_pytorchjob_carries_the_elastic_policy_and_the_operators_container_name(
 
 def test_c10d_puts_the_store_on_worker_0_and_renders_no_etcd():
     job = JobSpec(nodes="1:2", run_id="c10d-job", rdzv=RendezvousSpec(backend=RdzvBackend.C10D))
-    for kind in m.JobKind:
+    for kind in (m.JobKind.ELASTICJOB, m.JobKind.PYTORCHJOB):   # the statefulset's: test_k8s_statefulset.py
         docs = m.render(job, m.KubeSettings(job_kind=kind))
         assert [d["kind"] for d in docs] == ["PersistentVolumeClaim", kind.kind]
         assert m.rdzv_endpoint(job, m.KubeSettings()) == "c10d-job-worker-0:29400"
@@ -108,7 +110,7 @@ def test_eks_gpu_variant_one_worker_per_gpu_on_spot_with_efa_and_efs(kind):
     container = spec["containers"][0]
     assert container["resources"]["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "4"}
     assert container["resources"]["requests"] == container["resources"]["limits"]
-    assert "--nproc_per_node=8" in container["args"]
+    assert {"--nproc_per_node=8", "--nproc-per-node=8"} & set(container["args"])
     assert container["imagePullPolicy"] == "Always"
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
     assert spec["nodeSelector"] == {m.CAPACITY_LABEL: "SPOT"}
@@ -122,7 +124,7 @@ def test_eks_gpu_variant_one_worker_per_gpu_on_spot_with_efa_and_efs(kind):
 
 def test_eks_without_efa_asks_for_none_and_on_demand_capacity_can_be_chosen():
     settings = m.eks_gpu_settings(image="img", gpus_per_node=4, spot=False)
-    spec = pod_spec(m.job_manifest(JobSpec(nproc_per_node=4, run_id="r"), settings))
+    spec = pod_spec(m.job_manifests(JobSpec(nproc_per_node=4, run_id="r"), settings)[-1])
     assert "vpc.amazonaws.com/efa" not in spec["containers"][0]["resources"]["limits"]
     assert spec["nodeSelector"] == {m.CAPACITY_LABEL: "ON_DEMAND"}
 
@@ -142,7 +144,7 @@ def test_an_existing_claim_is_mounted_not_created():
 
 def test_a_user_script_replaces_the_reference_trainer():
     job = JobSpec(run_id="r", script=("my_model/train.py", "--epochs", "3"))
-    args = pod_spec(m.job_manifest(job, m.KubeSettings()))["containers"][0]["args"]
+    args = pod_spec(m.job_manifests(job, m.KubeSettings())[-1])["containers"][0]["args"]
     assert args[-3:] == ["my_model/train.py", "--epochs", "3"] and "trainer.train" not in args
 
 

@@ -86,6 +86,13 @@ class Recovery:
                                           column="world size", junit=True)
     replacement_s: float | None = metric("replacement", _S, "fault -> a replacement node is a participant "
                                          "of a complete round", table=True, junit=True)
+    provision_s: float | None = metric("provision", _S, "where a lost machine is replaced: fault -> the "
+                                       "replacement machine registered its Node (the autoscaler's delay, the "
+                                       "instance's start)", junit=True)
+    join_s: float | None = metric("join", _S, "replacement machine registered -> its Node is Ready", junit=True)
+    rejoin_s: float | None = metric("rejoin", _S, "replacement machine Ready -> the replacement node is a "
+                                    "participant of a complete round (the pod re-created, scheduled, started, "
+                                    "admitted)", junit=True)
     restarts_used: int = metric("restarts", _N, "the most worker-group restarts one agent spent after the "
                                 "fault", default=0, table=True, junit=True)
     restart_budget: int | None = None
@@ -256,6 +263,7 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
     if window:
         rec.world_size_final = int(window[-1].data.get("world_size", 0)) or None
     rec.replacement_s = _replacement(events, f, target, rec)
+    rec.provision_s, rec.join_s, rec.rejoin_s = _machine_split(events, f, target, rec)
     rec.restarts_used = _restarts_used(events, f, until)
     end = rdzv.t if rdzv is not None else (regain.t if regain is not None else until)
     exited, killed = worker_exit(events, f, target, end), forced_shutdown(events, f, target, end)
@@ -316,9 +324,16 @@ def _evidence(events: Sequence[Event], f: float, end: float | None, marks: list[
 
 def _new_generation(events: Sequence[Event], f: float) -> Callable[[Event], bool]:
     """Whether a step event after ``f`` comes from a worker (re)started after the
-    fault: by PID when the script reports one, else by its agent having started
-    a worker group on that node since the fault."""
+    fault: by the process's own ``progress/start`` (its node and PID) when it reported
+    one, else by a PID unseen before the fault, else by its agent having started a
+    worker group on that node since the fault. (PIDs alone do not tell: in pods every
+    incarnation counts from 1 in its own PID namespace, so a re-created pod's worker
+    often has its predecessor's PID.)"""
     old_pids = {e.data.get("pid") for e in of(events, Source.PROGRESS, until=f)} - {None}
+    born: dict[tuple[str | None, Any], list[float]] = {}
+    for e in of(events, ProgressEv.START):
+        if e.data.get("pid") is not None:
+            born.setdefault((e.node, e.data["pid"]), []).append(e.t)
     starts: dict[str | None, list[float]] = {}
     for e in of(events, AgentEv.WORKERS_STARTING, after=f):
         starts.setdefault(e.node, []).append(e.t)
@@ -327,9 +342,12 @@ def _new_generation(events: Sequence[Event], f: float) -> Callable[[Event], bool
         if e.t <= f:
             return False
         pid = e.data.get("pid")
-        if pid is not None:
-            return pid not in old_pids
-        return any(t <= e.t for t in starts.get(e.node, ()))
+        if pid is None:
+            return any(t <= e.t for t in starts.get(e.node, ()))
+        seen = [t for t in born.get((e.node, pid), ()) if t <= e.t]
+        if seen:
+            return seen[-1] > f
+        return pid not in old_pids
 
     return is_new
 
@@ -351,6 +369,32 @@ def _replacement(events: Sequence[Event], f: float, target: str | None, rec: Rec
         rec.missing.append("a replacement node started but never joined a complete round")
         return None
     return joined.t - f
+
+
+def _machine_split(events: Sequence[Event], f: float, target: str | None,
+                   rec: Recovery) -> tuple[float | None, float | None, float | None]:
+    """provision / join / rejoin, as a game day splits a replacement, where the node pool
+    replaced the lost node's machine (``node/provisioned`` names it); all None elsewhere."""
+    if first(events, NodeEv.PROVISIONING, after=f - 1.0, where=lambda e: e.data.get("replaces") == target
+             and e.data.get("machine") is not None) is None:
+        return None, None, None
+    made = first(events, NodeEv.PROVISIONED, after=f, where=lambda e: e.data.get("replaces") == target)
+    if made is None:
+        rec.missing.append("the replacement machine never joined the cluster")
+        return None, None, None
+    machine = made.data.get("machine")
+    added = first(events, NodeEv.MACHINE_ADDED, after=f, where=lambda e: e.data.get("machine") == machine)
+    ready = first(events, NodeEv.MACHINE_READY, NodeEv.MACHINE_ADDED, after=f,
+                  where=lambda e: e.data.get("machine") == machine and (e.type == NodeEv.MACHINE_READY
+                                                                        or e.data.get("ready") is True))
+    provision = None if added is None else added.t - f
+    join = None if added is None or ready is None else max(0.0, ready.t - added.t)
+    rejoin = None
+    if ready is not None and rec.replacement_s is not None:
+        rejoin = max(0.0, f + rec.replacement_s - ready.t)
+    if added is None or ready is None:
+        rec.missing.append(f"the replacement machine {machine} was not seen registering and turning Ready")
+    return provision, join, rejoin
 
 
 def _restarts_used(events: Sequence[Event], f: float, until: float | None) -> int:

@@ -91,19 +91,25 @@ def _eks(args: argparse.Namespace, side: AwsSide, timeline: Timeline, work: Any)
 
 
 def job_selector(custom: Any, namespace: str, name: str) -> str:
-    """The label selector of a job's worker pods: ElasticJob (TorchElastic controller) or
-    PyTorchJob (Kubeflow training operator). SpecError when there is no such job."""
+    """The label selector of a job's worker pods: ElasticJob (TorchElastic controller),
+    PyTorchJob (Kubeflow training operator), or a StatefulSet (the statefulset job kind:
+    ``<name>-worker``, or one named ``name``: its own selector). SpecError when there is none."""
     from chaos.platforms.kubernetes.watch import api_message, api_status
-    kinds = (("elastic.pytorch.org", "v1alpha1", "elasticjobs", f"job-name={name}"),
-             ("kubeflow.org", "v1", "pytorchjobs",
-              f"training.kubeflow.org/job-name={name},training.kubeflow.org/replica-type=worker"))
-    for group, version, plural, selector in kinds:
+    kinds = (("elastic.pytorch.org", "v1alpha1", "elasticjobs", name, f"job-name={name}"),
+             ("kubeflow.org", "v1", "pytorchjobs", name,
+              f"training.kubeflow.org/job-name={name},training.kubeflow.org/replica-type=worker"),
+             ("apps", "v1", "statefulsets", f"{name}-worker", None),
+             ("apps", "v1", "statefulsets", name, None))
+    for group, version, plural, obj_name, selector in kinds:
         try:
-            custom.get_namespaced_custom_object(group, version, namespace, plural, name)
-            return selector
+            obj = custom.get_namespaced_custom_object(group, version, namespace, plural, obj_name)
         except Exception as exc:  # noqa: BLE001 - the client's ApiException, judged by status
             if api_status(exc) == 404:
                 continue
-            raise PlatformError(f"reading {plural}.{group} {namespace}/{name}: {api_message(exc)}") from exc
-    raise SpecError(f"no ElasticJob or PyTorchJob named {name} in namespace {namespace}; "
-                    "or pass --selector with its worker pods' labels")
+            raise PlatformError(f"reading {plural}.{group} {namespace}/{obj_name}: {api_message(exc)}") from exc
+        if selector is None:
+            labels = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+            selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        return selector
+    raise SpecError(f"no ElasticJob, PyTorchJob or StatefulSet named {name} (or {name}-worker) in namespace "
+                    f"{namespace}; or pass --selector with its worker pods' labels")

@@ -30,6 +30,7 @@ EPILOG = r"""examples:
   elastic-chaos reap                     # stop what a killed local run left running
   elastic-chaos manifest --platform kubernetes --job-kind pytorchjob --nodes 1:4
   elastic-chaos timeouts --rdzv-preset fast --backend nccl
+  elastic-chaos cluster up   # a local 4-node Kubernetes cluster (root, no Docker)
 """
 
 
@@ -47,6 +48,7 @@ def build_parser(words: list[str] | None = None) -> argparse.ArgumentParser:
     from chaos.cli import (
         audit,
         cleanup,
+        cluster,
         demo,
         doctor,
         faults_cmd,
@@ -77,6 +79,7 @@ def build_parser(words: list[str] | None = None) -> argparse.ArgumentParser:
     reap.register(sub)
     manifest.register(sub)
     timeouts.register(sub)
+    cluster.register(sub)
     return parser
 
 

@@ -33,8 +33,7 @@ class KillNode(Fault):
 
     def plan(self, platform: Platform) -> FaultPlan:
         target = pick_victim(platform, self.node)
-        return FaultPlan(self.kind, target, (f"SIGSTOP every process of {target}",
-                                             f"SIGKILL every process of {target}"))
+        return FaultPlan(self.kind, target, platform.kill_plan(target))
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         assert plan.target is not None
@@ -95,13 +94,14 @@ class StoreHostLoss(Fault):
     kind: ClassVar[str] = "store-host-loss"
     description: ClassVar[str] = ("hard loss of the node hosting the c10d rendezvous TCPStore "
                                   "(a single point of failure)")
+    requires: ClassVar[Capability | None] = Capability.STORE_HOST
 
     def plan(self, platform: Platform) -> FaultPlan:
         host = platform.store_host()
         if host is None:
             raise InjectionFailed("this job's rendezvous store is not hosted by a node (etcd-v2); "
                                   "store-host-loss needs --rdzv-backend c10d")
-        return FaultPlan(self.kind, host, (f"SIGKILL every process of {host}, the c10d store host",))
+        return FaultPlan(self.kind, host, (*platform.kill_plan(host), f"({host} hosts the c10d store)"))
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         assert plan.target is not None

@@ -54,7 +54,7 @@ class SpotInterruption(Fault):
         if self.rebalance_lead_s is not None:
             steps.append(f"publish a rebalance recommendation for {target}; wait {self.rebalance_lead_s:g}s")
         steps += [f"publish the interruption notice for {target}; wait {self.notice_s:g}s",
-                  f"SIGTERM the agent of {target}; SIGKILL what is left after {self.grace_s:g}s"]
+                  *platform.kill_plan(target, graceful=True), f"(grace period {self.grace_s:g}s)"]
         return FaultPlan(self.kind, target, tuple(steps))
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:

@@ -30,7 +30,7 @@ from typing import Any
 
 from chaos.analysis.recovery import Recovery, RecoveryPath
 from chaos.analysis.verdict import Verdict
-from chaos.errors import SpecError
+from chaos.errors import FaultUnavailable, SpecError
 from chaos.events import Event
 from chaos.faults.api import Fault, FaultRecord
 from chaos.faults.catalog import fault_class
@@ -76,7 +76,14 @@ class Hypothesis:
     """Options it needs (a conflicting user value is refused): store-host-loss needs c10d."""
 
     def fault_class(self, platform: str) -> type[Fault] | None:
-        return fault_class(self.fault, platform) if self.fault is not None else None
+        """The class that makes this hypothesis' fault on ``platform``; FaultUnavailable when no
+        class makes it there (a pod deletion on the local platform)."""
+        if self.fault is None:
+            return None
+        try:
+            return fault_class(self.fault, platform)
+        except SpecError as exc:
+            raise FaultUnavailable(f"{self.name}: {exc}") from None
 
     def option_classes(self, platform: str) -> tuple[type, ...]:
         """The dataclasses whose declared options this hypothesis accepts on ``platform``
@@ -127,28 +134,30 @@ def settings(h: Hypothesis | None, values: Mapping[str, Any], platform: str) -> 
     None: a job alone, for the ``start_job`` fixture). Raises SpecError for an
     unknown name, a value out of bounds, or a value that contradicts what the
     hypothesis needs."""
-    forced = h.forced if h is not None else {}
+    job_names = {d.key for c in JOB_OPTION_CLASSES for d in declared(c)} | {PRESET_OPTION}
+    own = h.option_classes(platform) if h is not None else ()
+    platform_classes = platform_option_classes(platform)
+    known = job_names | {n for c in (*own, *platform_classes) for n in _field_names(c)}
+    # what a hypothesis starts from or needs is an option of some platforms only (network=isolated:
+    # the local platform's); where this platform has no such option it has nothing to set
+    forced = {k: v for k, v in (h.forced if h is not None else {}).items() if k in known}
     for key, needed in forced.items():
         if key in values and values[key] != needed:
             raise SpecError(f"{h.name if h else ''} needs {key}={needed!r} (given {values[key]!r})")
-    defaults = dict(h.defaults) if h is not None else {}
+    defaults = {k: v for k, v in (h.defaults if h is not None else {}).items() if k in known}
     if PRESET_OPTION in values:  # a preset the user named sets its knobs over the hypothesis' defaults
         defaults = {k: v for k, v in defaults.items() if k not in (*Preset.JOB_KNOBS, *Preset.RDZV_KNOBS)}
     merged = {**defaults, **values, **forced}
-    job_names = {d.key for c in JOB_OPTION_CLASSES for d in declared(c)} | {PRESET_OPTION}
     job_kw = {k: merged.pop(k) for k in list(merged) if k in job_names}
-    own = h.option_classes(platform) if h is not None else ()
     made_by = h.fault_class(platform) if h is not None else None
     fault_cls = made_by or _Nothing
     params_cls = h.params if h is not None and h.params is not None else _Nothing
     trial_cls = TrialOptions if h is not None else _Nothing
-    platform_classes = platform_option_classes(platform)
     try:
         trial_kw, fault_kw, params_kw, *platform_kws = split(merged, trial_cls, fault_cls, params_cls,
                                                              *platform_classes)
     except SpecError as exc:
-        every = sorted(job_names | {n for c in (*own, *platform_classes) for n in _field_names(c)})
-        raise SpecError(f"{str(exc).partition(';')[0]}; {platform} accepts: {', '.join(every)}") from None
+        raise SpecError(f"{str(exc).partition(';')[0]}; {platform} accepts: {', '.join(sorted(known))}") from None
     platform_kw = {k: v for kw in platform_kws for k, v in kw.items()}
     return Settings(job=job_from_options(job_kw), trial=TrialOptions(**trial_kw), fault_class=made_by, fault=fault_kw,
                     params=h.params(**params_kw) if h is not None and h.params is not None else None,

@@ -8,6 +8,7 @@ job at a time; ``stop()`` is idempotent.
 from __future__ import annotations
 
 import abc
+import datetime
 import enum
 import time
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ class Capability(enum.Enum):
     WORKER_CRASH = "worker crash"
     SCALE_UP = "scale-up"
     STORE_OUTAGE = "rendezvous store outage"
+    STORE_HOST = "a c10d rendezvous store hosted by a node"
 
 
 class StoreOutage(str, enum.Enum):
@@ -152,6 +154,12 @@ class Platform(abc.ABC):
         """Whether a lost node's replacement is on its way (the job is not dead yet)."""
         return False
 
+    @classmethod
+    def node_log_timezone(cls) -> datetime.tzinfo | None:
+        """The time zone the nodes' agents write their log times in (torch's glog lines carry no
+        zone); None: this machine's local time (nodes that are processes here)."""
+        return None
+
     def job_workdir(self) -> Path | None:
         """The job's shared working directory as a path on this machine (where a
         script's checkpoint file can be watched), or None where it is not local."""
@@ -190,6 +198,12 @@ class Platform(abc.ABC):
         self.timeline.emit(NodeEv.LOST, node, t=hit.at, action=hit.action, pids=list(hit.pids),
                            **hit.detail)
         return hit
+
+    def kill_plan(self, node: str, *, graceful: bool = False) -> tuple[str, ...]:
+        """What ``kill_node`` does to ``node`` on this platform, in words (a fault's dry run)."""
+        if graceful:
+            return (f"SIGTERM the agent of {node}", f"SIGKILL what is left of {node} after the grace period")
+        return (f"SIGSTOP every process of {node}", f"SIGKILL every process of {node}")
 
     def send_notice(self, node: str, kind: str, *, terminate_at: float) -> Hit:
         """Publish a spot notice the node can observe (``rebalance`` or ``interruption``)."""

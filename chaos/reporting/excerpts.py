@@ -41,10 +41,12 @@ class Excerpt:
     omitted: int
 
 
-def timed_lines(path: Path, ref: float, max_bytes: int = 20_000_000) -> list[tuple[float | None, str]]:
+def timed_lines(path: Path, ref: float, max_bytes: int = 20_000_000,
+                tz: datetime.tzinfo | None = None) -> list[tuple[float | None, str]]:
     """Every line of a log with its time (own stamp, else the previous line's).
-    glog stamps carry no year: it is taken from ``ref`` (a time in the log's span)."""
-    today = datetime.date.fromtimestamp(ref)
+    glog stamps carry no year and no zone: the year is taken from ``ref`` (a time in the
+    log's span), the zone is ``tz`` (None: local time; pods log in UTC)."""
+    today = datetime.datetime.fromtimestamp(ref, tz).date()
     try:
         with open(path, "rb") as f:
             raw = f.read(max_bytes)
@@ -53,19 +55,19 @@ def timed_lines(path: Path, ref: float, max_bytes: int = 20_000_000) -> list[tup
     out: list[tuple[float | None, str]] = []
     last: float | None = None
     for line in raw.decode("utf-8", "replace").splitlines():
-        t = line_time(line, today)
+        t = line_time(line, today, tz)
         if t is not None:
             last = t
         out.append((last, line))
     return out
 
 
-def line_time(line: str, today: datetime.date | None = None) -> float | None:
+def line_time(line: str, today: datetime.date | None = None, tz: datetime.tzinfo | None = None) -> float | None:
     m = _GLOG_TIME.match(line)
     if m:
         month, day, hh, mm, ss, us = (int(x) for x in m.groups())
         try:
-            return glog_time(month, day, hh, mm, ss, us, today)
+            return glog_time(month, day, hh, mm, ss, us, today, tz)
         except ValueError:
             return None
     ev = parse_progress(line, "")
@@ -82,8 +84,9 @@ def _kind(line: str) -> str:
     return "plain"
 
 
-def excerpt(node: str, path: Path, start: float, end: float) -> Excerpt:
-    """The node's log lines timed within [start, end], step lines folded, at most MAX_LINES."""
+def excerpt(node: str, path: Path, start: float, end: float, tz: datetime.tzinfo | None = None) -> Excerpt:
+    """The node's log lines timed within [start, end], step lines folded, at most MAX_LINES
+    (``tz``: the zone of the agents' log times)."""
     picked: list[Line] = []
     folded: list[tuple[float | None, str]] = []
 
@@ -96,7 +99,7 @@ def excerpt(node: str, path: Path, start: float, end: float) -> Excerpt:
                                "progress"))
             folded.clear()
 
-    for t, text in timed_lines(path, end):
+    for t, text in timed_lines(path, end, tz=tz):
         if t is None or t < start or t > end:
             continue
         if _is_step(text):

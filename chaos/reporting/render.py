@@ -7,6 +7,7 @@ half a page.
 """
 from __future__ import annotations
 
+import datetime
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,11 +47,23 @@ def _write(path: Path, text: str) -> None:
 
 def fault_excerpts(run: RunData) -> list[tuple[FaultView, list[Excerpt]]]:
     out = []
+    tz = log_timezone(run.platform)
     for f in run.faults:
         regain = f.metrics.get("regain_s")
         start, end = window(f.injected_at, float(regain) if isinstance(regain, (int, float)) else None)
-        out.append((f, [excerpt(node, path, start, end) for node, path in run.node_logs.items()]))
+        out.append((f, [excerpt(node, path, start, end, tz) for node, path in run.node_logs.items()]))
     return out
+
+
+def log_timezone(platform: str) -> datetime.tzinfo | None:
+    """The zone the platform's nodes wrote their log times in (None: local time, or unknown)."""
+    from chaos.platforms import PLATFORMS, platform_class
+    if platform not in PLATFORMS:
+        return None
+    try:
+        return platform_class(platform).node_log_timezone()
+    except ImportError:  # a platform whose module cannot load here: its report still renders
+        return None
 
 
 def run_goodput(run: RunData, series: Series) -> float | None:

@@ -96,7 +96,8 @@ class ChaosRun:
         self.platform.start(job)
         self.workdir = self.platform.job_workdir()
         self.add_watcher(LogFollower(self.timeline, self.platform.node_logs,
-                                     ScriptLines(job.observe, job.nproc_per_node)))
+                                     ScriptLines(job.observe, job.nproc_per_node),
+                                     tz=self.platform.node_log_timezone()))
         if job.observe.checkpoint and self.workdir is not None:  # a script's own checkpoint file
             self.add_watcher(CheckpointWatcher(self.timeline, self.workdir / job.observe.checkpoint))
         endpoint = self.platform.etcd_endpoint()

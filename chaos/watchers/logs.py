@@ -131,11 +131,12 @@ def parse_progress(line: str, node: str) -> Event | None:
 
 
 def glog_time(month: int, day: int, hh: int, mm: int, ss: int, us: int,
-              today: datetime.date | None = None) -> float:
-    """A glog timestamp (no year, local time) -> epoch seconds, year from ``today``."""
-    today = today or datetime.date.today()
+              today: datetime.date | None = None, tz: datetime.tzinfo | None = None) -> float:
+    """A glog timestamp (no year, no zone) -> epoch seconds: written in ``tz`` (None: this
+    machine's local time; pods log in UTC), year from ``today`` (in that zone)."""
+    today = today or datetime.datetime.now(tz).date()
     year = today.year - 1 if (month, day) > (today.month, today.day) else today.year
-    return datetime.datetime(year, month, day, hh, mm, ss, us).timestamp()
+    return datetime.datetime(year, month, day, hh, mm, ss, us, tzinfo=tz).timestamp()
 
 
 @dataclass
@@ -143,6 +144,8 @@ class _AgentParser:
     """Per-node state: the agent prints its rendezvous result over several lines."""
 
     node: str
+    tz: datetime.tzinfo | None = None
+    """The zone the agent writes its times in (None: local time)."""
     pending: dict[str, Any] | None = None
     pending_t: float = 0.0
     out: list[Event] = field(default_factory=list)
@@ -152,7 +155,7 @@ class _AgentParser:
         if not m:
             return []
         month, day, hh, mm, ss, us = (int(m[i]) for i in range(2, 8))
-        t = glog_time(month, day, hh, mm, ss, us)
+        t = glog_time(month, day, hh, mm, ss, us, tz=self.tz)
         msg = m[9]
         events: list[Event] = []
         if self.pending is not None:
@@ -179,9 +182,11 @@ class LogFollower(Watcher):
     """Follows every node log the platform reports (new nodes are picked up as they appear)."""
 
     def __init__(self, timeline: Timeline, logs: Callable[[], dict[str, Path]],
-                 script: ScriptLines | None = None) -> None:
+                 script: ScriptLines | None = None, *, tz: datetime.tzinfo | None = None) -> None:
         super().__init__(timeline)
         self._logs = logs
+        self._tz = tz
+        """The zone of the agents' log times (the platform's node_log_timezone)."""
         self._script = script if script is not None and script.active else None
         """A user script's own lines as progress (--progress-regex/--resume-regex)."""
         self._offsets: dict[str, int] = {}
@@ -224,7 +229,7 @@ class LogFollower(Watcher):
         if event is not None:
             self.timeline.add(event)
             return
-        parser = self._agents.setdefault(node, _AgentParser(node))
+        parser = self._agents.setdefault(node, _AgentParser(node, self._tz))
         parsed = parser.feed(line)
         for ev in parsed:
             self.timeline.add(ev)

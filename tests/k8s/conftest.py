@@ -87,7 +87,9 @@ def sim(core: Any, custom: Any, namespace: str, log_endpoint: LogEndpoint,
         crds_installed: list[str]) -> Iterator[ClusterSim]:
     """Controller + scheduler + kubelet for this test's namespace, with four machines like
     kind/cluster.yaml's workers: one on-demand, three spot (tainted)."""
-    sim = ClusterSim(core, custom, namespace, log_endpoint.store, log_endpoint.port)
+    from kubernetes import client
+    sim = ClusterSim(core, custom, namespace, log_endpoint.store, log_endpoint.port,
+                     apps=client.AppsV1Api(core.api_client))
     sim.add_machine(f"{namespace}-ondemand", capacity="ON_DEMAND")
     for i in range(3):
         sim.add_machine(f"{namespace}-spot-{i}", capacity="SPOT", taints=[SPOT_TAINT])

@@ -7,7 +7,8 @@ through the real API server with the admin client:
 
 - controller: for every ElasticJob / PyTorchJob in its namespace, keep pods
   ``<job>-worker-<i>`` for i < replicas (created from the template, with the
-  arguments / PET_* variables the real controllers add);
+  arguments / PET_* variables the real controllers add); for every StatefulSet,
+  pods ``<statefulset>-<i>`` (the statefulset job kind's ``<run>-worker-<i>``);
 - scheduler: bind unbound pods to a Ready, schedulable node that matches the
   pod's nodeSelector, whose NoSchedule taints it tolerates, and that runs no
   other worker of the same run (the anti-affinity the manifests ask for);
@@ -162,8 +163,9 @@ class LogEndpoint:
 class ClusterSim:
     """One thread, polling every 0.1 s, plays the controllers for one namespace."""
 
-    def __init__(self, core: Any, custom: Any, namespace: str, logs: LogStore, kubelet_port: int) -> None:
-        self.core, self.custom, self.ns = core, custom, namespace
+    def __init__(self, core: Any, custom: Any, namespace: str, logs: LogStore, kubelet_port: int,
+                 apps: Any = None) -> None:
+        self.core, self.custom, self.apps, self.ns = core, custom, apps, namespace
         self.logs = logs
         self.kubelet_port = kubelet_port
         self.machines: list[str] = []
@@ -253,7 +255,24 @@ class ClusterSim:
                     if name not in names:
                         self._create_pod(job, kind, worker["template"], name, i)
                 self._scale_down(pods, job, replicas)
+        if self.apps is not None:
+            owners |= self._statefulsets(pods, names)
         self._garbage_collect(pods, owners)
+
+    def _statefulsets(self, pods: list[dict[str, Any]], names: set[str]) -> set[str]:
+        """kube-controller-manager's StatefulSet controller, Parallel policy: pods ``<set>-<i>``."""
+        owners = set()
+        for sts in raw(self.apps.list_namespaced_stateful_set(self.ns, _preload_content=False))["items"]:
+            owners.add(sts["metadata"]["uid"])
+            if sts["metadata"].get("deletionTimestamp"):
+                continue
+            replicas = int(sts["spec"].get("replicas", 1))
+            for i in range(replicas):
+                name = f"{sts['metadata']['name']}-{i}"
+                if name not in names:
+                    self._create_pod(sts, "StatefulSet", sts["spec"]["template"], name, i)
+            self._scale_down(pods, sts, replicas)
+        return owners
 
     def _scale_down(self, pods: list[dict[str, Any]], job: dict[str, Any], replicas: int) -> None:
         """Both controllers delete the replicas whose index is no longer wanted."""
@@ -282,6 +301,8 @@ class ClusterSim:
         spec = copy.deepcopy(template["spec"])
         meta = job["metadata"]
         for c in spec["containers"]:
+            if kind == "StatefulSet":  # the template as it is
+                continue
             if kind == "ElasticJob":   # what the TorchElastic controller prepends
                 s = job["spec"]
                 c["args"] = [f"--rdzv_backend=etcd", f"--rdzv_endpoint={s['rdzvEndpoint']}",  # noqa: F541
@@ -295,7 +316,7 @@ class ClusterSim:
                     {"name": "PET_NNODES", "value": f"{p['minReplicas']}:{p['maxReplicas']}"}])
         labels = {**(template.get("metadata") or {}).get("labels", {}), "job-name": meta["name"],
                   "replica-index": str(i)}
-        owner = {"apiVersion": job["apiVersion"], "kind": kind, "name": meta["name"], "uid": meta["uid"],
+        owner = {"apiVersion": job.get("apiVersion", "apps/v1"), "kind": kind, "name": meta["name"], "uid": meta["uid"],
                  "controller": True}
         body = {"apiVersion": "v1", "kind": "Pod", "spec": spec,
                 "metadata": {"name": name, "namespace": self.ns, "labels": labels, "ownerReferences": [owner]}}

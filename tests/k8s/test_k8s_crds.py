@@ -21,7 +21,7 @@ def test_the_shipped_crds_install_and_are_established(admin, crds_installed):
         assert established(ext, name)
 
 
-@pytest.mark.parametrize("kind", list(m.JobKind))
+@pytest.mark.parametrize("kind", [k for k in m.JobKind if k.needs_operator])
 @pytest.mark.parametrize("backend", list(RdzvBackend))
 def test_each_job_kind_is_accepted_and_round_trips(custom, namespace, crds_installed, kind, backend):
     job = JobSpec(nodes="1:3", nproc_per_node=2, max_restarts=5,
@@ -77,3 +77,23 @@ def test_the_rendered_etcd_and_claim_are_accepted_by_the_api_server(admin, names
                                                      _preload_content=False).data)
     assert "--enable-v2=true" in dep["spec"]["template"]["spec"]["containers"][0]["command"]
     assert [d["kind"] for d in docs][:3] == ["PersistentVolumeClaim", "Deployment", "Service"]
+
+
+@pytest.mark.parametrize("dns", [True, False])
+def test_the_statefulset_kind_is_accepted_as_rendered(admin, namespace, dns):
+    from kubernetes import client
+    job = JobSpec(nodes="1:3", rdzv=RendezvousSpec(last_call_timeout=3))
+    settings = m.KubeSettings(namespace=namespace, dns=dns, etcd_shell=not dns)
+    apps = client.AppsV1Api(admin)
+    for doc in m.render(job, settings, etcd_address=None if dns else "10.88.1.2"):
+        if doc["kind"] in ("Deployment", "StatefulSet"):
+            create = apps.create_namespaced_deployment if doc["kind"] == "Deployment" \
+                else apps.create_namespaced_stateful_set
+            create(namespace, doc, _preload_content=False)
+    sts = json.loads(apps.read_namespaced_stateful_set(f"{job.run_id}-worker", namespace,
+                                                       _preload_content=False).data)
+    container = sts["spec"]["template"]["spec"]["containers"][0]
+    assert sts["spec"]["podManagementPolicy"] == "Parallel" and sts["spec"]["replicas"] == 3
+    assert container["command"][:2] == ["/bin/sh", "-c"] and "--local-addr=$(POD_IP)" in container["args"]
+    etcd = f"--rdzv-endpoint={job.run_id}-etcd:2379" if dns else "--rdzv-endpoint=10.88.1.2:2379"
+    assert etcd in container["args"]

@@ -1,5 +1,5 @@
 """``elastic-chaos watch --platform kubernetes --job NAME`` finds a job's rendezvous from its
-ElasticJob / PyTorchJob on a real kube-apiserver (the k8s_api testenv).
+ElasticJob / PyTorchJob / StatefulSet on a real kube-apiserver (the k8s_api testenv).
 
 The etcd the watch then reads is a real local one given with ``--etcd`` (the
 testenv has no kubelet, so no pod and no ``kubectl port-forward`` target).
@@ -23,9 +23,9 @@ pytestmark = pytest.mark.k8s_api
 
 def create_job(custom, namespace: str, kind: m.JobKind, backend: RdzvBackend, run_id: str) -> None:
     job = JobSpec(nodes="1:2", run_id=run_id, rdzv=RendezvousSpec(backend=backend))
-    body = m.job_manifest(job, m.KubeSettings(namespace=namespace, job_kind=kind))
+    body = m.job_manifests(job, m.KubeSettings(namespace=namespace, job_kind=kind))[-1]
     group, version = kind.api_version.split("/")
-    custom.create_namespaced_custom_object(group, version, namespace, kind.plural, body)
+    custom.create_namespaced_custom_object(group, version, namespace, kind.plural, body)   # any REST object
 
 
 @pytest.mark.parametrize("kind", list(m.JobKind))
@@ -44,7 +44,8 @@ def test_a_c10d_job_cannot_be_watched_passively(custom, namespace, crds_installe
 
 
 def test_a_missing_job_names_the_namespace(custom, namespace, crds_installed):
-    with pytest.raises(SpecError, match=f"no ElasticJob or PyTorchJob named 'nope' in namespace '{namespace}'"):
+    with pytest.raises(SpecError, match=f"no ElasticJob, PyTorchJob or StatefulSet named 'nope' .* in "
+                                        f"namespace '{namespace}'"):
         discover.locate(custom, namespace, "nope")
 
 

@@ -158,10 +158,10 @@ class EksPlatform(KubernetesPlatform):
         return out
 
     # -- Kubernetes faults, through the guard --------------------------------------------
-    def _delete_pod(self, pod: str, *, grace_s: int, uid: str | None) -> Hit:
+    def delete_pod_hit(self, pod: str, *, grace_s: int, uid: str | None) -> Hit:
         call = Call("kubernetes", "DeletePod", f"{self.settings.namespace}/{pod}",
                     {"gracePeriodSeconds": grace_s, "preconditions": {"uid": uid}})
-        return self._guarded(call, lambda: super(EksPlatform, self)._delete_pod(pod, grace_s=grace_s, uid=uid),
+        return self._guarded(call, lambda: super(EksPlatform, self).delete_pod_hit(pod, grace_s=grace_s, uid=uid),
                              pod, "delete-pod")
 
     def evict_pod(self, pod: str, *, grace_s: int | None = None) -> Hit:

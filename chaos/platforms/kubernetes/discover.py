@@ -23,6 +23,8 @@ from chaos.platforms.kubernetes.watch import api_message, api_status
 # (group, version, plural, kind) of the job kinds an elastic job is run with
 JOB_KINDS = (("elastic.pytorch.org", "v1alpha1", "elasticjobs", "ElasticJob"),
              ("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob"))
+STATEFULSETS = (("apps", "v1", "statefulsets", "StatefulSet-of-run"), ("apps", "v1", "statefulsets", "StatefulSet"))
+"""The statefulset job kind's ``<run id>-worker``, then a StatefulSet named as given."""
 DEFAULT_ETCD_PORT = 2379
 
 
@@ -35,6 +37,9 @@ class JobRendezvous:
     backend: str
     host: str
     port: int
+    forward: str | None = None
+    """What ``kubectl port-forward`` aims at (default ``svc/<host>``): the etcd Deployment
+    where the workers reach etcd by pod IP (a cluster without DNS)."""
 
     def in_cluster_endpoint(self) -> str:
         host = self.host if "." in self.host else f"{self.host}.{self.namespace}.svc"
@@ -42,11 +47,13 @@ class JobRendezvous:
 
 
 def locate(custom: Any, namespace: str, name: str) -> JobRendezvous:
-    """The rendezvous of the job ``name``: ElasticJob first, then PyTorchJob.
-    Raises SpecError when there is no such job or it cannot be watched (c10d)."""
-    for group, version, plural, kind in JOB_KINDS:
+    """The rendezvous of the job ``name``: ElasticJob first, then PyTorchJob, then the
+    statefulset kind's StatefulSet (``<name>-worker``, or ``name``; read through the same
+    generic client). Raises SpecError when there is no such job or it cannot be watched (c10d)."""
+    for group, version, plural, kind in (*JOB_KINDS, *STATEFULSETS):
+        obj_name = f"{name}-worker" if kind == "StatefulSet-of-run" else name
         try:
-            obj = custom.get_namespaced_custom_object(group, version, namespace, plural, name)
+            obj = custom.get_namespaced_custom_object(group, version, namespace, plural, obj_name)
         except Exception as exc:  # noqa: BLE001 - the client's ApiException, judged by status
             status = api_status(exc)
             if status == 404:
@@ -55,14 +62,19 @@ def locate(custom: Any, namespace: str, name: str) -> JobRendezvous:
                 raise SetupError(f"reading {kind} {namespace}/{name} is forbidden (HTTP 403 "
                                  f"{api_message(exc)}): the watch needs `get` on {plural}.{group}") from exc
             raise PlatformError(f"reading {kind} {namespace}/{name}: {api_message(exc)}") from exc
-        rdzv = _elasticjob(obj, name, namespace) if kind == "ElasticJob" else _pytorchjob(obj, name, namespace)
+        if kind == "ElasticJob":
+            rdzv = _elasticjob(obj, name, namespace)
+        elif kind == "PyTorchJob":
+            rdzv = _pytorchjob(obj, name, namespace)
+        else:
+            rdzv = _statefulset(obj, obj_name, namespace)
         if rdzv.backend not in ("etcd-v2",):
             raise SpecError(f"{kind} {namespace}/{name} uses the {rdzv.backend!r} rendezvous backend; a passive "
                             "watch reads torch's dynamic rendezvous state from etcd (backend etcd-v2). c10d keeps "
                             "it in a TCPStore inside the job, the legacy 'etcd' backend in another format")
         return rdzv
-    raise SpecError(f"no ElasticJob or PyTorchJob named {name!r} in namespace {namespace!r} "
-                    "(kubectl get elasticjobs,pytorchjobs -A lists them; pass --namespace)")
+    raise SpecError(f"no ElasticJob, PyTorchJob or StatefulSet named {name!r} (or {name}-worker) in namespace "
+                    f"{namespace!r} (kubectl get elasticjobs,pytorchjobs,statefulsets -A lists them; pass --namespace)")
 
 
 def _spec(obj: Any) -> dict[str, Any]:
@@ -102,6 +114,26 @@ def _pytorchjob(obj: Any, name: str, namespace: str) -> JobRendezvous:
                          port=int(policy.get("rdzvPort") or DEFAULT_ETCD_PORT))
 
 
+def _statefulset(obj: Any, name: str, namespace: str) -> JobRendezvous:
+    """torchrun's own flags in the worker container (``--rdzv-backend=``, ``--rdzv-endpoint=``,
+    ``--rdzv-id=``): the statefulset kind's, or anyone's StatefulSet of torchrun pods."""
+    pod = ((_spec(obj).get("template") or {}).get("spec") or {})
+    args = [str(a) for c in pod.get("containers") or [] for a in [*c.get("command", []), *c.get("args", [])]]
+    flags = {}
+    for arg in args:
+        key, eq, value = arg.partition("=")
+        if eq and key.replace("_", "-") in ("--rdzv-backend", "--rdzv-endpoint", "--rdzv-id"):
+            flags[key.replace("_", "-")] = value
+    if "--rdzv-endpoint" not in flags:
+        raise SpecError(f"StatefulSet {namespace}/{name} runs no torchrun with --rdzv-endpoint=HOST:PORT")
+    host, port = _split(flags["--rdzv-endpoint"], DEFAULT_ETCD_PORT)
+    run_id = flags.get("--rdzv-id") or name
+    by_ip = host.replace(".", "").isdigit()
+    return JobRendezvous("StatefulSet", name, namespace, run_id=run_id,
+                         backend=_last_backend(args, "static"), host=host, port=port,
+                         forward=f"deploy/{run_id}-etcd" if by_ip else None)
+
+
 def _containers(replica_specs: Any) -> list[dict[str, Any]]:
     out = []
     for replica in (replica_specs or {}).values() if isinstance(replica_specs, dict) else []:
@@ -133,7 +165,7 @@ def etcd_endpoint(rdzv: JobRendezvous, *, explicit: str | None, kubectl: str = "
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         yield rdzv.in_cluster_endpoint()
         return
-    forward = PortForward(kubectl, rdzv.namespace, f"svc/{rdzv.host.split('.')[0]}", rdzv.port,
+    forward = PortForward(kubectl, rdzv.namespace, rdzv.forward or f"svc/{rdzv.host.split('.')[0]}", rdzv.port,
                           kubeconfig=kubeconfig, context=context,
                           log_path=log_dir / "port-forward.log" if log_dir else None)
     forward.start()

@@ -3,9 +3,13 @@
 ``make kind-up`` creates the cluster kind/cluster.yaml describes (context
 ``kind-elastic-chaos``), loads the trainer image, installs the ElasticJob CRD
 and controller. Its worker nodes are Docker containers, so a machine can be
-taken away for real: ``docker kill`` (spot reclaim: the kubelet stops
-reporting, the node goes NotReady, its pods are lost) or ``docker stop``
-(a graceful shutdown), undone with ``docker start``.
+taken away for real (:class:`KindMachines`, the machines contract of
+chaos.platforms.kubernetes.machines): ``docker kill`` and the Node deleted
+(the instance is gone: kill-node), ``docker pause`` (freeze: the cgroup
+freezer), ``docker network disconnect`` (partition); and, as the
+``stop-kind-node`` fault, ``docker kill``/``docker stop`` undone with
+``docker start``. kind cannot add a node to a running cluster: its node pool
+does not replace lost machines (the controller re-creates the pod elsewhere).
 """
 from __future__ import annotations
 
@@ -21,9 +25,66 @@ from chaos.events import NodeEv, Timeline
 from chaos.options import option
 from chaos.platforms.api import Hit
 from chaos.platforms.kubernetes import manifests as m
+from chaos.platforms.kubernetes.actions import ClusterActions
+from chaos.platforms.kubernetes.machines import MachineOp, Machines
 from chaos.platforms.kubernetes.platform import KubernetesOptions, KubernetesPlatform
 
 CLUSTER = "elastic-chaos"
+NETWORK = "kind"
+"""The Docker network kind puts its node containers on."""
+
+
+class KindMachines(Machines):
+    """kind's nodes are containers named after them: lose = ``docker kill`` + delete the Node,
+    freeze = ``docker pause``, partition = disconnect from the ``kind`` network. No ``add``."""
+
+    name = "kind's"
+
+    def __init__(self, docker: str, actions: ClusterActions) -> None:
+        self.docker, self.actions = docker, actions
+
+    def unavailable(self, op: MachineOp) -> str | None:
+        if op is MachineOp.ADD:
+            return "kind cannot add a node to a running cluster (make kind-up makes them all)"
+        if shutil.which(self.docker) is None:
+            return f"{self.docker} is not on PATH: kind's nodes are its containers"
+        return None
+
+    def command(self, verb: str, machine: str) -> list[str]:
+        """The runtime command for a kind node: its container is named after the node."""
+        if verb in ("connect", "disconnect"):
+            return [self.docker, "network", verb, NETWORK, machine]
+        return [self.docker, verb, machine]
+
+    def run(self, verb: str, machine: str) -> None:
+        if shutil.which(self.docker) is None:
+            raise FaultUnavailable(f"{self.docker} is not on PATH: stopping a kind node needs the container "
+                                   "runtime kind runs on (set KindOptions.docker for podman)")
+        cmd = self.command(verb, machine)
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+        except subprocess.TimeoutExpired as exc:
+            raise InjectionFailed(f"`{' '.join(cmd)}` did not finish in 60 s") from exc
+        if done.returncode != 0:
+            raise InjectionFailed(f"`{' '.join(cmd)}` failed ({done.returncode}): "
+                                  f"{(done.stderr or done.stdout).strip()[:300]} -- is {machine} a node of the "
+                                  f"kind cluster `{CLUSTER}` (kind get nodes --name {CLUSTER})?")
+
+    def _lose(self, machine: str) -> float:
+        at = time.time()
+        self.run("kill", machine)
+        self.actions.delete_node(machine)    # a cloud's node lifecycle controller's part
+        return at
+
+    def _partition(self, machine: str, on: bool) -> float:
+        at = time.time()
+        self.run("disconnect" if on else "connect", machine)
+        return at
+
+    def _freeze(self, machine: str, on: bool) -> float:
+        at = time.time()
+        self.run("pause" if on else "unpause", machine)
+        return at
 
 
 @dataclass(frozen=True)
@@ -46,10 +107,12 @@ class KindPlatform(KubernetesPlatform):
                  **clients: Any) -> None:
         self.kind_options = options or KindOptions()
         super().__init__(timeline, work_dir, self.kind_options, **clients)
+        self.kind_machines = KindMachines(self.kind_options.docker, self.actions)
+        self.machine_ops = self.kind_machines
 
     def container_command(self, verb: str, machine: str) -> list[str]:
         """The runtime command for a kind node: its container is named after the node."""
-        return [self.kind_options.docker, verb, machine]
+        return self.kind_machines.command(verb, machine)
 
     def stop_machine(self, machine: str, *, graceful: bool = False) -> Hit:
         """Take a kind node away: ``docker kill`` (hard) or ``docker stop`` (SIGTERM, then
@@ -68,15 +131,4 @@ class KindPlatform(KubernetesPlatform):
         return Hit(node=machine, at=at, action="docker-start")
 
     def _run(self, verb: str, machine: str) -> None:
-        if shutil.which(self.kind_options.docker) is None:
-            raise FaultUnavailable(f"{self.kind_options.docker} is not on PATH: stopping a kind node needs the "
-                                   "container runtime kind runs on (set KindOptions.docker for podman)")
-        cmd = self.container_command(verb, machine)
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
-        except subprocess.TimeoutExpired as exc:
-            raise InjectionFailed(f"`{' '.join(cmd)}` did not finish in 60 s") from exc
-        if done.returncode != 0:
-            raise InjectionFailed(f"`{' '.join(cmd)}` failed ({done.returncode}): "
-                                  f"{(done.stderr or done.stdout).strip()[:300]} -- is {machine} a node of the "
-                                  f"kind cluster `{CLUSTER}` (kind get nodes --name {CLUSTER})?")
+        self.kind_machines.run(verb, machine)

@@ -4,8 +4,13 @@ Pure functions over frozen dataclasses (:mod:`k8s_settings`), no client import: 
 platform applies what this renders, ``elastic-chaos manifest`` prints it for
 review (or for GitOps), and unit tests check it without a cluster.
 
-Two job kinds are supported, as the seeds run them:
+Three job kinds:
 
+- ``StatefulSet`` (the default; :mod:`k8s_statefulset`): plain Kubernetes
+  objects that kube-controller-manager keeps alive, no operator, so it runs on
+  any cluster. Pods ``<run id>-worker-<i>``, torchrun under a small supervisor
+  that keeps an agent that gave up down (ElasticJob's exit-code policy), the
+  run's etcd reached by pod IP where the cluster has no DNS.
 - ``ElasticJob`` (``elastic.pytorch.org/v1alpha1``, the TorchElastic
   controller). The controller *prepends* ``--rdzv_backend=etcd
   --rdzv_endpoint=<rdzvEndpoint> --rdzv_id=<job name> --nnodes=MIN:MAX`` to
@@ -16,6 +21,11 @@ Two job kinds are supported, as the seeds run them:
   operator passes the rendezvous settings as ``PET_*`` environment variables.
   Without ``rdzvHost`` its c10d store lives on ``<job>-worker-0``, a single
   point of failure; rendered explicitly here so a scenario can aim at it.
+
+Every kind runs the same program (:func:`program`): the reference trainer with
+the job's arguments, or the user's script (through ``trainer.launch`` when a
+backend is forced), in the job's working directory on the shared volume, with
+``TZ=UTC`` so the agents' log times are read in the zone they are written in.
 
 Every object carries ``elastic-chaos/run-id`` so the platform finds (and
 deletes) exactly what one run created.
@@ -86,8 +96,16 @@ def _meta(name: str, run_id: str, role: str, settings: KubeSettings) -> Manifest
 
 
 # -- the whole run ---------------------------------------------------------------
-def render(job: JobSpec, settings: KubeSettings) -> list[Manifest]:
-    """Every object one run creates, in apply order: claim, etcd, job."""
+def render(job: JobSpec, settings: KubeSettings, *, etcd_address: str | None = None,
+           env: dict[str, str] | None = None) -> list[Manifest]:
+    """Every object one run creates, in apply order: claim, etcd, job (see :func:`render_base`
+    and :func:`job_manifest`)."""
+    return [*render_base(job, settings), *job_manifests(job, settings, etcd_address=etcd_address, env=env)]
+
+
+def render_base(job: JobSpec, settings: KubeSettings) -> list[Manifest]:
+    """What the job needs before its pods: the checkpoint claim, etcd (Deployment, and its
+    Service where the cluster resolves Service names or an operator needs one)."""
     check_run_id(job.run_id)
     if settings.gpus_per_node and job.nproc_per_node != settings.gpus_per_node:
         raise SpecError(f"nproc_per_node is {job.nproc_per_node} but each pod gets {settings.gpus_per_node} "
@@ -96,9 +114,20 @@ def render(job: JobSpec, settings: KubeSettings) -> list[Manifest]:
     if settings.storage.kind is StorageKind.PVC and settings.storage.existing_claim is None:
         docs.append(checkpoint_claim(job.run_id, settings))
     if job.rdzv.backend.needs_etcd():
-        docs += [etcd_deployment(job.run_id, settings), etcd_service(job.run_id, settings)]
-    docs.append(job_manifest(job, settings))
+        docs.append(etcd_deployment(job.run_id, settings))
+        if settings.dns or settings.job_kind.needs_operator or settings.etcd_node_port is not None:
+            docs.append(etcd_service(job.run_id, settings))
     return docs
+
+
+def job_manifests(job: JobSpec, settings: KubeSettings, *, etcd_address: str | None = None,
+                  env: dict[str, str] | None = None) -> list[Manifest]:
+    """The job object(s). ``etcd_address``: the etcd pod's IP, for a statefulset on a cluster
+    without DNS (known once etcd runs); ``env``: more environment for every worker."""
+    if settings.job_kind is JobKind.STATEFULSET:
+        from chaos.platforms.kubernetes import statefulset
+        return statefulset.render(job, settings, etcd_address=etcd_address, env=env or {})
+    return [job_manifest(job, settings, env=env)]
 
 
 def checkpoint_claim(run_id: str, settings: KubeSettings) -> Manifest:
@@ -110,21 +139,56 @@ def checkpoint_claim(run_id: str, settings: KubeSettings) -> Manifest:
             "metadata": _meta(claim_name(run_id, settings), run_id, "checkpoints", settings), "spec": spec}
 
 
+ETCD_DATA = "/var/lib/etcd"
+ETCD_HOLD = f"{ETCD_DATA}/elastic-chaos-hold"
+"""While this file exists the etcd loop keeps etcd down (the etcd-outage fault, ``crash``)."""
+ETCD_PID = f"{ETCD_DATA}/elastic-chaos-etcd.pid"
+
+ETCD_LOOP = f"""\
+trap 'kill -TERM "$pid" 2>/dev/null; exit 0' TERM INT
+while :; do
+  if [ ! -e {ETCD_HOLD} ]; then
+    "$@" &
+    pid=$!
+    echo "$pid" > {ETCD_PID}
+    wait "$pid"
+    echo "elastic-chaos: etcd exited ($?)"
+  fi
+  sleep 0.2
+done
+"""
+"""etcd's container command where the image has a shell (``etcd_shell``): etcd runs as a child
+of this loop, so the etcd-outage fault can SIGKILL it (and hold it down while the hold file
+exists) or SIGSTOP/SIGCONT it from ``kubectl exec``, and it comes back in the same pod, at the
+same address, with its data."""
+
+
+def etcd_command() -> list[str]:
+    """etcd 3.x with the v2 API, serving clients on every address, advertising the pod's IP."""
+    return ["/usr/local/bin/etcd", "--name", "etcd", f"--data-dir={ETCD_DATA}/data", "--enable-v2=true",
+            f"--listen-client-urls=http://0.0.0.0:{ETCD_PORT}",
+            f"--advertise-client-urls=http://$(POD_IP):{ETCD_PORT}",
+            "--listen-peer-urls=http://127.0.0.1:2380", "--initial-advertise-peer-urls=http://127.0.0.1:2380",
+            "--initial-cluster=etcd=http://127.0.0.1:2380", "--initial-cluster-state=new"]
+
+
 def etcd_deployment(run_id: str, settings: KubeSettings) -> Manifest:
-    """One etcd 3.5 per job with the v2 API on (seeds: one etcd per training run)."""
+    """One etcd per job with the v2 API on (seeds: one etcd per training run)."""
     name = etcd_name(run_id)
+    command = etcd_command()
+    if settings.etcd_shell:
+        command = ["/bin/sh", "-c", ETCD_LOOP, "etcd-loop", *command]
     container: Manifest = {
-        "name": "etcd", "image": settings.etcd_image,
-        "command": ["/usr/local/bin/etcd", "--name", "etcd", "--data-dir", "/var/lib/etcd",
-                    "--enable-v2=true", f"--listen-client-urls=http://0.0.0.0:{ETCD_PORT}",
-                    f"--advertise-client-urls=http://{name}:{ETCD_PORT}",
-                    "--listen-peer-urls=http://0.0.0.0:2380", "--initial-cluster-state=new"],
+        "name": "etcd", "image": settings.etcd_image, "imagePullPolicy": settings.image_pull_policy,
+        "command": command,
+        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
         "ports": [{"name": "client", "containerPort": ETCD_PORT}],
         "readinessProbe": {"httpGet": {"path": "/health", "port": ETCD_PORT}, "periodSeconds": 2},
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
-        "volumeMounts": [{"name": "data", "mountPath": "/var/lib/etcd"}],
+        "volumeMounts": [{"name": "data", "mountPath": ETCD_DATA}],
     }
-    pod: Manifest = {"containers": [container], "volumes": [{"name": "data", "emptyDir": {}}]}
+    pod: Manifest = {"containers": [container], "volumes": [{"name": "data", "emptyDir": {}}],
+                     "terminationGracePeriodSeconds": 5, "enableServiceLinks": False}
     if settings.etcd_node_selector:
         pod["nodeSelector"] = dict(settings.etcd_node_selector)
     labels = _labels(run_id, "etcd")
@@ -145,22 +209,26 @@ def etcd_service(run_id: str, settings: KubeSettings) -> Manifest:
 
 
 # -- the job ---------------------------------------------------------------------
-def job_manifest(job: JobSpec, settings: KubeSettings) -> Manifest:
+def job_manifest(job: JobSpec, settings: KubeSettings, *, env: dict[str, str] | None = None) -> Manifest:
+    """The ElasticJob or PyTorchJob (the statefulset kind: :func:`job_manifests`)."""
     if settings.job_kind is JobKind.ELASTICJOB:
-        return elasticjob(job, settings)
-    return pytorchjob(job, settings)
+        return elasticjob(job, settings, env=env)
+    if settings.job_kind is JobKind.PYTORCHJOB:
+        return pytorchjob(job, settings, env=env)
+    raise SpecError(f"{settings.job_kind.value} is not one object: use job_manifests()")
 
 
-def rdzv_endpoint(job: JobSpec, settings: KubeSettings) -> str:
-    """host:port the agents rendezvous at, as seen from inside the cluster."""
+def rdzv_endpoint(job: JobSpec, settings: KubeSettings, etcd_address: str | None = None) -> str:
+    """host:port the agents rendezvous at, as seen from inside the cluster: etcd's pod IP when
+    given, else its Service name; worker-0 on c10d."""
     if job.rdzv.backend.needs_etcd():
-        return f"{etcd_name(job.run_id)}:{ETCD_PORT}"
+        return f"{etcd_address or etcd_name(job.run_id)}:{ETCD_PORT}"
     return f"{worker_pod_name(job.run_id, 0)}:{settings.c10d_port}"
 
 
-def elasticjob(job: JobSpec, settings: KubeSettings) -> Manifest:
+def elasticjob(job: JobSpec, settings: KubeSettings, *, env: dict[str, str] | None = None) -> Manifest:
     args = [f"--rdzv_backend={job.rdzv.backend.value}", *_launcher_args(job, settings)]
-    template = pod_template(job, settings, ["python", "-m", "torch.distributed.run"], args)
+    template = pod_template(job, settings, ["python", "-m", "torch.distributed.run"], args, env=env)
     return {
         "apiVersion": JobKind.ELASTICJOB.api_version, "kind": JobKind.ELASTICJOB.kind,
         "metadata": _meta(job.run_id, job.run_id, "job", settings),
@@ -171,7 +239,7 @@ def elasticjob(job: JobSpec, settings: KubeSettings) -> Manifest:
     }
 
 
-def pytorchjob(job: JobSpec, settings: KubeSettings) -> Manifest:
+def pytorchjob(job: JobSpec, settings: KubeSettings, *, env: dict[str, str] | None = None) -> Manifest:
     host, _, port = rdzv_endpoint(job, settings).rpartition(":")
     policy: Manifest = {
         "rdzvBackend": job.rdzv.backend.value, "rdzvHost": host, "rdzvPort": int(port),
@@ -182,7 +250,7 @@ def pytorchjob(job: JobSpec, settings: KubeSettings) -> Manifest:
     if conf:
         policy["rdzvConf"] = [{"key": k, "value": v} for k, v in conf.items()]
     template = pod_template(job, settings, ["python", "-m", "torch.distributed.run"],
-                            _launcher_args(job, settings, rdzv_in_args=False))
+                            _launcher_args(job, settings, rdzv_in_args=False), env=env)
     return {
         "apiVersion": JobKind.PYTORCHJOB.api_version, "kind": JobKind.PYTORCHJOB.kind,
         "metadata": _meta(job.run_id, job.run_id, "job", settings),
@@ -202,18 +270,39 @@ def _launcher_args(job: JobSpec, settings: KubeSettings, *, rdzv_in_args: bool =
             args.append("--rdzv_conf=" + ",".join(f"{k}={v}" for k, v in conf.items()))
     if job.monitor_interval is not None:
         args.append(f"--monitor_interval={job.monitor_interval}")
+    return args + program(job)
+
+
+def program(job: JobSpec) -> list[str]:
+    """What torchrun runs on every node: the user's script (through ``trainer.launch`` when
+    ``backend`` is forced: the image must have the trainer package then), or the reference
+    trainer with the job's arguments (backend, collective timeout, ...), as on every platform."""
     if job.script:
-        return args + list(job.script)
-    return args + ["-m", "trainer.train", "--checkpoint-dir", f"{CHECKPOINT_MOUNT}/{job.run_id}",
-                   "--checkpoint-every", str(job.checkpoint_every), "--step-time", str(job.step_time),
-                   *job.trainer_args]
+        shim = ["-m", "trainer.launch", "--backend", job.backend.value] if job.backend else []
+        return [*shim, *job.script]
+    return ["-m", "trainer.train", "--checkpoint-dir", checkpoint_dir(job), *job.trainer_command_args()]
 
 
-def pod_template(job: JobSpec, settings: KubeSettings, command: list[str], args: list[str]) -> Manifest:
+def checkpoint_dir(job: JobSpec) -> str:
+    return f"{CHECKPOINT_MOUNT}/{job.run_id}"
+
+
+def workdir(job: JobSpec) -> str:
+    """The workers' working directory in the pod: ``JobSpec.workdir`` when absolute, else that
+    folder (default ``workdir``) under the run's folder on the shared volume, which the kubelet
+    creates: a script's relative paths land where every node (and, with a host-path volume,
+    this machine) sees them."""
+    if job.workdir and job.workdir.startswith("/"):
+        return job.workdir
+    return f"{checkpoint_dir(job)}/{(job.workdir or 'workdir').strip('/')}"
+
+
+def pod_template(job: JobSpec, settings: KubeSettings, command: list[str], args: list[str], *,
+                 env: dict[str, str] | None = None) -> Manifest:
     """The worker pod: trainer container, /dev/shm, checkpoints, placement."""
     spec: Manifest = {
         "terminationGracePeriodSeconds": settings.termination_grace_s,
-        "containers": [worker_container(job, settings, command, args)],
+        "containers": [worker_container(job, settings, command, args, env=env)],
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": settings.shm_size}},
                     _checkpoint_volume(job.run_id, settings)],
     }
@@ -230,15 +319,21 @@ def pod_template(job: JobSpec, settings: KubeSettings, command: list[str], args:
     return {"metadata": {"labels": _labels(job.run_id, "worker")}, "spec": spec}
 
 
-def worker_container(job: JobSpec, settings: KubeSettings, command: list[str], args: list[str]) -> Manifest:
-    env = {"PYTHONUNBUFFERED": "1", "LOGLEVEL": "INFO",
-           "CHECKPOINT_DIR": f"{CHECKPOINT_MOUNT}/{job.run_id}", **job.node_env()}
-    env_list: list[Manifest] = [{"name": k, "value": v} for k, v in env.items()]
-    env_list.append({"name": "ELASTIC_CHAOS_NODE_NAME",
-                     "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
+FIELD_ENV = {"POD_IP": "status.podIP", "NODE_NAME": "spec.nodeName", "ELASTIC_CHAOS_NODE_NAME": "metadata.name"}
+"""Set from the pod itself (the downward API); ``$(POD_IP)`` in the arguments is expanded by the kubelet."""
+
+
+def worker_container(job: JobSpec, settings: KubeSettings, command: list[str], args: list[str], *,
+                     env: dict[str, str] | None = None) -> Manifest:
+    values = {"PYTHONUNBUFFERED": "1", "LOGLEVEL": "INFO", "TZ": "UTC", "CHECKPOINT_DIR": checkpoint_dir(job),
+              **(env or {}), **job.node_env()}
+    env_list: list[Manifest] = [{"name": k, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+                                for k, path in FIELD_ENV.items()]
+    env_list += [{"name": k, "value": v} for k, v in values.items()]
     container: Manifest = {
         "name": settings.job_kind.container, "image": settings.image,
         "imagePullPolicy": settings.image_pull_policy, "command": command, "args": args, "env": env_list,
+        "workingDir": workdir(job),
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
                          {"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT}],
     }
@@ -246,7 +341,7 @@ def worker_container(job: JobSpec, settings: KubeSettings, command: list[str], a
     if resources:
         container["resources"] = resources
     if not job.rdzv.backend.needs_etcd():
-        port_name = "c10d" if settings.job_kind is JobKind.ELASTICJOB else "pytorchjob-port"
+        port_name = "pytorchjob-port" if settings.job_kind is JobKind.PYTORCHJOB else "c10d"
         container["ports"] = [{"name": port_name, "containerPort": settings.c10d_port}]
     return container
 
@@ -283,9 +378,10 @@ def to_yaml(docs: list[Manifest]) -> str:
 
 
 __all__ = [  # the settings live in k8s_settings; callers use them through this module too
-    "CAPACITY_LABEL", "CHECKPOINT_MOUNT", "ETCD_IMAGE", "ETCD_PORT", "RUN_LABEL", "ROLE_LABEL", "SPOT_TAINT",
-    "TRAINER_IMAGE", "CheckpointStorage", "JobKind", "KubeSettings", "Manifest", "StorageKind", "Toleration",
-    "check_run_id", "checkpoint_claim", "claim_name", "eks_gpu_settings", "elasticjob", "etcd_deployment",
-    "etcd_name", "etcd_service", "initial_replicas", "job_manifest", "kind_settings", "pod_template",
-    "pytorchjob", "rdzv_endpoint", "render", "run_selector", "to_yaml", "worker_container", "worker_pod_name",
+    "CAPACITY_LABEL", "CHECKPOINT_MOUNT", "ETCD_HOLD", "ETCD_IMAGE", "ETCD_PID", "ETCD_PORT", "RUN_LABEL",
+    "ROLE_LABEL", "SPOT_TAINT", "TRAINER_IMAGE", "CheckpointStorage", "JobKind", "KubeSettings", "Manifest",
+    "StorageKind", "Toleration", "check_run_id", "checkpoint_claim", "checkpoint_dir", "claim_name",
+    "eks_gpu_settings", "elasticjob", "etcd_deployment", "etcd_name", "etcd_service", "initial_replicas",
+    "job_manifest", "job_manifests", "kind_settings", "pod_template", "program", "pytorchjob", "rdzv_endpoint",
+    "render", "render_base", "run_selector", "to_yaml", "worker_container", "worker_pod_name", "workdir",
 ]

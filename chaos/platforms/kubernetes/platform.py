@@ -1,4 +1,4 @@
-"""The Kubernetes platform: the job as an ElasticJob or PyTorchJob on a real cluster.
+"""The Kubernetes platform: the job as a StatefulSet, an ElasticJob or a PyTorchJob on a real cluster.
 
 A *node* of the job is a worker pod (one torchrun agent per pod, as the
 controllers run it); the machines under them are Kubernetes nodes. The job,
@@ -6,13 +6,18 @@ its etcd and its checkpoint claim come from :mod:`k8s_manifests`; two watches
 (:mod:`k8s_watch`) keep the platform's view of pods and machines current and
 turn changes into ``node`` events; each worker pod's log is followed into
 ``nodes/<pod>.log`` (:mod:`k8s_logs`), which the LogFollower reads as it reads
-the local platform's files. Faults go through :mod:`k8s_actions`.
+the local platform's files. Pod faults go through :mod:`k8s_actions`; faults
+on machines, inside pods and the node pool through :mod:`k8s_node_faults`.
 
-The kubernetes client is imported here only, when a client has to be built
-from a kubeconfig; tests pass clients pointed at a real API server instead.
+What a cluster says about itself (its ``kube-public/elastic-chaos-cluster``
+ConfigMap, :mod:`k8s_profile`: the local cluster of ``make cluster-up``
+writes one) fills in the defaults and names who operates its machines.
+Clients are built from a kubeconfig in :mod:`k8s_clients` only; tests pass
+clients pointed at a real API server instead.
 """
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 import threading
@@ -21,18 +26,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos.errors import InjectionFailed, PlatformError, SetupError
+from chaos.errors import PlatformError
 from chaos.events import NodeEv, RunnerEv, Timeline
 from chaos.options import option, validate
 from chaos.platforms import etcd_v2
-from chaos.platforms.api import Hit, NodeInfo, NodePool, NodeState, Platform
+from chaos.platforms.api import Capability, Hit, NodeInfo, NodePool, NodeState, StoreOutage
 from chaos.platforms.kubernetes import manifests as m
+from chaos.platforms.kubernetes import node_faults
 from chaos.platforms.kubernetes.actions import ClusterActions, create_error
+from chaos.platforms.kubernetes.clients import make_clients
+from chaos.platforms.kubernetes.disruptions import PodDisruptions
 from chaos.platforms.kubernetes.logs import Instance, PodLogFollower
+from chaos.platforms.kubernetes.machines import LocalClusterMachines, Machines, NoMachines
+from chaos.platforms.kubernetes.notices import NoticeServer
 from chaos.platforms.kubernetes.pods import MachineTracker, PodTracker
+from chaos.platforms.kubernetes.pool import MachinePool
 from chaos.platforms.kubernetes.portforward import PortForward
+from chaos.platforms.kubernetes.profile import ClusterProfile, read_profile
 from chaos.platforms.kubernetes.scale import JobScaler
-from chaos.platforms.kubernetes.watch import ObjectWatch, api_message, api_status
+from chaos.platforms.kubernetes.watch import ObjectWatch, api_message, api_status, read_json
 from chaos.spec import JobSpec
 from chaos.waiting import eventually
 
@@ -59,16 +71,25 @@ class KubernetesOptions(NodePool):
     watch_window_s: int = option(10, "server-side timeout of each watch request; the next one resumes where it "
                                      "ended", minimum=1, cli=False)
     kubectl: str = option("kubectl", "kubectl used for the etcd port-forward only", cli=False)
-    provisioning_delay_s: float | None = option(None, "hold a lost worker's replacement back this long (the job "
-                                                      "is scaled down, then up: the autoscaler's minutes); "
-                                                      "default: as fast as the controller re-creates it",
+    provisioning_delay_s: float | None = option(None, "hold a lost worker's replacement back this long: on a "
+                                                      "cluster whose machines we operate, a new machine is "
+                                                      "asked for this long after one is lost; elsewhere the "
+                                                      "job is scaled down, then up (the autoscaler's minutes); "
+                                                      "default: at once",
                                                 flag="--provisioning-delay", minimum=0, units="s")
+    metadata_address: str | None = option(None, "HOST[:PORT[-PORT]] where pods reach this machine: the spot-notice "
+                                                "stand-in (an instance metadata service) listens there; default: "
+                                                "the cluster profile's (the local cluster's bridge)",
+                                          metavar="HOST:PORTS")
+    cluster_profile: bool = option(True, "take this cluster's own defaults (image, capacity, storage, DNS, who "
+                                         "operates its machines) from its kube-public/elastic-chaos-cluster "
+                                         "ConfigMap when it has one (make cluster-up writes it)", cli=False)
 
     def __post_init__(self) -> None:
         validate(self)
 
 
-class KubernetesPlatform(Platform):
+class KubernetesPlatform(PodDisruptions):
     name = "kubernetes"
     Options = KubernetesOptions
 
@@ -86,21 +107,39 @@ class KubernetesPlatform(Platform):
 
     def __init__(self, timeline: Timeline, work_dir: Path, options: KubernetesOptions | None = None, *,
                  api_client: Any = None, core_v1: Any = None, apps_v1: Any = None,
-                 custom_objects: Any = None, policy_v1: Any = None) -> None:
+                 custom_objects: Any = None, policy_v1: Any = None, machine_ops: Machines | None = None) -> None:
         super().__init__(timeline, work_dir)
         self.options = options or KubernetesOptions()
-        self.settings = self.options.settings
-        self.core, self.apps, self.custom, self.policy = _clients(
+        self.core, self.apps, self.custom, self.policy = make_clients(
             self.options, api_client, core_v1, apps_v1, custom_objects, policy_v1)
+        self.profile: ClusterProfile | None = read_profile(self.core) if self.options.cluster_profile else None
+        self.settings = self.profile.settings(self.options.settings) if self.profile else self.options.settings
+        self.machine_ops: Machines = machine_ops or self._machine_ops()
+        """Who operates the machines under the pods (the node faults, the node pool)."""
         self.actions = ClusterActions(self.core, self.settings.namespace, policy_v1=self.policy)
         self.pods = PodTracker(timeline)
         self.machines = MachineTracker(timeline)
+        self.pool: MachinePool | None = None
+        self.notices: NoticeServer | None = None
+        self.etcd_pod: m.Manifest | None = None
+        """The etcd pod as last read (its name and IP), for the statefulset kind."""
+        self.node_faults = node_faults.NodeFaults(self)
         self._watches: list[ObjectWatch] = []
         self._followers: dict[str, PodLogFollower] = {}
         self._lock = threading.Lock()
         self._port_forward: PortForward | None = None
         self._created: list[m.Manifest] = []
         self._scaler: JobScaler | None = None
+
+    def _machine_ops(self) -> Machines:
+        if self.profile is not None and self.profile.machines == "local-cluster" and self.profile.root:
+            return LocalClusterMachines(self.profile.root)
+        return NoMachines()
+
+    @classmethod
+    def node_log_timezone(cls) -> datetime.tzinfo:
+        """Pods log in UTC (the job's pods get TZ=UTC; images default to it)."""
+        return datetime.timezone.utc
 
     # -- paths ----------------------------------------------------------------------
     @property
@@ -109,20 +148,61 @@ class KubernetesPlatform(Platform):
 
     # -- lifecycle -------------------------------------------------------------------
     def _start(self, job: JobSpec) -> None:
-        docs = m.render(job, self.settings)
-        self._scaler = JobScaler(self.custom, self.settings, job.run_id, m.initial_replicas(job))
-        self.pods, self.machines, self._created = PodTracker(self.timeline), MachineTracker(self.timeline), []
+        kind = self.settings.job_kind
+        base = m.render_base(job, self.settings)
+        self._scaler = JobScaler(self.custom, self.settings, job.run_id, m.initial_replicas(job), apps=self.apps)
+        final = None
+        if kind is m.JobKind.STATEFULSET:
+            from chaos.platforms.kubernetes.statefulset import final_exit
+            final = final_exit
+        self.pods, self.machines = PodTracker(self.timeline, final_exit=final), MachineTracker(self.timeline)
+        self._created, self.etcd_pod = [], None
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         self.pods.on_new_pod = self._follow_logs
         self._watch(job)
+        self.pool = MachinePool(self.machine_ops, self.timeline, replace=self.options.replace_lost_nodes,
+                                delay_s=self.options.provisioning_delay_s)
+        self.node_faults.ensure_capacity(m.initial_replicas(job))
+        for doc in base:
+            self._create(doc)
+        etcd_address = None
+        reach_by_ip = not self.settings.dns or (self.profile is not None and self.profile.pods_reachable)
+        if job.rdzv.backend.needs_etcd() and kind is m.JobKind.STATEFULSET and reach_by_ip:
+            self.etcd_pod = self._wait_etcd_pod(job)   # its IP: the workers' (no DNS) or ours (pods reachable)
+            etcd_address = None if self.settings.dns else self.etcd_pod["status"]["podIP"]
+        docs = m.job_manifests(job, self.settings, etcd_address=etcd_address, env=self._pod_env())
         for doc in docs:
             self._create(doc)
-            self._created.append(doc)
-        self.timeline.emit(RunnerEv.MANIFESTS_APPLIED, kinds=[d["kind"] for d in docs],
-                           namespace=self.settings.namespace, job_kind=self.settings.job_kind.value)
+        self.timeline.emit(RunnerEv.MANIFESTS_APPLIED, kinds=[d["kind"] for d in base + docs],
+                           namespace=self.settings.namespace, job_kind=kind.value)
         self._wait_running(job)
         if job.rdzv.backend.needs_etcd():
             self._wait_etcd()
+
+    def _pod_env(self) -> dict[str, str]:
+        """Environment every worker gets from the platform: where the spot-notice stand-in is."""
+        self.notices = self.node_faults.start_notices()
+        return {"AWS_EC2_METADATA_SERVICE_ENDPOINT": self.notices.endpoint} if self.notices else {}
+
+    def _wait_etcd_pod(self, job: JobSpec) -> m.Manifest:
+        """Block until the run's etcd pod runs with an IP (the statefulset kind's workers are
+        given it where there is no DNS); PlatformError with its state on timeout."""
+        deadline = time.monotonic() + self.options.start_timeout_s
+        last: m.Manifest = {}
+        while time.monotonic() < deadline:
+            pods = read_json(self.core.list_namespaced_pod(
+                self.settings.namespace, label_selector=m.run_selector(job.run_id, "etcd"),
+                _preload_content=False)).get("items") or []
+            live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
+            for pod in live:
+                last = pod
+                status = pod.get("status") or {}
+                if status.get("phase") == "Running" and status.get("podIP"):
+                    return dict(pod)
+            time.sleep(0.3)
+        raise PlatformError(f"the etcd pod of {job.run_id} did not run within {self.options.start_timeout_s:.0f}s "
+                            f"(last seen: {(last.get('status') or {}).get('phase', 'none')}); is there on-demand "
+                            f"capacity for it (etcd_node_selector {dict(self.settings.etcd_node_selector)})?")
 
     def _watch(self, job: JobSpec) -> None:
         window = self.options.watch_window_s
@@ -143,6 +223,8 @@ class KubernetesPlatform(Platform):
                 self.core.create_namespaced_service(ns, doc, _preload_content=False)
             elif kind == "Deployment":
                 self.apps.create_namespaced_deployment(ns, doc, _preload_content=False)
+            elif kind == "StatefulSet":
+                self.apps.create_namespaced_stateful_set(ns, doc, _preload_content=False)
             else:
                 jk = self.settings.job_kind
                 group, version = jk.api_version.split("/")
@@ -150,6 +232,7 @@ class KubernetesPlatform(Platform):
                                                             _preload_content=False)
         except Exception as exc:
             raise PlatformError(create_error(doc, exc, self.settings)) from exc
+        self._created.append(doc)
 
     def _wait_running(self, job: JobSpec) -> None:
         want = m.initial_replicas(job)
@@ -181,16 +264,23 @@ class KubernetesPlatform(Platform):
         self.pods.stopping = True
         if self._scaler is not None:
             self._scaler.cancel()
+        if self.pool is not None:
+            self.pool.stop()
+        if self.notices is not None:
+            self.notices.close()
+            self.notices = None
         for doc in reversed(self._created):
             try:
                 self._delete(doc)
             except Exception as exc:
                 if api_status(exc) != 404:
                     errors.append(f"deleting {doc['kind']} {doc['metadata']['name']}: {api_message(exc)}")
-        try:  # for clusters without a garbage collector, and faster everywhere
+        try:  # for clusters without a garbage collector, and faster everywhere: at once (grace 0), as
+            # what the pods do from here on is the toolkit's teardown, not the job's behaviour; a
+            # graceful end would wait out agents that talk to an etcd being deleted beside them
             self.core.delete_collection_namespaced_pod(self.settings.namespace,
                                                        label_selector=m.run_selector(self.job.run_id),
-                                                       _preload_content=False)
+                                                       grace_period_seconds=0, _preload_content=False)
         except Exception as exc:
             if api_status(exc) == 403:   # the garbage collector removes them with the job
                 log.info("may not delete the run's pods directly: %s", api_message(exc))
@@ -224,6 +314,8 @@ class KubernetesPlatform(Platform):
             self.core.delete_namespaced_service(name, ns, body=body, _preload_content=False)
         elif kind == "Deployment":
             self.apps.delete_namespaced_deployment(name, ns, body=body, _preload_content=False)
+        elif kind == "StatefulSet":
+            self.apps.delete_namespaced_stateful_set(name, ns, body=body, _preload_content=False)
         else:
             jk = self.settings.job_kind
             group, version = jk.api_version.split("/")
@@ -244,7 +336,8 @@ class KubernetesPlatform(Platform):
 
     def replacement_pending(self) -> bool:
         held = self._scaler is not None and self._scaler.pending()
-        return held or self.pods.replacement_pending()
+        provisioning = self.pool is not None and self.pool.pending()
+        return held or provisioning or self.pods.replacement_pending()
 
     def store_host(self) -> str | None:
         if self.job is None or self.job.rdzv.backend.needs_etcd():
@@ -252,19 +345,41 @@ class KubernetesPlatform(Platform):
         return m.worker_pod_name(self.job.run_id, 0)
 
     def etcd_endpoint(self) -> str | None:
+        """Where this process reaches the job's etcd: the etcd_endpoint option; the etcd pod's IP
+        where the pod network is reachable from here (the local cluster) or we run in a pod of a
+        cluster without DNS; the Service name in a pod of a cluster with DNS; else a
+        ``kubectl port-forward``."""
         if self.job is None or not self.job.rdzv.backend.needs_etcd():
             return None
         if self.options.etcd_endpoint:
             return self.options.etcd_endpoint
         service = m.etcd_name(self.job.run_id)
-        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        pod_ip = (self.etcd_pod or {}).get("status", {}).get("podIP")
+        in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+        if pod_ip and ((self.profile is not None and self.profile.pods_reachable) or in_cluster):
+            return f"{pod_ip}:{m.ETCD_PORT}"
+        if in_cluster:
             return f"{service}.{self.settings.namespace}.svc:{m.ETCD_PORT}"
         if self._port_forward is None:
-            self._port_forward = PortForward(self.options.kubectl, self.settings.namespace, f"svc/{service}",
+            target = f"svc/{service}" if any(d["kind"] == "Service" and d["metadata"]["name"] == service
+                                             for d in self._created) else f"deploy/{service}"
+            self._port_forward = PortForward(self.options.kubectl, self.settings.namespace, target,
                                              m.ETCD_PORT, kubeconfig=self.options.kubeconfig,
                                              context=self.options.context, log_path=self.work_dir / "port-forward.log")
             self._port_forward.start()
         return self._port_forward.endpoint
+
+    def job_workdir(self) -> Path | None:
+        """The pods' working directory as seen here: on a host-path checkpoint volume this
+        machine shares (the local cluster's), else None."""
+        if self.job is None or self.profile is None or not self.profile.shared_dir:
+            return None
+        storage = self.settings.storage
+        pod_dir = m.workdir(self.job)
+        if storage.kind is not m.StorageKind.HOST_PATH or storage.host_path != self.profile.shared_dir \
+                or not pod_dir.startswith(m.CHECKPOINT_MOUNT + "/"):
+            return None
+        return Path(storage.host_path) / pod_dir[len(m.CHECKPOINT_MOUNT) + 1:]
 
     def _follow_logs(self, pod: str) -> None:
         with self._lock:
@@ -279,124 +394,55 @@ class KubernetesPlatform(Platform):
         return self.pods.instance(pod, self.settings.job_kind.container)
 
     # -- faults -----------------------------------------------------------------------
+    def unavailable(self, capability: Capability) -> str | None:
+        return self.node_faults.unavailable(capability)
+
     def _kill_node(self, node: str, *, graceful: bool, grace_s: float) -> Hit:
-        grace = max(1, int(round(grace_s))) if graceful else 0
+        return self.node_faults.kill_node(node, graceful=graceful, grace_s=grace_s)
+
+    def kill_plan(self, node: str, *, graceful: bool = False) -> tuple[str, ...]:
+        return self.node_faults.kill_plan(node, graceful=graceful)
+
+    def _send_notice(self, node: str, kind: str, *, terminate_at: float) -> Hit:
+        return self.node_faults.send_notice(node, kind, terminate_at=terminate_at)
+
+    def _partition_node(self, node: str) -> Hit:
+        return self.node_faults.partition(node, on=True)
+
+    def _heal_node(self, node: str) -> Hit:
+        return self.node_faults.partition(node, on=False)
+
+    def _freeze_node(self, node: str) -> Hit:
+        return self.node_faults.freeze(node, on=True)
+
+    def _thaw_node(self, node: str) -> Hit:
+        return self.node_faults.freeze(node, on=False)
+
+    def _kill_worker(self, node: str, *, local_rank: int) -> Hit:
+        return self.node_faults.kill_worker(node, local_rank=local_rank)
+
+    def _add_node(self) -> NodeInfo:
+        return self.node_faults.add_node()
+
+    def _stop_store(self, *, how: StoreOutage) -> Hit:
+        return self.node_faults.stop_store(how)
+
+    def _start_store(self) -> Hit:
+        return self.node_faults.start_store()
+
+    def pool_lost(self, machine: str, pod: str | None) -> None:
+        """A fault took ``machine``: the node pool replaces it (after its delay) if it replaces nodes."""
+        if self.pool is not None:
+            self.pool.lost(machine, pod)
+
+    def hold_back(self, node: str) -> None:
+        """Keep the controller from replacing ``node`` (scaled down by one) and, with a
+        provisioning delay on a cluster whose machines are not ours, bring it back after it."""
         opts = self.options
-        if self._scaler is not None and (not opts.replace_lost_nodes or opts.provisioning_delay_s is not None):
-            delay = opts.provisioning_delay_s if opts.replace_lost_nodes else None
-            self._scaler.hold_back(node, delay, on_restore=lambda: self.timeline.emit(
-                NodeEv.PROVISIONED, None, replaces=node))
-            if delay is not None:
-                self.timeline.emit(NodeEv.PROVISIONING, None, replaces=node, delay_s=delay)
-        return self._delete_pod(node, grace_s=grace, uid=None)
-
-    def delete_pod(self, pod: str, *, grace_s: int = 0, uid: str | None = None) -> Hit:
-        """Delete a worker pod (grace 0: at once; else SIGTERM, SIGKILL after ``grace_s``).
-        With ``uid``, only that incarnation. Blocks until it is gone (graceful: up to
-        ``grace_s`` + 30 s). Raises InjectionFailed on 403/404/409."""
-        self._require_node(pod)
-        hit = self._delete_pod(pod, grace_s=grace_s, uid=uid)
-        self.timeline.emit(NodeEv.LOST, pod, t=hit.at, action=hit.action, **hit.detail)
-        return hit
-
-    def _delete_pod(self, pod: str, *, grace_s: int, uid: str | None) -> Hit:
-        info = self.pods.get(pod)
-        uid = uid or (info.labels.get("uid") if info else None)
-        self.pods.expect_loss(pod)
-        at = time.time()
-        self.actions.delete_pod(pod, grace_s=grace_s, uid=uid)
-        gone = self.actions.wait_pod_gone(pod, uid, grace_s + 30.0)
-        action = "delete-pod-grace-0" if grace_s == 0 else "delete-pod-graceful"
-        return Hit(node=pod, at=at, action=action,
-                   detail={"uid": uid, "grace_s": grace_s, "machine": _machine(info), "gone": gone})
-
-    def evict_pod(self, pod: str, *, grace_s: int | None = None) -> Hit:
-        """Evict a worker pod through the Eviction API (PDBs honoured). Returns once
-        the eviction is accepted; the pod then terminates gracefully."""
-        info = self._require_node(pod)
-        self.pods.expect_loss(pod)
-        at = time.time()
-        version = self.actions.evict_pod(pod, grace_s=grace_s)
-        hit = Hit(node=pod, at=at, action="evict-pod",
-                  detail={"policy_version": version, "uid": info.labels.get("uid"), "machine": _machine(info)})
-        self.timeline.emit(NodeEv.LOST, pod, t=at, action=hit.action, **hit.detail)
-        return hit
-
-    def cordon(self, machine: str, *, on: bool = True) -> Hit:
-        """Mark a Kubernetes node (un)schedulable; running pods stay. Idempotent."""
-        at = time.time()
-        self.actions.set_unschedulable(machine, on)
-        return Hit(node=machine, at=at, action="cordon" if on else "uncordon")
-
-    def drain(self, machine: str, *, grace_s: int | None = None, timeout_s: float = 120.0) -> Hit:
-        """kubectl drain: cordon, evict every pod but DaemonSets' and mirror pods, wait
-        until they are gone. The job's pods among them become ``node lost`` events."""
-        at = time.time()
-        for pod in self.pods_on(machine):
-            self.pods.expect_loss(pod)
-        evicted = self.actions.drain(machine, grace_s=grace_s, timeout_s=timeout_s,
-                                     on_evicted=lambda p: self._evicted(p, at))
-        return Hit(node=machine, at=at, action="drain", detail={"evicted": evicted})
-
-    def _evicted(self, pod: m.Manifest, at: float) -> None:
-        name = pod["metadata"]["name"]
-        if self.pods.get(name) is not None:
-            self.timeline.emit(NodeEv.LOST, name, t=at, action="drain",
-                               machine=(pod.get("spec") or {}).get("nodeName"))
-
-    def delete_machine(self, machine: str) -> Hit:
-        """Delete the Node object (the machine vanishes from the cluster's view; its pods
-        are garbage-collected by the cluster; a kubelet that is still alive re-registers)."""
-        at = time.time()
-        pods = self.pods_on(machine)
-        self.actions.delete_node(machine)
-        for pod in pods:
-            self.timeline.emit(NodeEv.LOST, pod, t=at, action="delete-node", machine=machine)
-        return Hit(node=machine, at=at, action="delete-node", detail={"pods": pods})
-
-    def pods_on(self, machine: str) -> list[str]:
-        """The job's live worker pods on Kubernetes node ``machine``."""
-        return [n.name for n in self.alive_nodes() if n.labels.get("machine") == machine]
-
-    def machine_of(self, pod: str) -> str:
-        """The Kubernetes node a worker pod runs on; InjectionFailed if it is not bound."""
-        info = self._require_node(pod)
-        machine = info.labels.get("machine")
-        if not machine:
-            raise InjectionFailed(f"pod {pod} is not scheduled on any node yet; nothing to aim at")
-        return machine
-
-
-def _machine(info: NodeInfo | None) -> str | None:
-    return info.labels.get("machine") if info else None
-
-
-def _clients(options: KubernetesOptions, api_client: Any, core_v1: Any, apps_v1: Any, custom: Any,
-             policy: Any) -> tuple[Any, Any, Any, Any]:
-    """The API objects to use: the injected ones, else built from the kubeconfig."""
-    if all(c is not None for c in (core_v1, apps_v1, custom)):
-        return core_v1, apps_v1, custom, policy
-    try:
-        from kubernetes import client, config
-    except ImportError as exc:
-        raise SetupError("the kubernetes platform needs the kubernetes client: "
-                         "pip install 'elastic-chaos[kubernetes]' (make install does)") from exc
-    if api_client is None:
-        api_client = _api_client_from_config(options, client, config)
-    return (core_v1 or client.CoreV1Api(api_client), apps_v1 or client.AppsV1Api(api_client),
-            custom or client.CustomObjectsApi(api_client), policy or client.PolicyV1Api(api_client))
-
-
-def _api_client_from_config(options: KubernetesOptions, client: Any, config: Any) -> Any:
-    path = options.kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
-    if options.kubeconfig and not Path(options.kubeconfig).is_file():
-        raise SetupError(f"--kubeconfig {options.kubeconfig} is not a file")
-    try:
-        if Path(path.split(os.pathsep)[0]).is_file():
-            return config.new_client_from_config(config_file=path, context=options.context)
-        config.load_incluster_config()
-        return client.ApiClient()
-    except Exception as exc:  # ConfigException and friends: say what to do
-        raise SetupError(f"no usable Kubernetes credentials ({exc}); pass --kubeconfig PATH "
-                         "(and --kube-context), set KUBECONFIG, or run inside the cluster") from exc
-
+        if self._scaler is None or (opts.replace_lost_nodes and opts.provisioning_delay_s is None):
+            return
+        delay = opts.provisioning_delay_s if opts.replace_lost_nodes else None
+        self._scaler.hold_back(node, delay, on_restore=lambda: self.timeline.emit(
+            NodeEv.PROVISIONED, None, replaces=node))
+        if delay is not None:
+            self.timeline.emit(NodeEv.PROVISIONING, None, replaces=node, delay_s=delay)

@@ -52,8 +52,12 @@ def _exit_code(obj: K8sObject) -> int | None:
 class PodTracker:
     """The job's worker pods by name (latest incarnation), fed by an ObjectWatch."""
 
-    def __init__(self, timeline: Timeline) -> None:
+    def __init__(self, timeline: Timeline, *, final_exit: Callable[[int | None], bool] | None = None) -> None:
         self.timeline = timeline
+        self.final_exit = final_exit
+        """Whether a container that exited with a code stays down though the pod lives on (the
+        statefulset kind's supervisor: the pod keeps Running, restartCount goes up, the agent does
+        not come back). None: only the pod's phase says the node exited (the operators' pods)."""
         self._pods: dict[str, _Pod] = {}
         self._expected: set[str] = set()
         self._lost_at: dict[str, float] = {}
@@ -103,6 +107,10 @@ class PodTracker:
         if machine and pod.info.labels.get("machine") != machine:
             pod.info = replace(pod.info, labels={**pod.info.labels, "machine": str(machine)})
             self.timeline.emit(NodeEv.SCHEDULED, name, machine=machine)
+        address = (obj.get("status") or {}).get("podIP")
+        if address and pod.info.labels.get("address") != address:
+            # the agents advertise it (--local-addr): how the rendezvous names its participants
+            pod.info = replace(pod.info, labels={**pod.info.labels, "address": str(address)})
         if not pod.info.state.is_alive():
             return
         deleting = (obj.get("metadata") or {}).get("deletionTimestamp")
@@ -115,14 +123,22 @@ class PodTracker:
             pod.info = replace(pod.info, state=NodeState.RUNNING)
             self.timeline.emit(NodeEv.RUNNING, name, machine=machine)
         elif phase in ("Succeeded", "Failed"):
-            code = _exit_code(obj)
-            pod.info = replace(pod.info, state=NodeState.EXITED, exit_code=code)
-            self.timeline.emit(NodeEv.EXITED, name, exit_code=code, phase=phase)
+            self._exited(pod, _exit_code(obj), phase=phase)
+            return
+        if self.final_exit is not None and not deleting:
+            code = _ended_for_good(obj, self.final_exit)
+            if code is not None:
+                self._exited(pod, code, phase=phase, restart_count=int(_container_status(obj).get("restartCount") or 0))
+                return
         restarts = int(_container_status(obj).get("restartCount") or 0)
         if restarts > pod.restarts:
             last = (_container_status(obj).get("lastState") or {}).get("terminated") or {}
             pod.restarts = restarts
             self.timeline.emit(NodeEv.RESTARTED, name, restart_count=restarts, exit_code=last.get("exitCode"))
+
+    def _exited(self, pod: _Pod, code: int | None, **data: Any) -> None:
+        pod.info = replace(pod.info, state=NodeState.EXITED, exit_code=code)
+        self.timeline.emit(NodeEv.EXITED, pod.info.name, exit_code=code, **data)
 
     def _deleted(self, pod: _Pod) -> None:
         name = pod.info.name
@@ -143,6 +159,17 @@ class PodTracker:
         """A fault is about to take ``name`` and records that itself."""
         with self._cond:
             self._expected.add(name)
+
+    def mark_lost(self, name: str) -> None:
+        """``name``'s machine is gone: its pod is lost now, though its object stays until the
+        pod garbage collector deletes it (its DELETED event is then no news). Idempotent."""
+        with self._cond:
+            pod = self._pods.get(name)
+            if pod is not None and pod.info.state.is_alive():
+                pod.info = replace(pod.info, state=NodeState.LOST)
+                self._expected.discard(name)
+                self._lost_at[name] = time.time()
+            self._cond.notify_all()
 
     def nodes(self) -> list[NodeInfo]:
         with self._cond:
@@ -190,6 +217,17 @@ class PodTracker:
         """One line per pod: phase, machine, and why it is not running."""
         with self._cond:
             return "; ".join(f"{name}: {_why(p.obj)}" for name, p in self._pods.items())
+
+
+def _ended_for_good(obj: K8sObject, final: Callable[[int | None], bool]) -> int | None:
+    """The exit code of a worker container whose agent ended for good (``final``), from its
+    current state (exited, not yet restarted) or its last one (restarted to stay down)."""
+    st = _container_status(obj)
+    for state in (st.get("state") or {}, st.get("lastState") or {}):
+        terminated = state.get("terminated")
+        if terminated and final(terminated.get("exitCode")):
+            return int(terminated["exitCode"])
+    return None
 
 
 def _why(obj: K8sObject) -> str:

@@ -22,10 +22,12 @@ log = logging.getLogger(__name__)
 
 
 class JobScaler:
-    """Patches ``<replica specs>.Worker.replicas`` of one job object."""
+    """Patches the worker replicas of one job: ``<replica specs>.Worker.replicas`` of an operator's
+    job object, ``spec.replicas`` of the statefulset kind's StatefulSet (``apps`` needed then)."""
 
-    def __init__(self, custom: Any, settings: m.KubeSettings, run_id: str, replicas: int) -> None:
-        self.custom, self.settings, self.run_id = custom, settings, run_id
+    def __init__(self, custom: Any, settings: m.KubeSettings, run_id: str, replicas: int, *,
+                 apps: Any = None) -> None:
+        self.custom, self.apps, self.settings, self.run_id = custom, apps, settings, run_id
         self.replicas = replicas
         self._timers: list[threading.Timer] = []
         self._lock = threading.Lock()
@@ -33,11 +35,7 @@ class JobScaler:
     def hold_back(self, victim: str, delay_s: float | None, on_restore: Any = None) -> None:
         """Scale down by one so ``victim`` is not replaced; with ``delay_s``, scale back
         up after that long (``on_restore()`` is called then)."""
-        index = int(victim.rsplit("-", 1)[-1])
-        if index != self.replicas - 1:
-            raise InjectionFailed(f"holding back the replacement of {victim} needs the highest-index worker "
-                                  f"({m.worker_pod_name(self.run_id, self.replicas - 1)}): the controller drops "
-                                  "the highest index when scaled down. Aim the fault there or let it be replaced")
+        self.check_victim(victim)
         self.scale(self.replicas - 1)
         if delay_s is not None:
             timer = threading.Timer(delay_s, self._restore, args=(on_restore,))
@@ -45,6 +43,14 @@ class JobScaler:
             with self._lock:
                 self._timers.append(timer)
             timer.start()
+
+    def check_victim(self, victim: str) -> None:
+        """InjectionFailed unless ``victim`` is the highest-index worker (the only one a scale-down keeps away)."""
+        index = int(victim.rsplit("-", 1)[-1])
+        if index != self.replicas - 1:
+            raise InjectionFailed(f"holding back the replacement of {victim} needs the highest-index worker "
+                                  f"({m.worker_pod_name(self.run_id, self.replicas - 1)}): the controller drops "
+                                  "the highest index when scaled down. Aim the fault there or let it be replaced")
 
     def pending(self) -> bool:
         with self._lock:
@@ -65,12 +71,18 @@ class JobScaler:
             log.exception("could not scale %s back up", self.run_id)
 
     def scale(self, replicas: int) -> None:
+        """Set the worker replicas; the controller then creates or deletes pods (blocks only for the PATCH)."""
         jk = self.settings.job_kind
-        group, version = jk.api_version.split("/")
-        specs = "replicaSpecs" if jk is m.JobKind.ELASTICJOB else "pytorchReplicaSpecs"
-        body = {"spec": {specs: {"Worker": {"replicas": replicas}}}}
         from chaos.platforms.kubernetes.actions import refused_loudly
         with refused_loudly(f"scaling {jk.kind} {self.run_id} to {replicas} workers"):
-            self.custom.patch_namespaced_custom_object(group, version, self.settings.namespace, jk.plural,
-                                                       self.run_id, body, _preload_content=False)
+            if jk is m.JobKind.STATEFULSET:
+                from chaos.platforms.kubernetes.statefulset import statefulset_name
+                self.apps.patch_namespaced_stateful_set(statefulset_name(self.run_id), self.settings.namespace,
+                                                        {"spec": {"replicas": replicas}}, _preload_content=False)
+            else:
+                group, version = jk.api_version.split("/")
+                specs = "replicaSpecs" if jk is m.JobKind.ELASTICJOB else "pytorchReplicaSpecs"
+                body = {"spec": {specs: {"Worker": {"replicas": replicas}}}}
+                self.custom.patch_namespaced_custom_object(group, version, self.settings.namespace, jk.plural,
+                                                           self.run_id, body, _preload_content=False)
         self.replicas = replicas

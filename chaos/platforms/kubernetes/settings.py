@@ -27,25 +27,36 @@ DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 class JobKind(str, enum.Enum):
+    STATEFULSET = "statefulset"
+    """Plain Kubernetes objects, no operator: a StatefulSet of torchrun pods (kept alive by
+    kube-controller-manager) and the run's etcd. Runs on any cluster."""
     ELASTICJOB = "elasticjob"
+    """The TorchElastic controller's ElasticJob (its CRD and controller must be installed)."""
     PYTORCHJOB = "pytorchjob"
+    """The Kubeflow training operator's PyTorchJob with an elasticPolicy."""
 
     @property
     def api_version(self) -> str:
-        return "elastic.pytorch.org/v1alpha1" if self is JobKind.ELASTICJOB else "kubeflow.org/v1"
+        return {"statefulset": "apps/v1", "elasticjob": "elastic.pytorch.org/v1alpha1",
+                "pytorchjob": "kubeflow.org/v1"}[self.value]
 
     @property
     def kind(self) -> str:
-        return "ElasticJob" if self is JobKind.ELASTICJOB else "PyTorchJob"
+        return {"statefulset": "StatefulSet", "elasticjob": "ElasticJob", "pytorchjob": "PyTorchJob"}[self.value]
 
     @property
     def plural(self) -> str:
-        return "elasticjobs" if self is JobKind.ELASTICJOB else "pytorchjobs"
+        return self.value + "s"
 
     @property
     def container(self) -> str:
         """The worker container's name (the training operator requires ``pytorch``)."""
-        return "elasticjob-worker" if self is JobKind.ELASTICJOB else "pytorch"
+        return {"statefulset": "worker", "elasticjob": "elasticjob-worker", "pytorchjob": "pytorch"}[self.value]
+
+    @property
+    def needs_operator(self) -> bool:
+        """A custom resource that only its own controller turns into pods."""
+        return self is not JobKind.STATEFULSET
 
 
 class StorageKind(str, enum.Enum):
@@ -90,8 +101,9 @@ class KubeSettings:
     """Where and how the job's pods run; the cluster half of a run (JobSpec is the job half)."""
 
     namespace: str = option("default", "namespace of everything the run creates (must exist)")
-    job_kind: JobKind = option(JobKind.ELASTICJOB, "elasticjob (the TorchElastic controller) or pytorchjob "
-                                                   "(the Kubeflow training operator)")
+    job_kind: JobKind = option(JobKind.STATEFULSET, "statefulset (plain Kubernetes objects, no operator: "
+                                                    "runs on any cluster), elasticjob (the TorchElastic "
+                                                    "controller) or pytorchjob (the Kubeflow training operator)")
     image: str = option(TRAINER_IMAGE, "trainer image: torch and the trainer package (kind/Dockerfile builds "
                                        "one)", flag="--trainer-image")
     image_pull_policy: str = option("IfNotPresent", "IfNotPresent suits kind (images loaded with `kind load`); "
@@ -99,6 +111,12 @@ class KubeSettings:
                                                     "registry tag")
     etcd_image: str = ETCD_IMAGE
     """etcd 3.5 (3.6 dropped the v2 API torch's etcd-v2 rendezvous needs)."""
+    etcd_shell: bool = False
+    """The etcd image has ``/bin/sh``: etcd then runs under a small loop the etcd-outage fault
+    stops and resumes through ``exec`` (quay.io/coreos/etcd 3.5 is distroless: it has none)."""
+    dns: bool = True
+    """The cluster resolves Service names (CoreDNS). Without DNS (the local cluster) the
+    statefulset kind gives the workers the etcd pod's IP instead of its Service name."""
     cpu: str | None = "1"
     """CPU request and limit per worker pod (None: none)."""
     memory: str | None = "2Gi"

@@ -8,28 +8,33 @@ before making it, so :func:`down` can always undo it — after a crash too.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import signal
 import socket
-import sys
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-import cluster_net as net
-import cluster_node as node
-from cluster_api import Api
-from cluster_base import (
+from chaos.platforms.kubernetes.localcluster import net, node
+from chaos.platforms.kubernetes.localcluster.api import Api
+from chaos.platforms.kubernetes.localcluster.base import (
     API_PORT,
     BRIDGE,
+    CAPACITY_LABEL,
     CGROUP_PARENT,
     CONTROLLER_MANAGER_PORT,
     ETCD_CLIENT_PORT,
     ETCD_PEER_PORT,
+    HOST_IP,
     MAX_NODES,
+    METADATA_PORTS,
+    PROFILE_NAME,
+    PROFILE_NAMESPACE,
     SCHEDULER_PORT,
+    SPOT_TAINT,
     ClusterError,
     Layout,
     NodeAddr,
@@ -43,21 +48,31 @@ from cluster_base import (
     wait_for,
     wait_gone,
 )
-from cluster_control import COMPONENTS, start_component
-from cluster_deps import check_ready_to_run
-from cluster_pki import BRIDGE_SERVER, LOCAL_SERVER, make_control_plane_pki, make_node_cert, write_kubeconfig
-from cluster_template import IMAGE_TARS, clone, ensure_template
+from chaos.platforms.kubernetes.localcluster.control import COMPONENTS, start_component
+from chaos.platforms.kubernetes.localcluster.deps import check_ready_to_run
+from chaos.platforms.kubernetes.localcluster.pki import (
+    BRIDGE_SERVER,
+    LOCAL_SERVER,
+    make_control_plane_pki,
+    make_node_cert,
+    write_kubeconfig,
+)
+from chaos.platforms.kubernetes.localcluster.template import IMAGE_TARS, clone, ensure_template
 
 READY_TIMEOUT_S = 300.0
 
 
+log = logging.getLogger(__name__)
+
+
 def progress(t0: float, msg: str) -> None:
-    print(f"[{time.monotonic() - t0:6.1f}s] {msg}", file=sys.stderr, flush=True)
+    """One progress line (the command line prints them on stderr; the toolkit logs them)."""
+    log.info("[%6.1fs] %s", time.monotonic() - t0, msg)
 
 
 # ---- up --------------------------------------------------------------------------------------------
 
-def up(layout: Layout, nodes: int = 3, timeout_s: float = READY_TIMEOUT_S) -> None:
+def up(layout: Layout, nodes: int = 4, timeout_s: float = READY_TIMEOUT_S) -> None:
     """Start a cluster of ``nodes`` Ready nodes, or complete a running one. Blocks until Ready.
 
     Idempotent: a healthy cluster is kept (nodes added up to ``nodes``, the current
@@ -117,8 +132,28 @@ def _complete(layout: Layout, state: dict[str, Any], nodes: int, t0: float, time
     wait_for(f"{len(wanted)} Ready nodes", lambda: wanted <= {n for n, r in api.node_ready().items() if r},
              timeout_s, 0.5)
     wait_for("the default ServiceAccount", api.has_default_sa, 60)
+    layout.shared.mkdir(parents=True, exist_ok=True)
+    api.put_configmap(PROFILE_NAMESPACE, PROFILE_NAME, profile(layout))
     progress(t0, f"{len(wanted)} nodes Ready: {', '.join(sorted(wanted, key=node_index))}")
     print(f"cluster up: export KUBECONFIG={layout.kubeconfig}")
+
+
+def profile(layout: Layout) -> dict[str, str]:
+    """What the toolkit needs to know about this cluster (the ``kube-public/elastic-chaos-cluster``
+    ConfigMap, read by chaos.platforms.kubernetes.profile): who operates its machines, the image
+    every node has, the shared checkpoint folder, where pods reach this machine, no DNS."""
+    return {
+        "machines": "local-cluster",
+        "root": str(layout.root),
+        "trainer-image": (layout.images / "trainer.ref").read_text().strip(),
+        "shared-dir": str(layout.shared),
+        "metadata-address": HOST_IP,
+        "metadata-ports": "{}-{}".format(*METADATA_PORTS),
+        "dns": "false",
+        "pods-reachable": "true",
+        "capacity-label": CAPACITY_LABEL,
+        "spot-taint": SPOT_TAINT,
+    }
 
 
 def _check_ports() -> None:
@@ -126,7 +161,7 @@ def _check_ports() -> None:
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 raise ClusterError(f"127.0.0.1:{port} is already in use: another cluster or program holds it "
-                                   "(`cluster.py down` stops ours)", exit_code=2)
+                                   "(`elastic-chaos cluster down` stops ours)", exit_code=2)
 
 
 def _etcd_healthy() -> bool:
@@ -178,7 +213,7 @@ def start_node(layout: Layout, state: dict[str, Any], template: Path | None) -> 
     Its containerd root is a clone of ``template``; without one, the node imports the images itself."""
     addr = NodeAddr(int(state["next_index"]))
     if addr.index > MAX_NODES:
-        raise ClusterError(f"node indexes are used up ({MAX_NODES}): `cluster.py down` and up again")
+        raise ClusterError(f"node indexes are used up ({MAX_NODES}): `elastic-chaos cluster down` and up again")
     state["next_index"] = addr.index + 1
     state["nodes"][addr.name] = {"index": addr.index}
     save_state(layout, state)
@@ -218,6 +253,14 @@ def add_node(layout: Layout, wait: bool = True, timeout_s: float = READY_TIMEOUT
     return name
 
 
+def wait_ready(layout: Layout, names: list[str], timeout_s: float = READY_TIMEOUT_S) -> None:
+    """Block until every node in ``names`` is Ready (nodes added with ``wait=False``)."""
+    api = Api(layout)
+    wanted = set(names)
+    wait_for(f"{', '.join(sorted(wanted))} Ready", lambda: wanted <= {n for n, r in api.node_ready().items() if r},
+             timeout_s, 0.25)
+
+
 def _node_rec(state: dict[str, Any], name: str) -> dict[str, Any]:
     node_index(name)
     rec = state["nodes"].get(name)
@@ -245,6 +288,7 @@ def kill_node(state: dict[str, Any], name: str, *, graceful: bool) -> None:
             os.kill(int(rec["init"]["pid"]), signal.SIGKILL)
         wait_gone(rec["init"], 10)
     stop(rec.get("wrapper"), grace_s=5)
+    node.forget_ended()
     _kill_cgroup(name)
 
 
@@ -309,6 +353,14 @@ def set_partition(layout: Layout, name: str, partitioned: bool) -> None:
     state = load_state(layout)
     _node_rec(state, name)
     net.set_link(NodeAddr(node_index(name)), up=not partitioned)
+
+
+def set_frozen(layout: Layout, name: str, frozen: bool) -> None:
+    """Freeze (or thaw) every process of the node at once: kubelet, containerd and its containers
+    stop where they are, sockets stay open (a hung host). The cgroup v1 freezer of its subtree.
+    Idempotent."""
+    _node_rec(load_state(layout), name)
+    node.set_frozen(name, frozen)
 
 
 def node_pids(layout: Layout, name: str) -> dict[int, str]:

@@ -1,8 +1,9 @@
 """The few API calls the cluster tooling makes itself (stdlib only: no kubernetes client needed).
 
 Readiness of the API server, the nodes' Ready condition, a Node deletion (what
-a cloud's node lifecycle controller does when an instance is gone) and the
-default ServiceAccount (pods are refused until the token controller made it).
+a cloud's node lifecycle controller does when an instance is gone), the
+default ServiceAccount (pods are refused until the token controller made it)
+and the cluster's profile ConfigMap.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from cluster_base import ClusterError, Layout
-from cluster_pki import LOCAL_SERVER
+from chaos.platforms.kubernetes.localcluster.base import ClusterError, Layout
+from chaos.platforms.kubernetes.localcluster.pki import LOCAL_SERVER
 
 
 class Api:
@@ -92,6 +93,16 @@ class Api:
         if status != 200:
             raise ClusterError(f"PATCH node {name} podCIDR: HTTP {status}: {body[:300]!r}")
         return True
+
+    def put_configmap(self, namespace: str, name: str, data: dict[str, str]) -> None:
+        """Create or replace a ConfigMap (idempotent)."""
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
+                "data": data}
+        status, text = self.request("PUT", f"/api/v1/namespaces/{namespace}/configmaps/{name}", body)
+        if status == 404:
+            status, text = self.request("POST", f"/api/v1/namespaces/{namespace}/configmaps", body)
+        if status not in (200, 201):
+            raise ClusterError(f"writing ConfigMap {namespace}/{name}: HTTP {status}: {text[:300]!r}")
 
     def has_default_sa(self) -> bool:
         """True once the default ServiceAccount of namespace default exists (pods are admitted)."""

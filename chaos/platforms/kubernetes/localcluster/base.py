@@ -26,8 +26,10 @@ from typing import IO, Any
 
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[2]
-CLUSTER_DIR = Path(os.environ.get("ELASTIC_CHAOS_CLUSTER_DIR", REPO / ".cluster"))
+def default_root() -> Path:
+    """Where the cluster lives: ``$ELASTIC_CHAOS_CLUSTER_DIR``, else ``.cluster`` in the current folder
+    (the repository's, for ``make cluster-up``)."""
+    return Path(os.environ.get("ELASTIC_CHAOS_CLUSTER_DIR") or Path.cwd() / ".cluster").resolve()
 
 # Addresses and ports. Nothing here listens on the machine's external interface:
 # control-plane servers bind 127.0.0.1; kubelets bind their node address inside
@@ -46,7 +48,16 @@ ETCD_PEER_PORT = 23801
 CONTROLLER_MANAGER_PORT = 10257
 SCHEDULER_PORT = 10259
 KUBELET_PORT = 10250
+METADATA_PORTS = (16480, 16489)
+"""The host accepts these from the bridge (besides the API port): the toolkit's spot-notice
+stand-in (an instance metadata service) listens on ``HOST_IP`` there while a run needs one."""
 NODE_PREFIX = "ec-node-"
+# Shaped like kind/cluster.yaml and an EKS spot node group: node 1 is on-demand capacity (the
+# job's etcd goes there, and no fault aims at it), every other node spot capacity, tainted.
+CAPACITY_LABEL = "eks.amazonaws.com/capacityType"
+SPOT_TAINT = "elastic-chaos/spot=true:NoSchedule"
+PROFILE_NAMESPACE, PROFILE_NAME = "kube-public", "elastic-chaos-cluster"
+"""The ConfigMap that tells the toolkit what this cluster is (chaos.platforms.kubernetes.profile)."""
 # Not "elastic-chaos": the toolkit's local platform owns <hierarchy>/elastic-chaos/<run>/<node>.
 CGROUP_PARENT = "elastic-chaos-cluster"
 MAX_NODES = 200
@@ -71,7 +82,7 @@ class SetupError(ClusterError):
 class Layout:
     """Where everything lives. ``build`` survives ``down``; ``run`` does not."""
 
-    root: Path = CLUSTER_DIR
+    root: Path = dataclasses.field(default_factory=default_root)
 
     @property
     def build(self) -> Path:
@@ -100,6 +111,12 @@ class Layout:
     @property
     def logs(self) -> Path:
         return self.run / "logs"
+
+    @property
+    def shared(self) -> Path:
+        """The checkpoint volume every node mounts (a hostPath: the nodes share this machine's disk,
+        as pods share an EFS/FSx volume); part of the run, removed by ``down``."""
+        return self.run / "shared"
 
     @property
     def kubeconfig(self) -> Path:
@@ -135,6 +152,11 @@ class NodeAddr:
     def veth(self) -> str:
         return f"{VETH_PREFIX}{self.index}"
 
+    @property
+    def spot(self) -> bool:
+        """Every node but the first is spot capacity (tainted: only pods that tolerate it run there)."""
+        return self.index != 1
+
 
 def node_index(name: str) -> int:
     """``ec-node-3`` -> 3; a ClusterError for any other name."""
@@ -142,7 +164,8 @@ def node_index(name: str) -> int:
         index = int(name[len(NODE_PREFIX):])
         if 1 <= index <= MAX_NODES:
             return index
-    raise ClusterError(f"{name!r} is not a node of this cluster (names are {NODE_PREFIX}N): see `cluster.py status`")
+    raise ClusterError(f"{name!r} is not a node of this cluster (names are {NODE_PREFIX}N): "
+                       "see `elastic-chaos cluster status`")
 
 
 # ---- state ---------------------------------------------------------------------------------------

@@ -1,23 +1,22 @@
-#!/usr/bin/env python3
-"""A real multi-node Kubernetes 1.20 cluster on this machine, without Docker or a registry.
+"""``elastic-chaos cluster``: a real multi-node Kubernetes 1.20 cluster on this machine, without Docker or a registry.
 
-Entry point of the local cluster (``make cluster-up`` / ``make cluster-down``
-call it) and of the node operations the toolkit's faults use. Stdlib only, so
-it runs under any Python 3.11 as root; the toolkit calls it as a command
-(``python3 kind/cluster/cluster.py lose-node ec-node-2``) or imports
-:mod:`cluster_ops` with this folder on ``sys.path``.
+The command line of the local cluster (``make cluster-up`` / ``make cluster-down``
+run ``python3 -m chaos.platforms.kubernetes.localcluster``, ``elastic-chaos cluster``
+is the same). Stdlib only, so it runs under any Python 3.11 as root without the
+toolkit's dependencies; the toolkit's node faults call :mod:`ops` directly
+(through :mod:`chaos.platforms.kubernetes.machines`).
 
 Exit codes: 0 done, 1 failed, 2 setup error (not root, a package or a build
 missing: the message says what to run).
 
 Examples::
 
-    kind/cluster/cluster.py up --nodes 3      # blocks until 3 nodes are Ready
+    elastic-chaos cluster up --nodes 4       # blocks until 4 nodes are Ready
     export KUBECONFIG=.cluster/kubeconfig
-    kind/cluster/cluster.py lose-node ec-node-2
-    kind/cluster/cluster.py add-node          # prints the new node's name once Ready
-    kind/cluster/cluster.py partition-node ec-node-1; kind/cluster/cluster.py heal-node ec-node-1
-    kind/cluster/cluster.py down
+    elastic-chaos cluster lose-node ec-node-2
+    elastic-chaos cluster add-node           # prints the new node's name once Ready
+    elastic-chaos cluster partition-node ec-node-3; elastic-chaos cluster heal-node ec-node-3
+    elastic-chaos cluster down
 """
 
 from __future__ import annotations
@@ -27,14 +26,11 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import cluster_deps  # noqa: E402
-import cluster_ops as ops  # noqa: E402
-from cluster_base import ClusterError, Layout  # noqa: E402
-from cluster_status import status  # noqa: E402
+from chaos.platforms.kubernetes.localcluster import deps as cluster_deps
+from chaos.platforms.kubernetes.localcluster import ops
+from chaos.platforms.kubernetes.localcluster.base import ClusterError, Layout
+from chaos.platforms.kubernetes.localcluster.status import status
 
 
 def _up(layout: Layout, args: argparse.Namespace) -> int:
@@ -77,6 +73,18 @@ def _heal(layout: Layout, args: argparse.Namespace) -> int:
     return 0
 
 
+def _freeze(layout: Layout, args: argparse.Namespace) -> int:
+    cluster_deps.require_root()
+    ops.set_frozen(layout, args.name, frozen=True)
+    return 0
+
+
+def _thaw(layout: Layout, args: argparse.Namespace) -> int:
+    cluster_deps.require_root()
+    ops.set_frozen(layout, args.name, frozen=False)
+    return 0
+
+
 def _node_pids(layout: Layout, args: argparse.Namespace) -> int:
     cluster_deps.require_root()
     pids = ops.node_pids(layout, args.name)
@@ -101,17 +109,17 @@ def _deps(layout: Layout, args: argparse.Namespace) -> int:
 
 
 def _node_init(layout: Layout, args: argparse.Namespace) -> int:
-    import cluster_node
+    from chaos.platforms.kubernetes.localcluster import node as cluster_node
 
     return cluster_node.node_init(args.node_dir)
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kind/cluster/cluster.py", description=__doc__,
+    p = argparse.ArgumentParser(prog="elastic-chaos cluster", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     cmd = sub.add_parser("up", help="start the cluster (or complete it); blocks until every node is Ready")
-    cmd.add_argument("--nodes", type=int, default=3, help="number of nodes (default 3)")
+    cmd.add_argument("--nodes", type=int, default=4, help="number of nodes (default 4: one on-demand, three spot)")
     cmd.add_argument("--timeout", type=float, default=ops.READY_TIMEOUT_S, help="seconds to wait for Ready")
     cmd.set_defaults(func=_up)
     sub.add_parser("down", help="stop everything and remove what up made (idempotent)").set_defaults(func=_down)
@@ -126,6 +134,8 @@ def parser() -> argparse.ArgumentParser:
         ("lose-node", _lose_node, "the instance is gone: all its processes die at once, its Node is deleted"),
         ("partition-node", _partition, "its link down: cut from the API server and the other nodes"),
         ("heal-node", _heal, "its link up again"),
+        ("freeze-node", _freeze, "every process of the node stopped at once (cgroup freezer): a hung host"),
+        ("thaw-node", _thaw, "the node's processes resume"),
     ]:
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument("name")
@@ -145,6 +155,11 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    progress = logging.StreamHandler(sys.stderr)
+    progress.setFormatter(logging.Formatter("%(message)s"))
+    ops.log.addHandler(progress)  # the operations' progress lines, as they happen
+    ops.log.setLevel(logging.INFO)
+    ops.log.propagate = False
     args = parser().parse_args(argv)
     func: Callable[[Layout, argparse.Namespace], int] = args.func
     try:
@@ -153,9 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cluster: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
-        print("cluster: interrupted; `kind/cluster/cluster.py down` removes what was made", file=sys.stderr)
+        print("cluster: interrupted; `elastic-chaos cluster down` removes what was made", file=sys.stderr)
         return 1
 
 
-if __name__ == "__main__":
-    sys.exit(main())

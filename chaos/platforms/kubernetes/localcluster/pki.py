@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-from cluster_base import API_PORT, HOST_IP, KUBERNETES_SERVICE_IP, Layout, run
+from chaos.platforms.kubernetes.localcluster.base import API_PORT, HOST_IP, KUBERNETES_SERVICE_IP, Layout, run
 
 DAYS = "3650"
 API_SANS = ",".join([

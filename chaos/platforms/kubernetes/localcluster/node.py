@@ -1,7 +1,7 @@
 """A node of the local cluster: one containerd + one kubelet in namespaces of their own.
 
-A node is started as ``unshare --pid --net --mount`` around ``cluster.py
-_node-init`` (:func:`node_init`), which is PID 1 of the node's PID namespace.
+A node is started as ``unshare --pid --net --mount`` around ``python3 -m
+chaos.platforms.kubernetes.localcluster _node-init`` (:func:`node_init`), which is PID 1 of the node's PID namespace.
 So the node is one process tree that a single SIGKILL ends at once, kubelet,
 containerd, shims and every container included: the instance is gone. It is
 also one cgroup subtree (``/elastic-chaos/NODE`` in every hierarchy; the
@@ -31,18 +31,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cluster_api import Api
-from cluster_base import (
+from chaos.platforms.kubernetes.localcluster.api import Api
+from chaos.platforms.kubernetes.localcluster.base import (
+    CAPACITY_LABEL,
     CGROUP_PARENT,
     KUBELET_PORT,
+    SPOT_TAINT,
     ClusterError,
     Layout,
     NodeAddr,
     run,
     start_time,
 )
-from cluster_net import NODE_NAT_RULES
-from cluster_pki import BRIDGE_SERVER
+from chaos.platforms.kubernetes.localcluster.net import NODE_NAT_RULES
+from chaos.platforms.kubernetes.localcluster.pki import BRIDGE_SERVER
 
 CNI_BIN = "/usr/lib/cni"
 PRIVATE_DIRS = {"run": "/run", "var-lib": "/var/lib", "var-log": "/var/log", "tmp": "/tmp"}
@@ -86,6 +88,20 @@ def cgroup_pids(name: str) -> list[int]:
             with contextlib.suppress(OSError):
                 pids.update(int(p) for p in procs.read_text().split())
     return sorted(pids)
+
+
+def set_frozen(name: str, frozen: bool) -> None:
+    """The node's freezer cgroup to FROZEN or THAWED; blocks until the kernel says it is."""
+    freezer = next((p for p in node_cgroups(name) if (p / "freezer.state").exists()), None)
+    if freezer is None:
+        raise ClusterError(f"{name} has no freezer cgroup (a cgroup v1 freezer hierarchy is needed to freeze a node)")
+    want = "FROZEN" if frozen else "THAWED"
+    (freezer / "freezer.state").write_text(want)
+    deadline = time.monotonic() + 10
+    while (freezer / "freezer.state").read_text().strip() != want:
+        if time.monotonic() > deadline:
+            raise ClusterError(f"{name} did not become {want} within 10s")
+        time.sleep(0.02)
 
 
 def remove_cgroups(name: str | None = None) -> list[Path]:
@@ -136,7 +152,9 @@ def node_config(layout: Layout, addr: NodeAddr, images: list[str]) -> dict[str, 
             f"--cert-dir={d / 'kubelet' / 'pki'}",
             f"--hostname-override={addr.name}",
             f"--node-ip={addr.ip}",
-            f"--node-labels=elastic-chaos.io/node-index={addr.index}",
+            f"--node-labels=elastic-chaos.io/node-index={addr.index},"
+            f"{CAPACITY_LABEL}={'SPOT' if addr.spot else 'ON_DEMAND'}",
+            *([f"--register-with-taints={SPOT_TAINT}"] if addr.spot else []),
             "--container-runtime=remote",
             f"--container-runtime-endpoint=unix://{d / 'containerd' / 'containerd.sock'}",
             f"--pod-infra-container-image={(layout.images / 'pause.ref').read_text().strip()}",
@@ -244,16 +262,31 @@ featureGates: {{CSIMigration: false}}
 
 # ---- starting a node (host side) -----------------------------------------------------------------
 
+_WRAPPERS: list[subprocess.Popen[bytes]] = []
+"""The node wrappers this process started: kept referenced, so that one dropped while its node runs
+(the toolkit adds nodes from inside a test run) is not garbage-collected with a ResourceWarning;
+:func:`forget_ended` lets the ended ones go."""
+
+
+def forget_ended() -> None:
+    """Drop the wrappers whose process has ended (reaped here or by ``wait_gone``)."""
+    _WRAPPERS[:] = [w for w in _WRAPPERS if w.poll() is None]
+
+
 def spawn_node(layout: Layout, addr: NodeAddr) -> tuple[subprocess.Popen[bytes], int]:
     """Start the node's namespaces and its init, which waits for ``go`` on stdin; (wrapper, init host PID)."""
     args = ["unshare", "--pid", "--fork", "--mount-proc", "--net", "--mount", "--propagation", "slave",
-            "--kill-child", "--", sys.executable, str(Path(__file__).with_name("cluster.py")),
+            "--kill-child", "--", sys.executable, "-m", __package__ or "chaos.platforms.kubernetes.localcluster",
             "_node-init", str(layout.node_dir(addr.name))]
+    # the init imports this package: wherever this process found it (an editable install, PYTHONPATH)
+    root = str(Path(__file__).resolve().parents[4])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     log_path = layout.logs / f"node-{addr.name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as out:
         wrapper = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+                                   start_new_session=True, env=env)
+    _WRAPPERS.append(wrapper)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         child = _child_of(wrapper.pid)
@@ -395,7 +428,7 @@ class _Init:
 
 
 def node_init(node_dir: str) -> int:
-    """Entry point of ``cluster.py _node-init NODE_DIR`` (PID 1 of a node; not for direct use)."""
+    """Entry point of ``_node-init NODE_DIR`` (PID 1 of a node; not for direct use)."""
     cfg = json.loads(Path(node_dir, "node.json").read_text())
     _Init(cfg).main()
     return 0

@@ -1,4 +1,4 @@
-"""``cluster.py status``: the recorded processes, each node's link and readiness, in text or JSON.
+"""``elastic-chaos cluster status``: the recorded processes, each node's link and readiness, in text or JSON.
 
 Read only: takes no lock and changes nothing. Exit code 0 when every recorded
 component runs and every node is Ready, 1 otherwise, 0 with "down" when there
@@ -10,11 +10,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import cluster_net as net
-import cluster_node as node
-from cluster_api import Api
-from cluster_base import ClusterError, Layout, NodeAddr, is_alive, load_state, node_index
-from cluster_control import COMPONENTS
+from chaos.platforms.kubernetes.localcluster import net, node
+from chaos.platforms.kubernetes.localcluster.api import Api
+from chaos.platforms.kubernetes.localcluster.base import (
+    ClusterError,
+    Layout,
+    NodeAddr,
+    is_alive,
+    load_state,
+    node_index,
+)
+from chaos.platforms.kubernetes.localcluster.control import COMPONENTS
 
 
 def collect(layout: Layout) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from cluster_base import Layout, SetupError
+from chaos.platforms.kubernetes.localcluster.base import Layout, SetupError
 
 # file or command -> the Debian package that provides it
 RUNTIME: dict[str, str] = {

@@ -15,7 +15,8 @@ the machine's external interface)::
   only), so the API server listens on loopback alone. Inside each node,
   ``10.96.0.1:443`` (the ``kubernetes`` Service, what in-cluster clients use) is
   DNATed to ``10.87.0.1:16443``: the one ClusterIP that works without kube-proxy.
-* The host answers nodes and pods on the API port only (plus ICMP and replies).
+* The host answers nodes and pods on the API port and the metadata ports only (plus ICMP
+  and replies): a run's spot-notice stand-in listens on ``10.87.0.1`` there.
 
 Every rule made is recorded in the state, and removed from it by ``teardown``.
 """
@@ -27,12 +28,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from cluster_base import (
+from chaos.platforms.kubernetes.localcluster.base import (
     API_PORT,
     BRIDGE,
     HOST_IP,
     HOST_NET,
     KUBERNETES_SERVICE_IP,
+    METADATA_PORTS,
     SERVICE_NET,
     VETH_PREFIX,
     ClusterError,
@@ -52,6 +54,8 @@ CHAIN_RULES: list[tuple[str, str, list[str]]] = [
     ("nat", NAT_CHAIN, ["-d", f"{HOST_IP}/32", "-p", "tcp", "--dport", str(API_PORT),
                         "-j", "DNAT", "--to-destination", f"127.0.0.1:{API_PORT}"]),
     ("filter", IN_CHAIN, ["-p", "tcp", "--dport", str(API_PORT), "-j", "ACCEPT"]),
+    ("filter", IN_CHAIN, ["-d", f"{HOST_IP}/32", "-p", "tcp", "--dport", "{}:{}".format(*METADATA_PORTS),
+                          "-j", "ACCEPT"]),
     ("filter", IN_CHAIN, ["-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"]),
     ("filter", IN_CHAIN, ["-p", "icmp", "-j", "ACCEPT"]),
     ("filter", IN_CHAIN, ["-j", "DROP"]),
@@ -157,7 +161,7 @@ def unwire_node(addr: NodeAddr, peers: dict[NodeAddr, int]) -> None:
 def set_link(addr: NodeAddr, up: bool) -> None:
     """The node's link up or down (a partition cuts it from the API server and every other node)."""
     if not link_exists(addr.veth):
-        raise ClusterError(f"{addr.name} has no link {addr.veth}: is it running? see `cluster.py status`")
+        raise ClusterError(f"{addr.name} has no link {addr.veth}: is it running? see `elastic-chaos cluster status`")
     run(["ip", "link", "set", addr.veth, "up" if up else "down"])
 
 

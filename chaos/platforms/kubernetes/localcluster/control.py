@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cluster_base import (
+from chaos.platforms.kubernetes.localcluster.base import (
     API_PORT,
     CONTROLLER_MANAGER_PORT,
     ETCD_CLIENT_PORT,
@@ -28,7 +28,7 @@ from cluster_base import (
     Layout,
     spawn,
 )
-from cluster_pki import LOCAL_SERVER, write_kubeconfig
+from chaos.platforms.kubernetes.localcluster.pki import LOCAL_SERVER, write_kubeconfig
 
 NODE_MONITOR_GRACE_PERIOD = "20s"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")

@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cluster_base import ClusterError, Layout, is_alive, run, save_state, spawn, stop
-from cluster_node import CNI_BIN, CONTAINERD_TOML
+from chaos.platforms.kubernetes.localcluster.base import ClusterError, Layout, is_alive, run, save_state, spawn, stop
+from chaos.platforms.kubernetes.localcluster.node import CNI_BIN, CONTAINERD_TOML
 
 WRITTEN_IN_PLACE = ("io.containerd.metadata.v1.bolt/meta.db", "io.containerd.snapshotter.v1.overlayfs/metadata.db")
 IMAGE_TARS = ("pause.tar", "trainer.tar")

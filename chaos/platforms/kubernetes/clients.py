@@ -1,0 +1,44 @@
+"""The API objects a Kubernetes run uses: injected ones (tests aim them at a real API server), else
+built from a kubeconfig (or in-cluster credentials). The only place the platform imports the
+kubernetes client package."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from chaos.errors import SetupError
+
+if TYPE_CHECKING:
+    from chaos.platforms.kubernetes.platform import KubernetesOptions
+
+
+def make_clients(options: KubernetesOptions, api_client: Any, core_v1: Any, apps_v1: Any, custom: Any,
+             policy: Any) -> tuple[Any, Any, Any, Any]:
+    """The API objects to use: the injected ones, else built from the kubeconfig."""
+    if all(c is not None for c in (core_v1, apps_v1, custom)):
+        return core_v1, apps_v1, custom, policy
+    try:
+        from kubernetes import client, config
+    except ImportError as exc:
+        raise SetupError("the kubernetes platform needs the kubernetes client: "
+                         "pip install 'elastic-chaos[kubernetes]' (make install does)") from exc
+    if api_client is None:
+        api_client = api_client_from_config(options, client, config)
+    return (core_v1 or client.CoreV1Api(api_client), apps_v1 or client.AppsV1Api(api_client),
+            custom or client.CustomObjectsApi(api_client), policy or client.PolicyV1Api(api_client))
+
+
+def api_client_from_config(options: KubernetesOptions, client: Any, config: Any) -> Any:
+    path = options.kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+    if options.kubeconfig and not Path(options.kubeconfig).is_file():
+        raise SetupError(f"--kubeconfig {options.kubeconfig} is not a file")
+    try:
+        if Path(path.split(os.pathsep)[0]).is_file():
+            return config.new_client_from_config(config_file=path, context=options.context)
+        config.load_incluster_config()
+        return client.ApiClient()
+    except Exception as exc:  # ConfigException and friends: say what to do
+        raise SetupError(f"no usable Kubernetes credentials ({exc}); pass --kubeconfig PATH "
+                         "(and --kube-context), set KUBECONFIG, or run inside the cluster") from exc
+

@@ -1,0 +1,166 @@
+"""The machines under a cluster's pods, operated by whoever owns them: the contract and the local cluster's.
+
+A Kubernetes node fault that is more than an API call (the instance is gone,
+its link is down, it hangs) and the node pool's replacement (a new instance
+joins, the cluster-autoscaler's part) need the machines' owner: a cloud (EC2
+and its Auto Scaling groups on EKS), Docker for kind, or the local cluster's
+own operations (``make cluster-up``). The Kubernetes platform talks to them
+through :class:`Machines`; an operation an owner cannot do is ``unavailable``
+with the reason (a scenario skips with it), never replaced by another fault.
+
+- :class:`LocalClusterMachines`: chaos.platforms.kubernetes.localcluster.ops,
+  in this process (root): ``lose`` SIGKILLs the node's PID namespace (kubelet,
+  containerd, every container at once) and deletes its Node; ``add`` starts a
+  new kubelet + containerd and returns once it is Ready; ``partition`` takes
+  its link down; ``freeze`` freezes its cgroup.
+- kind's (``docker kill``/``docker start``) live in chaos.platforms.kubernetes.kind.
+- :class:`NoMachines`: a cluster whose machines are not ours; the node faults
+  fall back to what the API can do (delete the pod) where the fault says so.
+"""
+from __future__ import annotations
+
+import abc
+import contextlib
+import enum
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from chaos.errors import FaultUnavailable, InjectionFailed
+
+
+class MachineOp(enum.Enum):
+    """What can be done to a machine."""
+
+    LOSE = "losing a machine"
+    ADD = "adding a machine"
+    PARTITION = "partitioning a machine"
+    FREEZE = "freezing a machine"
+
+
+class Machines(abc.ABC):
+    """Operations on the machines (Kubernetes nodes) of one cluster. Every method blocks until
+    done and raises InjectionFailed when the owner refused or failed, FaultUnavailable when
+    it cannot do that at all (``unavailable`` says why beforehand)."""
+
+    name: str = "abstract"
+
+    @abc.abstractmethod
+    def unavailable(self, op: MachineOp) -> str | None:
+        """Why ``op`` cannot be done on this cluster's machines, or None when it can."""
+
+    def require(self, op: MachineOp) -> None:
+        reason = self.unavailable(op)
+        if reason is not None:
+            raise FaultUnavailable(reason)
+
+    def lose(self, machine: str) -> float:
+        """The instance is gone: every process on it dies at once and its Node object goes.
+        Returns when it is gone (epoch seconds of the hit). Not idempotent: a gone machine fails."""
+        self.require(MachineOp.LOSE)
+        return self._lose(machine)
+
+    def add(self) -> str:
+        """A new machine joins the cluster; blocks until its Node is Ready; returns its name."""
+        self.require(MachineOp.ADD)
+        return self._add()
+
+    def add_many(self, count: int) -> list[str]:
+        """``count`` new machines (joining side by side where the owner can); blocks until all are Ready."""
+        return [self.add() for _ in range(count)]
+
+    def partition(self, machine: str, *, on: bool = True) -> float:
+        """Cut the machine's link (``on``) or restore it; its processes keep running. Idempotent."""
+        self.require(MachineOp.PARTITION)
+        return self._partition(machine, on)
+
+    def freeze(self, machine: str, *, on: bool = True) -> float:
+        """Stop (``on``) or resume every process of the machine at once (a hung host). Idempotent."""
+        self.require(MachineOp.FREEZE)
+        return self._freeze(machine, on)
+
+    def _lose(self, machine: str) -> float:
+        raise FaultUnavailable(f"{MachineOp.LOSE.value} is not possible on {self.name} machines")
+
+    def _add(self) -> str:
+        raise FaultUnavailable(f"{MachineOp.ADD.value} is not possible on {self.name} machines")
+
+    def _partition(self, machine: str, on: bool) -> float:
+        raise FaultUnavailable(f"{MachineOp.PARTITION.value} is not possible on {self.name} machines")
+
+    def _freeze(self, machine: str, on: bool) -> float:
+        raise FaultUnavailable(f"{MachineOp.FREEZE.value} is not possible on {self.name} machines")
+
+
+class NoMachines(Machines):
+    """A cluster whose machines this run cannot reach (any cluster without a profile that names
+    their owner): only what the Kubernetes API itself can do."""
+
+    name = "this cluster's"
+
+    def unavailable(self, op: MachineOp) -> str | None:
+        return (f"{op.value} needs the machines' owner, and this cluster names none (the local cluster of "
+                "`make cluster-up` does; on kind use stop-kind-node, on EKS the eks platform)")
+
+
+class LocalClusterMachines(Machines):
+    """The local cluster's nodes (chaos.platforms.kubernetes.localcluster), operated in this process."""
+
+    name = "the local cluster's"
+
+    def __init__(self, root: str | Path) -> None:
+        from chaos.platforms.kubernetes.localcluster.base import Layout
+        self.layout = Layout(Path(root))
+
+    def unavailable(self, op: MachineOp) -> str | None:
+        if os.geteuid() != 0:
+            return f"{op.value} on the local cluster needs root (its nodes are root's namespaces and cgroups)"
+        if not self.layout.state_file.exists():
+            return f"the local cluster at {self.layout.root} is not running (make cluster-up)"
+        return None
+
+    def _lose(self, machine: str) -> float:
+        from chaos.platforms.kubernetes.localcluster import ops
+        at = time.time()
+        with _failed_loudly(f"losing {machine}"):
+            ops.lose_node(self.layout, machine)
+        return at
+
+    def _add(self) -> str:
+        from chaos.platforms.kubernetes.localcluster import ops
+        with _failed_loudly("adding a node"):
+            return ops.add_node(self.layout, wait=True)
+
+    def add_many(self, count: int) -> list[str]:
+        """Started one after the other (a second each), then waited for together (~7 s)."""
+        self.require(MachineOp.ADD)
+        from chaos.platforms.kubernetes.localcluster import ops
+        with _failed_loudly(f"adding {count} nodes"):
+            names = [ops.add_node(self.layout, wait=False) for _ in range(count)]
+            ops.wait_ready(self.layout, names)
+        return names
+
+    def _partition(self, machine: str, on: bool) -> float:
+        from chaos.platforms.kubernetes.localcluster import ops
+        at = time.time()
+        with _failed_loudly(f"{'partitioning' if on else 'healing'} {machine}"):
+            ops.set_partition(self.layout, machine, partitioned=on)
+        return at
+
+    def _freeze(self, machine: str, on: bool) -> float:
+        from chaos.platforms.kubernetes.localcluster import ops
+        at = time.time()
+        with _failed_loudly(f"{'freezing' if on else 'thawing'} {machine}"):
+            ops.set_frozen(self.layout, machine, frozen=on)
+        return at
+
+
+@contextlib.contextmanager
+def _failed_loudly(what: str) -> Iterator[None]:
+    """A ClusterError of the local cluster as InjectionFailed, saying what was being done."""
+    from chaos.platforms.kubernetes.localcluster.base import ClusterError
+    try:
+        yield
+    except ClusterError as exc:
+        raise InjectionFailed(f"{what} failed: {exc}") from exc
