@@ -9,6 +9,7 @@ from chaos.hypotheses.api import settings
 from chaos.hypotheses.catalog import get
 from chaos.options import declared
 from chaos.platforms.kubernetes import manifests as m
+from chaos.platforms.kubernetes.settings import JobKind
 from chaos.platforms.local.gpus import GpuMode, plan
 from chaos.spec import JobSpec, job_from_options, preset
 
@@ -41,12 +42,24 @@ def test_out_of_range_values_are_refused_with_what_is_allowed():
         JobSpec(nccl_async_error_handling=4)
 
 
-def test_kubernetes_workers_get_the_same_environment():
+@pytest.mark.parametrize("kind", list(JobKind))
+def test_kubernetes_workers_get_the_same_environment(kind):
     job = preset("fast").apply(JobSpec(nodes="1:2", run_id="chaos-unit"))
-    (elastic,) = [d for d in m.render(job, m.kind_settings()) if d["kind"] == "ElasticJob"]
-    container = elastic["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
-    env = {e["name"]: e.get("value") for e in container["env"]}
-    assert NCCL_ENV.items() <= env.items()
+    docs = m.render(job, m.kind_settings(job_kind=kind))
+    workers = [d for d in docs if d["kind"] in ("StatefulSet", "ElasticJob", "PyTorchJob")
+               and d["metadata"]["name"] != f"{job.run_id}-etcd"]
+    containers = [c for d in workers for c in _pod_templates(d) for c in c["spec"]["containers"]]
+    assert containers, f"no worker container in {[d['kind'] for d in docs]}"
+    for container in containers:
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert NCCL_ENV.items() <= env.items(), container["name"]
+
+
+def _pod_templates(doc):
+    """A workload's pod templates: a StatefulSet's one, an operator job's one per replica type."""
+    if doc["kind"] == "StatefulSet":
+        return [doc["spec"]["template"]]
+    return [r["template"] for r in doc["spec"].get("replicaSpecs", doc["spec"].get("pytorchReplicaSpecs", {})).values()]
 
 
 def test_the_demos_job_fits_a_one_gpu_machine():
