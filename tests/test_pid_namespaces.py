@@ -33,3 +33,22 @@ def test_two_pods_training_at_once_as_rank_0_with_the_same_pid_are_a_split_brain
     ev += [step(12.0 + i, "w-1", 9, i, ws=1) for i in range(10)]
     (brain,) = split_brains(ev)
     assert {w[0] for w in brain.worlds} == {"w-0", "w-1"}
+
+
+def test_a_re_created_pods_worker_with_its_predecessors_pid_is_not_its_predecessor():
+    # measured on the local cluster: worker-1 (rank 0, pid 9) lost at 20 s; worker-0 trained alone
+    # 65-74 s; worker-1's replacement pod started its worker as pid 9 again and trained from 80 s.
+    # One span for both lives of pid 9 covered 15-81 s and read as a 9 s split brain.
+    ev = [start(15.0, "w-0", 10), start(15.0, "w-1", 9)]
+    ev += [step(15.6 + i * 0.1, "w-1", 9, i) for i in range(50)]
+    ev += [start(65.0, "w-0", 17)] + [step(65.4 + i * 0.1, "w-0", 17, 41 + i, ws=1) for i in range(90)]
+    ev += [start(78.4, "w-1", 9)] + [step(80.9 + i * 0.1, "w-1", 9, 133 + i) for i in range(6)]
+    assert split_brains(ev) == []
+
+
+def test_two_lives_of_a_pid_still_show_a_split_brain_with_a_third_process():
+    ev = [start(0.0, "w-1", 9)] + [step(1.0 + i, "w-1", 9, i) for i in range(5)]
+    ev += [start(20.0, "w-1", 9)] + [step(21.0 + i, "w-1", 9, i, ws=1) for i in range(10)]
+    ev += [step(23.0 + i, "w-0", 17, i, ws=1) for i in range(10)]
+    (brain,) = split_brains(ev)
+    assert {w[0] for w in brain.worlds} == {"w-0", "w-1"} and brain.start == 23.0

@@ -46,22 +46,29 @@ class SplitBrain:
 
 def split_brains(events: Sequence[Event]) -> list[SplitBrain]:
     """Periods of more than MIN_OVERLAP_S when two rank-0 processes reported steps."""
-    # (node, pid) -> [first t, last t, node, world size, steps]: a process is its node and PID (pods
-    # number their processes in their own PID namespaces, so two pods' rank 0 may share a PID)
-    spans: dict[tuple[str | None, int], list[Any]] = {}
-    for e in of(events, ProgressEv.STEP):
-        if int(e.data.get("rank", 0)) != 0:
-            continue
+    # (node, pid, incarnation) -> [first t, last t, node, world size, steps]: a process is its node,
+    # its PID and its own start (pods number their processes in their own PID namespaces, so two
+    # pods' rank 0 may share a PID, and a re-created pod's worker often has its predecessor's: the
+    # two lives of that PID are two processes, or one would seem to span the other's absence)
+    spans: dict[tuple[str | None, int, int], list[Any]] = {}
+    lives: dict[tuple[str | None, int], int] = {}
+    for e in of(events, ProgressEv.START, ProgressEv.STEP):
         pid = e.data.get("pid")
         if pid is None:
             continue
-        span = spans.setdefault((e.node, int(pid)), [e.t, e.t, e.node, int(e.data.get("world_size", 0)), 0])
+        who = (e.node, int(pid))
+        if e.type == ProgressEv.START:     # the first start is life 0, as are steps before any start
+            lives[who] = lives.get(who, -1) + 1
+            continue
+        if int(e.data.get("rank", 0)) != 0:
+            continue
+        span = spans.setdefault((*who, lives.get(who, 0)), [e.t, e.t, e.node, int(e.data.get("world_size", 0)), 0])
         span[1] = e.t
         span[4] += 1
     found: list[SplitBrain] = []
     items = sorted(spans.items(), key=lambda kv: kv[1][0])
-    for i, ((_, pid_a), a) in enumerate(items):
-        for (_, pid_b), b in items[i + 1:]:
+    for i, ((_, pid_a, _), a) in enumerate(items):
+        for (_, pid_b, _), b in items[i + 1:]:
             start, end = max(a[0], b[0]), min(a[1], b[1])
             if end - start > MIN_OVERLAP_S and a[4] > 2 and b[4] > 2:
                 found.append(SplitBrain(start, end, ((a[2], pid_a, a[3]), (b[2], pid_b, b[3]))))
