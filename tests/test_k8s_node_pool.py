@@ -37,8 +37,10 @@ class RecordingMachines(Machines):
     def unavailable(self, op: MachineOp) -> str | None:
         return None
 
-    def _lose(self, machine: str) -> float:
+    def _lose(self, machine: str, once_dead) -> float:
         self.calls.append(("lose", machine))
+        if once_dead is not None:
+            once_dead()
         return time.time()
 
     def _add(self) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,10 +71,14 @@ class KindMachines(Machines):
                                   f"{(done.stderr or done.stdout).strip()[:300]} -- is {machine} a node of the "
                                   f"kind cluster `{CLUSTER}` (kind get nodes --name {CLUSTER})?")
 
-    def _lose(self, machine: str) -> float:
+    def _lose(self, machine: str, once_dead: Callable[[], None] | None) -> float:
         at = time.time()
         self.run("kill", machine)
-        self.actions.delete_node(machine)    # a cloud's node lifecycle controller's part
+        try:
+            if once_dead is not None:
+                once_dead()
+        finally:
+            self.actions.delete_node(machine)    # a cloud's node lifecycle controller's part
         return at
 
     def _partition(self, machine: str, on: bool) -> float:

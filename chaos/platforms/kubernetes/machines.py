@@ -24,7 +24,7 @@ import contextlib
 import enum
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from chaos.errors import FaultUnavailable, InjectionFailed
@@ -55,11 +55,13 @@ class Machines(abc.ABC):
         if reason is not None:
             raise FaultUnavailable(reason)
 
-    def lose(self, machine: str) -> float:
+    def lose(self, machine: str, *, once_dead: Callable[[], None] | None = None) -> float:
         """The instance is gone: every process on it dies at once and its Node object goes.
-        Returns when it is gone (epoch seconds of the hit). Not idempotent: a gone machine fails."""
+        ``once_dead`` runs after the processes died and before the Node goes (while no
+        controller replaces the machine's pods yet). Returns when it is gone (epoch seconds
+        of the hit). Not idempotent: a gone machine fails."""
         self.require(MachineOp.LOSE)
-        return self._lose(machine)
+        return self._lose(machine, once_dead)
 
     def add(self) -> str:
         """A new machine joins the cluster; blocks until its Node is Ready; returns its name."""
@@ -80,7 +82,7 @@ class Machines(abc.ABC):
         self.require(MachineOp.FREEZE)
         return self._freeze(machine, on)
 
-    def _lose(self, machine: str) -> float:
+    def _lose(self, machine: str, once_dead: Callable[[], None] | None) -> float:
         raise FaultUnavailable(f"{MachineOp.LOSE.value} is not possible on {self.name} machines")
 
     def _add(self) -> str:
@@ -120,11 +122,11 @@ class LocalClusterMachines(Machines):
             return f"the local cluster at {self.layout.root} is not running (make cluster-up)"
         return None
 
-    def _lose(self, machine: str) -> float:
+    def _lose(self, machine: str, once_dead: Callable[[], None] | None) -> float:
         from chaos.platforms.kubernetes.localcluster import ops
         at = time.time()
         with _failed_loudly(f"losing {machine}"):
-            ops.lose_node(self.layout, machine)
+            ops.lose_node(self.layout, machine, once_dead=once_dead)
         return at
 
     def _add(self) -> str:

@@ -113,14 +113,15 @@ class NodeFaults:
             detail.update(grace_s=grace_s, exited_within_grace_s=round(time.time() - at, 3) if ended else None)
             p.machine_ops.lose(machine)
         else:
-            # the controller must not bring the pod back: scaled down now, in the milliseconds before
-            # its own (graceful) deletion could reach the kubelet the machine is gone; and from here on
-            # the pods count as lost, so a fault armed meanwhile (a cascade) aims elsewhere
-            if not replace and p._scaler is not None:
-                p._scaler.hold_back(node, None)
+            # from here on the pods count as lost, so a fault armed meanwhile (a cascade) aims elsewhere
             for pod in pods:
                 p.pods.mark_lost(pod)
-            at = p.machine_ops.lose(machine)
+            scaler = p._scaler if not replace else None
+            # the controller must not bring the pod back: scaled down once the machine's processes are
+            # dead and before its Node goes. Scaled down before the kill, the controller's graceful
+            # delete could reach the kubelet first: under load the victim got SIGTERM and saved an
+            # emergency checkpoint of a "hard" loss (a cluster run lost 0 steps for it)
+            at = p.machine_ops.lose(machine, once_dead=(lambda: scaler.hold_back(node, None)) if scaler else None)
         for pod in pods:
             p.pods.mark_lost(pod)
             if pod != node:

@@ -15,6 +15,7 @@ import signal
 import socket
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -327,18 +328,25 @@ def _is_node_name(name: str) -> bool:
     return True
 
 
-def lose_node(layout: Layout, name: str) -> float:
+def lose_node(layout: Layout, name: str, *, once_dead: Callable[[], None] | None = None) -> float:
     """The instance is gone: every process of the node dies at once, then its Node object is deleted
     (as a cloud's node lifecycle controller does), then its link, routes, cgroups and files go.
-    Returns the seconds from the call to the Node's deletion. An unknown or gone node: ClusterError."""
+    ``once_dead`` runs between the two: nothing on the node can act any more (a SIGTERM its kubelet
+    would pass on is impossible) and no controller has replaced its pods yet (they still look bound
+    to a Node). Returns the seconds from the call to the Node's deletion. An unknown or gone node:
+    ClusterError."""
     t0 = time.monotonic()
     with locked(layout):
         state = load_state(layout)
         _node_rec(state, name)
         kill_node(state, name, graceful=False)
         killed = time.monotonic() - t0
-        with contextlib.suppress(ClusterError):
-            Api(layout).delete_node(name)
+        try:
+            if once_dead is not None:
+                once_dead()
+        finally:
+            with contextlib.suppress(ClusterError):
+                Api(layout).delete_node(name)
         deleted = time.monotonic() - t0
         cleanup_node(state, name)
         del state["nodes"][name]
