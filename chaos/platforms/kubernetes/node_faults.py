@@ -143,10 +143,21 @@ class NodeFaults:
         deadline = time.monotonic() + grace + 2.0
         while time.monotonic() < deadline:
             obj = p.actions.get_pod(pod)
-            if obj is None or _container_ended(obj):
+            if obj is None or _container_ended(obj) or self._ended_on_machine(obj):
                 return True
             time.sleep(0.2)
         return False
+
+    def _ended_on_machine(self, obj: m.Manifest) -> bool:
+        """The machine shows no process of the pod's containers left (its sandbox's pause aside).
+        Evidence where the machines can be looked into: the kubelet's status of an evicted pod
+        can come long after its container ended."""
+        uid = (obj.get("metadata") or {}).get("uid")
+        machine = (obj.get("spec") or {}).get("nodeName")
+        if not uid or not machine:
+            return False
+        procs = self.p.machine_ops.pod_processes(str(machine), str(uid))
+        return procs is not None and not [c for c in procs.values() if c != "pause"]
 
     def kill_plan(self, node: str, *, graceful: bool) -> tuple[str, ...]:
         """What kill_node will do to ``node`` here, in words (a fault's dry run)."""

@@ -90,6 +90,34 @@ def cgroup_pids(name: str) -> list[int]:
     return sorted(pids)
 
 
+def pod_pids(name: str, pod_uid: str) -> dict[int, str] | None:
+    """Host PID -> command name of every process in the pod's cgroups on node ``name`` (the
+    kubelet names them ``pod<UID>``, dashes as underscores under the systemd driver); None
+    when no hierarchy of the node holds the pod (not there, or already removed)."""
+    marks = {f"pod{pod_uid}", f"pod{pod_uid.replace('-', '_')}"}
+    found: dict[int, str] | None = None
+    for top in node_cgroups(name):
+        if not top.exists():
+            continue
+        for d in top.rglob("pod*"):
+            if not any(d.name == m or d.name.endswith(m + ".slice") for m in marks):
+                continue
+            found = found if found is not None else {}
+            for procs in d.rglob("cgroup.procs"):
+                with contextlib.suppress(OSError, ValueError):
+                    for pid in procs.read_text().split():
+                        found[int(pid)] = comm(int(pid))
+    return found
+
+
+def comm(pid: int) -> str:
+    """A process's command name ('' once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def set_frozen(name: str, frozen: bool) -> None:
     """The node's freezer cgroup to FROZEN or THAWED; blocks until the kernel says it is."""
     freezer = next((p for p in node_cgroups(name) if (p / "freezer.state").exists()), None)

@@ -179,16 +179,9 @@ def health(layout: Layout, state: dict[str, Any]) -> list[str]:
         if not is_alive(rec.get("init")):
             broken.append(name)
             continue
-        comms = {_comm(pid) for pid in node.cgroup_pids(name)}
+        comms = {node.comm(pid) for pid in node.cgroup_pids(name)}
         broken += [f"{name}/{c}" for c in ("containerd", "kubelet") if c not in comms]
     return broken
-
-
-def _comm(pid: int) -> str:
-    try:
-        return open(f"/proc/{pid}/comm").read().strip()
-    except OSError:
-        return ""
 
 
 def _import_missing_images(layout: Layout, state: dict[str, Any], t0: float) -> None:
@@ -374,7 +367,7 @@ def set_frozen(layout: Layout, name: str, frozen: bool) -> None:
 def node_pids(layout: Layout, name: str) -> dict[int, str]:
     """Host PID -> command name of every process of the node (init, containerd, kubelet, shims, containers)."""
     _node_rec(load_state(layout), name)
-    return {pid: _comm(pid) for pid in node.cgroup_pids(name)}
+    return {pid: node.comm(pid) for pid in node.cgroup_pids(name)}
 
 
 # ---- down ------------------------------------------------------------------------------------------
