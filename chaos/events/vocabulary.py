@@ -188,6 +188,14 @@ class NodeEv:
     """The node's processes were thawed."""
     WORKER_KILLED = _t(Source.NODE, "worker_killed")
     """One worker process of the node was killed (``local_rank``)."""
+    SLOWED = _t(Source.NODE, "slowed")
+    """The node runs at 1/``factor`` of its speed (a duty cycle of ``period_s``; ``how``)."""
+    RESTORED = _t(Source.NODE, "restored")
+    """The node runs at full speed again (``cycles``: stop/continue cycles it went through)."""
+    WORKER_HUNG = _t(Source.NODE, "worker_hung")
+    """One worker process of the node was stopped where it was (``local_rank``, ``pids``)."""
+    WORKER_RESUMED = _t(Source.NODE, "worker_resumed")
+    """A hung worker was continued (``action``: sigcont, or nothing when it is gone)."""
     SCHEDULED = _t(Source.NODE, "scheduled")
     """Kubernetes: the pod was placed on ``machine``."""
     RUNNING = _t(Source.NODE, "running")

@@ -23,14 +23,20 @@ folder). Additive changes keep the version; renames bump it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaos.analysis.hang import HangDetection
+from chaos.analysis.hang import of_fault as hang_of
 from chaos.analysis.invariants import SplitBrain
 from chaos.analysis.recovery import Recovery
 from chaos.analysis.samples import SampleAccount
+from chaos.analysis.throughput import Throughput
+from chaos.analysis.throughput import of_fault as throughput_of
 from chaos.analysis.verdict import Verdict
 from chaos.errors import SpecError
+from chaos.events import Event
 from chaos.faults.api import FaultRecord
 from chaos.spec import JobSpec
 
@@ -49,11 +55,29 @@ class FaultResult:
 
     record: FaultRecord
     recovery: Recovery
+    throughput: Throughput | None = None
+    """A straggler's step rates before, during and after, and whom the job waited for
+    (report.json's ``throughput``; chaos.analysis.throughput)."""
+    hang: HangDetection | None = None
+    """A hung rank's detection evidence (report.json's ``hang``; chaos.analysis.hang)."""
+
+    @classmethod
+    def measure(cls, record: FaultRecord, recovery: Recovery, events: Sequence[Event]) -> FaultResult:
+        """``record`` with its Recovery and the metrics of its own kind, from ``events``."""
+        args = (events, record.kind, record.target, record.injected_at, record.detail)
+        pg_timeout = record.detail.get("pg_timeout_s")
+        return cls(record, recovery, throughput_of(*args),
+                   hang_of(*args, float(pg_timeout) if isinstance(pg_timeout, (int, float)) else None))
 
     def to_json(self) -> dict[str, Any]:
         out = self.record.to_json()
         out.setdefault("hit", None)  # what a watch's observed loss writes: nothing was hit by us
-        return {**out, "metrics": self.recovery.to_json()}
+        out = {**out, "metrics": self.recovery.to_json()}
+        if self.throughput is not None:
+            out["throughput"] = self.throughput.to_json()
+        if self.hang is not None:
+            out["hang"] = self.hang.to_json()
+        return out
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> FaultResult:
@@ -61,7 +85,12 @@ class FaultResult:
         metrics = raw.get("metrics")
         recovery = Recovery.from_json(record.kind, record.target, record.injected_at,
                                       metrics if isinstance(metrics, dict) else {})
-        return cls(record, recovery)
+        rates, hung = raw.get("throughput"), raw.get("hang")
+        return cls(record, recovery,
+                   Throughput.from_json(record.target, record.injected_at, rates)
+                   if isinstance(rates, dict) else None,
+                   HangDetection.from_json(record.target, record.injected_at, hung)
+                   if isinstance(hung, dict) else None)
 
 
 @dataclass(frozen=True)

@@ -315,10 +315,12 @@ class ChaosRun:
         """What the run found so far, as report.json records it: its verdict, each fault
         with its Recovery, goodput, split brains, samples, what a script let us see."""
         logs = self.platform.node_logs()
+        events = self.timeline.events()
         goodput = self.goodput
         return RunResult(
             scenario=self.scenario, platform=self.platform.name, job=self.job, verdict=self.verdict,
-            faults=tuple(FaultResult(r, rec) for r, rec in zip(self.faults, self.recoveries(), strict=True)),
+            faults=tuple(FaultResult.measure(r, rec, events)
+                         for r, rec in zip(self.faults, self.recoveries(), strict=True)),
             goodput=None if goodput is None else round(goodput, 4), split_brains=tuple(self.split_brains()),
             samples=Samples.of(self.samples), observation=self.observation(),
             started_at=round(self.started_at, 3), finished_at=round(time.time(), 3),
