@@ -68,6 +68,10 @@ class FaultEv:
     """A fault was undone (heal, thaw, store restarted); Fault.revert."""
     SKIPPED = _t(Source.FAULT, "skipped")
     """A repeated fault was not fired: too few nodes alive (ChaosRun.repeat)."""
+    REPLAYED = _t(Source.FAULT, "replayed")
+    """A replayed trace's preemption came due (``index``, ``offset_s`` in the trace, ``due_at``,
+    ``trace_node``, ``trace_group``, ``slot``, ``outcome``: injected, with ``injected_at`` and
+    ``late_s``, or skipped, with ``reason``); hypotheses/replay.py."""
     FIS_STATE = _t(Source.FAULT, "fis_state")
     """An AWS FIS experiment changed state (faults/aws.py)."""
     OBSERVED = _t(Source.FAULT, "observed")

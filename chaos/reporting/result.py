@@ -10,8 +10,10 @@ report.json, schema version 1 (stable: other tools read it), top level:
 ``reason``}}, ``faults`` (each: ``kind``, ``target``, ``injected_at``, ``hit``
 and the fault's detail, and ``metrics``: every metric of
 chaos.analysis.recovery.Recovery by its key, ``phases``, ``missing``,
-``restart_budget``, ``overtaken``), ``goodput`` (chaos.analysis.recovery.goodput),
-``split_brain`` (periods two worlds trained at once: chaos.analysis.invariants),
+``restart_budget``, ``overtaken``; a straggler's ``throughput`` and a hung rank's
+``hang``: chaos.analysis.throughput, chaos.analysis.hang), ``goodput``
+(chaos.analysis.recovery.goodput), ``replay`` (a replayed trace: chaos.analysis.replay;
+null otherwise), ``split_brain`` (periods two worlds trained at once: chaos.analysis.invariants),
 ``samples`` (exactly-once accounting: accounted, exactly_once,
 committed/rolled-back steps, duplicate and gap counts, summary),
 ``observation`` (a user script's job only, else null: where progress,
@@ -134,6 +136,9 @@ class RunResult:
     verdict: Verdict | None
     faults: tuple[FaultResult, ...] = ()
     goodput: float | None = None
+    replay: dict[str, Any] | None = None
+    """A replayed trace: its source and parameters, each preemption, its goodput
+    (chaos.analysis.replay.replay_summary); None for any other run."""
     split_brains: tuple[SplitBrain, ...] | None = None
     samples: Samples | None = None
     observation: dict[str, Any] | None = None
@@ -168,6 +173,7 @@ class RunResult:
             "verdict": self.verdict.to_json() if self.verdict else dict(NO_VERDICT),
             "faults": [f.to_json() for f in self.faults],
             "goodput": self.goodput,
+            "replay": self.replay,
             "split_brain": None if self.split_brains is None else [b.to_json() for b in self.split_brains],
             "samples": self.samples.to_json() if self.samples else None,
             "observation": self.observation,
@@ -193,6 +199,7 @@ class RunResult:
             verdict=Verdict.from_json(verdict) if isinstance(verdict, dict) else None,
             faults=tuple(FaultResult.from_json(f) for f in faults or [] if isinstance(f, dict)),
             goodput=_float(raw.get("goodput")),
+            replay=raw.get("replay") if isinstance(raw.get("replay"), dict) else None,
             split_brains=(tuple(SplitBrain.from_json(b) for b in brains if isinstance(b, dict))
                           if isinstance(brains, list) else None),
             samples=Samples.from_json(samples) if isinstance(samples, dict) else None,

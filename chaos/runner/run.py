@@ -27,6 +27,7 @@ from typing import Any
 from chaos import signals
 from chaos.analysis import recovery as analysis
 from chaos.analysis.invariants import SplitBrain, split_brains
+from chaos.analysis.replay import replay_summary
 from chaos.analysis.samples import SampleAccount, account_samples
 from chaos.analysis.verdict import Verdict
 from chaos.errors import ChaosError, RecoveryTimeout, WatcherDied
@@ -322,6 +323,7 @@ class ChaosRun:
             faults=tuple(FaultResult.measure(r, rec, events)
                          for r, rec in zip(self.faults, self.recoveries(), strict=True)),
             goodput=None if goodput is None else round(goodput, 4), split_brains=tuple(self.split_brains()),
+            replay=replay_summary(events, self.job.checkpoint_every if self.job else None),
             samples=Samples.of(self.samples), observation=self.observation(),
             started_at=round(self.started_at, 3), finished_at=round(time.time(), 3),
             node_logs={name: str(path.relative_to(self.report_dir)) if path.is_relative_to(self.report_dir)
