@@ -28,6 +28,7 @@ EPILOG = r"""examples:
   elastic-chaos audit reports/ --baseline reports-last-release/
   elastic-chaos watch --etcd 127.0.0.1:2379 --run-id my-job --record reports/watch
   elastic-chaos reap                     # stop what a killed local run left running
+  elastic-chaos trace --bursts 3 -o bursts.csv   # correlated preemptions for `run replay --trace`
   elastic-chaos manifest --platform kubernetes --job-kind pytorchjob --nodes 1:4
 """
 
@@ -43,7 +44,20 @@ def _version() -> str:
 def build_parser(words: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser; ``words`` (the command line) lets ``run`` offer the options of the
     fault and platform it names."""
-    from chaos.cli import audit, cleanup, demo, doctor, faults_cmd, gameday, manifest, reap, report_cmd, run, watch
+    from chaos.cli import (
+        audit,
+        cleanup,
+        demo,
+        doctor,
+        faults_cmd,
+        gameday,
+        manifest,
+        reap,
+        report_cmd,
+        run,
+        trace_cmd,
+        watch,
+    )
 
     parser = argparse.ArgumentParser(
         prog="elastic-chaos", description="Chaos testing for elastic PyTorch training.",
@@ -62,6 +76,7 @@ def build_parser(words: list[str] | None = None) -> argparse.ArgumentParser:
     cleanup.register(sub)
     reap.register(sub)
     manifest.register(sub)
+    trace_cmd.register(sub)
     return parser
 
 

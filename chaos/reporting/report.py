@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from chaos.reporting import table, throughput_table
+from chaos.reporting import replay_table, table, throughput_table
 from chaos.reporting.result import REPORT, RunResult
 from chaos.reporting.schema import dumps
 
@@ -51,6 +51,8 @@ def render_table(result: RunResult) -> str:
     rows += [table.row(f.record.kind, f.record.target, f.recovery) for f in failures]
     slowed = throughput_table.rows([(f.record.kind, f.throughput) for f in result.faults if f.throughput])
     lines = [*(table.aligned(rows) if failures or not slowed else []), *(table.aligned(slowed) if slowed else [])]
+    if result.replay:
+        lines += ["", replay_table.title(result.replay), *table.aligned(replay_table.rows(result.replay))]
     lines += ["", "verdict: " + ("PASSED" if result.passed else "FAILED")]
     reasons = result.verdict.reasons if result.verdict else ["no verdict was reached"]
     lines += [f"  {r}" for r in reasons]
