@@ -34,5 +34,5 @@ def pace(seconds: float, *, clock: Callable[[], float] = time.monotonic,
         t0 = clock()
         sleep(want)
         took = clock() - t0
-        left -= took if took <= want + STALL_S else want
+        left -= max(took, want) if took <= want + STALL_S else want  # at least want: always ends
     return clock() - start

@@ -43,6 +43,13 @@ class RankPace:
     sync_s: float
     """Mean time in forward/backward/all-reduce (waiting for slower peers included)."""
 
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> RankPace:
+        node = raw.get("node")
+        return cls(None if node is None else str(node), int(Unit.COUNT.read(raw.get("rank")) or 0),
+                   int(Unit.COUNT.read(raw.get("steps")) or 0), float(Unit.SECONDS.read(raw.get("own_s")) or 0.0),
+                   float(Unit.SECONDS.read(raw.get("sync_s")) or 0.0))
+
     def to_json(self) -> dict[str, Any]:
         return {"node": self.node, "rank": self.rank, "steps": self.steps, "own_s": round(self.own_s, 4),
                 "sync_s": round(self.sync_s, 4)}
@@ -92,6 +99,7 @@ class Throughput:
         node = raw.get("slow_node")
         return cls(target, injected_at, restored_at=None if restored is None else float(restored),
                    factor=None if factor is None else float(factor), slow_node=None if node is None else str(node),
+                   ranks=[RankPace.from_json(r) for r in raw.get("ranks") or [] if isinstance(r, dict)],
                    missing=[str(m) for m in raw.get("missing") or [] if isinstance(m, str)], **values)
 
     def describe(self) -> str:
