@@ -28,6 +28,7 @@ EPILOG = r"""examples:
   elastic-chaos audit reports/ --baseline reports-last-release/
   elastic-chaos watch --etcd 127.0.0.1:2379 --run-id my-job --record reports/watch
   elastic-chaos reap                     # stop what a killed local run left running
+  elastic-chaos trace --bursts 3 -o bursts.csv   # correlated preemptions for `run replay --trace`
   elastic-chaos manifest --platform kubernetes --job-kind pytorchjob --nodes 1:4
   elastic-chaos timeouts --rdzv-preset fast --backend nccl
 """
@@ -56,6 +57,7 @@ def build_parser(words: list[str] | None = None) -> argparse.ArgumentParser:
         report_cmd,
         run,
         timeouts,
+        trace_cmd,
         watch,
     )
 
@@ -77,6 +79,7 @@ def build_parser(words: list[str] | None = None) -> argparse.ArgumentParser:
     reap.register(sub)
     manifest.register(sub)
     timeouts.register(sub)
+    trace_cmd.register(sub)
     return parser
 
 
