@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -104,9 +105,13 @@ def _rendered(folder: Path) -> Path:
 def pushgateway(tmp_path):
     """A real Prometheus Pushgateway (Debian's prometheus-pushgateway) on a free loopback port,
     stopped by PID."""
-    binary = shutil.which("prometheus-pushgateway") or shutil.which("pushgateway")
+    unpacked = Path(__file__).resolve().parent.parent / ".pushgateway-testenv/usr/bin/prometheus-pushgateway"
+    binary = str(unpacked) if unpacked.exists() else shutil.which("prometheus-pushgateway")
     if binary is None:
-        pytest.skip("no Pushgateway binary: apt-get install prometheus-pushgateway (make pushgateway-testenv)")
+        why = "no Pushgateway binary: apt-get install prometheus-pushgateway (make pushgateway-testenv)"
+        if os.environ.get("CI") == "true":   # CI installs it: a skip there would hide the push path
+            pytest.fail(why)
+        pytest.skip(why)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
