@@ -74,8 +74,8 @@ class _Builder:
     def declared(self, group: str, metrics: Iterable[Metric], values: Any, fault: dict[str, str]) -> None:
         for m in metrics:
             if m.phase:
-                self.set(f"{PREFIX}_{group}_phase_seconds", "a recovery phase: detect, rendezvous, restart, replay "
-                         "(they add up to regain)", m.of(values), **fault, phase=m.key)
+                self.set(f"{PREFIX}_{group}_phase_seconds", f"a recovery phase: {', '.join(recovery.PHASES)} "
+                         "(the phases that apply add up to regain)", m.of(values), **fault, phase=m.key)
             else:
                 self.set(family_name(group, m), _help(m), getattr(values, m.key), **fault)
 
