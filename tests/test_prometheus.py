@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from chaos.analysis import hang, recovery, throughput
@@ -150,3 +151,12 @@ def test_report_pushes_with_pushgateway_and_exits_2_when_it_cannot(copy_run, pus
         closed = s.getsockname()[1]
     assert cli(["report", str(folder), "--no-png", "--pushgateway", f"http://127.0.0.1:{closed}"]) == 2
     assert "not pushed" in capsys.readouterr().err
+
+
+def test_docs_reports_names_every_family_a_run_can_write():
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "REPORTS.md").read_text()
+    for name in ("hung-rank-20s", "straggler-half-speed", "replay-spot-3", "kill-node-shrink"):
+        families = {f.name for f in text_string_to_metric_families(
+            generate_latest(registry(load_run(RUNS / name))).decode())}
+        missing = sorted(f for f in families if f"`{f}`" not in doc)
+        assert not missing, f"docs/REPORTS.md does not document {missing}"
