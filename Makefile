@@ -14,7 +14,7 @@ PIP_TORCH_ARGS ?=
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-quick scenarios lint clean help k8s-testenv browser-testenv bench bench-quick
+.PHONY: install demo test test-quick scenarios lint clean help k8s-testenv browser-testenv pushgateway-testenv bench bench-quick
 
 help:
 	@echo "make demo        set up, then run a real kill-node scenario on 2 local nodes"
@@ -70,6 +70,19 @@ browser-testenv:
 	  if [ "$$(id -u)" != 0 ]; then echo "chromium is missing: run 'apt-get install chromium' as root"; exit 2; fi; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	chromium --version
+
+# Debian's Prometheus Pushgateway, for tests/test_prometheus.py's push to a real one (skipped
+# without it locally, a failure under CI=true). Unpacked from its .deb into .pushgateway-testenv/,
+# not installed: an installed package would start a service on every interface.
+PUSHGATEWAY := .pushgateway-testenv/usr/bin/prometheus-pushgateway
+pushgateway-testenv:
+	@test -x $(PUSHGATEWAY) || { \
+	  rm -rf .pushgateway-testenv && mkdir -p .pushgateway-testenv/deb && cd .pushgateway-testenv/deb && \
+	  { apt-get download prometheus-pushgateway >/dev/null 2>&1 || \
+	    { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get download prometheus-pushgateway >/dev/null; } || \
+	    { echo "could not download prometheus-pushgateway's .deb (apt-get download prometheus-pushgateway)"; exit 2; }; } && \
+	  dpkg -x prometheus-pushgateway_*.deb .. ; }
+	$(PUSHGATEWAY) --version 2>&1 | head -1
 
 clean:
 	rm -rf reports .pytest_cache .mypy_cache .ruff_cache

@@ -240,7 +240,8 @@ def add_arguments(group: ArgumentGroup, cls: type, *,
 
 
 def _add(group: ArgumentGroup, d: Declared, shown: Any) -> None:
-    help_text = d.meta.help + _default_text(shown, d.meta.units)
+    # argparse %-formats help: a declared help may say "92%"
+    help_text = (d.meta.help + _default_text(shown, d.meta.units)).replace("%", "%%")
     base = d.base_type
     if base is bool:
         if d.meta.off_flag:

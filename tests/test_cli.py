@@ -1,6 +1,7 @@
 """The command line: help with examples, and exit code 2 with a message (no traceback) for bad input."""
 from __future__ import annotations
 
+import argparse
 import stat
 import subprocess
 import sys
@@ -60,3 +61,17 @@ def test_etcd_3_6_is_refused_at_the_command_line(tmp_path):
 def test_an_unknown_option_is_exit_2():
     out = cli("run", "kill-node", "--frobnicate")
     assert out.returncode == 2 and "unrecognized arguments" in out.stderr
+
+
+def test_every_command_and_every_run_fault_prints_its_help(capsys):
+    """A help text argparse cannot format (a declared "92%") is a traceback for the user who asked for help."""
+    from chaos.cli.main import build_parser
+    from chaos.cli.main import main as cli_main
+    from chaos.hypotheses.catalog import HYPOTHESES
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    lines = [[name, "--help"] for name in sub.choices] + [["run", h, "--help"] for h in HYPOTHESES]
+    for words in lines:
+        with pytest.raises(SystemExit) as exit_:
+            cli_main(words)
+        assert exit_.value.code == 0, words
+    assert "usage: elastic-chaos trace" in capsys.readouterr().out

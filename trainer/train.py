@@ -32,7 +32,7 @@ from torch import nn
 from torch.distributed import PrefixStore, TCPStore  # type: ignore[attr-defined]  # public, not re-exported in its stubs
 from torch.nn.parallel import DistributedDataParallel
 
-from trainer import checkpoint, progress
+from trainer import checkpoint, pacing, progress
 from trainer.sampler import ElasticSampler
 from trainer.spot_notice import ENDPOINT_VAR, SpotNoticeWatcher
 
@@ -47,7 +47,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="shared checkpoint directory (default: $CHECKPOINT_DIR or ./checkpoints)")
     p.add_argument("--checkpoint-every", type=int, default=20, help="steps between checkpoints")
     p.add_argument("--step-time", type=float, default=0.1,
-                   help="minimum seconds per step; steps are padded with sleep")
+                   help="minimum seconds per step; steps are padded with a wait that advances only "
+                        "while the process runs (trainer.pacing: a stopped node steps slower)")
     p.add_argument("--max-steps", type=int, default=100_000, help="stop after this step")
     p.add_argument("--batch-size", type=int, default=16, help="samples per rank per step")
     p.add_argument("--dataset-size", type=int, default=2048, help="samples per epoch")
@@ -200,13 +201,16 @@ def main(argv: list[str] | None = None) -> int:
             epoch, positions, idx = sampler.next_batch(rank, world)
             ranges = [positions]
         x, y = x_all[idx].to(device), y_all[idx].to(device)
+        synced = time.monotonic()
         optim.zero_grad()
         loss = nn.functional.mse_loss(ddp(x), y)
         loss.backward()  # type: ignore[no-untyped-call]
         optim.step()
         step += 1
+        # sync_s: forward, backward with DDP's gradient all-reduce, optimizer. A rank that waits
+        # for a slower peer spends the wait here; the slow rank itself spends it in its pace.
         progress.report_step(step, epoch=epoch, samples=ranges, epoch_size=args.dataset_size,
-                             loss=round(loss.item(), 6))
+                             loss=round(loss.item(), 6), sync_s=round(time.monotonic() - synced, 4))
         if Stop.requested:
             # Every rank holds the same weights after a DDP step, so whichever
             # rank was told to go can save the job's state on its own.
@@ -220,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         elif step % args.checkpoint_every == 0 and rank == 0:
             checkpoint.save(args.checkpoint_dir, step, state(),
                             before_rename=save_delay if args.save_delay else None)
-        time.sleep(max(0.0, args.step_time - (time.monotonic() - began)))
+        pacing.pace(args.step_time - (time.monotonic() - began))
 
     progress.emit("finished", step=step)
     dist.destroy_process_group()

@@ -35,20 +35,34 @@ class Unit(enum.Enum):
     """Training steps, in the job's own progress unit (step, epoch, ...)."""
     COUNT = "count"
     """A plain count: ranks, restarts."""
+    RATE = "steps/s"
+    """Training steps per second: ``9.80/s``."""
+    FRACTION = "fraction"
+    """A share between 0 and 1, written as a percentage: ``49%``."""
 
     def format(self, value: float | int | None) -> str:
-        """``-`` for not observed; seconds to a tenth with ``s``; counts as whole numbers."""
+        """``-`` for not observed; seconds to a tenth with ``s``; rates with ``/s``;
+        fractions as percentages; counts as whole numbers."""
         if value is None:
             return "-"
         if self is Unit.SECONDS:
             return f"{float(value):.1f}s"
+        if self is Unit.RATE:
+            return f"{float(value):.2f}/s"
+        if self is Unit.FRACTION:
+            return f"{float(value):.0%}"
         return f"{value:g}" if isinstance(value, float) else str(value)
+
+    @property
+    def real(self) -> bool:
+        """Whether values are real numbers (seconds, rates, fractions), not whole counts."""
+        return self in (Unit.SECONDS, Unit.RATE, Unit.FRACTION)
 
     def read(self, raw: Any) -> float | int | None:
         """A report.json value as this unit's type; None for anything that is not a number."""
         if isinstance(raw, bool) or not isinstance(raw, (int, float)):
             return None
-        return float(raw) if self is Unit.SECONDS else int(raw)
+        return float(raw) if self.real else int(raw)
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ def _summaries(paths: list[Path], what: str) -> list[Any]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from chaos.reporting import audit, audit_view
+    from chaos.reporting import audit, audit_view, replay_audit
     from chaos.reporting.schema import dumps
     if args.tolerance < 0 or args.min_delta < 0 or args.score_half <= 0:
         raise SpecError("--tolerance and --min-delta must be >= 0, --score-half > 0")
@@ -59,13 +59,17 @@ def main(args: argparse.Namespace) -> int:
                                 min_delta_s=args.min_delta, half_s=args.score_half) if baseline else []
     print(audit_view.render_text(runs, groups, baseline=baseline, regressions=regressions,
                                  half_s=args.score_half))
+    replays = replay_audit.groups([r.folder for r in runs])
+    if replays:
+        print(replay_audit.render_text(replays))
     html_path: Path = args.html
     json_path = html_path.with_suffix(".json")
     html = audit_view.render_html(runs, groups, html_path, baseline=baseline, regressions=regressions,
                                   half_s=args.score_half)
     doc = dumps({"runs": [str(r.folder) for r in runs], "baseline": [str(r.folder) for r in baseline],
                  "groups": [g.to_json(args.score_half) for g in groups],
-                 "regressions": [r.describe() for r in regressions]}, indent=2) + "\n"
+                 "regressions": [r.describe() for r in regressions],
+                 "replays": [g.to_json() for g in replays]}, indent=2) + "\n"
     try:
         html_path.parent.mkdir(parents=True, exist_ok=True)
         html_path.write_text(html, encoding="utf-8")

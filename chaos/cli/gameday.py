@@ -98,6 +98,8 @@ def register(sub: Any) -> None:
     k.add_argument("--etcd", metavar="HOST:PORT", help="the job's rendezvous etcd, to time the rendezvous")
     k.add_argument("--run-id", help="the job's rendezvous id (with --etcd; default: --job)")
     p.add_argument("--report-dir", type=Path, help="report folder (default reports/gameday-<fault>-<time>)")
+    from chaos.cli import pushgateway
+    pushgateway.add_flag(p)
     p.set_defaults(func=main)
 
 
@@ -128,6 +130,19 @@ def main(args: argparse.Namespace) -> int:
     for reason in result.reasons:
         print(f"  {reason}")
     if opts.report_dir is not None and not side.guard.dry_run:
-        print(f"report folder: {opts.report_dir}  (gameday.json, timeline.jsonl); audit: {side.guard.audit.path}"
-              if side.guard.audit else f"report folder: {opts.report_dir}")
+        print(f"report folder: {opts.report_dir}  (gameday.json, timeline.jsonl, metrics.prom); audit: "
+              f"{side.guard.audit.path}" if side.guard.audit else f"report folder: {opts.report_dir}")
+        if not _metrics(opts.report_dir, args.pushgateway):
+            return 2
     return result.code
+
+
+def _metrics(folder: Path, gateway: str | None) -> bool:
+    """metrics.prom in the game day's folder, pushed to ``gateway`` when given; False when the push failed."""
+    from chaos.cli.pushgateway import push_folder
+    from chaos.reporting.load import load_run
+    from chaos.reporting.prometheus import write_metrics
+    if not (folder / "timeline.jsonl").exists():
+        return True
+    write_metrics(load_run(folder))
+    return push_folder(folder, gateway)

@@ -28,6 +28,7 @@ EPILOG = r"""examples:
   elastic-chaos audit reports/ --baseline reports-last-release/
   elastic-chaos watch --etcd 127.0.0.1:2379 --run-id my-job --record reports/watch
   elastic-chaos reap                     # stop what a killed local run left running
+  elastic-chaos trace --bursts 3 -o bursts.csv   # correlated preemptions for `run replay --trace`
   elastic-chaos manifest --platform kubernetes --job-kind pytorchjob --nodes 1:4
   elastic-chaos timeouts --rdzv-preset fast --backend nccl
   elastic-chaos cluster up   # a local 4-node Kubernetes cluster (root, no Docker)
@@ -58,6 +59,7 @@ def build_parser(words: list[str] | None = None) -> argparse.ArgumentParser:
         report_cmd,
         run,
         timeouts,
+        trace_cmd,
         watch,
     )
 
@@ -80,6 +82,7 @@ def build_parser(words: list[str] | None = None) -> argparse.ArgumentParser:
     manifest.register(sub)
     timeouts.register(sub)
     cluster.register(sub)
+    trace_cmd.register(sub)
     return parser
 
 

@@ -2,8 +2,10 @@
 
 Reads only the folder (report.json, timeline.jsonl, nodes/*.log), so it works
 for a run that crashed: without report.json the metrics are recomputed from
-the timeline and the report says what is missing. Exit 0 when the run passed,
-1 when it failed or never reached a verdict, 2 when DIR is not a report folder.
+the timeline and the report says what is missing. Writes metrics.prom too (and
+pushes it with --pushgateway). Exit 0 when the run passed,
+1 when it failed or never reached a verdict, 2 when DIR is not a report folder
+(or the push failed).
 """
 from __future__ import annotations
 
@@ -15,15 +17,19 @@ from typing import Any
 def register(sub: Any) -> None:
     p = sub.add_parser("report", help="render report.html / summary.md / timeline.png of a run folder",
                        description=__doc__ + "\nexamples:\n  elastic-chaos report reports/demo-20250101-120000\n"
-                       "  elastic-chaos report reports/*/ --no-png\n",
+                       "  elastic-chaos report reports/*/ --no-png\n"
+                       "  elastic-chaos report reports/nightly --pushgateway http://pushgateway:9091\n",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="report folder(s) of a run")
     p.add_argument("--no-png", dest="png", action="store_false", default=True,
                    help="skip timeline.png (matplotlib)")
+    from chaos.cli import pushgateway
+    pushgateway.add_flag(p)
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    from chaos.cli.pushgateway import push_folder
     from chaos.reporting import render_folder
     code = 0
     for folder in args.dirs:
@@ -38,4 +44,6 @@ def main(args: argparse.Namespace) -> int:
                 print(f"  wrote {path}")
         if run.passed is not True:
             code = 1
+        if not push_folder(folder, args.pushgateway):
+            return 2
     return code

@@ -34,6 +34,10 @@ examples:
   elastic-chaos run repeated --mtbf 45 --run-for 300 --seed 7
   elastic-chaos run kill-during-checkpoint --repetitions 20
   elastic-chaos run kill-node --report-dir reports/nightly --overwrite   # replaces the last nightly run
+  elastic-chaos run straggler --factor 2 --duration 20        # one node at half speed for 20 s
+  elastic-chaos run hung-rank --pg-timeout 20                 # one worker stops; peers time out at 20 s
+  elastic-chaos run replay --trace examples/traces/spot-3.csv --compress 30
+  elastic-chaos run replay --bursts 3 --burst-size 2 --seed 7 --compress 60 --pushgateway localhost:9091
 
 your own training script (everything after -- runs on every node, unchanged):
   elastic-chaos run kill-node --progress-regex 'epoch (?P<step>\\d+)' --checkpoint snapshot.pt \\
@@ -69,6 +73,7 @@ def peek(words: list[str]) -> tuple[str | None, str]:
 
 
 def register(sub: Any, words: list[str] | None = None) -> None:
+    from chaos.cli import pushgateway
     from chaos.errors import SpecError
     from chaos.hypotheses.api import TrialOptions
     from chaos.hypotheses.catalog import get
@@ -85,6 +90,7 @@ def register(sub: Any, words: list[str] | None = None) -> None:
                    "already holds a run is refused")
     p.add_argument("--overwrite", action="store_true", help="delete the run a used --report-dir holds first")
     p.add_argument("--quiet", action="store_true", help="no live progress lines")
+    pushgateway.add_flag(p)
     try:
         h = get(fault) if fault else None
     except SpecError:
@@ -154,7 +160,9 @@ def main(args: argparse.Namespace) -> int:
     report_dir = args.report_dir or default_report_dir(args.fault)
     run = execute(args.fault, values, report_dir=report_dir, platform=args.platform,
                   on_start=None if args.quiet else console, overwrite=args.overwrite)
-    return summarize(run.report_dir)
+    code = summarize(run.report_dir)
+    from chaos.cli.pushgateway import push_folder
+    return code if push_folder(run.report_dir, args.pushgateway) else 2
 
 
 def console(run: Any) -> None:

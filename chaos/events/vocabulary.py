@@ -68,6 +68,10 @@ class FaultEv:
     """A fault was undone (heal, thaw, store restarted); Fault.revert."""
     SKIPPED = _t(Source.FAULT, "skipped")
     """A repeated fault was not fired: too few nodes alive (ChaosRun.repeat)."""
+    REPLAYED = _t(Source.FAULT, "replayed")
+    """A replayed trace's preemption came due (``index``, ``offset_s`` in the trace, ``due_at``,
+    ``trace_node``, ``trace_group``, ``slot``, ``outcome``: injected, with ``injected_at`` and
+    ``late_s``, or skipped, with ``reason``); hypotheses/replay.py."""
     FIS_STATE = _t(Source.FAULT, "fis_state")
     """An AWS FIS experiment changed state (faults/aws.py)."""
     OBSERVED = _t(Source.FAULT, "observed")
@@ -201,6 +205,14 @@ class NodeEv:
     """The node's processes were thawed."""
     WORKER_KILLED = _t(Source.NODE, "worker_killed")
     """One worker process of the node was killed (``local_rank``)."""
+    SLOWED = _t(Source.NODE, "slowed")
+    """The node runs at 1/``factor`` of its speed (a duty cycle of ``period_s``; ``how``)."""
+    RESTORED = _t(Source.NODE, "restored")
+    """The node runs at full speed again (``cycles``: stop/continue cycles it went through)."""
+    WORKER_HUNG = _t(Source.NODE, "worker_hung")
+    """One worker process of the node was stopped where it was (``local_rank``, ``pids``)."""
+    WORKER_RESUMED = _t(Source.NODE, "worker_resumed")
+    """A hung worker was continued (``action``: sigcont, or nothing when it is gone)."""
     SCHEDULED = _t(Source.NODE, "scheduled")
     """Kubernetes: the pod was placed on ``machine``."""
     RUNNING = _t(Source.NODE, "running")

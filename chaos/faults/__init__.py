@@ -5,8 +5,9 @@ from __future__ import annotations
 from chaos.faults.api import Fault, FaultPlan, FaultRecord
 from chaos.faults.hang import Freeze, Partition
 from chaos.faults.node import KillDuringCheckpoint, KillNode, ScaleUp, StoreHostLoss, WorkerCrash
+from chaos.faults.slow import HungRank, Straggler
 from chaos.faults.spot import SpotInterruption
 from chaos.faults.store import EtcdOutage
 
-__all__ = ["EtcdOutage", "Fault", "FaultPlan", "FaultRecord", "Freeze", "KillDuringCheckpoint", "KillNode",
-           "Partition", "ScaleUp", "SpotInterruption", "StoreHostLoss", "WorkerCrash"]
+__all__ = ["EtcdOutage", "Fault", "FaultPlan", "FaultRecord", "Freeze", "HungRank", "KillDuringCheckpoint",
+           "KillNode", "Partition", "ScaleUp", "SpotInterruption", "StoreHostLoss", "Straggler", "WorkerCrash"]

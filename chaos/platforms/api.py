@@ -31,6 +31,8 @@ class Capability(enum.Enum):
     SCALE_UP = "scale-up"
     STORE_OUTAGE = "rendezvous store outage"
     STORE_HOST = "a c10d rendezvous store hosted by a node"
+    SLOW_DOWN = "slowing a node down"
+    HANG_WORKER = "hanging one worker"
 
 
 class StoreOutage(str, enum.Enum):
@@ -271,7 +273,53 @@ class Platform(abc.ABC):
         self.timeline.emit(RunnerEv.STORE_STARTED, t=hit.at)
         return hit
 
+    def slow_node(self, node: str, *, factor: float, period_s: float) -> Hit:
+        """Run ``node`` at 1/``factor`` of its speed until ``restore_speed``: every process of
+        the node runs only 1/factor of each ``period_s`` and is stopped for the rest. Returns
+        at once (the slowing goes on in the background)."""
+        self._require(Capability.SLOW_DOWN)
+        self._require_node(node)
+        hit = self._slow_node(node, factor=factor, period_s=period_s)
+        self.timeline.emit(NodeEv.SLOWED, node, t=hit.at, action=hit.action, factor=factor, period_s=period_s,
+                           **hit.detail)
+        return hit
+
+    def restore_speed(self, node: str) -> Hit:
+        """Undo ``slow_node`` (the node runs at full speed, nothing of it left stopped).
+        Idempotent; a gone node is nothing to restore."""
+        hit = self._restore_speed(node)
+        self.timeline.emit(NodeEv.RESTORED, node, t=hit.at, action=hit.action, **hit.detail)
+        return hit
+
+    def hang_worker(self, node: str, *, local_rank: int = 0) -> Hit:
+        """Stop one worker process of ``node`` where it is (SIGSTOP): alive, its node and agent
+        alive, its peers blocked in their next collective. ``hit.pids`` is the worker."""
+        self._require(Capability.HANG_WORKER)
+        self._require_node(node)
+        hit = self._hang_worker(node, local_rank=local_rank)
+        self.timeline.emit(NodeEv.WORKER_HUNG, node, t=hit.at, pids=list(hit.pids), local_rank=local_rank)
+        return hit
+
+    def resume_worker(self, node: str, pid: int) -> Hit:
+        """Undo ``hang_worker`` for the worker ``pid`` (SIGCONT) if it is still that process.
+        Idempotent; a worker its agent has killed meanwhile is nothing to resume."""
+        hit = self._resume_worker(node, pid)
+        self.timeline.emit(NodeEv.WORKER_RESUMED, node, t=hit.at, action=hit.action, pids=list(hit.pids))
+        return hit
+
     # optional hooks: a backend overrides those it supports and says so in unavailable()
+    def _slow_node(self, node: str, *, factor: float, period_s: float) -> Hit:
+        raise FaultUnavailable(f"slowing a node down is not supported on the {self.name} platform")
+
+    def _restore_speed(self, node: str) -> Hit:
+        return Hit(node=node, at=now(), action="nothing-to-restore")
+
+    def _hang_worker(self, node: str, *, local_rank: int) -> Hit:
+        raise FaultUnavailable(f"hanging one worker is not supported on the {self.name} platform")
+
+    def _resume_worker(self, node: str, pid: int) -> Hit:
+        return Hit(node=node, at=now(), action="nothing-to-resume")
+
     def _send_notice(self, node: str, kind: str, *, terminate_at: float) -> Hit:
         raise FaultUnavailable(f"spot notices are not supported on the {self.name} platform")
 

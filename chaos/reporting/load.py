@@ -235,10 +235,11 @@ def fault_results(events: list[Event]) -> list[FaultResult]:
         until = marks[i + 1].t if i + 1 < len(marks) else None
         kind = str(fe.data.get("fault", fe.kind))
         rec = analysis.analyze_fault(events, kind=kind, target=fe.node, injected_at=fe.t, until=until)
-        entry: dict[str, Any] = {"kind": kind, "target": fe.node, "injected_at": fe.t, "hit": fe.data.get("hit")}
+        entry: dict[str, Any] = {**{k: v for k, v in fe.data.items() if k != "fault"},
+                                 "kind": kind, "target": fe.node, "injected_at": fe.t, "hit": fe.data.get("hit")}
         if fe.type == FaultEv.OBSERVED:
             entry["observed"] = True
-        out.append(FaultResult(FaultRecord.from_json(entry), rec))
+        out.append(FaultResult.measure(FaultRecord.from_json(entry), rec, events))
     return out
 
 

@@ -1,4 +1,4 @@
-"""Render a report folder: report.html, summary.md and (with matplotlib) timeline.png.
+"""Render a report folder: report.html, summary.md, metrics.prom and (with matplotlib) timeline.png.
 
 ``render_folder`` reads only the folder, so it serves both the end of a run
 (chaos.reporting.report.write_report calls it) and ``elastic-chaos report DIR`` later.
@@ -19,6 +19,7 @@ from chaos.reporting.excerpts import Excerpt, excerpt, window
 from chaos.reporting.html import render_html
 from chaos.reporting.load import FaultView, RunData, load_run
 from chaos.reporting.markdown import render_markdown
+from chaos.reporting.prometheus import write_metrics
 from chaos.reporting.series import Series, extract, goodput
 
 log = logging.getLogger(__name__)
@@ -88,15 +89,24 @@ def _png(folder: Path, series: Series, run: RunData, notes: list[str]) -> Path |
     return path
 
 
+def _metrics_file(run: RunData) -> list[str]:
+    """metrics.prom (chaos.reporting.prometheus); a failure is a note, never a lost report."""
+    try:
+        write_metrics(run)
+    except (OSError, ValueError) as exc:
+        return [f"metrics.prom could not be written ({type(exc).__name__}: {exc})"]
+    return []
+
+
 def render_folder(folder: Path, *, png: bool = True) -> RenderResult:
     """Write report.html and summary.md (and timeline.png when matplotlib is
     installed and ``png``) into ``folder``. Raises SpecError for a folder that
     is not a report folder. Idempotent: re-rendering overwrites."""
     run = load_run(folder)
+    notes: list[str] = _metrics_file(run)
     series = extract(run.events, run.t_end)
     findings = advise(run, series.steady_step_s)
     gp = run_goodput(run, series)
-    notes: list[str] = []
     png_path: Path | None = None
     if png and run.events:
         if png_mod.available():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from chaos.reporting import table
+from chaos.reporting import replay_table, table, throughput_table
 from chaos.reporting.result import REPORT, RunResult
 from chaos.reporting.schema import dumps
 
@@ -46,13 +46,21 @@ def write_readable(report_dir: Path) -> Path | None:
 
 def render_table(result: RunResult) -> str:
     """The recovery table (the columns report.html shows), the verdict and the notes."""
+    failures = [f for f in result.faults if f.throughput is None]  # a slow node is no failure to recover from
     rows = [table.header(result.progress_unit)]
-    rows += [table.row(f.record.kind, f.record.target, f.recovery) for f in result.faults]
-    lines = [*table.aligned(rows), "", "verdict: " + ("PASSED" if result.passed else "FAILED")]
+    rows += [table.row(f.record.kind, f.record.target, f.recovery) for f in failures]
+    slowed = throughput_table.rows([(f.record.kind, f.throughput) for f in result.faults if f.throughput])
+    lines = [*(table.aligned(rows) if failures or not slowed else []), *(table.aligned(slowed) if slowed else [])]
+    if result.replay:
+        lines += ["", replay_table.title(result.replay), *table.aligned(replay_table.rows(result.replay))]
+    lines += ["", "verdict: " + ("PASSED" if result.passed else "FAILED")]
     reasons = result.verdict.reasons if result.verdict else ["no verdict was reached"]
     lines += [f"  {r}" for r in reasons]
-    lines += [f"  note ({r.fault_kind} on {r.target}): {why}" for r in result.recoveries for why in r.missing]
-    lines += [f"  {remark}" for remark in table.remarks(result.recoveries, result.placement)]
+    lines += [f"  note ({f.recovery.fault_kind} on {f.recovery.target}): {why}" for f in failures
+              for why in f.recovery.missing]
+    lines += [f"  note ({f.record.kind} on {f.record.target}): {why}" for f in result.faults if f.throughput
+              for why in f.throughput.missing]
+    lines += [f"  {remark}" for remark in table.remarks([f.recovery for f in failures], result.placement)]
     lines += [f"  note (script): {why}" for why in (result.observation or {}).get("notes") or []]
     return "\n".join(lines)
 

@@ -10,8 +10,10 @@ report.json, schema version 1 (stable: other tools read it), top level:
 ``reason``}}, ``faults`` (each: ``kind``, ``target``, ``injected_at``, ``hit``
 and the fault's detail, and ``metrics``: every metric of
 chaos.analysis.recovery.Recovery by its key, ``phases``, ``missing``,
-``restart_budget``, ``overtaken``), ``goodput`` (chaos.analysis.recovery.goodput),
-``split_brain`` (periods two worlds trained at once: chaos.analysis.invariants),
+``restart_budget``, ``overtaken``; a straggler's ``throughput`` and a hung rank's
+``hang``: chaos.analysis.throughput, chaos.analysis.hang), ``goodput``
+(chaos.analysis.recovery.goodput), ``replay`` (a replayed trace: chaos.analysis.replay;
+null otherwise), ``split_brain`` (periods two worlds trained at once: chaos.analysis.invariants),
 ``samples`` (exactly-once accounting: accounted, exactly_once,
 committed/rolled-back steps, duplicate and gap counts, summary),
 ``observation`` (a user script's job only, else null: where progress,
@@ -26,12 +28,17 @@ Additive changes keep the version; renames bump it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaos.analysis.hang import HangDetection
+from chaos.analysis.hang import of_fault as hang_of
 from chaos.analysis.invariants import SplitBrain
 from chaos.analysis.recovery import Recovery
 from chaos.analysis.samples import SampleAccount
+from chaos.analysis.throughput import Throughput
+from chaos.analysis.throughput import of_fault as throughput_of
 from chaos.analysis.verdict import Verdict
 from chaos.errors import SpecError
 from chaos.events import Event, RunnerEv, last
@@ -53,11 +60,29 @@ class FaultResult:
 
     record: FaultRecord
     recovery: Recovery
+    throughput: Throughput | None = None
+    """A straggler's step rates before, during and after, and whom the job waited for
+    (report.json's ``throughput``; chaos.analysis.throughput)."""
+    hang: HangDetection | None = None
+    """A hung rank's detection evidence (report.json's ``hang``; chaos.analysis.hang)."""
+
+    @classmethod
+    def measure(cls, record: FaultRecord, recovery: Recovery, events: Sequence[Event]) -> FaultResult:
+        """``record`` with its Recovery and the metrics of its own kind, from ``events``."""
+        args = (events, record.kind, record.target, record.injected_at, record.detail)
+        pg_timeout = record.detail.get("pg_timeout_s")
+        return cls(record, recovery, throughput_of(*args),
+                   hang_of(*args, float(pg_timeout) if isinstance(pg_timeout, (int, float)) else None))
 
     def to_json(self) -> dict[str, Any]:
         out = self.record.to_json()
         out.setdefault("hit", None)  # what a watch's observed loss writes: nothing was hit by us
-        return {**out, "metrics": self.recovery.to_json()}
+        out = {**out, "metrics": self.recovery.to_json()}
+        if self.throughput is not None:
+            out["throughput"] = self.throughput.to_json()
+        if self.hang is not None:
+            out["hang"] = self.hang.to_json()
+        return out
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> FaultResult:
@@ -65,7 +90,12 @@ class FaultResult:
         metrics = raw.get("metrics")
         recovery = Recovery.from_json(record.kind, record.target, record.injected_at,
                                       metrics if isinstance(metrics, dict) else {})
-        return cls(record, recovery)
+        rates, hung = raw.get("throughput"), raw.get("hang")
+        return cls(record, recovery,
+                   Throughput.from_json(record.target, record.injected_at, rates)
+                   if isinstance(rates, dict) else None,
+                   HangDetection.from_json(record.target, record.injected_at, hung)
+                   if isinstance(hung, dict) else None)
 
 
 @dataclass(frozen=True)
@@ -109,6 +139,9 @@ class RunResult:
     verdict: Verdict | None
     faults: tuple[FaultResult, ...] = ()
     goodput: float | None = None
+    replay: dict[str, Any] | None = None
+    """A replayed trace: its source and parameters, each preemption, its goodput
+    (chaos.analysis.replay.replay_summary); None for any other run."""
     split_brains: tuple[SplitBrain, ...] | None = None
     samples: Samples | None = None
     observation: dict[str, Any] | None = None
@@ -145,6 +178,7 @@ class RunResult:
             "verdict": self.verdict.to_json() if self.verdict else dict(NO_VERDICT),
             "faults": [f.to_json() for f in self.faults],
             "goodput": self.goodput,
+            "replay": self.replay,
             "split_brain": None if self.split_brains is None else [b.to_json() for b in self.split_brains],
             "samples": self.samples.to_json() if self.samples else None,
             "observation": self.observation,
@@ -171,6 +205,7 @@ class RunResult:
             verdict=Verdict.from_json(verdict) if isinstance(verdict, dict) else None,
             faults=tuple(FaultResult.from_json(f) for f in faults or [] if isinstance(f, dict)),
             goodput=_float(raw.get("goodput")),
+            replay=raw.get("replay") if isinstance(raw.get("replay"), dict) else None,
             split_brains=(tuple(SplitBrain.from_json(b) for b in brains if isinstance(b, dict))
                           if isinstance(brains, list) else None),
             samples=Samples.from_json(samples) if isinstance(samples, dict) else None,

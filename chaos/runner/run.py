@@ -27,6 +27,7 @@ from typing import Any
 from chaos import signals
 from chaos.analysis import recovery as analysis
 from chaos.analysis.invariants import SplitBrain, split_brains
+from chaos.analysis.replay import replay_summary
 from chaos.analysis.samples import SampleAccount, account_samples
 from chaos.analysis.verdict import Verdict
 from chaos.errors import ChaosError, RecoveryTimeout, WatcherDied
@@ -316,11 +317,14 @@ class ChaosRun:
         """What the run found so far, as report.json records it: its verdict, each fault
         with its Recovery, goodput, split brains, samples, what a script let us see."""
         logs = self.platform.node_logs()
+        events = self.timeline.events()
         goodput = self.goodput
         return RunResult(
             scenario=self.scenario, platform=self.platform.name, job=self.job, verdict=self.verdict,
-            faults=tuple(FaultResult(r, rec) for r, rec in zip(self.faults, self.recoveries(), strict=True)),
+            faults=tuple(FaultResult.measure(r, rec, events)
+                         for r, rec in zip(self.faults, self.recoveries(), strict=True)),
             goodput=None if goodput is None else round(goodput, 4), split_brains=tuple(self.split_brains()),
+            replay=replay_summary(events, self.job.checkpoint_every if self.job else None),
             samples=Samples.of(self.samples), observation=self.observation(),
             started_at=round(self.started_at, 3), finished_at=round(time.time(), 3),
             node_logs={name: str(path.relative_to(self.report_dir)) if path.is_relative_to(self.report_dir)

@@ -48,8 +48,10 @@ from chaos.platforms.local import gpus, lifeline, netns, procs
 from chaos.platforms.local.cgroup import NodeCgroups, find_root
 from chaos.platforms.local.etcd import EtcdServer, free_port
 from chaos.platforms.local.guard import RunGuard
+from chaos.platforms.local.hung import HungWorkers
 from chaos.platforms.local.imds import MetadataStandIn
 from chaos.platforms.local.relay import StallableRelay
+from chaos.platforms.local.slow import CgroupSwitch, SignalSwitch, Slowdowns
 from chaos.spec import JobSpec, RdzvBackend, locate_script
 from chaos.waiting import eventually
 
@@ -133,6 +135,8 @@ class LocalPlatform(Platform):
         self._script: tuple[str, ...] = ()
         self.guard: RunGuard | None = None
         self._gpus: gpus.Slots | None = None
+        self.slowdowns = Slowdowns()
+        self.hung = HungWorkers()
 
     def node_pool(self) -> NodePool:
         return self.options
@@ -284,7 +288,7 @@ class LocalPlatform(Platform):
 
     def _stop(self) -> None:
         # every step is tried whatever the others did; what failed is said at the end
-        errors: list[str] = []
+        errors: list[str] = self.slowdowns.restore_all()  # nothing left stopped by a duty cycle
         self._stop_pool.set()
         if self._pool is not None:
             self._pool.join(10)
@@ -469,6 +473,10 @@ class LocalPlatform(Platform):
     # -- faults ------------------------------------------------------------
     def _kill_processes(self, rec: _Node) -> set[int]:
         hit: set[int] = set()
+        try:
+            self.slowdowns.restore(rec.info.name)  # a duty cycle must not race the kill
+        except PlatformError as exc:
+            log.warning("%s", exc)
         if self.cgroups is not None:
             if self.cgroups.is_frozen(rec.info.name):
                 self.cgroups.thaw(rec.info.name)
@@ -573,6 +581,21 @@ class LocalPlatform(Platform):
         at = time.time()
         os.kill(pid, signal.SIGKILL)
         return Hit(node=node, at=at, action="sigkill-worker", pids=(pid,))
+
+    def _slow_node(self, node: str, *, factor: float, period_s: float) -> Hit:
+        rec = self._nodes[node]
+        switch = CgroupSwitch(self.cgroups, node) if self.cgroups is not None else SignalSwitch(rec.tag)
+        return self.slowdowns.start(node, factor, period_s, switch)
+
+    def _restore_speed(self, node: str) -> Hit:
+        return self.slowdowns.restore(node)
+
+    def _hang_worker(self, node: str, *, local_rank: int) -> Hit:
+        rec = self._nodes[node]
+        return self.hung.hang(node, rec.tag, rec.proc.pid, local_rank)
+
+    def _resume_worker(self, node: str, pid: int) -> Hit:
+        return self.hung.resume(node, pid)
 
     def _stop_store(self, *, how: StoreOutage) -> Hit:
         if self.etcd is None or not self.etcd.is_running():

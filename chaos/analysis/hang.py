@@ -1,0 +1,105 @@
+"""How a job found out that one of its workers hung: by its collective timeout, or not.
+
+A hung worker (its process alive, its node alive) sends nothing more; its
+peers block in their next collective and only their collective timeout (the
+process group's ``timeout``, the reference trainer's ``--pg-timeout``; on
+NCCL its watchdog) ends the wait. Nothing else tells: the agent of the hung
+worker sees a live process, the rendezvous sees a live agent. So detection
+should come at the timeout, from a collective that failed with a timeout,
+and the hung worker should not be reported failed before its peers gave up.
+:class:`HangDetection` holds that evidence beside the fault's Recovery.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from chaos.analysis.metrics import Metric, Unit, declared, metric
+from chaos.events import AgentEv, Event, NodeEv, ProgressEv, first, of
+
+
+@dataclass
+class HangDetection:
+    """What ended the peers' wait for a hung worker (None: not observed; ``missing`` says why)."""
+
+    target: str | None
+    injected_at: float
+    pg_timeout_s: float | None = metric("collective timeout", Unit.SECONDS, "the job's collective timeout "
+                                        "(the process group's timeout: --pg-timeout)", junit=True)
+    timed_out_s: float | None = metric("collective timed out", Unit.SECONDS, "hang -> the first peer's "
+                                       "collective failed with a timeout", table=True, junit=True,
+                                       failure=True)
+    hung_ended_s: float | None = metric("hung worker replaced", Unit.SECONDS, "hang -> the hung worker's "
+                                        "agent started a new worker group (it had to kill the hung one: "
+                                        "a stopped process does not act on SIGTERM)", junit=True)
+    causes: list[str] = field(default_factory=list)
+    """Why the peers' collectives failed (timeout, connection_closed, other), sorted."""
+    first_error: dict[str, Any] | None = None
+    """The first peer's collective error: node, rank, message."""
+    reported_early: bool = False
+    """The hung worker was reported failed before any peer's collective timed out (not a hang)."""
+    missing: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {m.key: None if (v := getattr(self, m.key)) is None else round(float(v), 3)
+                               for m in METRICS}
+        out.update({"causes": list(self.causes), "first_error": self.first_error,
+                    "reported_early": self.reported_early, "missing": list(self.missing)})
+        return out
+
+    @classmethod
+    def from_json(cls, target: str | None, injected_at: float, raw: dict[str, Any]) -> HangDetection:
+        values: dict[str, Any] = {m.key: m.unit.read(raw.get(m.key)) for m in METRICS}
+        err = raw.get("first_error")
+        return cls(target, injected_at, causes=[str(c) for c in raw.get("causes") or []],
+                   first_error=err if isinstance(err, dict) else None,
+                   reported_early=raw.get("reported_early") is True,
+                   missing=[str(m) for m in raw.get("missing") or [] if isinstance(m, str)], **values)
+
+
+METRICS: tuple[Metric, ...] = declared(HangDetection)
+"""The hang metrics, in declaration order."""
+
+
+def hang_detection(events: Sequence[Event], *, target: str | None, injected_at: float,
+                   pg_timeout_s: float | None, hung_pid: int | None = None) -> HangDetection:
+    """The HangDetection of the worker ``hung_pid`` of ``target`` hung at ``injected_at``."""
+    events = sorted(events, key=lambda e: e.t)
+    out = HangDetection(target, injected_at, pg_timeout_s=pg_timeout_s)
+    if pg_timeout_s is None:
+        out.missing.append("the job's collective timeout is not known (a script sets its own; pass --pg-timeout "
+                           "to say what it is)")
+    errors = [e for e in of(events, ProgressEv.WORKER_ERROR, after=injected_at) if e.node != target]
+    out.causes = sorted({str(e.data.get("cause")) for e in errors})
+    timed_out = first(errors, ProgressEv.WORKER_ERROR, where=lambda e: e.data.get("cause") == "timeout")
+    if timed_out is None:
+        out.missing.append("no peer's collective failed with a timeout")
+    else:
+        out.timed_out_s = timed_out.t - injected_at
+        out.first_error = {"node": timed_out.node, "rank": timed_out.data.get("rank"),
+                           "message": str(timed_out.data.get("message", ""))[:200]}
+    failed = first(events, AgentEv.WORKER_FAILED, node=target, after=injected_at,
+                   where=lambda e: hung_pid is None or e.data.get("pid") == hung_pid)
+    if failed is not None and (timed_out is None or failed.t < timed_out.t):
+        out.reported_early = True
+    restarted = first(events, AgentEv.WORKERS_STARTING, node=target, after=injected_at)
+    out.hung_ended_s = restarted.t - injected_at if restarted is not None else None
+    if restarted is None:
+        out.missing.append(f"{target}'s agent never started a new worker group after the hang")
+    return out
+
+
+def of_fault(events: Sequence[Event], kind: str, target: str | None, injected_at: float,
+             detail: dict[str, Any], pg_timeout_s: float | None) -> HangDetection | None:
+    """The HangDetection of a hung-rank fault; None for any other fault. The hung worker's PID
+    is the record's ``pid``, else the ``node/worker_hung`` event's."""
+    if kind != "hung-rank":
+        return None
+    pid = detail.get("pid")
+    if not isinstance(pid, int):
+        hung = first(events, NodeEv.WORKER_HUNG, node=target, after=injected_at - 1.0)
+        pids = hung.data.get("pids") if hung is not None else None
+        pid = pids[0] if isinstance(pids, list) and pids else None
+    return hang_detection(events, target=target, injected_at=injected_at, pg_timeout_s=pg_timeout_s,
+                          hung_pid=pid if isinstance(pid, int) else None)

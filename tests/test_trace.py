@@ -1,0 +1,79 @@
+"""Preemption traces (chaos.faults.trace): the CSV a user exports, the bursts generator, the
+mapping onto the job's node slots."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from chaos.errors import SpecError
+from chaos.faults.trace import Bursts, ReplayBy, parse_trace, read_trace
+
+EXAMPLES = Path(__file__).parent.parent / "examples" / "traces"
+
+
+def test_iso_times_become_offsets_from_the_earliest_row():
+    trace = parse_trace("time,node,group\n2025-03-02T14:06:40Z,b,g\n2025-03-02T14:05:11Z,a,g\n")
+    assert [(p.offset_s, p.node) for p in trace.preemptions] == [(0.0, "a"), (89.0, "b")]
+
+
+def test_a_time_without_a_zone_is_utc_and_epoch_seconds_work_too():
+    trace = parse_trace("time\n2025-03-02T14:05:11\n1740924371\n")
+    assert [p.offset_s for p in trace.preemptions] == [0.0, 60.0]
+
+
+def test_offset_s_is_taken_as_given():
+    trace = parse_trace("offset_s,node\n30,b\n5.5,a\n")
+    assert [(p.offset_s, p.node, p.group) for p in trace.preemptions] == [(5.5, "a", None), (30.0, "b", None)]
+
+
+def test_comments_and_unknown_columns_are_ignored():
+    trace = parse_trace("# exported 2025-06\ntime,node,reason\n# a note\n2025-06-11T08:00:04Z,n1,PreemptionNotice\n")
+    assert len(trace) == 1 and trace.preemptions[0].node == "n1"
+
+
+def test_a_header_without_time_or_offset_is_refused_by_name():
+    with pytest.raises(SpecError, match="neither a 'time' nor an 'offset_s'"):
+        parse_trace("when,node\n1,a\n", "t.csv")
+
+
+def test_an_unreadable_time_names_its_line():
+    with pytest.raises(SpecError, match=r"t.csv:3: time 'yesterday'"):
+        parse_trace("time,node\n2025-03-02T14:05:11Z,a\nyesterday,b\n", "t.csv")
+
+
+def test_a_negative_offset_is_refused():
+    with pytest.raises(SpecError, match=">= 0"):
+        parse_trace("offset_s\n-3\n", "t.csv")
+
+
+def test_slots_by_node_group_and_any():
+    trace = parse_trace("offset_s,node,group\n0,a,g1\n1,b,g1\n2,c,g2\n3,a,g1\n")
+    assert trace.slots(ReplayBy.NODE, 2) == [0, 1, 0, 0]
+    assert trace.slots(ReplayBy.GROUP, 2) == [0, 0, 1, 0]
+    assert trace.slots(ReplayBy.ANY, 2) == [None] * 4
+
+
+def test_a_row_without_its_key_is_a_slot_of_its_own():
+    assert parse_trace("offset_s,node\n0,\n1,\n").slots(ReplayBy.NODE, 4) == [0, 1]
+
+
+def test_bursts_are_deterministic_and_each_hits_one_group_within_its_window():
+    b = Bursts(bursts=3, burst_size=4, burst_window_s=180.0, burst_gap_s=1800.0, seed=5)
+    trace = b.generate()
+    assert trace == b.generate() and len(trace) == 12
+    for g in {p.group for p in trace.preemptions}:
+        times = [p.offset_s for p in trace.preemptions if p.group == g]
+        assert len(times) == 4 and max(times) - min(times) <= 180.0
+
+
+def test_a_generated_trace_keeps_its_parameters_when_written_and_read(tmp_path):
+    path = tmp_path / "b.csv"
+    path.write_text(Bursts(bursts=2, burst_size=2, seed=7).generate().to_csv())
+    trace = read_trace(path)
+    assert trace.source["generated"]["seed"] == "7" and trace.source["rows"] == 4 and len(trace.source["sha256"]) == 16
+
+
+def test_the_example_traces_read():
+    assert len(read_trace(EXAMPLES / "spot-3.csv")) == 3
+    assert read_trace(EXAMPLES / "k8s-burst.csv").slots(ReplayBy.GROUP, 2) == [0, 0, 0, 1]
