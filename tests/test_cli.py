@@ -71,7 +71,9 @@ def test_every_command_and_every_run_fault_prints_its_help(capsys):
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     lines = [[name, "--help"] for name in sub.choices] + [["run", h, "--help"] for h in HYPOTHESES]
     for words in lines:
-        with pytest.raises(SystemExit) as exit_:
-            cli_main(words)
-        assert exit_.value.code == 0, words
+        try:
+            code = cli_main(words)         # `cluster --help` hands its words on, and returns
+        except SystemExit as exit_:
+            code = exit_.code
+        assert code == 0, words
     assert "usage: elastic-chaos trace" in capsys.readouterr().out

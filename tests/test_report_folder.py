@@ -161,8 +161,9 @@ def events(folder: Path) -> list[dict]:
 @pytest.mark.slow
 def test_a_second_run_into_the_same_folder_is_refused_and_an_overwrite_starts_clean(tmp_path):
     target, state = tmp_path / "r", {"ELASTIC_CHAOS_STATE": str(tmp_path / "state")}
+    # the fast preset: the point is the folder, not how long torch's default rendezvous takes
     first = cli("run", "kill-node", "--quiet", "--steady-steps", "25", "--checkpoint-every", "10",
-                "--no-replace", "--report-dir", str(target), env=state)
+                "--no-replace", "--rdzv-preset", "fast", "--report-dir", str(target), env=state)
     assert first.returncode in (0, 1), first.stderr[-3000:]
     assert list((target / "checkpoints").glob("ckpt-*.pt"))          # evidence a second run could reuse
 
@@ -170,7 +171,7 @@ def test_a_second_run_into_the_same_folder_is_refused_and_an_overwrite_starts_cl
     assert_refused(second, "already holds a run", "--overwrite")
 
     third = cli("run", "kill-node", "--quiet", "--steady-steps", "25", "--checkpoint-every", "10",
-                "--no-replace", "--overwrite", "--report-dir", str(target), env=state)
+                "--no-replace", "--rdzv-preset", "fast", "--overwrite", "--report-dir", str(target), env=state)
     assert third.returncode in (0, 1), third.stderr[-3000:]
     evs = events(target)
     started = [e for e in evs if e["kind"] == "job_started"]
