@@ -69,7 +69,9 @@ def test_every_command_and_every_run_fault_prints_its_help(capsys):
     from chaos.cli.main import main as cli_main
     from chaos.hypotheses.catalog import HYPOTHESES
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    lines = [[name, "--help"] for name in sub.choices] + [["run", h, "--help"] for h in HYPOTHESES]
+    pod_only = {h for h, hyp in HYPOTHESES.items() if hyp.steps.__module__ == "chaos.hypotheses.pods"}
+    lines = [[name, "--help"] for name in sub.choices]
+    lines += [["run", h, *(["--platform", "kubernetes"] if h in pod_only else []), "--help"] for h in HYPOTHESES]
     for words in lines:
         try:
             code = cli_main(words)         # `cluster --help` hands its words on, and returns
@@ -77,3 +79,9 @@ def test_every_command_and_every_run_fault_prints_its_help(capsys):
             code = exit_.code
         assert code == 0, words
     assert "usage: elastic-chaos trace" in capsys.readouterr().out
+
+
+def test_a_fault_of_another_platform_says_which_platform_makes_it(capsys):
+    from chaos.cli.main import main as cli_main
+    assert cli_main(["run", "delete-pod", "--help"]) == 2
+    assert "delete-pod is made on kubernetes" in capsys.readouterr().err

@@ -45,7 +45,10 @@ def fault_class(kind: str, platform: str) -> type[Fault]:
     candidates.sort(key=lambda c: not c.platforms)  # made-for-this-platform first
     if not candidates:
         known = sorted({c.kind for c in all_faults() if runs_on(c, platform)})
-        raise SpecError(f"no fault {kind!r} on the {platform} platform; its faults: {', '.join(known)}")
+        elsewhere = sorted({p for c in all_faults() if c.kind == kind for p in c.platforms})
+        suggest = "kubernetes" if "kubernetes" in elsewhere else (elsewhere or [""])[0]
+        hint = f" ({kind} is made on {', '.join(elsewhere)}: --platform {suggest})" if elsewhere else ""
+        raise SpecError(f"no fault {kind!r} on the {platform} platform{hint}; its faults: {', '.join(known)}")
     return candidates[0]
 
 
