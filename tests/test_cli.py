@@ -84,4 +84,4 @@ def test_every_command_and_every_run_fault_prints_its_help(capsys):
 def test_a_fault_of_another_platform_says_which_platform_makes_it(capsys):
     from chaos.cli.main import main as cli_main
     assert cli_main(["run", "delete-pod", "--help"]) == 2
-    assert "delete-pod is made on kubernetes" in capsys.readouterr().err
+    assert "--platform kubernetes" in capsys.readouterr().err
