@@ -77,3 +77,21 @@ def test_a_generated_trace_keeps_its_parameters_when_written_and_read(tmp_path):
 def test_the_example_traces_read():
     assert len(read_trace(EXAMPLES / "spot-3.csv")) == 3
     assert read_trace(EXAMPLES / "k8s-burst.csv").slots(ReplayBy.GROUP, 2) == [0, 0, 0, 1]
+
+
+def test_the_replay_goodput_window_ends_where_the_replay_was_over():
+    """The verdict (computed when the replay is over) and report.json (at teardown, with the
+    steps trained since) read one window: a run once said 0.23 in its verdict and 0.24 in its table."""
+    from chaos.analysis.replay import REPLAY_OVER, replay_goodput
+    from chaos.events import Event, ProgressEv, RunnerEv
+
+    def step(t, n):
+        return Event.make(ProgressEv.STEP, t, "node-0", {"step": n, "rank": 0, "pid": 1})
+    events = [step(i * 0.1, i) for i in range(1, 11)]                  # steady: 0.1 s a step, to step 10
+    events += [step(6.0 + i * 0.1, 10 + i) for i in range(1, 11)]      # a preemption: 5 s lost, then to 20
+    over = Event.make(RunnerEv.PHASE, 7.0, None, {"phase": REPLAY_OVER})
+    after = [step(7.0 + i * 0.1, 20 + i) for i in range(1, 31)]         # teardown trains on
+    start = 1.0
+    at_verdict = replay_goodput([*events, over], start)
+    assert at_verdict == replay_goodput([*events, over, *after], start)
+    assert at_verdict is not None and abs(at_verdict - 10 * 0.1 / 6.0) < 0.01

@@ -9,8 +9,10 @@ this job, with its checkpoint interval, in goodput over the replay:
     goodput = (last step - the step at the replay's start) x s / (end - start)
 
 with *s* the steady step time before the replay (the median gap of rank 0's
-steps) and *end* the last step seen: progress re-trained after a preemption
-counts once, downtime and replays lower it.
+steps) and *end* the last step seen by the time the replay was over (the
+``replay-over`` phase: its verdict and report.json read the same window; a run
+that crashed before it: the last step seen): progress re-trained after a
+preemption counts once, downtime and replays lower it.
 """
 from __future__ import annotations
 
@@ -18,6 +20,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from chaos.events import Event, FaultEv, ProgressEv, RunnerEv, last, of
+
+REPLAY_OVER = "replay-over"
+"""The runner phase that ends a replay's goodput window."""
 
 
 def replay_summary(events: Sequence[Event], checkpoint_every: int | None = None) -> dict[str, Any] | None:
@@ -39,7 +44,9 @@ def replay_summary(events: Sequence[Event], checkpoint_every: int | None = None)
 def replay_goodput(events: Sequence[Event], start: float) -> float | None:
     """Goodput from ``start`` to the last step (the module docstring); None without steps
     on both sides of ``start``."""
-    steps = [e for e in of(events, ProgressEv.STEP) if int(e.data.get("rank", 0)) == 0]
+    over = last(events, RunnerEv.PHASE, where=lambda e: e.data.get("phase") == REPLAY_OVER and e.t > start)
+    steps = [e for e in of(events, ProgressEv.STEP, until=over.t if over else None)
+             if int(e.data.get("rank", 0)) == 0]
     before = [e for e in steps if e.t <= start]
     after = [e for e in steps if e.t > start]
     if len(before) < 3 or not after:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chaos.analysis.replay import replay_goodput
+from chaos.analysis.replay import REPLAY_OVER, replay_goodput
 from chaos.events import FaultEv
 from chaos.faults.api import FaultRecord, pick_victim
 from chaos.faults.trace import Bursts, ReplayBy, Trace, read_trace
@@ -119,6 +119,7 @@ def _aim(t: Trial, slot: int | None, total_loss: bool) -> tuple[str | None, str]
 
 def _check(t: Trial, trace: Trace, start: float) -> None:
     v = t.verdict
+    t.run.phase(REPLAY_OVER)   # the goodput window's end, for the verdict and report.json alike
     events = t.run.timeline.events()
     rows = [e.data for e in events if e.type == FaultEv.REPLAYED]
     injected = [r for r in rows if r.get("outcome") == "injected"]
