@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import fidelity, floor, gpu, integrity, overhead, recovery, report, scale
+from bench import fidelity, floor, gpu, integrity, overhead, recovery, replay, report, scale
 from bench.findings import recovery_findings, scale_findings
 from chaos.signals import terminate_cleanly
 
@@ -43,14 +43,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--integrity-reps", type=int, help="kill-during-checkpoint repetitions (default 20; quick 2)")
     p.add_argument("--only", metavar="PATTERN",
                    help="only the recovery cases matching PATTERN (fnmatch, e.g. 'c10d/*/partition')")
-    p.add_argument("--merge", action="store_true", help="with --only: update those cases in OUT/results.json")
+    p.add_argument("--merge", action="store_true", help="with --only or --replay: update those figures in "
+                                                        "OUT/results.json")
+    p.add_argument("--replay", action="store_true", help="only the replayed-trace goodput (bench/replay.py)")
     p.add_argument("--render", action="store_true",
                    help="measure nothing: re-render OUT/RESULTS.md and the plot from OUT/results.json")
     p.add_argument("--out", type=Path, default=HERE, help="where results.json and RESULTS.md go")
     p.add_argument("--runs", type=Path, help="where the runs' report folders go (default: a temp dir)")
     args = p.parse_args(argv)
-    if args.merge and not args.only:
-        p.error("--merge needs --only")
+    if args.merge and not (args.only or args.replay):
+        p.error("--merge needs --only or --replay")
     if args.merge and not (args.out / "results.json").exists():
         p.error(f"--merge: {args.out / 'results.json'} does not exist; run the full bench first")
     return args
@@ -109,6 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         results.update(stamp)
 
+    if args.replay:
+        if args.merge:
+            results["remeasured"].pop()   # the replay block carries its own date
+        results["replay"] = replay.measure(args.quick, runs, say, date=stamp["date"])
+        write(args.out, results, say)
+        return 0
     say("floor: a worker's cold start")
     fl = floor.measure_floor(3 if args.quick else 5)
     if not args.merge:
@@ -120,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         results["gpu"] = gpu.measure(args.quick, reps, runs, say)
         say(f"gpu: {results['gpu'].get('skipped') or 'measured'}")
         measure_rest(args, runs, run_dirs, results)
+        results["replay"] = replay.measure(args.quick, runs, say, date=stamp["date"])
     wall = round(time.monotonic() - began)
     if args.merge:
         results["remeasured"][-1]["wall_s"] = wall

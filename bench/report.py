@@ -96,6 +96,8 @@ def write_markdown(results: dict[str, Any], path: Path, plot_name: str | None) -
     lines += ["", "### Findings", ""] + [f"- {f}" for f in results.get("findings", [])] + [""]
     from bench.gpu import markdown as gpu_markdown
     lines += gpu_markdown(results)
+    from bench.replay import markdown as replay_markdown
+    lines += replay_markdown(results)
     scale = results.get("scale") or []
     if scale:
         lines += ["## Scale", "", "| nodes | formation s | recovery s | memory per node MB | load avg | result |",

@@ -182,3 +182,27 @@ def test_the_cluster_cases_stand_beside_the_same_fault_on_the_local_platform():
     found = recovery_findings(results)
     assert "cluster:etcd-v2/fast/kill-node: recovers in 19.0 s on the cluster vs 10.0 s locally; the rendezvous " \
            "phase differs most (+12.0 s)" in found
+
+
+def test_the_replay_block_runs_one_replay_per_interval_and_renders_a_table(tmp_path):
+    from types import SimpleNamespace
+
+    from bench import replay
+    from chaos.analysis.recovery import Recovery
+    asked = []
+
+    def execute(name, values, **kw):
+        asked.append((name, values["checkpoint_every"], values["trace"].endswith("spot-3.csv")))
+        every = values["checkpoint_every"]
+        recs = [Recovery("kill-node", f"node-{i}", 0.0, regain_s=15.0 + i, lost_steps=every // 2) for i in range(3)]
+        result = SimpleNamespace(passed=True, recoveries=recs,
+                                 replay={"goodput": 0.5 if every == 10 else 0.3, "injected": 3, "skipped": 0,
+                                         "max_late_s": 0.01})
+        return SimpleNamespace(result=lambda: result)
+
+    block = replay.measure(False, tmp_path, lambda s: None, execute=execute, date="2026-11-23")
+    assert asked == [("replay", 10, True), ("replay", 50, True)]
+    md = "\n".join(replay.markdown({"replay": block}))
+    assert "| 10 steps | 0.5 | 3 (skipped 0) | 5, 5, 5 | 16.0 | PASSED |" in md
+    assert "| 50 steps | 0.3 | 3 (skipped 0) | 25, 25, 25 | 16.0 | PASSED |" in md
+    assert "Not measured yet" in "\n".join(replay.markdown({}))
