@@ -76,7 +76,7 @@ def unavailable(case: Case) -> str | None:
 def _platform(case: Case) -> tuple[str, dict[str, Any]]:
     """The platform name and options of a case's ChaosRun."""
     if case.platform == "cluster":
-        from chaos.platforms.kubernetes.platform import KubernetesOptions
+        from chaos.platforms.kubernetes.options import KubernetesOptions
         return "kubernetes", {"options": KubernetesOptions(kubeconfig=str(CLUSTER_KUBECONFIG.resolve()),
                                                            replace_lost_nodes=False)}
     network = NetworkMode.ISOLATED if case.fault == "partition" else NetworkMode.HOST

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bench.tables import median_cell, phase_table
 from chaos.analysis.recovery import PHASES
 from chaos.reporting.svg import PHASE_COLORS
 from chaos.spec import PRESETS
@@ -13,12 +14,6 @@ from chaos.spec import PRESETS
 
 def write_json(results: dict[str, Any], path: Path) -> None:
     path.write_text(json.dumps(results, indent=2) + "\n")
-
-
-def _m(stat: dict[str, Any] | None) -> str:
-    if not stat or stat.get("median") is None:
-        return "-"
-    return f"{stat['median']:.1f}"
 
 
 def plot(results: dict[str, Any], path: Path) -> bool:
@@ -52,19 +47,6 @@ def plot(results: dict[str, Any], path: Path) -> bool:
     return True
 
 
-def phase_table(cases: dict[str, Any], skipped: dict[str, str]) -> list[str]:
-    """The median phases per case, with recovery, its ratio to the floor and lost steps."""
-    lines = ["| case | " + " | ".join(PHASES) + " | recovery_s | ratio to floor | lost steps | n |",
-             "|---|" + "---|" * (len(PHASES) + 4)]
-    for key, case in cases.items():
-        lines.append(f"| {key} | " + " | ".join(_m(case.get(p)) for p in PHASES)
-                     + f" | {_m(case.get('recovery_s'))} | {case.get('ratio_to_floor')} | "
-                     + f"{_m(case.get('lost_steps'))} | {case.get('recovery_s', {}).get('n')} |")
-    for key, why in skipped.items():
-        lines.append(f"| {key} | skipped: {why} |" + " |" * (len(PHASES) + 3))
-    return lines
-
-
 def write_markdown(results: dict[str, Any], path: Path, plot_name: str | None) -> None:
     floor = results.get("floor_s") or {}
     lines = ["# Benchmark results", "",
@@ -73,7 +55,7 @@ def write_markdown(results: dict[str, Any], path: Path, plot_name: str | None) -
              "`make bench` (full) or `make bench-quick`.", "",
              "## Recovery vs the floor", "",
              f"Floor (a worker's cold start: spawn + import torch + process-group init + checkpoint load "
-             f"+ one step): median **{_m(floor)} s** (min {floor.get('min')}, max {floor.get('max')}, "
+             f"+ one step): median **{median_cell(floor)} s** (min {floor.get('min')}, max {floor.get('max')}, "
              f"n={floor.get('n')}).", ""]
     lines += phase_table(results.get("recovery", {}), results.get("skipped", {}))
     lines += ["", "Medians in seconds, measured from the fault; the phases that apply add up to regain_s "
@@ -174,9 +156,9 @@ def cluster_table(results: dict[str, Any]) -> list[str]:
                 why = skipped.get(case_key) or ("no local counterpart" if where == "local" else "not measured")
                 lines.append(f"| {fault} | {where} | {why} |" + " |" * (len(PHASES) + 3))
                 continue
-            lines.append(f"| {fault} | {where} | " + " | ".join(_m(case.get(p)) for p in PHASES)
-                         + f" | {_m(case.get('recovery_s'))} | {_m(case.get('regain_s'))} | "
-                         f"{_m(case.get('lost_steps'))} | {(case.get('recovery_s') or {}).get('n')} |")
+            lines.append(f"| {fault} | {where} | " + " | ".join(median_cell(case.get(p)) for p in PHASES)
+                         + f" | {median_cell(case.get('recovery_s'))} | {median_cell(case.get('regain_s'))} | "
+                         f"{median_cell(case.get('lost_steps'))} | {(case.get('recovery_s') or {}).get('n')} |")
     lines += [""] + [f"- **{k}**: {v}." for k, v in CLUSTER_NOTES.items()
                      if any(key.endswith("/" + k) for key in keys)] + [""]
     return lines

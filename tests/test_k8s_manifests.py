@@ -5,6 +5,7 @@ import pytest
 import yaml
 
 from chaos.errors import SpecError
+from chaos.platforms.kubernetes import jobs
 from chaos.platforms.kubernetes import manifests as m
 from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
 
@@ -29,7 +30,7 @@ JOB = JobSpec(nodes="1:2", run_id="chaos-unit", checkpoint_every=25, max_restart
 
 
 def test_kind_elasticjob_runs_on_tainted_spot_workers_with_shm_and_the_shared_host_folder():
-    docs = by_kind(m.render(JOB, m.kind_settings(job_kind=m.JobKind.ELASTICJOB)))
+    docs = by_kind(jobs.render(JOB, m.kind_settings(job_kind=m.JobKind.ELASTICJOB)))
     assert sorted(docs) == ["Deployment", "ElasticJob", "Service"]        # host path: no claim to create
     job = docs["ElasticJob"]
     assert job["apiVersion"] == "elastic.pytorch.org/v1alpha1" and job["metadata"]["name"] == "chaos-unit"
@@ -64,7 +65,7 @@ def test_elasticjob_args_override_the_controllers_backend_and_run_the_trainer():
 
 
 def test_etcd_is_3_5_with_the_v2_api_on_on_demand_capacity_and_a_node_port_on_kind():
-    docs = by_kind(m.render(JOB, m.kind_settings()))
+    docs = by_kind(jobs.render(JOB, m.kind_settings()))
     etcd = docs["Deployment"]["spec"]["template"]["spec"]
     assert etcd["containers"][0]["image"].endswith(":v3.5.17")
     assert "--enable-v2=true" in etcd["containers"][0]["command"]
@@ -72,7 +73,7 @@ def test_etcd_is_3_5_with_the_v2_api_on_on_demand_capacity_and_a_node_port_on_ki
     svc = docs["Service"]["spec"]
     assert svc["type"] == "NodePort" and svc["ports"][0]["nodePort"] == 32379
     assert svc["selector"] == docs["Deployment"]["spec"]["selector"]["matchLabels"]
-    plain = by_kind(m.render(JOB, m.KubeSettings()))["Service"]["spec"]
+    plain = by_kind(jobs.render(JOB, m.KubeSettings()))["Service"]["spec"]
     assert "type" not in plain and "nodePort" not in plain["ports"][0]
 
 
@@ -91,7 +92,7 @@ def test_pytorchjob_carries_the_elastic_policy_and_the_operators_container_name(
 def test_c10d_puts_the_store_on_worker_0_and_renders_no_etcd():
     job = JobSpec(nodes="1:2", run_id="c10d-job", rdzv=RendezvousSpec(backend=RdzvBackend.C10D))
     for kind in (m.JobKind.ELASTICJOB, m.JobKind.PYTORCHJOB):   # the statefulset's: test_k8s_statefulset.py
-        docs = m.render(job, m.KubeSettings(job_kind=kind))
+        docs = jobs.render(job, m.KubeSettings(job_kind=kind))
         assert [d["kind"] for d in docs] == ["PersistentVolumeClaim", kind.kind]
         assert m.rdzv_endpoint(job, m.KubeSettings()) == "c10d-job-worker-0:29400"
         ports = pod_spec(docs[-1])["containers"][0]["ports"]
@@ -105,7 +106,7 @@ def test_eks_gpu_variant_one_worker_per_gpu_on_spot_with_efa_and_efs(kind):
     job = JobSpec(nodes="2:4", nproc_per_node=8, run_id="gpu-run")
     settings = m.eks_gpu_settings(image="123.dkr.ecr.us-west-2.amazonaws.com/train:1", gpus_per_node=8,
                                   efa_per_node=4, job_kind=kind)
-    docs = by_kind(m.render(job, settings))
+    docs = by_kind(jobs.render(job, settings))
     spec = pod_spec(docs[kind.kind])
     container = spec["containers"][0]
     assert container["resources"]["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "4"}
@@ -124,19 +125,19 @@ def test_eks_gpu_variant_one_worker_per_gpu_on_spot_with_efa_and_efs(kind):
 
 def test_eks_without_efa_asks_for_none_and_on_demand_capacity_can_be_chosen():
     settings = m.eks_gpu_settings(image="img", gpus_per_node=4, spot=False)
-    spec = pod_spec(m.job_manifests(JobSpec(nproc_per_node=4, run_id="r"), settings)[-1])
+    spec = pod_spec(jobs.job_manifests(JobSpec(nproc_per_node=4, run_id="r"), settings)[-1])
     assert "vpc.amazonaws.com/efa" not in spec["containers"][0]["resources"]["limits"]
     assert spec["nodeSelector"] == {m.CAPACITY_LABEL: "ON_DEMAND"}
 
 
 def test_nproc_per_node_must_match_the_gpus_of_a_pod():
     with pytest.raises(SpecError, match="nproc_per_node is 1 but each pod gets 8 GPUs"):
-        m.render(JobSpec(run_id="r"), m.eks_gpu_settings(image="img", gpus_per_node=8))
+        jobs.render(JobSpec(run_id="r"), m.eks_gpu_settings(image="img", gpus_per_node=8))
 
 
 def test_an_existing_claim_is_mounted_not_created():
     settings = m.KubeSettings(storage=m.CheckpointStorage(existing_claim="efs-claim"))
-    docs = m.render(JobSpec(run_id="r"), settings)
+    docs = jobs.render(JobSpec(run_id="r"), settings)
     assert "PersistentVolumeClaim" not in [d["kind"] for d in docs]
     volume = next(v for v in pod_spec(docs[-1])["volumes"] if v["name"] == "checkpoints")
     assert volume["persistentVolumeClaim"]["claimName"] == "efs-claim"
@@ -144,14 +145,14 @@ def test_an_existing_claim_is_mounted_not_created():
 
 def test_a_user_script_replaces_the_reference_trainer():
     job = JobSpec(run_id="r", script=("my_model/train.py", "--epochs", "3"))
-    args = pod_spec(m.job_manifests(job, m.KubeSettings())[-1])["containers"][0]["args"]
+    args = pod_spec(jobs.job_manifests(job, m.KubeSettings())[-1])["containers"][0]["args"]
     assert args[-3:] == ["my_model/train.py", "--epochs", "3"] and "trainer.train" not in args
 
 
 @pytest.mark.parametrize("run_id", ["Chaos_1", "1abc", "x" * 41])
 def test_a_run_id_that_cannot_name_pods_is_refused(run_id):
     with pytest.raises(SpecError, match="cannot name Kubernetes objects"):
-        m.render(JobSpec(run_id=run_id), m.KubeSettings())
+        jobs.render(JobSpec(run_id=run_id), m.KubeSettings())
 
 
 def test_a_bad_namespace_is_refused():
@@ -160,7 +161,7 @@ def test_a_bad_namespace_is_refused():
 
 
 def test_every_object_carries_the_run_label_and_the_yaml_round_trips():
-    docs = m.render(JOB, m.KubeSettings())
+    docs = jobs.render(JOB, m.KubeSettings())
     assert all(d["metadata"]["labels"][m.RUN_LABEL] == "chaos-unit" for d in docs)
     assert list(yaml.safe_load_all(m.to_yaml(docs))) == docs
 

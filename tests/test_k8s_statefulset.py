@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from chaos.errors import SpecError
+from chaos.platforms.kubernetes import jobs
 from chaos.platforms.kubernetes import manifests as m
 from chaos.platforms.kubernetes import statefulset as sts
 from chaos.platforms.kubernetes.profile import ClusterProfile
@@ -42,7 +43,7 @@ def env_of(container: dict) -> dict[str, str]:
 
 def test_the_default_job_kind_is_the_statefulset_that_needs_no_operator():
     assert m.KubeSettings().job_kind is m.JobKind.STATEFULSET and not m.JobKind.STATEFULSET.needs_operator
-    docs = m.render(JOB, m.KubeSettings())
+    docs = jobs.render(JOB, m.KubeSettings())
     assert [d["kind"] for d in docs] == ["PersistentVolumeClaim", "Deployment", "Service", "StatefulSet"]
     s = by_kind(docs)["StatefulSet"]
     assert s["metadata"]["name"] == "chaos-sts-worker" and s["spec"]["podManagementPolicy"] == "Parallel"
@@ -51,21 +52,21 @@ def test_the_default_job_kind_is_the_statefulset_that_needs_no_operator():
 
 
 def test_with_dns_workers_find_etcd_by_its_service_name():
-    args = worker(m.render(JOB, m.KubeSettings()))["args"]
+    args = worker(jobs.render(JOB, m.KubeSettings()))["args"]
     assert "--rdzv-endpoint=chaos-sts-etcd:2379" in args
 
 
 def test_without_dns_workers_get_the_etcd_pods_ip_and_no_service_is_made():
     base = m.render_base(JOB, NO_DNS)
     assert [d["kind"] for d in base] == ["PersistentVolumeClaim", "Deployment"]
-    args = worker(m.job_manifests(JOB, NO_DNS, etcd_address="10.88.1.7"))["args"]
+    args = worker(jobs.job_manifests(JOB, NO_DNS, etcd_address="10.88.1.7"))["args"]
     assert "--rdzv-endpoint=10.88.1.7:2379" in args
     with pytest.raises(SpecError, match="no DNS"):
-        m.job_manifests(JOB, NO_DNS)
+        jobs.job_manifests(JOB, NO_DNS)
 
 
 def test_torchrun_advertises_the_pod_ip_and_runs_the_trainer_with_every_job_argument():
-    c = worker(m.job_manifests(JOB, NO_DNS, etcd_address="10.88.1.7"))
+    c = worker(jobs.job_manifests(JOB, NO_DNS, etcd_address="10.88.1.7"))
     args = c["args"]
     assert args[:3] == ["python3", "-m", "torch.distributed.run"]
     assert {"--nnodes=1:3", "--rdzv-backend=etcd-v2", "--rdzv-id=chaos-sts", "--max-restarts=4",
@@ -78,7 +79,7 @@ def test_torchrun_advertises_the_pod_ip_and_runs_the_trainer_with_every_job_argu
 
 
 def test_the_supervisor_is_pid_1_and_its_marker_outlives_a_container_restart():
-    docs = m.job_manifests(JOB, NO_DNS, etcd_address="10.88.1.7", env={"AWS_EC2_METADATA_SERVICE_ENDPOINT": "x"})
+    docs = jobs.job_manifests(JOB, NO_DNS, etcd_address="10.88.1.7", env={"AWS_EC2_METADATA_SERVICE_ENDPOINT": "x"})
     pod = by_kind(docs)["StatefulSet"]["spec"]["template"]["spec"]
     c = pod["containers"][0]
     assert c["command"] == ["/bin/sh", "-c", sts.SUPERVISOR, "elastic-chaos-agent"]
@@ -91,7 +92,7 @@ def test_workdir_and_backend_reach_every_job_kind():
     job = JobSpec(run_id="chaos-wd", script=("train.py", "--lr", "1"), backend=PgBackend.GLOO, workdir="exp")
     for kind in m.JobKind:
         settings = m.KubeSettings(job_kind=kind)
-        docs = m.render(job, settings, etcd_address="10.0.0.1")
+        docs = jobs.render(job, settings, etcd_address="10.0.0.1")
         job_doc = docs[-1]
         specs = job_doc["spec"].get("replicaSpecs") or job_doc["spec"].get("pytorchReplicaSpecs")
         template = specs["Worker"]["template"] if specs else job_doc["spec"]["template"]
@@ -106,8 +107,8 @@ def test_workdir_and_backend_reach_every_job_kind():
 def test_c10d_on_a_statefulset_needs_dns():
     job = JobSpec(run_id="chaos-c", rdzv=RendezvousSpec(backend=RdzvBackend.C10D))
     with pytest.raises(SpecError, match="DNS"):
-        m.render(job, NO_DNS)
-    docs = by_kind(m.render(job, m.KubeSettings()))
+        jobs.render(job, NO_DNS)
+    docs = by_kind(jobs.render(job, m.KubeSettings()))
     assert docs["Service"]["spec"]["clusterIP"] == "None"
     assert "--rdzv-endpoint=chaos-c-worker-0.chaos-c-worker.default.svc.cluster.local:29400" in \
         docs["StatefulSet"]["spec"]["template"]["spec"]["containers"][0]["args"]

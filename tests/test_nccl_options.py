@@ -8,6 +8,7 @@ from chaos.errors import SpecError
 from chaos.hypotheses.api import settings
 from chaos.hypotheses.catalog import get
 from chaos.options import declared
+from chaos.platforms.kubernetes import jobs
 from chaos.platforms.kubernetes import manifests as m
 from chaos.platforms.kubernetes.settings import JobKind
 from chaos.platforms.local.gpus import GpuMode, plan
@@ -45,7 +46,7 @@ def test_out_of_range_values_are_refused_with_what_is_allowed():
 @pytest.mark.parametrize("kind", list(JobKind))
 def test_kubernetes_workers_get_the_same_environment(kind):
     job = preset("fast").apply(JobSpec(nodes="1:2", run_id="chaos-unit"))
-    docs = m.render(job, m.kind_settings(job_kind=kind))
+    docs = jobs.render(job, m.kind_settings(job_kind=kind))
     workers = [d for d in docs if d["kind"] in ("StatefulSet", "ElasticJob", "PyTorchJob")
                and d["metadata"]["name"] != f"{job.run_id}-etcd"]
     containers = [c for d in workers for c in _pod_templates(d) for c in c["spec"]["containers"]]

@@ -58,8 +58,9 @@ def register(sub: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from chaos.platforms.kubernetes import jobs
     from chaos.platforms.kubernetes import manifests as m
-    sys.stdout.write(m.to_yaml(m.render(job_from(args), settings_from(args))))
+    sys.stdout.write(m.to_yaml(jobs.render(job_from(args), settings_from(args))))
     return 0
 
 

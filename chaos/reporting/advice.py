@@ -21,11 +21,11 @@ fault's regain time (``SHARE`` and ``MIN_COST_S``):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from chaos.events import AgentEv, CheckpointEv, Event, ProgressEv, RdzvEv, first, last, of
 from chaos.reporting.advice_workers import worker_findings
+from chaos.reporting.finding import Finding
 from chaos.reporting.load import FaultView, RunData
 
 SHARE = 0.2
@@ -34,16 +34,6 @@ MIN_COST_S = 1.0
 TORCH_DEFAULTS: dict[str, float] = {"last_call_timeout": 30.0, "keep_alive_interval": 5.0,
                                     "keep_alive_max_attempt": 3.0, "join_timeout": 600.0,
                                     "close_timeout": 30.0}
-
-
-@dataclass(frozen=True)
-class Finding:
-    fault_index: int
-    phase: str
-    setting: str | None
-    """The setting responsible, or None for a breakdown no setting governs."""
-    cost_s: float
-    text: str
 
 
 def _setting(job: dict[str, Any], name: str) -> tuple[float, bool]:

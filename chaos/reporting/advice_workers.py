@@ -17,14 +17,12 @@ this run's.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from chaos.analysis.phases import collective_error, shutdown_wait
 from chaos.events import AgentEv, Event, ProgressEv, first
+from chaos.reporting.finding import Finding
 from chaos.reporting.load import FaultView, RunData
-
-if TYPE_CHECKING:
-    from chaos.reporting.advice import Finding
 
 TORCH_DUMP_WAIT_MS = 60_000
 """ProcessGroupNCCL's TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC default (torch 2.4 to 2.13)."""
@@ -47,7 +45,6 @@ def worker_findings(run: RunData, i: int, fault: FaultView) -> list[Finding]:
 
 
 def _finding(i: int, phase: str, setting: str, cost: float, text: str) -> Finding:
-    from chaos.reporting.advice import Finding
     return Finding(i, phase, setting, cost, text)
 
 

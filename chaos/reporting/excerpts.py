@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chaos.events import ProgressEv
-from chaos.watchers.logs import glog_time, parse_progress
+from chaos.watchers.glog import glog_time
+from chaos.watchers.logs import parse_progress
 
 _GLOG_TIME = re.compile(r"^[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6}) ")
 

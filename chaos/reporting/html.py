@@ -18,8 +18,8 @@ from html import escape
 from pathlib import Path
 
 from chaos.reporting import table
-from chaos.reporting.advice import Finding
 from chaos.reporting.excerpts import Excerpt
+from chaos.reporting.finding import Finding
 from chaos.reporting.load import FaultView, RunData
 from chaos.reporting.series import Series
 from chaos.reporting.svg import PHASE_COLORS, node_color, phase_bars_svg, timeline_svg

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from chaos.reporting import table
-from chaos.reporting.advice import Finding
+from chaos.reporting.finding import Finding
 from chaos.reporting.load import RunData
 
 

@@ -14,8 +14,9 @@ from pathlib import Path
 
 from chaos.errors import SpecError
 from chaos.reporting import png as png_mod
-from chaos.reporting.advice import Finding, advise
+from chaos.reporting.advice import advise
 from chaos.reporting.excerpts import Excerpt, excerpt, window
+from chaos.reporting.finding import Finding
 from chaos.reporting.html import render_html
 from chaos.reporting.load import FaultView, RunData, load_run
 from chaos.reporting.markdown import render_markdown

@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 
 from chaos.events import AgentEv, CheckpointEv, Event, EventType, ProgressEv, Source, Timeline
 from chaos.watchers.api import Watcher
+from chaos.watchers.glog import glog_time
 from chaos.watchers.nccl import parse_nccl
 from chaos.watchers.script_lines import ScriptLines
 
@@ -128,15 +129,6 @@ def parse_progress(line: str, node: str) -> Event | None:
     except (ValueError, KeyError, TypeError):
         return None
     return Event.make(_CHECKPOINT_TYPES.get(ev) or EventType(Source.PROGRESS, ev), t, node, record)
-
-
-def glog_time(month: int, day: int, hh: int, mm: int, ss: int, us: int,
-              today: datetime.date | None = None, tz: datetime.tzinfo | None = None) -> float:
-    """A glog timestamp (no year, no zone) -> epoch seconds: written in ``tz`` (None: this
-    machine's local time; pods log in UTC), year from ``today`` (in that zone)."""
-    today = today or datetime.datetime.now(tz).date()
-    year = today.year - 1 if (month, day) > (today.month, today.day) else today.year
-    return datetime.datetime(year, month, day, hh, mm, ss, us, tzinfo=tz).timestamp()
 
 
 @dataclass

@@ -25,6 +25,7 @@ import re
 from typing import Any
 
 from chaos.events import Event, EventType, ProgressEv
+from chaos.watchers.glog import glog_time
 
 # c10 logging: optional "[rankN]:" prefix, then [<sev><mmdd> <hh:mm:ss.frac> [tid ]file:line] message
 _C10 = re.compile(r"^(?:\[rank(?P<rank>\d+)\]:)?\[(?P<sev>[IWEF])(?P<mo>\d\d)(?P<day>\d\d) "
@@ -63,8 +64,6 @@ def nccl_cause(message: str) -> str:
 def parse_nccl(line: str, node: str) -> Event | None:
     """A c10-logged ProcessGroupNCCL line -> a WORKER_ERROR (``via: nccl``), NCCL_DUMP or
     NCCL_TEARDOWN event stamped with the line's own time; None for any other line."""
-    from chaos.watchers.logs import glog_time  # here: logs.py imports this module
-
     m = _C10.match(line)
     if m is None or not m["file"].startswith("ProcessGroupNCCL") or m["sev"] == "I":
         return None

@@ -119,7 +119,8 @@ def make_platform(admin: Any, namespace: str, sim: ClusterSim, job_etcd: Any,
     from chaos.events import Timeline
     from chaos.platforms.kubernetes import manifests as m
     from chaos.platforms.kubernetes.kind import KindOptions, KindPlatform
-    from chaos.platforms.kubernetes.platform import KubernetesOptions, KubernetesPlatform
+    from chaos.platforms.kubernetes.options import KubernetesOptions
+    from chaos.platforms.kubernetes.platform import KubernetesPlatform
     made: list[Any] = []
 
     def make(*, job_kind: m.JobKind = m.JobKind.ELASTICJOB, api: Any = None, kind: bool = False,

@@ -6,6 +6,7 @@ import json
 import pytest
 from crd_util import CRD_DIR, established
 
+from chaos.platforms.kubernetes import jobs
 from chaos.platforms.kubernetes import manifests as m
 from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
 
@@ -64,7 +65,7 @@ def test_the_crd_schema_rejects_a_malformed_job(custom, namespace, crds_installe
 def test_the_rendered_etcd_and_claim_are_accepted_by_the_api_server(admin, namespace):
     from kubernetes import client
     job = JobSpec()
-    docs = m.render(job, m.KubeSettings(namespace=namespace))
+    docs = jobs.render(job, m.KubeSettings(namespace=namespace))
     core, apps = client.CoreV1Api(admin), client.AppsV1Api(admin)
     for doc in docs:
         if doc["kind"] == "PersistentVolumeClaim":
@@ -85,7 +86,7 @@ def test_the_statefulset_kind_is_accepted_as_rendered(admin, namespace, dns):
     job = JobSpec(nodes="1:3", rdzv=RendezvousSpec(last_call_timeout=3))
     settings = m.KubeSettings(namespace=namespace, dns=dns, etcd_shell=not dns)
     apps = client.AppsV1Api(admin)
-    for doc in m.render(job, settings, etcd_address=None if dns else "10.88.1.2"):
+    for doc in jobs.render(job, settings, etcd_address=None if dns else "10.88.1.2"):
         if doc["kind"] in ("Deployment", "StatefulSet"):
             create = apps.create_namespaced_deployment if doc["kind"] == "Deployment" \
                 else apps.create_namespaced_stateful_set

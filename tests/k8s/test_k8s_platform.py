@@ -209,7 +209,7 @@ def test_a_chaos_run_on_kubernetes_watches_the_rendezvous_in_the_jobs_etcd(admin
 
     from kubernetes import client
 
-    from chaos.platforms.kubernetes.platform import KubernetesOptions
+    from chaos.platforms.kubernetes.options import KubernetesOptions
     from chaos.runner.run import ChaosRun
     state = (Path(__file__).parents[1] / "fixtures" / "rdzv_state_torch-2.13_2nodes.b64").read_text().strip()
     options = KubernetesOptions(settings=m.kind_settings(namespace=namespace), etcd_endpoint=job_etcd.endpoint,

@@ -11,8 +11,7 @@ from chaos.hypotheses.api import settings
 from chaos.platforms import platform_options
 from chaos.platforms.kubernetes import manifests as m
 from chaos.platforms.kubernetes.kind import KindOptions
-from chaos.platforms.kubernetes.options import parse_toleration
-from chaos.platforms.kubernetes.platform import KubernetesOptions
+from chaos.platforms.kubernetes.options import KubernetesOptions, parse_toleration
 
 SCENARIO = """
 from chaos.events import FaultEv, NodeEv

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from chaos.errors import SpecError
-from chaos.platforms.kubernetes import discover
+from chaos.platforms.kubernetes import discover, jobs
 from chaos.platforms.kubernetes import manifests as m
 from chaos.platforms.local.etcd import EtcdServer
 from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.k8s_api
 
 def create_job(custom, namespace: str, kind: m.JobKind, backend: RdzvBackend, run_id: str) -> None:
     job = JobSpec(nodes="1:2", run_id=run_id, rdzv=RendezvousSpec(backend=backend))
-    body = m.job_manifests(job, m.KubeSettings(namespace=namespace, job_kind=kind))[-1]
+    body = jobs.job_manifests(job, m.KubeSettings(namespace=namespace, job_kind=kind))[-1]
     group, version = kind.api_version.split("/")
     custom.create_namespaced_custom_object(group, version, namespace, kind.plural, body)   # any REST object
 

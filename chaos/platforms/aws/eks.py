@@ -29,7 +29,8 @@ from chaos.platforms.aws.clients import describe_instances, instance_id_from_pro
 from chaos.platforms.aws.guard import Call, Guard, SafetyLimits, Undo
 from chaos.platforms.aws.targets import AwsSide, Target
 from chaos.platforms.kubernetes.actions import refused_loudly
-from chaos.platforms.kubernetes.platform import KubernetesOptions, KubernetesPlatform
+from chaos.platforms.kubernetes.options import KubernetesOptions
+from chaos.platforms.kubernetes.platform import KubernetesPlatform
 from chaos.platforms.kubernetes.watch import ObjectWatch, read_json
 from chaos.waiting import eventually
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from chaos.errors import SetupError
 
 if TYPE_CHECKING:
-    from chaos.platforms.kubernetes.platform import KubernetesOptions
+    from chaos.platforms.kubernetes.options import KubernetesOptions
 
 
 def make_clients(options: KubernetesOptions, api_client: Any, core_v1: Any, apps_v1: Any, custom: Any,

@@ -28,7 +28,8 @@ from chaos.platforms.api import Hit
 from chaos.platforms.kubernetes import manifests as m
 from chaos.platforms.kubernetes.actions import ClusterActions
 from chaos.platforms.kubernetes.machines import MachineOp, Machines
-from chaos.platforms.kubernetes.platform import KubernetesOptions, KubernetesPlatform
+from chaos.platforms.kubernetes.options import KubernetesOptions
+from chaos.platforms.kubernetes.platform import KubernetesPlatform
 
 CLUSTER = "elastic-chaos"
 NETWORK = "kind"

@@ -95,14 +95,7 @@ def _meta(name: str, run_id: str, role: str, settings: KubeSettings) -> Manifest
     return {"name": name, "namespace": settings.namespace, "labels": _labels(run_id, role)}
 
 
-# -- the whole run ---------------------------------------------------------------
-def render(job: JobSpec, settings: KubeSettings, *, etcd_address: str | None = None,
-           env: dict[str, str] | None = None) -> list[Manifest]:
-    """Every object one run creates, in apply order: claim, etcd, job (see :func:`render_base`
-    and :func:`job_manifest`)."""
-    return [*render_base(job, settings), *job_manifests(job, settings, etcd_address=etcd_address, env=env)]
-
-
+# -- the whole run (chaos.platforms.kubernetes.jobs.render: this, then the job kind's objects) --
 def render_base(job: JobSpec, settings: KubeSettings) -> list[Manifest]:
     """What the job needs before its pods: the checkpoint claim, etcd (Deployment, and its
     Service where the cluster resolves Service names or an operator needs one)."""
@@ -118,16 +111,6 @@ def render_base(job: JobSpec, settings: KubeSettings) -> list[Manifest]:
         if settings.dns or settings.job_kind.needs_operator or settings.etcd_node_port is not None:
             docs.append(etcd_service(job.run_id, settings))
     return docs
-
-
-def job_manifests(job: JobSpec, settings: KubeSettings, *, etcd_address: str | None = None,
-                  env: dict[str, str] | None = None) -> list[Manifest]:
-    """The job object(s). ``etcd_address``: the etcd pod's IP, for a statefulset on a cluster
-    without DNS (known once etcd runs); ``env``: more environment for every worker."""
-    if settings.job_kind is JobKind.STATEFULSET:
-        from chaos.platforms.kubernetes import statefulset
-        return statefulset.render(job, settings, etcd_address=etcd_address, env=env or {})
-    return [job_manifest(job, settings, env=env)]
 
 
 def checkpoint_claim(run_id: str, settings: KubeSettings) -> Manifest:
@@ -210,12 +193,12 @@ def etcd_service(run_id: str, settings: KubeSettings) -> Manifest:
 
 # -- the job ---------------------------------------------------------------------
 def job_manifest(job: JobSpec, settings: KubeSettings, *, env: dict[str, str] | None = None) -> Manifest:
-    """The ElasticJob or PyTorchJob (the statefulset kind: :func:`job_manifests`)."""
+    """The ElasticJob or PyTorchJob (the statefulset kind: chaos.platforms.kubernetes.jobs.job_manifests)."""
     if settings.job_kind is JobKind.ELASTICJOB:
         return elasticjob(job, settings, env=env)
     if settings.job_kind is JobKind.PYTORCHJOB:
         return pytorchjob(job, settings, env=env)
-    raise SpecError(f"{settings.job_kind.value} is not one object: use job_manifests()")
+    raise SpecError(f"{settings.job_kind.value} is not one object: use chaos.platforms.kubernetes.jobs.job_manifests()")
 
 
 def rdzv_endpoint(job: JobSpec, settings: KubeSettings, etcd_address: str | None = None) -> str:
@@ -382,6 +365,6 @@ __all__ = [  # the settings live in k8s_settings; callers use them through this 
     "ROLE_LABEL", "SPOT_TAINT", "TRAINER_IMAGE", "CheckpointStorage", "JobKind", "KubeSettings", "Manifest",
     "StorageKind", "Toleration", "check_run_id", "checkpoint_claim", "checkpoint_dir", "claim_name",
     "eks_gpu_settings", "elasticjob", "etcd_deployment", "etcd_name", "etcd_service", "initial_replicas",
-    "job_manifest", "job_manifests", "kind_settings", "pod_template", "program", "pytorchjob", "rdzv_endpoint",
-    "render", "render_base", "run_selector", "to_yaml", "worker_container", "worker_pod_name", "workdir",
+    "job_manifest", "kind_settings", "pod_template", "program", "pytorchjob", "rdzv_endpoint",
+    "render_base", "run_selector", "to_yaml", "worker_container", "worker_pod_name", "workdir",
 ]

@@ -21,27 +21,61 @@ import logging
 import time
 import urllib.request
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from chaos.errors import FaultUnavailable, InjectionFailed, PlatformError
-from chaos.events import NodeEv
+from chaos.events import NodeEv, Timeline
 from chaos.platforms.api import Capability, Hit, NodeInfo, NodeState, StoreOutage
 from chaos.platforms.kubernetes import manifests as m
 from chaos.platforms.kubernetes import podexec
-from chaos.platforms.kubernetes.machines import MachineOp
+from chaos.platforms.kubernetes.actions import ClusterActions
+from chaos.platforms.kubernetes.machines import MachineOp, Machines
 from chaos.platforms.kubernetes.notices import NoticeServer, port_range
+from chaos.platforms.kubernetes.options import KubernetesOptions
+from chaos.platforms.kubernetes.pods import MachineTracker, PodTracker
+from chaos.platforms.kubernetes.profile import ClusterProfile
+from chaos.platforms.kubernetes.scale import JobScaler
 from chaos.platforms.kubernetes.watch import api_status, read_json
-
-if TYPE_CHECKING:
-    from chaos.platforms.kubernetes.platform import KubernetesPlatform
+from chaos.spec import JobSpec
 
 log = logging.getLogger(__name__)
+
+
+class FaultHost(Protocol):
+    """What node faults need of their platform (KubernetesPlatform is one): its view of the
+    cluster, the API calls it makes, the machines' owner, and the job it runs."""
+
+    name: str
+    timeline: Timeline
+    options: KubernetesOptions
+    settings: m.KubeSettings
+    profile: ClusterProfile | None
+    core: Any
+    actions: ClusterActions
+    pods: PodTracker
+    machines: MachineTracker
+    machine_ops: Machines
+    notices: NoticeServer | None
+    job: JobSpec | None
+    _scaler: JobScaler | None
+
+    def etcd_endpoint(self) -> str | None: ...
+
+    def pods_on(self, machine: str) -> list[str]: ...
+
+    def machine_of(self, pod: str) -> str: ...
+
+    def delete_pod_hit(self, pod: str, *, grace_s: int, uid: str | None) -> Hit: ...
+
+    def hold_back(self, node: str) -> None: ...
+
+    def pool_lost(self, machine: str, pod: str | None) -> None: ...
 
 
 class NodeFaults:
     """The faults of one Kubernetes platform that need more than a pod or Node API call."""
 
-    def __init__(self, platform: KubernetesPlatform) -> None:
+    def __init__(self, platform: FaultHost) -> None:
         self.p = platform
         self._cut: dict[str, str] = {}        # node -> machine, partitioned
         self._frozen: dict[str, str] = {}     # node -> machine, frozen

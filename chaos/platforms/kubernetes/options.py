@@ -1,4 +1,5 @@
-"""Kubernetes/kind/eks platform options from flat values: CLI flags and fixture keywords.
+"""The Kubernetes platforms' options (:class:`KubernetesOptions`), and building them from flat values:
+CLI flags and fixture keywords.
 
 ``run_hypothesis("kill-node", job_kind="pytorchjob", gpus_per_node=8)`` mixes
 job options (JobSpec), cluster settings (KubeSettings) and platform options
@@ -11,12 +12,54 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from chaos.errors import SpecError
+from chaos.options import option, validate
+from chaos.platforms.api import NodePool
 from chaos.platforms.kubernetes import manifests as m
 
 SETTINGS = {f.name for f in dataclasses.fields(m.KubeSettings)}
+
+
+@dataclass(frozen=True)
+class KubernetesOptions(NodePool):
+    """Settings of the kubernetes platform (its node pool's, and these)."""
+
+    kubeconfig: str | None = option(None, "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then "
+                                          "in-cluster credentials)", metavar="PATH")
+    context: str | None = option(None, "kubeconfig context (default: its current context)", flag="--kube-context",
+                                 metavar="NAME")
+    settings: m.KubeSettings = field(default_factory=m.KubeSettings)
+    """Namespace, job kind, image, resources, placement, checkpoint storage."""
+    etcd_endpoint: str | None = option(None, "HOST:PORT of the job's etcd as reachable from here (a NodePort, "
+                                             "a load balancer); default: the in-cluster Service address when "
+                                             "running in a pod, else `kubectl port-forward`", metavar="HOST:PORT")
+    start_timeout_s: float = option(300.0, "how long starting waits for every worker pod to run (image pulls, "
+                                           "autoscaling)", flag="--start-timeout", above=0, units="s")
+    stop_timeout_s: float = option(60.0, "how long stopping waits for the run's pods to be gone",
+                                   flag="--stop-timeout", above=0, units="s")
+    watch_window_s: int = option(10, "server-side timeout of each watch request; the next one resumes where it "
+                                     "ended", minimum=1, cli=False)
+    kubectl: str = option("kubectl", "kubectl used for the etcd port-forward only", cli=False)
+    provisioning_delay_s: float | None = option(None, "hold a lost worker's replacement back this long: on a "
+                                                      "cluster whose machines we operate, a new machine is "
+                                                      "asked for this long after one is lost; elsewhere the "
+                                                      "job is scaled down, then up (the autoscaler's minutes); "
+                                                      "default: at once",
+                                                flag="--provisioning-delay", minimum=0, units="s")
+    metadata_address: str | None = option(None, "HOST[:PORT[-PORT]] where pods reach this machine: the spot-notice "
+                                                "stand-in (an instance metadata service) listens there; default: "
+                                                "the cluster profile's (the local cluster's bridge)",
+                                          metavar="HOST:PORTS")
+    cluster_profile: bool = option(True, "take this cluster's own defaults (image, capacity, storage, DNS, who "
+                                         "operates its machines) from its kube-public/elastic-chaos-cluster "
+                                         "ConfigMap when it has one (make cluster-up writes it)", cli=False)
+
+    def __post_init__(self) -> None:
+        validate(self)
+
 
 
 def make_options(cls: type, values: dict[str, Any], *, kind: bool = False) -> Any:

@@ -22,23 +22,22 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from chaos.errors import PlatformError
 from chaos.events import NodeEv, RunnerEv, Timeline
-from chaos.options import option, validate
 from chaos.platforms import etcd_v2
 from chaos.platforms.api import Capability, Hit, NodeInfo, NodePool, NodeState, StoreOutage
+from chaos.platforms.kubernetes import jobs, node_faults
 from chaos.platforms.kubernetes import manifests as m
-from chaos.platforms.kubernetes import node_faults
 from chaos.platforms.kubernetes.actions import ClusterActions, create_error
 from chaos.platforms.kubernetes.clients import make_clients
 from chaos.platforms.kubernetes.disruptions import PodDisruptions
 from chaos.platforms.kubernetes.logs import Instance, PodLogFollower
 from chaos.platforms.kubernetes.machines import LocalClusterMachines, Machines, NoMachines
 from chaos.platforms.kubernetes.notices import NoticeServer
+from chaos.platforms.kubernetes.options import KubernetesOptions
 from chaos.platforms.kubernetes.pods import MachineTracker, PodTracker
 from chaos.platforms.kubernetes.pool import MachinePool
 from chaos.platforms.kubernetes.portforward import PortForward
@@ -49,44 +48,6 @@ from chaos.spec import JobSpec
 from chaos.waiting import eventually
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class KubernetesOptions(NodePool):
-    """Settings of the kubernetes platform (its node pool's, and these)."""
-
-    kubeconfig: str | None = option(None, "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then "
-                                          "in-cluster credentials)", metavar="PATH")
-    context: str | None = option(None, "kubeconfig context (default: its current context)", flag="--kube-context",
-                                 metavar="NAME")
-    settings: m.KubeSettings = field(default_factory=m.KubeSettings)
-    """Namespace, job kind, image, resources, placement, checkpoint storage."""
-    etcd_endpoint: str | None = option(None, "HOST:PORT of the job's etcd as reachable from here (a NodePort, "
-                                             "a load balancer); default: the in-cluster Service address when "
-                                             "running in a pod, else `kubectl port-forward`", metavar="HOST:PORT")
-    start_timeout_s: float = option(300.0, "how long starting waits for every worker pod to run (image pulls, "
-                                           "autoscaling)", flag="--start-timeout", above=0, units="s")
-    stop_timeout_s: float = option(60.0, "how long stopping waits for the run's pods to be gone",
-                                   flag="--stop-timeout", above=0, units="s")
-    watch_window_s: int = option(10, "server-side timeout of each watch request; the next one resumes where it "
-                                     "ended", minimum=1, cli=False)
-    kubectl: str = option("kubectl", "kubectl used for the etcd port-forward only", cli=False)
-    provisioning_delay_s: float | None = option(None, "hold a lost worker's replacement back this long: on a "
-                                                      "cluster whose machines we operate, a new machine is "
-                                                      "asked for this long after one is lost; elsewhere the "
-                                                      "job is scaled down, then up (the autoscaler's minutes); "
-                                                      "default: at once",
-                                                flag="--provisioning-delay", minimum=0, units="s")
-    metadata_address: str | None = option(None, "HOST[:PORT[-PORT]] where pods reach this machine: the spot-notice "
-                                                "stand-in (an instance metadata service) listens there; default: "
-                                                "the cluster profile's (the local cluster's bridge)",
-                                          metavar="HOST:PORTS")
-    cluster_profile: bool = option(True, "take this cluster's own defaults (image, capacity, storage, DNS, who "
-                                         "operates its machines) from its kube-public/elastic-chaos-cluster "
-                                         "ConfigMap when it has one (make cluster-up writes it)", cli=False)
-
-    def __post_init__(self) -> None:
-        validate(self)
 
 
 class KubernetesPlatform(PodDisruptions):
@@ -170,7 +131,7 @@ class KubernetesPlatform(PodDisruptions):
         if job.rdzv.backend.needs_etcd() and kind is m.JobKind.STATEFULSET and reach_by_ip:
             self.etcd_pod = self._wait_etcd_pod(job)   # its IP: the workers' (no DNS) or ours (pods reachable)
             etcd_address = None if self.settings.dns else self.etcd_pod["status"]["podIP"]
-        docs = m.job_manifests(job, self.settings, etcd_address=etcd_address, env=self._pod_env())
+        docs = jobs.job_manifests(job, self.settings, etcd_address=etcd_address, env=self._pod_env())
         for doc in docs:
             self._create(doc)
         self.timeline.emit(RunnerEv.MANIFESTS_APPLIED, kinds=[d["kind"] for d in base + docs],
