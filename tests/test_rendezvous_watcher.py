@@ -40,7 +40,9 @@ def store(etcd: EtcdServer) -> etcd_lib.Client:
 def watching(etcd: EtcdServer, wait_s: float = 0.5) -> Iterator[Timeline]:
     """A RendezvousWatcher on RUN_ID for the block; leaving it stops the thread (and raises its error)."""
     timeline = Timeline()
-    with RendezvousWatcher(timeline, etcd.endpoint, RUN_ID, dict, wait_s=wait_s):
+    with RendezvousWatcher(timeline, etcd.endpoint, RUN_ID, dict, wait_s=wait_s) as watcher:
+        # writes made before its first read would be seen only as the value they left
+        assert watcher.read_once.wait(15), "the watcher never read the key"
         yield timeline
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import logging
 import threading
+from typing import Self
 
 from chaos.errors import ChaosError, WatcherDied
 from chaos.events import RunnerEv, Timeline
@@ -91,7 +92,7 @@ class Watcher(abc.ABC):
                 raise ChaosError(f"{type(self).__name__} did not stop within {timeout_s}s")
         self.check()
 
-    def __enter__(self) -> Watcher:
+    def __enter__(self) -> Self:
         self.start()
         return self
 

@@ -16,6 +16,7 @@ seconds), so a report can tell a keep-alive expiry from a last call.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -47,6 +48,9 @@ class RendezvousWatcher(Watcher):
         self._last_key: tuple[Any, ...] | None = None
         self._completed_rounds: set[int] = set()
         self._reachable = True
+        self.read_once = threading.Event()
+        """Set once the key was read (or found absent): from then on every change is seen,
+        one by one; changes before it are seen only as the value they left."""
 
     def poll(self) -> None:
         """One read (first, or after the history was lost) or one long poll of at most ``wait_s``."""
@@ -87,6 +91,7 @@ class RendezvousWatcher(Watcher):
         self._stop.wait(0.2)
 
     def _mark_reachable(self) -> None:
+        self.read_once.set()
         if not self._reachable:
             self._reachable = True
             self.timeline.emit(RdzvEv.STORE_REACHABLE)

@@ -17,6 +17,10 @@ import time
 from chaos.errors import InjectionFailed
 from chaos.platforms.api import Hit
 from chaos.platforms.local import procs
+from chaos.waiting import eventually
+
+STOP_WAIT_S = 5.0
+"""How long a SIGSTOPped worker may take to show stopped."""
 
 
 class HungWorkers:
@@ -37,6 +41,11 @@ class HungWorkers:
         os.kill(pid, signal.SIGSTOP)
         with self._lock:
             self._started[pid] = started
+        # kill() returns before the target is scheduled to stop: the hit is a stopped worker
+        if not eventually(lambda: procs.is_stopped(pid) or not procs.is_running(pid, started),
+                          timeout_s=STOP_WAIT_S, interval_s=0.01):
+            raise InjectionFailed(f"the worker {pid} on {node} was sent SIGSTOP and did not stop within "
+                                  f"{STOP_WAIT_S:g}s")
         return Hit(node=node, at=at, action="sigstop-worker", pids=(pid,))
 
     def resume(self, node: str, pid: int) -> Hit:

@@ -91,6 +91,12 @@ def _stat(pid: int) -> list[str] | None:
         return None
 
 
+def is_stopped(pid: int) -> bool:
+    """The kernel shows ``pid`` stopped by a signal (state T, or t when traced)."""
+    stat = _stat(pid)
+    return stat is not None and stat[0] in ("T", "t")
+
+
 def _signal_all(pids: set[int], sig: int) -> None:
     for pid in pids:
         try:
