@@ -182,3 +182,17 @@ def test_a_second_run_into_the_same_folder_is_refused_and_an_overwrite_starts_cl
     injected = next(e for e in evs if e["kind"] == "injected")
     steps = [e for e in evs if e["kind"] == "step" and e["t"] < injected["t"]]
     assert max(e["data"]["step"] for e in steps) >= 25               # the fault came after its own steady state
+
+
+def test_every_file_the_report_writes_is_one_overwrite_may_delete(tmp_path):
+    """A run's rendering (report.html, summary.md, metrics.prom, ...) is the run's own: --overwrite
+    must not refuse a folder for a file the toolkit itself wrote (CI once refused metrics.prom)."""
+    import shutil
+
+    from chaos.reporting import render_folder
+    folder = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "runs" / "kill-node-shrink", folder)
+    render_folder(folder, png=False)
+    assert (folder / "metrics.prom").exists()
+    prepare(folder, overwrite=True)                       # a SpecError if anything were not the run's
+    assert not any(folder.iterdir())

@@ -24,13 +24,14 @@ import tempfile
 from pathlib import Path
 
 from chaos.errors import SpecError
+from chaos.reporting.prometheus import FILE as METRICS_FILE
 
 RUN_MARKERS = ("report.json", "timeline.jsonl", "nodes", "checkpoints")
 """What makes a folder a used one."""
 
 RUN_OUTPUTS = frozenset({
     *RUN_MARKERS, "report.html", "summary.md", "timeline.png", "timeline.png.tmp.png", "workdir",
-    "etcd-data", "etcd.log", "watchdog.log", "port-forward.log",
+    "etcd-data", "etcd.log", "watchdog.log", "port-forward.log", METRICS_FILE,
 })
 """Everything a run (its platform, its report) writes into its folder: what overwriting deletes."""
 
