@@ -27,3 +27,13 @@ def test_the_package_front_still_offers_its_public_names():
     import chaos
     for name in chaos.__all__:
         assert getattr(chaos, name) is not None, name
+
+
+def test_status_says_no_cluster_with_its_own_exit_code(tmp_path, monkeypatch):
+    """make cluster-test brings a cluster up unless status exits 0: "cluster down" exiting 0 made it
+    run the whole catalog against no cluster."""
+    from chaos.platforms.kubernetes.localcluster import status as st
+    from chaos.platforms.kubernetes.localcluster.base import Layout
+    monkeypatch.setattr(st, "collect", lambda layout: {"up": False, "nodes": {}, "components": {}})
+    assert st.status(Layout(tmp_path)) == st.STATUS_DOWN == 3
+    assert st.status(Layout(tmp_path), as_json=True) == 3

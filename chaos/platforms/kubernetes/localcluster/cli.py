@@ -123,7 +123,8 @@ def parser() -> argparse.ArgumentParser:
     cmd.add_argument("--timeout", type=float, default=ops.READY_TIMEOUT_S, help="seconds to wait for Ready")
     cmd.set_defaults(func=_up)
     sub.add_parser("down", help="stop everything and remove what up made (idempotent)").set_defaults(func=_down)
-    cmd = sub.add_parser("status", help="processes, links and Node readiness")
+    cmd = sub.add_parser("status", help="processes, links and Node readiness (exit 0 running, 1 a part of "
+                                        "it dead, 3 no cluster)")
     cmd.add_argument("--json", action="store_true")
     cmd.set_defaults(func=_status)
     cmd = sub.add_parser("add-node", help="a new node joins; prints its name (once Ready unless --no-wait)")
