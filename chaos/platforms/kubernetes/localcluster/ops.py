@@ -80,6 +80,12 @@ def up(layout: Layout, nodes: int = 4, timeout_s: float = READY_TIMEOUT_S) -> No
     trainer image imported where missing); a cluster with any dead component is
     torn down and started again.
     """
+    where = layout.root.resolve()
+    hidden = [d for d in node.PRIVATE_DIRS.values() if Path(d) in (where, *where.parents)]
+    if hidden:   # every node mounts its own there: the node would not see the cluster folder
+        raise ClusterError(f"the cluster folder {layout.root} is under {hidden[0]}, which every node replaces with "
+                           "its own private one: use a repository (or ELASTIC_CHAOS_CLUSTER_DIR) outside "
+                           f"{', '.join(sorted(node.PRIVATE_DIRS.values()))}", exit_code=2)
     check_ready_to_run(layout)
     if not 1 <= nodes <= MAX_NODES:
         raise ClusterError(f"--nodes must be 1..{MAX_NODES}", exit_code=2)
