@@ -94,6 +94,13 @@ def pod_pids(name: str, pod_uid: str) -> dict[int, str] | None:
     """Host PID -> command name of every process in the pod's cgroups on node ``name`` (the
     kubelet names them ``pod<UID>``, dashes as underscores under the systemd driver); None
     when no hierarchy of the node holds the pod (not there, or already removed)."""
+    try:
+        return _pod_pids(name, pod_uid)
+    except OSError:   # a cgroup removed while it was walked (the pod going away): cannot tell yet
+        return None
+
+
+def _pod_pids(name: str, pod_uid: str) -> dict[int, str] | None:
     marks = {f"pod{pod_uid}", f"pod{pod_uid.replace('-', '_')}"}
     found: dict[int, str] | None = None
     for top in node_cgroups(name):
