@@ -31,7 +31,7 @@ from chaos.analysis.replay import replay_summary
 from chaos.analysis.samples import SampleAccount, account_samples
 from chaos.analysis.verdict import Verdict
 from chaos.errors import ChaosError, RecoveryTimeout, WatcherDied
-from chaos.events import Event, ProgressEv, RunnerEv, Timeline
+from chaos.events import AgentEv, Event, ProgressEv, RunnerEv, Timeline
 from chaos.faults.api import Fault, FaultRecord
 from chaos.faults.triggers import Trigger
 from chaos.platforms import create_platform
@@ -292,12 +292,8 @@ class ChaosRun:
         """Block until training runs at ``world_size`` again after ``fault`` (a
         replacement joined, or a scale-up formed the larger world)."""
         self.phase("awaiting_world_size", world_size=world_size)
-
-        def at_size(e: Event) -> bool:
-            return (e.type == ProgressEv.STEP and e.t > fault.injected_at
-                    and e.data.get("world_size") == world_size)
-
-        self.wait_for(f"training at world size {world_size} after {fault.kind}", at_size, timeout)
+        self.wait_for(f"training at world size {world_size} after {fault.kind}",
+                      trains_at_size(world_size, after=fault.injected_at), timeout)
         time.sleep(0.3)
         return self.recovery(fault)
 
@@ -357,3 +353,22 @@ def _tail(path: Path, lines: int = 12) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
+
+
+def trains_at_size(world_size: int, *, after: float) -> Callable[[Event], bool]:
+    """A predicate for ``wait_for``, fed every event in order: a step at ``world_size`` by a
+    worker generation its agent started after ``after``. The survivors go on stepping at the
+    old size for a moment after a fault (a drain's eviction breaks their collective only
+    when the evicted trainer exits): a step of theirs once ended the wait for a re-created
+    pod before that pod was even scheduled."""
+    restarted: set[str | None] = set()
+
+    def at_size(e: Event) -> bool:
+        if e.t <= after:
+            return False
+        if e.type == AgentEv.WORKERS_STARTING:
+            restarted.add(e.node)
+            return False
+        return e.type == ProgressEv.STEP and e.data.get("world_size") == world_size and e.node in restarted
+
+    return at_size
