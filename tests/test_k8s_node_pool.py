@@ -202,3 +202,16 @@ def test_no_machine_split_where_no_machine_was_provisioned():
 
 def test_threads_left_behind_are_none():
     assert not [t for t in threading.enumerate() if t.name.startswith(("provision-for-", "imds-stand-in"))]
+
+
+def test_a_straggler_slows_only_machines_that_can_stop_several_times_a_second(tmp_path: Path):
+    from chaos.platforms.kubernetes.kind import KindMachines
+    from chaos.platforms.kubernetes.machines import FreezerSwitch
+    kind = KindMachines("true", None)  # type: ignore[arg-type]  # no API call is made
+    assert "pause" in (kind.unavailable(MachineOp.SLOW) or "")
+    state = tmp_path / "freezer.state"
+    switch = FreezerSwitch(state)
+    switch.stop()
+    assert state.read_text() == "FROZEN"
+    switch.cont()
+    assert state.read_text() == "THAWED"

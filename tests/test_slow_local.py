@@ -17,7 +17,8 @@ from chaos.faults.slow import Straggler
 from chaos.platforms.local import procs
 from chaos.platforms.local.cgroup import NodeCgroups, find_root
 from chaos.platforms.local.hung import HungWorkers
-from chaos.platforms.local.slow import CgroupSwitch, DutyCycle, SignalSwitch, Slowdowns
+from chaos.platforms.local.slow import CgroupSwitch, SignalSwitch
+from chaos.platforms.slowdown import DutyCycle, Slowdowns
 
 PACED = "import time; from trainer.pacing import pace; t=time.monotonic(); pace({s}); print(time.monotonic()-t)"
 

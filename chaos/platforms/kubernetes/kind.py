@@ -48,6 +48,9 @@ class KindMachines(Machines):
     def unavailable(self, op: MachineOp) -> str | None:
         if op is MachineOp.ADD:
             return "kind cannot add a node to a running cluster (make kind-up makes them all)"
+        if op is MachineOp.SLOW:
+            return (f"a kind node stops only by `{self.docker} pause`, one command per stop: too slow for a "
+                    "straggler's duty cycle (several stops a second)")
         if shutil.which(self.docker) is None:
             return f"{self.docker} is not on PATH: kind's nodes are its containers"
         return None

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from chaos.errors import FaultUnavailable, InjectionFailed
+from chaos.platforms.slowdown import Switch
 
 
 class MachineOp(enum.Enum):
@@ -37,6 +38,7 @@ class MachineOp(enum.Enum):
     ADD = "adding a machine"
     PARTITION = "partitioning a machine"
     FREEZE = "freezing a machine"
+    SLOW = "slowing a machine down (a freeze and thaw several times a second)"
 
 
 class Machines(abc.ABC):
@@ -82,6 +84,12 @@ class Machines(abc.ABC):
         self.require(MachineOp.FREEZE)
         return self._freeze(machine, on)
 
+    def slow_switch(self, machine: str) -> Switch:
+        """What stops and continues every process of the machine, fast enough for a straggler's
+        duty cycle (chaos.platforms.slowdown)."""
+        self.require(MachineOp.SLOW)
+        return self._slow_switch(machine)
+
     def pod_processes(self, machine: str, pod_uid: str) -> dict[int, str] | None:
         """PID -> command name of the processes of pod ``pod_uid`` on ``machine``, as the
         machine itself sees them (not the kubelet's report, which a busy 1.20 kubelet
@@ -99,6 +107,9 @@ class Machines(abc.ABC):
 
     def _freeze(self, machine: str, on: bool) -> float:
         raise FaultUnavailable(f"{MachineOp.FREEZE.value} is not possible on {self.name} machines")
+
+    def _slow_switch(self, machine: str) -> Switch:
+        raise FaultUnavailable(f"{MachineOp.SLOW.value} is not possible on {self.name} machines")
 
 
 class NoMachines(Machines):
@@ -168,6 +179,28 @@ class LocalClusterMachines(Machines):
         with _failed_loudly(f"{'freezing' if on else 'thawing'} {machine}"):
             ops.set_frozen(self.layout, machine, frozen=on)
         return at
+
+    def _slow_switch(self, machine: str) -> Switch:
+        from chaos.platforms.kubernetes.localcluster import ops
+        with _failed_loudly(f"slowing {machine} down"):
+            return FreezerSwitch(ops.freezer_state(self.layout, machine))
+
+
+class FreezerSwitch:
+    """A local-cluster machine's cgroup v1 freezer, without waiting for the kernel's FROZEN (a
+    cycle is short; the whole machine stops: kubelet, containerd, its pods, like a host whose
+    hypervisor gives it half of its CPU time)."""
+
+    how = "machine freezer duty cycle"
+
+    def __init__(self, state_file: Path) -> None:
+        self._file = state_file
+
+    def stop(self) -> None:
+        self._file.write_text("FROZEN")
+
+    def cont(self) -> None:
+        self._file.write_text("THAWED")
 
 
 @contextlib.contextmanager

@@ -12,7 +12,10 @@ a worker killed inside its pod, etcd stopped, capacity added.
 - **partition** / **freeze**: the machine's link down / its processes frozen (machines' owner).
 - **spot notices**: the instance-metadata stand-in (chaos.platforms.kubernetes.notices) where
   pods can reach this machine, keyed by the machine the asking pod runs on.
-- **worker-crash**, **etcd-outage**: commands run in the pod (chaos.platforms.kubernetes.podexec).
+- **worker-crash**, **hung-rank**, **etcd-outage**: commands run in the pod
+  (chaos.platforms.kubernetes.podexec): any cluster that allows ``pods/exec``.
+- **straggler**: the machine under the pod frozen and thawed several times a second
+  (chaos.platforms.slowdown's duty cycle over the machines' owner's switch; the local cluster).
 - **scale-up**: one more replica, and a machine for it when none is free and we can add one.
 """
 from __future__ import annotations
@@ -36,6 +39,7 @@ from chaos.platforms.kubernetes.pods import MachineTracker, PodTracker
 from chaos.platforms.kubernetes.profile import ClusterProfile
 from chaos.platforms.kubernetes.scale import JobScaler
 from chaos.platforms.kubernetes.watch import api_status, read_json
+from chaos.platforms.slowdown import Slowdowns
 from chaos.spec import JobSpec
 
 log = logging.getLogger(__name__)
@@ -79,6 +83,8 @@ class NodeFaults:
         self.p = platform
         self._cut: dict[str, str] = {}        # node -> machine, partitioned
         self._frozen: dict[str, str] = {}     # node -> machine, frozen
+        self._hung: dict[int, tuple[str, str]] = {}   # worker PID (in its pod) -> (pod, its start time)
+        self.slowdowns = Slowdowns()
         self._store: StoreOutage | None = None
 
     # -- what can be done here ------------------------------------------------------------
@@ -100,7 +106,10 @@ class NodeFaults:
                 and not p.settings.dns:
             return ("a c10d store on a statefulset is named by worker-0's DNS name, and this cluster has no "
                     "DNS (a re-created worker-0 gets a new IP): run c10d where CoreDNS runs, or with a job operator")
-        if capability in (Capability.WORKER_CRASH, Capability.SCALE_UP, Capability.STORE_HOST):
+        if capability is Capability.SLOW_DOWN:
+            return p.machine_ops.unavailable(MachineOp.SLOW)
+        if capability in (Capability.WORKER_CRASH, Capability.HANG_WORKER, Capability.SCALE_UP,
+                          Capability.STORE_HOST):
             return None
         return f"{capability.value} is not supported on the {p.name} platform"
 
@@ -273,6 +282,63 @@ class NodeFaults:
             raise InjectionFailed(f"killing the worker on {node} failed ({done.code}): {done.err.strip()[:300]}")
         pids = tuple(int(w) for w in done.out.split() if w.isdigit())
         return Hit(node=node, at=at, action="sigkill-worker", pids=pids, detail={"in_pod": True})
+
+    def hang_worker(self, node: str, *, local_rank: int) -> Hit:
+        """SIGSTOP the worker with ``local_rank`` inside ``node``'s pod; the hit is a stopped worker."""
+        p = self.p
+        at = time.time()
+        done = podexec.exec_in(p.core, p.settings.namespace, node, p.settings.job_kind.container,
+                               podexec.hang_worker_command(local_rank))
+        if done.code == 3:
+            raise InjectionFailed(f"{node} has no worker with LOCAL_RANK={local_rank} right now (restarting?)")
+        if done.code == 5:
+            raise InjectionFailed(f"the worker {done.out.strip()} in {node} was sent SIGSTOP and did not stop")
+        words = done.out.split()
+        if done.code != 0 or len(words) != 2 or not words[0].isdigit():
+            raise InjectionFailed(f"hanging the worker in {node} failed ({done.code}): "
+                                  f"{(done.err or done.out).strip()[:300]}")
+        pid = int(words[0])
+        self._hung[pid] = (node, words[1])
+        return Hit(node=node, at=at, action="sigstop-worker", pids=(pid,), detail={"in_pod": True})
+
+    def resume_worker(self, node: str, pid: int) -> Hit:
+        """SIGCONT the worker this run hung if it is still that process (idempotent; a gone pod
+        or a worker its agent replaced is nothing to resume)."""
+        p = self.p
+        known = self._hung.pop(pid, None)
+        at = time.time()
+        if known is None:
+            return Hit(node=node, at=at, action="nothing-to-resume", pids=(pid,))
+        pod, started = known
+        try:
+            done = podexec.exec_in(p.core, p.settings.namespace, pod, p.settings.job_kind.container,
+                                   podexec.resume_worker_command(pid, started))
+        except InjectionFailed as exc:
+            if "HTTP 404" in str(exc) or "HTTP 400" in str(exc):   # the pod is gone, or not running
+                return Hit(node=node, at=at, action="nothing-to-resume", pids=(pid,))
+            raise
+        resumed = done.code == 0 and "resumed" in done.out
+        return Hit(node=node, at=at, action="sigcont-worker" if resumed else "nothing-to-resume", pids=(pid,))
+
+    def slow(self, node: str, *, factor: float, period_s: float) -> Hit:
+        """Run the machine under ``node`` at 1/``factor`` of its speed until ``restore``."""
+        machine = self.p.machine_of(node)
+        hit = self.slowdowns.start(node, factor, period_s, self.p.machine_ops.slow_switch(machine))
+        return Hit(node=node, at=hit.at, action=hit.action, detail={**hit.detail, "machine": machine})
+
+    def restore(self, node: str) -> Hit:
+        return self.slowdowns.restore(node)
+
+    def release_all(self) -> list[str]:
+        """Teardown: every slowed machine at full speed again, every hung worker continued;
+        returns what could not be undone."""
+        errors = self.slowdowns.restore_all()
+        for pid, (pod, _) in list(self._hung.items()):
+            try:
+                self.resume_worker(pod, pid)
+            except InjectionFailed as exc:
+                errors.append(str(exc))
+        return errors
 
     def stop_store(self, how: StoreOutage) -> Hit:
         pod = self._etcd_pod_name()

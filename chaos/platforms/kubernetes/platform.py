@@ -223,6 +223,7 @@ class KubernetesPlatform(PodDisruptions):
         assert self.job is not None
         errors: list[str] = []
         self.pods.stopping = True
+        errors.extend(self.node_faults.release_all())   # no machine left frozen half the time
         if self._scaler is not None:
             self._scaler.cancel()
         if self.pool is not None:
@@ -381,6 +382,18 @@ class KubernetesPlatform(PodDisruptions):
 
     def _kill_worker(self, node: str, *, local_rank: int) -> Hit:
         return self.node_faults.kill_worker(node, local_rank=local_rank)
+
+    def _hang_worker(self, node: str, *, local_rank: int) -> Hit:
+        return self.node_faults.hang_worker(node, local_rank=local_rank)
+
+    def _resume_worker(self, node: str, pid: int) -> Hit:
+        return self.node_faults.resume_worker(node, pid)
+
+    def _slow_node(self, node: str, *, factor: float, period_s: float) -> Hit:
+        return self.node_faults.slow(node, factor=factor, period_s=period_s)
+
+    def _restore_speed(self, node: str) -> Hit:
+        return self.node_faults.restore(node)
 
     def _add_node(self) -> NodeInfo:
         return self.node_faults.add_node()

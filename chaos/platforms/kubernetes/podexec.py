@@ -8,6 +8,10 @@ serves). The commands are POSIX ``sh`` and only need ``/proc``:
 - :func:`kill_worker_command`: SIGKILL the worker process whose environment
   has ``LOCAL_RANK=<r>`` (torchrun sets it for its workers, never for itself),
   as an OOM kill or a segfault would end it; its agent then restarts the group.
+- :func:`hang_worker_command` / :func:`resume_worker_command`: SIGSTOP the
+  worker with ``LOCAL_RANK=<r>`` (the topmost such process: its data-loader
+  children inherit the variable) where it is, and SIGCONT it later only if the
+  PID is still that process (its start time unchanged).
 - etcd (run under the loop of ``manifests.ETCD_LOOP``): ``crash`` SIGKILLs it and
   holds it down until :func:`etcd_resume_command`; ``hang`` SIGSTOPs it (its
   sockets stay open, nothing answers) until SIGCONT.
@@ -86,6 +90,32 @@ def kill_worker_command(local_rank: int) -> str:
     return (f"for e in /proc/[0-9]*/environ; do p=${{e#/proc/}}; p=${{p%/environ}}; "
             f"if tr '\\0' '\\n' < \"$e\" 2>/dev/null | grep -qx {want}; then kill -KILL \"$p\" && echo \"$p\"; "
             "exit 0; fi; done; exit 3")
+
+
+_STAT_FIELDS = 's=${s##*) }; set -- $s'
+"""After it, ``$1`` is the state and ``$2`` the parent PID of the /proc/PID/stat read into ``s``
+(the command name, which may hold spaces, cut off), ``${20}`` the start time."""
+
+
+def hang_worker_command(local_rank: int, *, wait_s: float = 2.0) -> str:
+    """SIGSTOP the worker with ``LOCAL_RANK=<local_rank>`` and wait until it is stopped (state
+    T); prints ``PID STARTTIME``. Exit 3: no such worker; 5: it did not stop within ``wait_s``."""
+    want = shlex.quote(f"LOCAL_RANK={local_rank}")
+    polls = max(1, round(wait_s / 0.01))
+    return (f"has() {{ tr '\\0' '\\n' < /proc/$1/environ 2>/dev/null | grep -qx {want}; }}; "
+            "for d in /proc/[0-9]*; do p=${d#/proc/}; has \"$p\" || continue; "
+            f"s=$(cat /proc/$p/stat 2>/dev/null) || continue; {_STAT_FIELDS}; has \"$2\" && continue; "
+            'kill -STOP "$p" || exit 4; i=0; '
+            f"while [ $i -lt {polls} ]; do s=$(cat /proc/$p/stat 2>/dev/null) || exit 3; {_STAT_FIELDS}; "
+            'if [ "$1" = T ]; then echo "$p ${20}"; exit 0; fi; sleep 0.01; i=$((i+1)); done; '
+            'echo "$p"; exit 5; done; exit 3')
+
+
+def resume_worker_command(pid: int, start_time: str) -> str:
+    """SIGCONT ``pid`` if it is still the process that started at ``start_time``; prints
+    ``resumed`` then (nothing when it is gone or another process)."""
+    return (f"s=$(cat /proc/{pid}/stat 2>/dev/null) || exit 0; {_STAT_FIELDS}; "
+            f'[ "${{20}}" = {shlex.quote(start_time)} ] || exit 0; kill -CONT {pid} && echo resumed')
 
 
 def etcd_stop_command(hang: bool) -> str:

@@ -51,7 +51,8 @@ from chaos.platforms.local.guard import RunGuard
 from chaos.platforms.local.hung import HungWorkers
 from chaos.platforms.local.imds import MetadataStandIn
 from chaos.platforms.local.relay import StallableRelay
-from chaos.platforms.local.slow import CgroupSwitch, SignalSwitch, Slowdowns
+from chaos.platforms.local.slow import CgroupSwitch, SignalSwitch
+from chaos.platforms.slowdown import Slowdowns
 from chaos.spec import JobSpec, RdzvBackend, locate_script
 from chaos.waiting import eventually
 

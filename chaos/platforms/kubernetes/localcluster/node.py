@@ -125,15 +125,21 @@ def comm(pid: int) -> str:
         return ""
 
 
-def set_frozen(name: str, frozen: bool) -> None:
-    """The node's freezer cgroup to FROZEN or THAWED; blocks until the kernel says it is."""
+def freezer_state(name: str) -> Path:
+    """The node's cgroup v1 ``freezer.state``; ClusterError when there is no freezer hierarchy."""
     freezer = next((p for p in node_cgroups(name) if (p / "freezer.state").exists()), None)
     if freezer is None:
         raise ClusterError(f"{name} has no freezer cgroup (a cgroup v1 freezer hierarchy is needed to freeze a node)")
+    return freezer / "freezer.state"
+
+
+def set_frozen(name: str, frozen: bool) -> None:
+    """The node's freezer cgroup to FROZEN or THAWED; blocks until the kernel says it is."""
+    state = freezer_state(name)
     want = "FROZEN" if frozen else "THAWED"
-    (freezer / "freezer.state").write_text(want)
+    state.write_text(want)
     deadline = time.monotonic() + 10
-    while (freezer / "freezer.state").read_text().strip() != want:
+    while state.read_text().strip() != want:
         if time.monotonic() > deadline:
             raise ClusterError(f"{name} did not become {want} within 10s")
         time.sleep(0.02)

@@ -370,6 +370,12 @@ def set_frozen(layout: Layout, name: str, frozen: bool) -> None:
     node.set_frozen(name, frozen)
 
 
+def freezer_state(layout: Layout, name: str) -> Path:
+    """The node's ``freezer.state`` file (a straggler's duty cycle writes it directly)."""
+    _node_rec(load_state(layout), name)
+    return node.freezer_state(name)
+
+
 def node_pids(layout: Layout, name: str) -> dict[int, str]:
     """Host PID -> command name of every process of the node (init, containerd, kubelet, shims, containers)."""
     _node_rec(load_state(layout), name)
