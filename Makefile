@@ -61,7 +61,7 @@ lint: install
 
 # A real kube-apiserver for the k8s_api tests (built once, cached in .k8s-testenv/)
 k8s-testenv:
-	kind/testenv/build-kube-apiserver.sh
+	CLUSTER_BUILD_DIR=$(or $(ELASTIC_CHAOS_CLUSTER_DIR),$(CURDIR)/.cluster)/build kind/testenv/build-kube-apiserver.sh
 
 # Debian's chromium, for tests/test_report_browser.py (skipped without it locally, a failure under CI=true);
 # Playwright (the test extra) drives it by path: Playwright's own browser downloads are never used

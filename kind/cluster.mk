@@ -11,8 +11,12 @@
 
 CLUSTER_NODES ?= 4
 CLUSTER_PYTHON ?= python3
+# where the cluster and its build cache live: $ELASTIC_CHAOS_CLUSTER_DIR, else .cluster here
+# (outside /tmp, /run, /var/lib and /var/log: every node mounts its own private ones)
+CLUSTER_DIR := $(or $(ELASTIC_CHAOS_CLUSTER_DIR),$(CURDIR)/.cluster)
 # stdlib only: runs under the system python3 as root, without the venv (PYTHONPATH finds the package)
-CLUSTER := PYTHONPATH=$(CURDIR) $(CLUSTER_PYTHON) -m chaos.platforms.kubernetes.localcluster
+CLUSTER := ELASTIC_CHAOS_CLUSTER_DIR=$(CLUSTER_DIR) PYTHONPATH=$(CURDIR) $(CLUSTER_PYTHON) \
+	-m chaos.platforms.kubernetes.localcluster
 
 .PHONY: cluster-up cluster-down cluster-status cluster-test cluster-deps cluster-build cluster-images
 
@@ -30,7 +34,7 @@ CLUSTER_TEST_ARGS ?= --durations=0
 cluster-test: install
 	@started=0; \
 	if ! $(CLUSTER) status >/dev/null 2>&1; then $(MAKE) cluster-up || exit $$?; started=1; fi; \
-	$(BIN)/python -m pytest scenarios/ --platform kubernetes --kubeconfig .cluster/kubeconfig \
+	$(BIN)/python -m pytest scenarios/ --platform kubernetes --kubeconfig $(CLUSTER_DIR)/kubeconfig \
 		--chaos-reports reports/cluster $(CLUSTER_TEST_ARGS) $(PYTEST_ARGS); code=$$?; \
 	if [ $$started = 1 ] && [ -z "$(CLUSTER_KEEP)" ]; then $(CLUSTER) down; fi; \
 	exit $$code
@@ -41,10 +45,10 @@ cluster-deps:
 
 # kube-apiserver, -controller-manager, -scheduler, kubelet v1.20.2 + kubectl (once, ~10 min on 2 cores)
 cluster-build:
-	kind/cluster/build-binaries.sh
+	kind/cluster/build-binaries.sh $(CLUSTER_DIR)/build
 
 # pause + trainer images as docker-archive tars; rebuilt only when their inputs change.
 # The image's torch comes from the same TORCH_SPEC/PIP_TORCH_ARGS as `make install`'s.
 cluster-images: cluster-build
 	TORCH_SPEC="$(TORCH_SPEC)" PIP_TORCH_ARGS="$(PIP_TORCH_ARGS)" PYTHON="$(CLUSTER_PYTHON)" \
-		kind/cluster/build-images.sh
+		PAUSE_C=$(CLUSTER_DIR)/build/src/pause.c kind/cluster/build-images.sh $(CLUSTER_DIR)/build/images
