@@ -46,6 +46,7 @@ MARKERS = {
     "aws": "runs against a real moto server standing in for AWS",
 }
 
+_CATALOG_KEY = pytest.StashKey[list[float]]()
 _REPORT_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
 _RUNS_KEY = pytest.StashKey[list[ChaosRun]]()
 
@@ -119,7 +120,19 @@ def pytest_runtest_makereport(item: pytest.Item,
     item.stash.setdefault(_REPORT_KEY, {})[report.when] = report
     if report.when == "call" and report.failed:
         _add_failure_context(item, report)
+    if report.when == "teardown" and item.stash.get(_RUNS_KEY, None):
+        spent = sum(r.duration for r in item.stash[_REPORT_KEY].values())
+        item.config.stash.setdefault(_CATALOG_KEY, []).append(spent)
     return report
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """How long this session's chaos runs took in all: the figure the catalog's time budget is about."""
+    spent = config.stash.get(_CATALOG_KEY, [])
+    if spent:
+        terminalreporter.write_line(f"elastic-chaos: {len(spent)} chaos run(s) on --platform "
+                                    f"{config.getoption('--platform')} took {sum(spent) / 60:.1f} min in all "
+                                    f"(setup, run and teardown of each test that ran one)")
 
 
 def pytest_assertrepr_compare(config: pytest.Config, op: str, left: object, right: object) -> list[str] | None:
