@@ -60,7 +60,6 @@ def write_markdown(results: dict[str, Any], path: Path, plot_name: str | None) -
     lines += phase_table(results.get("recovery", {}), results.get("skipped", {}))
     lines += ["", "Medians in seconds, measured from the fault; the phases that apply add up to regain_s "
                   "(`-`: the phase did not apply, or the figures were measured before it existed).", ""]
-    lines += cluster_table(results)
     for again in results.get("remeasured") or []:
         floors = sorted({c.get("floor_s") for k, c in results.get("recovery", {}).items()
                          if c.get("floor_s") is not None and fnmatch.fnmatch(k, again.get("only", ""))})
@@ -70,8 +69,10 @@ def write_markdown(results: dict[str, Any], path: Path, plot_name: str | None) -
     for key, case in results.get("recovery", {}).items():
         for problem in case.get("problems") or []:
             lines.append(f"- {key} stopped early: {problem}")
+    lines.append("")
     if plot_name:
         lines += [f"![median phases per case]({plot_name})", ""]
+    lines += cluster_table(results)
     lines += ["### Presets", ""]
     for p in PRESETS.values():
         lines.append(f"- **{p.name}**: {p.description}." + (f" Trade-offs: {p.trade_offs}" if p.trade_offs else ""))
