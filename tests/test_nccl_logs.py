@@ -31,6 +31,16 @@ def test_a_watchdog_timeout_is_a_collective_timeout_with_the_lines_own_time():
     assert later is not None and later.t - ev.t == pytest.approx(1.0000005, abs=1e-7)   # nanoseconds kept
 
 
+def test_a_pods_watchdog_line_is_read_in_the_zone_its_node_logs_in():
+    import datetime
+    msg = line("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4) ran for 10010 ms")
+    utc = parse_nccl(msg, "pod-0", tz=datetime.timezone.utc)
+    east = parse_nccl(msg, "pod-0", tz=datetime.timezone(datetime.timedelta(hours=2)))
+    assert utc is not None and east is not None and utc.t - east.t == pytest.approx(7200)
+    stamp = datetime.datetime.fromtimestamp(utc.t, datetime.timezone.utc)
+    assert (stamp.hour, stamp.minute, stamp.second) == (13, 55, 49)
+
+
 def test_a_peer_that_exited_is_a_closed_connection_once_the_watchdog_says_so():
     first = parse_nccl(line(f"{PG} Exception (either an error or timeout) detected by watchdog at work: 12, "
                             "last enqueued NCCL work: 13, last completed NCCL work: 11."), "node-0")

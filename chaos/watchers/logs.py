@@ -228,7 +228,7 @@ class LogFollower(Watcher):
             if self._script is not None:
                 self._script.agent_event(ev)
         if not parsed and not _GLOG.match(line):
-            nccl = parse_nccl(line, node)  # stamped with the watchdog's own time
+            nccl = parse_nccl(line, node, tz=self._tz)  # stamped with the watchdog's own time
             if nccl is not None:
                 if self._first_of_its_kind(nccl):
                     self.timeline.add(nccl)

@@ -21,6 +21,7 @@ we do not recognise is ignored, never guessed at.
 """
 from __future__ import annotations
 
+import datetime
 import re
 from typing import Any
 
@@ -61,9 +62,10 @@ def nccl_cause(message: str) -> str:
     return "unknown" if "either an error or timeout" in message else "other"
 
 
-def parse_nccl(line: str, node: str) -> Event | None:
+def parse_nccl(line: str, node: str, *, tz: datetime.tzinfo | None = None) -> Event | None:
     """A c10-logged ProcessGroupNCCL line -> a WORKER_ERROR (``via: nccl``), NCCL_DUMP or
-    NCCL_TEARDOWN event stamped with the line's own time; None for any other line."""
+    NCCL_TEARDOWN event stamped with the line's own time, read in ``tz`` (the zone the node
+    logs in: UTC in a pod; None: this machine's); None for any other line."""
     m = _C10.match(line)
     if m is None or not m["file"].startswith("ProcessGroupNCCL") or m["sev"] == "I":
         return None
@@ -78,7 +80,7 @@ def parse_nccl(line: str, node: str) -> Event | None:
     else:
         return None
     frac = m["frac"]
-    t = glog_time(int(m["mo"]), int(m["day"]), int(m["hh"]), int(m["mi"]), int(m["ss"]), int(frac[:6]))
+    t = glog_time(int(m["mo"]), int(m["day"]), int(m["hh"]), int(m["mi"]), int(m["ss"]), int(frac[:6]), tz=tz)
     t += int(frac[6:] or 0) / 10 ** len(frac)  # nanoseconds past the microsecond
     data: dict[str, Any] = {"via": "nccl", "message": msg[:240]}
     rank = m["rank"] or (_PG_RANK.search(msg) or [None, None])[1]
