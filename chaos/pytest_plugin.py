@@ -46,7 +46,7 @@ MARKERS = {
     "aws": "runs against a real moto server standing in for AWS",
 }
 
-_CATALOG_KEY = pytest.StashKey[list[float]]()
+_CATALOG_KEY = pytest.StashKey[dict[str, list[float]]]()
 _REPORT_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
 _RUNS_KEY = pytest.StashKey[list[ChaosRun]]()
 
@@ -122,17 +122,18 @@ def pytest_runtest_makereport(item: pytest.Item,
         _add_failure_context(item, report)
     if report.when == "teardown" and item.stash.get(_RUNS_KEY, None):
         spent = sum(r.duration for r in item.stash[_REPORT_KEY].values())
-        item.config.stash.setdefault(_CATALOG_KEY, []).append(spent)
+        folder = item.nodeid.split("/", 1)[0] if "/" in item.nodeid else "."
+        item.config.stash.setdefault(_CATALOG_KEY, {}).setdefault(folder, []).append(spent)
     return report
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    """How long this session's chaos runs took in all: the figure the catalog's time budget is about."""
-    spent = config.stash.get(_CATALOG_KEY, [])
-    if spent:
-        terminalreporter.write_line(f"elastic-chaos: {len(spent)} chaos run(s) on --platform "
-                                    f"{config.getoption('--platform')} took {sum(spent) / 60:.1f} min in all "
-                                    f"(setup, run and teardown of each test that ran one)")
+    """How long this session's chaos runs took, per top folder (``scenarios/`` is the catalog
+    whose time budget CI keeps): setup, run and teardown of each test that ran one."""
+    platform = config.getoption("--platform")
+    for folder, spent in sorted(config.stash.get(_CATALOG_KEY, {}).items()):
+        terminalreporter.write_line(f"elastic-chaos: {len(spent)} chaos run(s) in {folder}/ on --platform "
+                                    f"{platform} took {sum(spent) / 60:.1f} min in all")
 
 
 def pytest_assertrepr_compare(config: pytest.Config, op: str, left: object, right: object) -> list[str] | None:

@@ -59,7 +59,7 @@ def test_a_failed_scenario_leaves_a_report_with_the_failure_as_verdict(pytester)
     result = pytester.runpytest("--chaos-reports", str(reports))
     result.assert_outcomes(failed=1)
     # the catalog's time budget is read from this line
-    result.stdout.fnmatch_lines(["elastic-chaos: 1 chaos run(s) on --platform local took * min in all *"])
+    result.stdout.fnmatch_lines(["elastic-chaos: 1 chaos run(s) in ./ on --platform local took * min in all"])
     (folder,) = reports.iterdir()
     report = json.loads((folder / "report.json").read_text())
     assert report["verdict"]["passed"] is False
