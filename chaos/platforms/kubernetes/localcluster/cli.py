@@ -34,7 +34,17 @@ from chaos.platforms.kubernetes.localcluster.status import status
 
 
 def _up(layout: Layout, args: argparse.Namespace) -> int:
-    ops.up(layout, nodes=args.nodes, timeout_s=args.timeout)
+    try:
+        ops.up(layout, nodes=args.nodes, timeout_s=args.timeout)
+    except ClusterError as exc:
+        if exc.exit_code == 2:   # refused before it started anything
+            raise
+        # a half-made cluster is not left running (a failed CI run left its control plane up):
+        # its logs are kept where `down` does not remove them, then everything it made goes
+        kept = ops.keep_logs(layout)
+        ops.down(layout)
+        raise ClusterError(f"{exc}\ncluster up failed, so what it started was stopped and removed; its logs "
+                           f"are kept in {kept}", exit_code=exc.exit_code) from exc
     return 0
 
 

@@ -66,14 +66,25 @@ def check_ready_to_run(layout: Layout) -> None:
     if absent:
         raise SetupError(f"not built: {', '.join(absent)} in {layout.bin}; run kind/cluster/build-binaries.sh "
                          "(about 10 minutes once) or `make cluster-up`")
-    sock = layout.node_dir("ec-node-200") / "containerd" / "containerd.sock.ttrpc"
-    if len(str(sock)) >= 104:  # sun_path holds 108 bytes
-        raise SetupError(f"{layout.root} is too deep for containerd's unix sockets ({len(str(sock))} bytes): "
-                         "set ELASTIC_CHAOS_CLUSTER_DIR to a shorter folder")
+    too_deep = socket_depth_error(layout)
+    if too_deep:
+        raise SetupError(too_deep)
     images = [f for f in IMAGE_FILES if not (layout.images / f).exists()]
     if images:
         raise SetupError(f"no {', '.join(images)} in {layout.images}; run kind/cluster/build-images.sh "
                          "or `make cluster-up`")
+
+
+def socket_depth_error(layout: Layout) -> str | None:
+    """Why containerd could not open its unix sockets under ``layout``, or None. The deepest
+    are a node's and the one of the containerd that imports the images into the node template."""
+    socks = [layout.node_dir("ec-node-200") / "containerd" / "containerd.sock.ttrpc",
+             layout.build / "node-template" / ("0" * 16) / "containerd" / "containerd.sock.ttrpc"]
+    deepest = max(len(str(sock)) for sock in socks)
+    if deepest < 104:  # sun_path holds 108 bytes
+        return None
+    return (f"{layout.root} is too deep for containerd's unix sockets ({deepest} bytes): set "
+            "ELASTIC_CHAOS_CLUSTER_DIR (or make .cluster a link) to a shorter folder")
 
 
 def install(with_image_tools: bool = True) -> list[str]:

@@ -384,6 +384,18 @@ def node_pids(layout: Layout, name: str) -> dict[int, str]:
 
 # ---- down ------------------------------------------------------------------------------------------
 
+def keep_logs(layout: Layout) -> Path:
+    """Copy the run's logs to ``build/failed-up-logs`` (``down`` keeps the build), replacing an
+    older copy; returns that folder."""
+    kept = layout.build / "failed-up-logs"
+    shutil.rmtree(kept, ignore_errors=True)
+    if layout.logs.is_dir():
+        shutil.copytree(layout.logs, kept, symlinks=True)
+    else:
+        kept.mkdir(parents=True, exist_ok=True)
+    return kept
+
+
 def down(layout: Layout) -> None:
     """Stop every process by PID and remove every namespace, link, rule, cgroup and file of the run.
     Idempotent; works after a crashed ``up`` (state written before each resource is made)."""
