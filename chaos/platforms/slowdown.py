@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from pathlib import Path
 from typing import Protocol
 
 from chaos.errors import InjectionFailed, PlatformError
@@ -27,6 +28,20 @@ class Switch(Protocol):
     def stop(self) -> None: ...
 
     def cont(self) -> None: ...
+
+
+class FreezerFileSwitch:
+    """Writes a cgroup freezer file: the kernel stops (and continues) the exact process set at
+    once. No wait for its confirmation: a cycle is short."""
+
+    def __init__(self, path: Path, *, stop: str, cont: str, how: str) -> None:
+        self._file, self._stop, self._cont, self.how = path, stop, cont, how
+
+    def stop(self) -> None:
+        self._file.write_text(self._stop)
+
+    def cont(self) -> None:
+        self._file.write_text(self._cont)
 
 
 class DutyCycle:

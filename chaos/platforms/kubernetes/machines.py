@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from chaos.errors import FaultUnavailable, InjectionFailed
-from chaos.platforms.slowdown import Switch
+from chaos.platforms.slowdown import FreezerFileSwitch, Switch
 
 
 class MachineOp(enum.Enum):
@@ -186,21 +186,12 @@ class LocalClusterMachines(Machines):
             return FreezerSwitch(ops.freezer_state(self.layout, machine))
 
 
-class FreezerSwitch:
-    """A local-cluster machine's cgroup v1 freezer, without waiting for the kernel's FROZEN (a
-    cycle is short; the whole machine stops: kubelet, containerd, its pods, like a host whose
-    hypervisor gives it half of its CPU time)."""
-
-    how = "machine freezer duty cycle"
+class FreezerSwitch(FreezerFileSwitch):
+    """A local-cluster machine's cgroup v1 freezer (``freezer.state``): the whole machine stops,
+    kubelet, containerd and its pods, like a host whose hypervisor gives it half of its CPU."""
 
     def __init__(self, state_file: Path) -> None:
-        self._file = state_file
-
-    def stop(self) -> None:
-        self._file.write_text("FROZEN")
-
-    def cont(self) -> None:
-        self._file.write_text("THAWED")
+        super().__init__(state_file, stop="FROZEN", cont="THAWED", how="machine freezer duty cycle")
 
 
 @contextlib.contextmanager

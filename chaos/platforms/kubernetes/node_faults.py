@@ -272,12 +272,8 @@ class NodeFaults:
 
     # -- inside the pods ------------------------------------------------------------------------
     def kill_worker(self, node: str, *, local_rank: int) -> Hit:
-        p = self.p
         at = time.time()
-        done = podexec.exec_in(p.core, p.settings.namespace, node, p.settings.job_kind.container,
-                               podexec.kill_worker_command(local_rank))
-        if done.code == 3:
-            raise InjectionFailed(f"{node} has no worker with LOCAL_RANK={local_rank} right now (restarting?)")
+        done = self._in_worker_pod(node, podexec.kill_worker_command(local_rank), local_rank=local_rank)
         if done.code != 0:
             raise InjectionFailed(f"killing the worker on {node} failed ({done.code}): {done.err.strip()[:300]}")
         pids = tuple(int(w) for w in done.out.split() if w.isdigit())
@@ -285,12 +281,8 @@ class NodeFaults:
 
     def hang_worker(self, node: str, *, local_rank: int) -> Hit:
         """SIGSTOP the worker with ``local_rank`` inside ``node``'s pod; the hit is a stopped worker."""
-        p = self.p
         at = time.time()
-        done = podexec.exec_in(p.core, p.settings.namespace, node, p.settings.job_kind.container,
-                               podexec.hang_worker_command(local_rank))
-        if done.code == 3:
-            raise InjectionFailed(f"{node} has no worker with LOCAL_RANK={local_rank} right now (restarting?)")
+        done = self._in_worker_pod(node, podexec.hang_worker_command(local_rank), local_rank=local_rank)
         if done.code == 5:
             raise InjectionFailed(f"the worker {done.out.strip()} in {node} was sent SIGSTOP and did not stop")
         words = done.out.split()
@@ -304,21 +296,28 @@ class NodeFaults:
     def resume_worker(self, node: str, pid: int) -> Hit:
         """SIGCONT the worker this run hung if it is still that process (idempotent; a gone pod
         or a worker its agent replaced is nothing to resume)."""
-        p = self.p
         known = self._hung.pop(pid, None)
         at = time.time()
         if known is None:
             return Hit(node=node, at=at, action="nothing-to-resume", pids=(pid,))
         pod, started = known
         try:
-            done = podexec.exec_in(p.core, p.settings.namespace, pod, p.settings.job_kind.container,
-                                   podexec.resume_worker_command(pid, started))
+            done = self._in_worker_pod(pod, podexec.resume_worker_command(pid, started))
         except InjectionFailed as exc:
             if "HTTP 404" in str(exc) or "HTTP 400" in str(exc):   # the pod is gone, or not running
                 return Hit(node=node, at=at, action="nothing-to-resume", pids=(pid,))
             raise
         resumed = done.code == 0 and "resumed" in done.out
         return Hit(node=node, at=at, action="sigcont-worker" if resumed else "nothing-to-resume", pids=(pid,))
+
+    def _in_worker_pod(self, pod: str, script: str, *, local_rank: int | None = None) -> podexec.ExecResult:
+        """Run ``script`` in the pod's worker container; with ``local_rank``, its exit code 3
+        (the podexec commands' "no such worker") is an InjectionFailed that says so."""
+        p = self.p
+        done = podexec.exec_in(p.core, p.settings.namespace, pod, p.settings.job_kind.container, script)
+        if local_rank is not None and done.code == 3:
+            raise InjectionFailed(f"{pod} has no worker with LOCAL_RANK={local_rank} right now (restarting?)")
+        return done
 
     def slow(self, node: str, *, factor: float, period_s: float) -> Hit:
         """Run the machine under ``node`` at 1/``factor`` of its speed until ``restore``."""

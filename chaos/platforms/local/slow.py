@@ -24,21 +24,14 @@ import time
 
 from chaos.platforms.local import procs
 from chaos.platforms.local.cgroup import NodeCgroups
+from chaos.platforms.slowdown import FreezerFileSwitch
 
 
-class CgroupSwitch:
-    """Freeze and thaw the node's cgroup (no wait for the kernel's confirmation: a cycle is short)."""
-
-    how = "cgroup.freeze duty cycle"
+class CgroupSwitch(FreezerFileSwitch):
+    """Freeze and thaw the node's cgroup v2 (``cgroup.freeze``)."""
 
     def __init__(self, cgroups: NodeCgroups, node: str) -> None:
-        self._file = cgroups.path(node) / "cgroup.freeze"
-
-    def stop(self) -> None:
-        self._file.write_text("1")
-
-    def cont(self) -> None:
-        self._file.write_text("0")
+        super().__init__(cgroups.path(node) / "cgroup.freeze", stop="1", cont="0", how="cgroup.freeze duty cycle")
 
 
 class SignalSwitch:
