@@ -33,3 +33,19 @@ def test_freeze_runs_with_its_own_timeout_unless_a_preset_is_named():
     assert collective_timeout(settings(get("freeze"), {"rdzv_preset": "default"}, "local").job)[0] == 60.0
     given = settings(get("freeze"), {"rdzv_preset": "fast", "pg_timeout_s": 20.0}, "local").job
     assert collective_timeout(given)[0] == 20.0
+
+
+def test_detection_by_timeout_is_timed_by_the_survivors_collective_not_by_the_stores_drop():
+    """With the fast preset's 4 s keep-alive the store drops a frozen node after 4 s, yet the
+    survivors train on until their 10 s collective timeout (measured: 3.3-4.1 s against 10 s):
+    the check times the wait by the survivors' collective failure, which nothing else shortens."""
+    from chaos.events import Event, ProgressEv, RdzvEv
+    from chaos.faults.api import FaultRecord
+    from chaos.hypotheses.silent import first_collective_failure_s
+    record = FaultRecord("freeze", "node-1", injected_at=100.0)
+    events = [Event.make(RdzvEv.STATE, 104.1, data={"participants": [{"node": "node-0"}]}),
+              Event.make(ProgressEv.WORKER_ERROR, 109.5, node="node-1", data={"cause": "timeout"}),  # the silent one
+              Event.make(ProgressEv.WORKER_ERROR, 110.1, node="node-0", data={"cause": "timeout"}),
+              Event.make(ProgressEv.WORKER_ERROR, 111.0, node="node-0", data={"cause": "timeout"})]
+    assert first_collective_failure_s(events, record) == pytest.approx(10.1)
+    assert first_collective_failure_s(events[:2], record) is None   # no survivor's collective failed
