@@ -9,23 +9,23 @@ answer) is waited out. The etcd of an etcd-v2 job must be highly available.
 from __future__ import annotations
 
 import pytest
-from scenario_settings import CHECKPOINT_EVERY, FAST_RDZV
+from scenario_settings import CADENCE, FAST_RDZV
 
 pytestmark = pytest.mark.slow
 
 
 def test_a_crashed_etcd_takes_down_even_a_steadily_training_job(run_hypothesis):
     from chaos.analysis.recovery import FailureCause
-    run = run_hypothesis("etcd-outage", checkpoint_every=CHECKPOINT_EVERY, replace_lost_nodes=False,
+    run = run_hypothesis("etcd-outage", **CADENCE, replace_lost_nodes=False,
                          duration_s=8.0, how="crash", expect_failed={"job-survives"}, **FAST_RDZV)
     outcome = run.outcome()
     assert outcome.failed and outcome.causes == {FailureCause.RENDEZVOUS_FAILED}, outcome.reasons
 
 
 def test_steady_training_rides_out_a_hung_etcd(run_hypothesis):
-    run_hypothesis("etcd-outage", checkpoint_every=CHECKPOINT_EVERY, duration_s=8.0, how="hang", **FAST_RDZV)
+    run_hypothesis("etcd-outage", **CADENCE, duration_s=8.0, how="hang", **FAST_RDZV)
 
 
 def test_a_hung_etcd_during_re_rendezvous_delays_but_does_not_break_recovery(run_hypothesis):
-    run_hypothesis("etcd-outage", checkpoint_every=CHECKPOINT_EVERY, replace_lost_nodes=False, duration_s=8.0,
+    run_hypothesis("etcd-outage", **CADENCE, replace_lost_nodes=False, duration_s=8.0,
                    how="hang", during_rendezvous=True, **FAST_RDZV)

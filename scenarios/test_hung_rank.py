@@ -5,12 +5,12 @@ it kills the stopped worker, which ignores SIGTERM)."""
 from __future__ import annotations
 
 import pytest
-from scenario_settings import CHECKPOINT_EVERY
+from scenario_settings import CADENCE
 
 pytestmark = pytest.mark.slow
 
 
 def test_a_hung_rank_is_detected_at_the_collective_timeout(run_hypothesis):
-    run = run_hypothesis("hung-rank", checkpoint_every=CHECKPOINT_EVERY, pg_timeout_s=20.0)
+    run = run_hypothesis("hung-rank", **CADENCE, pg_timeout_s=10.0)
     detection = run.result().faults[0].hang
     assert detection is not None and detection.causes == ["timeout"]

@@ -3,7 +3,7 @@ must load the newest COMPLETE checkpoint, never the partial one."""
 from __future__ import annotations
 
 import pytest
-from scenario_settings import CHECKPOINT_EVERY, FAST_RDZV
+from scenario_settings import CADENCE, LOSS_RDZV
 
 pytestmark = pytest.mark.slow
 
@@ -14,5 +14,5 @@ def test_kill_during_checkpoint_resumes_from_the_previous_complete_one(run_hypot
     # No replacement locally keeps the run short. A Kubernetes controller can be kept from
     # re-creating only its highest-index worker (scaled down), and the writer is rank 0, which
     # the rendezvous gives to whichever pod sorts first: there the lost node is replaced.
-    run_hypothesis("kill-during-checkpoint", checkpoint_every=CHECKPOINT_EVERY,
-                   replace_lost_nodes=chaos_platform != "local", **FAST_RDZV)
+    run_hypothesis("kill-during-checkpoint", **CADENCE,
+                   replace_lost_nodes=chaos_platform != "local", **LOSS_RDZV)

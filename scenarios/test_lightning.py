@@ -11,6 +11,7 @@ import importlib.util
 import os
 
 import pytest
+from scenario_settings import LOSS_RDZV
 
 from chaos.events import CheckpointEv
 
@@ -26,7 +27,7 @@ CHECKPOINT_EVERY = 10
 
 
 def test_a_lightning_job_resumes_from_its_last_checkpoint_after_losing_a_node(run_hypothesis):
-    run = run_hypothesis("kill-node", replace_lost_nodes=False, last_call_timeout=3,  # timing is not the point
+    run = run_hypothesis("kill-node", replace_lost_nodes=False, **LOSS_RDZV,  # timing is not the point
                          script=["-m", "trainer.lightning_example", "--checkpoint-every", str(CHECKPOINT_EVERY),
                                  "--step-time", "0.1"],
                          checkpoint_every=CHECKPOINT_EVERY, steady_steps=25, timeout_s=240)

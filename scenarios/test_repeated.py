@@ -10,7 +10,7 @@ below runs the fast preset (a dead node is dropped after 4 s).
 from __future__ import annotations
 
 import pytest
-from scenario_settings import CHECKPOINT_EVERY
+from scenario_settings import CADENCE
 
 # On a cluster a lost node's pod comes back only once the pod garbage collector lets go of the old
 # pod object (40-80 s after its machine's Node is deleted, docs/KUBERNETES.md): a 20 s mean time
@@ -21,6 +21,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.platforms(
 
 
 def test_every_interruption_of_a_poisson_process_is_recovered_from(run_hypothesis):
-    run = run_hypothesis("repeated", checkpoint_every=CHECKPOINT_EVERY, provisioning_delay_s=2.0, max_restarts=20,
-                         rdzv_preset="fast", mtbf_s=20.0, run_for_s=45.0, seed=3)
-    assert len(run.faults) >= 2, "seed 3 over 45 s at a 20 s mean gives three interruptions"
+    run = run_hypothesis("repeated", **CADENCE, provisioning_delay_s=2.0, max_restarts=20,
+                         rdzv_preset="fast", mtbf_s=20.0, run_for_s=25.0, seed=3)
+    assert len(run.faults) >= 2, "seed 3 over 25 s at a 20 s mean gives two interruptions"

@@ -1,5 +1,5 @@
 """replay: a trace of three spot interruptions (examples/traces/spot-3.csv, EC2's interruption
-events as exported in docs/FAULTS.md) replayed 30x faster (10x on a cluster): exactly three preemptions, each within
+events as exported in docs/FAULTS.md) replayed 60x faster (10x on a cluster): exactly three preemptions, each within
 1 s of its compressed offset, each recovered from (or overtaken by the next), and the trace's cost
 in goodput in report.json's replay block."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from scenario_settings import CHECKPOINT_EVERY
+from scenario_settings import CADENCE
 
 pytestmark = pytest.mark.slow
 
@@ -18,12 +18,12 @@ TRACE = Path(__file__).parent.parent / "examples" / "traces" / "spot-3.csv"
 # deleted the old one (its 40 s quarantine for a vanished Node: 54 s measured on the local
 # cluster). At 30x the 2nd and 3rd preemptions (+29 s, +51.7 s) came while the job was at its
 # minimum and were skipped; at 10x (+87 s, +155 s) each finds the job whole again.
-COMPRESS = {"local": 30.0}
+COMPRESS = {"local": 60.0}
 
 
 def test_a_replayed_trace_injects_each_preemption_at_its_offset(run_hypothesis, chaos_platform):
     run = run_hypothesis("replay", trace=str(TRACE), compress=COMPRESS.get(chaos_platform, 10.0),
-                         checkpoint_every=CHECKPOINT_EVERY,
+                         **CADENCE,
                          rdzv_preset="fast")
     replay = run.result().replay
     assert replay is not None and replay["injected"] == 3 and replay["max_late_s"] <= 1.0

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import pytest
-from scenario_settings import CHECKPOINT_EVERY, FAST_RDZV
+from scenario_settings import CADENCE, FAST_RDZV
 
 pytestmark = pytest.mark.slow
 
 
 def test_a_joining_node_grows_the_world_without_spending_restarts(run_hypothesis):
-    run_hypothesis("scale-up", start_nodes=1, checkpoint_every=CHECKPOINT_EVERY, max_restarts=1, **FAST_RDZV)
+    run_hypothesis("scale-up", start_nodes=1, **CADENCE, max_restarts=1, **FAST_RDZV)

@@ -4,14 +4,14 @@ PyTorchJob), a single point of failure that etcd-v2 does not have. The hypothesi
 from __future__ import annotations
 
 import pytest
-from scenario_settings import CHECKPOINT_EVERY
+from scenario_settings import CADENCE
 
 pytestmark = pytest.mark.slow
 
 
 def test_losing_the_c10d_store_host_kills_the_job_for_good(run_hypothesis):
     from chaos.analysis.recovery import FailureCause
-    run = run_hypothesis("store-host-loss", nodes="1:3", checkpoint_every=CHECKPOINT_EVERY,
+    run = run_hypothesis("store-host-loss", nodes="1:3", **CADENCE,
                          expect_failed={"job-survives"})
     assert run.faults[0].target == run.platform.nodes()[0].name     # the first node hosts the store
     assert FailureCause.RENDEZVOUS_FAILED in run.outcome().causes, run.outcome().reasons
