@@ -62,6 +62,12 @@ METRICS: tuple[Metric, ...] = declared(HangDetection)
 """The hang metrics, in declaration order."""
 
 
+def peer_errors(events: Sequence[Event], *, target: str | None, injected_at: float) -> list[Event]:
+    """The collective errors workers outside ``target`` reported after ``injected_at``, in time
+    order: how the rest of the job found out about a node that went silent or a worker that hung."""
+    return [e for e in of(events, ProgressEv.WORKER_ERROR, after=injected_at) if e.node != target]
+
+
 def hang_detection(events: Sequence[Event], *, target: str | None, injected_at: float,
                    pg_timeout_s: float | None, hung_pid: int | None = None) -> HangDetection:
     """The HangDetection of the worker ``hung_pid`` of ``target`` hung at ``injected_at``."""
@@ -70,7 +76,7 @@ def hang_detection(events: Sequence[Event], *, target: str | None, injected_at: 
     if pg_timeout_s is None:
         out.missing.append("the job's collective timeout is not known (a script sets its own; pass --pg-timeout "
                            "to say what it is)")
-    errors = [e for e in of(events, ProgressEv.WORKER_ERROR, after=injected_at) if e.node != target]
+    errors = peer_errors(events, target=target, injected_at=injected_at)
     out.causes = sorted({str(e.data.get("cause")) for e in errors})
     timed_out = first(errors, ProgressEv.WORKER_ERROR, where=lambda e: e.data.get("cause") == "timeout")
     if timed_out is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from chaos.analysis.hang import peer_errors
 from chaos.analysis.recovery import Recovery, RecoveryPath
 from chaos.analysis.timeouts import TORCH_PG_TIMEOUT_S, TRAINER_PG_TIMEOUT_S
 from chaos.events import CheckpointEv, Event, ProgressEv, RunnerEv
@@ -93,9 +94,8 @@ def _silent(t: Trial) -> None:
 
 def first_collective_failure_s(events: list[Event], record: FaultRecord) -> float | None:
     """Seconds from ``record``'s injection to the first collective a survivor saw fail."""
-    failed = [e.t for e in events if e.type == ProgressEv.WORKER_ERROR and e.t > record.injected_at
-              and e.node != record.target]
-    return min(failed) - record.injected_at if failed else None
+    failed = peer_errors(events, target=record.target, injected_at=record.injected_at)
+    return failed[0].t - record.injected_at if failed else None
 
 
 def collective_timeout(job: JobSpec) -> tuple[float, str, bool]:
@@ -123,8 +123,9 @@ def _how(rec: Recovery) -> str:
 def collective_failures(events: list[Event], record: FaultRecord) -> list[str]:
     """Why the survivors' collectives failed after ``record`` (timeout, connection_closed;
     an NCCL watchdog line that does not say which is left out)."""
-    return sorted({str(e.data.get("cause")) for e in events if e.type == ProgressEv.WORKER_ERROR
-                   and e.t > record.injected_at and e.node != record.target and e.data.get("cause") != "unknown"})
+    return sorted({str(e.data.get("cause")) for e in peer_errors(events, target=record.target,
+                                                                 injected_at=record.injected_at)
+                   if e.data.get("cause") != "unknown"})
 
 
 @hypothesis("partition", "network black hole around one node: no packet in or out, no reset (root)",
