@@ -37,6 +37,20 @@ def test_rendezvous_connection_errors_keep_their_message():
     assert ev.data["error"].startswith("RendezvousConnectionError: The connection to etcd has failed")
 
 
+def test_a_timed_out_rank_exchange_is_a_rendezvous_error_not_a_spent_budget():
+    # torch 2.13's agent, 300 s after a participant was lost right after its round closed
+    line = "LookupError: Key torch.rendezvous.chaos-f573a985.1/torchelastic/role_info/1 not found in EtcdStore"
+    ev = parse_raw(line, "node-0", 1.0)
+    assert ev is not None and ev.type == AgentEv.RENDEZVOUS_ERROR
+    assert ev.data["error"] == line
+    ev = parse_raw("torch.distributed.DistStoreError: wait timeout after 300000ms, keys: "
+                   "/torchelastic/role_info/1", "node-0", 1.0)
+    assert ev is not None and ev.type == AgentEv.RENDEZVOUS_ERROR
+    assert ev.data["error"].startswith("DistStoreError: wait timeout")
+    assert parse_raw("[rank0]: LookupError: Key x not found in EtcdStore", "node-0", 1.0).type != \
+        AgentEv.RENDEZVOUS_ERROR                                           # a worker's, not the agent's
+
+
 def test_agent_lines_carry_the_agents_own_time():
     parser = _AgentParser("node-0")
     line = ("I1122 12:56:15.238000 2128 torch/distributed/elastic/agent/server/api.py:942] [default] "

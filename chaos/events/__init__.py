@@ -3,7 +3,7 @@ what it can hold: ``timeline`` (Event, Timeline, the query helpers) and
 ``vocabulary`` (Source, EventType and one namespace of types per source)."""
 from __future__ import annotations
 
-from chaos.events.timeline import Event, Selector, Timeline, first, last, of, read_events
+from chaos.events.timeline import Event, Selector, Timeline, first, last, of, participant_nodes, read_events
 from chaos.events.vocabulary import (
     ALL_TYPES,
     AgentEv,
@@ -19,5 +19,6 @@ from chaos.events.vocabulary import (
 
 __all__ = [
     "ALL_TYPES", "AgentEv", "CheckpointEv", "Event", "EventType", "FaultEv", "NodeEv", "ProgressEv",
-    "RdzvEv", "RunnerEv", "Selector", "Source", "Timeline", "first", "last", "of", "read_events",
+    "RdzvEv", "RunnerEv", "Selector", "Source", "Timeline", "first", "last", "of", "participant_nodes",
+    "read_events",
 ]

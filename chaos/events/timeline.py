@@ -237,6 +237,12 @@ def of(events: Iterable[Event], *types: Selector, node: str | None = None,
     return sorted(_select(events, types, node, after, until), key=lambda e: e.t)
 
 
+def participant_nodes(e: Event, key: str = "participants") -> tuple[str, ...]:
+    """The node names in a rendezvous event's ``key`` list (``participants``, ``wait_list``),
+    the agent id where the node is not known."""
+    return tuple(str(p.get("node") or p.get("id") or "?") for p in e.data.get(key) or [] if isinstance(p, dict))
+
+
 def first(events: Iterable[Event], *types: Selector, after: float | None = None, node: str | None = None,
           until: float | None = None, where: Callable[[Event], bool] | None = None) -> Event | None:
     """The earliest event ``of(...)`` selects for which ``where`` holds (of equal times,

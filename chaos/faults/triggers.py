@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from chaos.events import AgentEv, CheckpointEv, Event, EventType
+from chaos.events import AgentEv, CheckpointEv, Event, EventType, RdzvEv
 
 REFORMING = frozenset({AgentEv.WORKER_GROUP_FAILED, AgentEv.RENDEZVOUS_STARTED, AgentEv.MEMBERSHIP_CHANGE})
 """What a survivor's agent says as it starts re-forming the rendezvous."""
@@ -46,3 +46,9 @@ def during_rendezvous(after: float = 0.0) -> Trigger:
     (its worker group failed, or it is rendezvousing again)."""
     return Trigger("during a re-rendezvous",
                    lambda e: e.t > after and e.type in REFORMING)
+
+
+def round_closed() -> Trigger:
+    """Fires the moment a rendezvous round closes (the etcd watcher saw it complete): before
+    the agents have exchanged the master address and their ranks through the round's store."""
+    return Trigger("when a rendezvous round closes", lambda e: e.type == RdzvEv.ROUND_COMPLETE)

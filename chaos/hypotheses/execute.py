@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from chaos.analysis import barrier
 from chaos.analysis.observation import checks as observation_checks
 from chaos.analysis.observation import log_tails
 from chaos.analysis.verdict import Check
@@ -46,13 +47,20 @@ def execute(name: str, values: Mapping[str, Any], *, report_dir: Path, platform:
         except JobFailed as exc:
             trial.verdict.checks.append(_job_failed(run, exc))
         except RecoveryTimeout as exc:
-            trial.verdict.fail(str(exc), check="in-time")
+            trial.verdict.fail(_timed_out(run, exc), check="in-time")
         except WatcherDied as exc:   # blind from then on: no other check can be made
             trial.verdict.fail(str(exc), check="watcher")
         else:
             _shared_checks(trial)
         run.verdict = trial.verdict
     return run
+
+
+def _timed_out(run: ChaosRun, exc: RecoveryTimeout) -> str:
+    """The reason of a run that did not recover in time, with why where the timeline shows it
+    (survivors stuck in the rank exchange of a round a participant of which was lost)."""
+    why = [s.describe() for s in barrier.stalls(run.timeline.events())]
+    return "; ".join([str(exc), *why])
 
 
 def _job_failed(run: ChaosRun, exc: JobFailed) -> Check:

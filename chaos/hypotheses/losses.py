@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chaos.events import CheckpointEv, of
+from chaos.events import AgentEv, CheckpointEv, RdzvEv, last, of
 from chaos.faults.api import FaultRecord
-from chaos.faults.triggers import checkpoint_started, during_rendezvous
+from chaos.faults.triggers import checkpoint_started, during_rendezvous, round_closed
 from chaos.hypotheses.api import Trial, hypothesis, seconds
 from chaos.options import option, validate
 from chaos.waiting import eventually
@@ -79,6 +79,44 @@ def cascading_loss(t: Trial) -> None:
     t.verdict.require(rec.world_size_after == max(left, t.min_world),
                       f"the job trains on with what is left: world size {rec.world_size_before} -> "
                       f"{rec.world_size_after}", check="world-size")
+
+
+@dataclass(frozen=True)
+class AfterRound:
+    within_s: float = option(60.0, "how long the node left has, after the second loss, to train past the "
+                                   "step of the first (torch 2.13 waits 300 s for the lost node first)",
+                             minimum=1, units="s")
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+@hypothesis("loss-after-round", "a node is lost the moment a rendezvous round closes, before its agents "
+                                "have exchanged their ranks", fault="kill-node",
+            defaults={"nodes": "1:3", "replace_lost_nodes": False}, params=AfterRound)
+def loss_after_round(t: Trial) -> None:
+    """Kill one node; the moment the survivors' new round closes, kill one of its participants,
+    before the agents have read the master address and their ranks from the round's store. The
+    hypothesis: the node left trains on within ``within_s``. torch 2.13's agents wait for the lost
+    participant in that exchange for the store's 300 s timeout and then exit
+    (chaos.analysis.barrier), so it does not hold; the reason names the stuck node."""
+    t.start()
+    t.steady()
+    second = t.run.arm(t.fault(node=None), round_closed())
+    first_record = t.inject()
+    cascade = second.wait(timeout=t.opts.timeout_s)
+    closed = last(t.run.timeline.events(), RdzvEv.ROUND_COMPLETE, until=cascade.injected_at)
+    if closed is None:
+        t.verdict.fail("no round closed before the second loss", check="window")
+    else:
+        done = sorted({str(e.node) for e in t.run.timeline.select(AgentEv.RENDEZVOUS_COMPLETE, after=closed.t,
+                                                                   until=cascade.injected_at)})
+        t.verdict.require(not done, f"the second loss ({cascade.target}) hit {cascade.injected_at - closed.t:.2f}s "
+                                    f"after round {closed.data.get('round')} closed, before "
+                                    + (f"... no: {', '.join(done)} had finished it" if done
+                                       else "any of its agents had finished it"), check="window")
+    rec = t.run.wait_for_recovery(first_record, timeout=t.params.within_s)
+    t.check_recovered(rec)
 
 
 @hypothesis("worker-crash", "one worker process of one node dies (SIGKILL); the node stays", fault="worker-crash")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from chaos.analysis import recovery
 from chaos.analysis.recovery import Recovery
-from chaos.events import Event, ProgressEv, Source
+from chaos.events import Event, ProgressEv, Source, participant_nodes
 from chaos.reporting.result import RunResult
 
 MAX_LINES = 40
@@ -24,8 +24,7 @@ BEFORE_S = 3.0
 def _describe(e: Event) -> str:
     data = {k: v for k, v in e.data.items() if k not in ("spec", "heartbeats", "redundancy_list")}
     if e.source == Source.RENDEZVOUS and "participants" in data:
-        names = [p.get("node") or p.get("id") for p in data.get("participants") or [] if isinstance(p, dict)]
-        waiting = [p.get("node") or p.get("id") for p in data.get("wait_list") or [] if isinstance(p, dict)]
+        names, waiting = list(participant_nodes(e)), list(participant_nodes(e, "wait_list"))
         text = f"round={data.get('round')} complete={data.get('complete')} participants={names}"
         return text + (f" waiting={waiting}" if waiting else "")
     text = ", ".join(f"{k}={v}" for k, v in data.items())

@@ -12,7 +12,20 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos.events import AgentEv, CheckpointEv, Event, FaultEv, NodeEv, ProgressEv, RdzvEv, RunnerEv, Source, first, of
+from chaos.events import (
+    AgentEv,
+    CheckpointEv,
+    Event,
+    FaultEv,
+    NodeEv,
+    ProgressEv,
+    RdzvEv,
+    RunnerEv,
+    Source,
+    first,
+    of,
+    participant_nodes,
+)
 
 
 @dataclass(frozen=True)
@@ -138,17 +151,9 @@ def steady_step_s(steps: list[StepSeries], before: float | None) -> float | None
     return statistics.median(chosen) if chosen else None
 
 
-def _participants(e: Event) -> tuple[str, ...]:
-    out = []
-    for p in e.data.get("participants") or []:
-        if isinstance(p, dict):
-            out.append(str(p.get("node") or p.get("id") or "?"))
-    return tuple(out)
-
-
 def _rounds(events: list[Event]) -> list[Round]:
-    etcd = [Round(t=e.t, round=_int(e.data.get("round"), -1), nodes=_participants(e),
-                  size=len(_participants(e)), source="etcd")
+    etcd = [Round(t=e.t, round=_int(e.data.get("round"), -1), nodes=participant_nodes(e),
+                  size=len(participant_nodes(e)), source="etcd")
             for e in of(events, RdzvEv.ROUND_COMPLETE)]
     if etcd:
         return etcd

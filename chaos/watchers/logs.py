@@ -56,6 +56,11 @@ _RAW_PATTERNS: list[tuple[EventType, re.Pattern[str]]] = [
     (AgentEv.AGENT_GAVE_UP, re.compile(r"ChildFailedError")),
     (AgentEv.RENDEZVOUS_ERROR,
      re.compile(r"(?P<error>Rendezvous(?:Connection|Timeout|Closed|State)?Error: ?.{0,160})")),
+    # the agent's own rank exchange through the round's store timed out (a participant lost
+    # right after the round closed: chaos.analysis.barrier); workers' lines carry "[rankN]: "
+    (AgentEv.RENDEZVOUS_ERROR,
+     re.compile(r"^(?:torch\.distributed\.)?(?P<error>(?:LookupError: Key \S+ not found in EtcdStore|"
+                r"DistStoreError: .{0,160}))")),
     (ProgressEv.WORKER_ERROR,
      re.compile(r"^\[rank(?P<rank>\d+)\]: (?P<error>[\w.]*(?:Error|Exception)): ?(?P<message>.{0,240})")),
     # a script's own traceback (no rank prefix): only the errors that name a root cause
