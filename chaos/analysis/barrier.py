@@ -47,23 +47,23 @@ class BarrierStall:
 def stalls(events: Sequence[Event], *, until: float | None = None) -> list[BarrierStall]:
     """Every round a participant of which was lost before it finished the round while another
     participant's agent never finished a round again (up to ``until``, or the timeline's end)."""
+    done = of(events, AgentEv.RENDEZVOUS_COMPLETE, until=until)
+    losses = of(events, NodeEv.LOST, until=until)
     out: list[BarrierStall] = []
     closes = of(events, RdzvEv.ROUND_COMPLETE, until=until)
     for i, closed in enumerate(closes):
         ends = closes[i + 1].t if i + 1 < len(closes) else until
         nodes = participant_nodes(closed)
-        finished = {n: e.t for n in nodes
-                    if (e := first(events, AgentEv.RENDEZVOUS_COMPLETE, node=n, after=closed.t, until=ends))}
-        for node in nodes:
-            lost = first(events, NodeEv.LOST, node=node, after=closed.t, until=ends)
-            if lost is None or finished.get(node, lost.t + 1) < lost.t:
-                continue
-            # stuck: never finished a round again (an agent that did was not waiting here) and not lost
-            waiting = tuple(n for n in nodes if n != node
-                            and first(events, AgentEv.RENDEZVOUS_COMPLETE, node=n, after=closed.t, until=until) is None
-                            and first(events, NodeEv.LOST, node=n, after=closed.t, until=ends) is None)
+        lost = {n: e for n in nodes if (e := first(losses, node=n, after=closed.t, until=ends))}
+        finished = {n: e.t for n in nodes if (e := first(done, node=n, after=closed.t, until=ends))}
+        # stuck: neither lost nor ever done with a round again (one that was had not been waiting here)
+        stuck = tuple(n for n in nodes if n not in lost and first(done, node=n, after=closed.t) is None)
+        for node, loss in lost.items():
+            if node in finished and finished[node] < loss.t:
+                continue        # it had finished the round: an ordinary loss
+            waiting = tuple(n for n in stuck if n != node)
             if waiting:
                 rnd = closed.data.get("round")
                 out.append(BarrierStall(rnd if isinstance(rnd, int) else None, closed.t, node,
-                                        lost.t - closed.t, waiting))
+                                        loss.t - closed.t, waiting))
     return out

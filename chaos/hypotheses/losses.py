@@ -112,9 +112,8 @@ def loss_after_round(t: Trial) -> None:
         done = sorted({str(e.node) for e in t.run.timeline.select(AgentEv.RENDEZVOUS_COMPLETE, after=closed.t,
                                                                    until=cascade.injected_at)})
         t.verdict.require(not done, f"the second loss ({cascade.target}) hit {cascade.injected_at - closed.t:.2f}s "
-                                    f"after round {closed.data.get('round')} closed, before "
-                                    + (f"... no: {', '.join(done)} had finished it" if done
-                                       else "any of its agents had finished it"), check="window")
+                                    f"after round {closed.data.get('round')} closed, when the agents that had "
+                                    f"finished it were: {', '.join(done) or 'none'}", check="window")
     rec = t.run.wait_for_recovery(first_record, timeout=t.params.within_s)
     t.check_recovered(rec)
 
