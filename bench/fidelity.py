@@ -55,7 +55,7 @@ def compare_run(run_dir: Path, store_leads: list[float] | None = None) -> dict[s
     live_events = list(read_events(run_dir / "timeline.jsonl"))
     truth_events = source_events(run_dir, live_events)
     # the same recovery windows as the live report: a cascade stays in its fault's window
-    marks = [(e.t, "trigger" in e.data) for e in faults_in(live_events)]
+    marks = [(e.t, e.data.trigger is not None) for e in faults_in(live_events)]
     worst: dict[str, float] = {}
     for fault in report.get("faults", []):
         until = window_end(fault["injected_at"], marks)
@@ -81,7 +81,7 @@ def _unstamped_detection(events: list[Event], fault: dict[str, Any], said: Any) 
     if not isinstance(said, (int, float)):
         return False
     f = fault["injected_at"]
-    return any(abs(e.t - f - said) < 1e-3 and (e.source == Source.RENDEZVOUS or e.data.get("via") != "nccl")
+    return any(abs(e.t - f - said) < 1e-3 and (e.type.source == Source.RENDEZVOUS or e.data.via != "nccl")
                for e in of(events, RdzvEv.STATE, ProgressEv.WORKER_ERROR, after=f) if e.node != fault["target"])
 
 

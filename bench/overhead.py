@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.events import ProgressEv, Timeline
+from chaos.events.progress_events import Step
 from chaos.platforms.local.platform import LocalOptions
 from chaos.runner.run import ChaosRun
 from chaos.spec import JobSpec, preset
@@ -48,7 +49,7 @@ def timeline_throughput(n: int = 50_000) -> dict[str, Any]:
         tl = Timeline(Path(tmp) / "timeline.jsonl")
         began = time.perf_counter()
         for i in range(n):
-            tl.emit(ProgressEv.STEP, "node-0", step=i, rank=0, world_size=2, pid=1)
+            tl.emit(ProgressEv.STEP, "node-0", Step(step=i, rank=0, world_size=2, pid=1))
         elapsed = time.perf_counter() - began
         tl.close()
     return {"events": n, "seconds": round(elapsed, 3), "events_per_s": round(n / elapsed)}

@@ -48,7 +48,7 @@ def run_size(n: int, out: Path, say: Callable[[str], None], timeout: float = 600
                       platform_options={"options": LocalOptions(replace_lost_nodes=False)}) as run:
             run.start(job)
             formed = run.wait_for(f"training at world size {n}",
-                                  lambda e: e.type == ProgressEv.STEP and e.data.get("world_size") == n, timeout)
+                                  lambda e: e.type == ProgressEv.STEP and e.data.world_size == n, timeout)
             result["formation_s"] = round(formed.t - started, 2)
             run.wait_for_steps(5, timeout=timeout)
             assert isinstance(run.platform, LocalPlatform)

@@ -97,7 +97,7 @@ def test_events_of_the_killed_node_do_not_count_as_detection():
 
 
 def test_resume_step_is_inferred_and_flagged_without_a_loaded_event():
-    ev = [e for e in healthy_recovery() if e.source != Source.CHECKPOINT]
+    ev = [e for e in healthy_recovery() if e.type.source != Source.CHECKPOINT]
     rec = analyze_fault(ev, kind="kill-node", target="node-1", injected_at=F)
     assert rec.resumed_from_step == 40
     assert any("inferred" in m for m in rec.missing)

@@ -5,21 +5,23 @@ import io
 import time
 
 from chaos.events import ProgressEv, RunnerEv, Timeline
+from chaos.events.progress_events import Step
+from chaos.events.runner_events import Phase
 from chaos.reporting.live_console import ConsoleProgress
 
 
 def step(tl: Timeline, n: int, ws: int = 2) -> None:
-    tl.emit(ProgressEv.STEP, "node-0", rank=0, step=n, world_size=ws)
+    tl.emit(ProgressEv.STEP, "node-0", Step(rank=0, step=n, world_size=ws))
 
 
 def test_not_a_tty_gets_plain_lines_and_a_still_line_when_quiet():
     tl, out = Timeline(), io.StringIO()          # StringIO.isatty() is False, like a CI log
     progress = ConsoleProgress(tl, out, step_every_s=60.0, quiet_after_s=0.6)
-    tl.emit(RunnerEv.PHASE, phase="recovering", fault="kill-node")
+    tl.emit(RunnerEv.PHASE, None, Phase(phase="recovering", fault="kill-node"))
     for n in range(1, 6):
         step(tl, n)
     time.sleep(1.5)
-    tl.emit(RunnerEv.PHASE, phase="finished")
+    tl.emit(RunnerEv.PHASE, None, Phase(phase="finished"))
     text = out.getvalue()
     assert not any(c in text for c in "\r\x1b"), "no control characters in CI logs"
     assert "phase: recovering (fault=kill-node)" in text
@@ -35,7 +37,7 @@ def test_a_tty_gets_a_status_line_redrawn_in_place():
 
     tl, out = Timeline(), Tty()
     progress = ConsoleProgress(tl, out)
-    tl.emit(RunnerEv.PHASE, phase="steady_state", target_step=50)
+    tl.emit(RunnerEv.PHASE, None, Phase(phase="steady_state", target_step=50))
     step(tl, 42)
     time.sleep(0.8)
     progress.close()

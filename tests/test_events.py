@@ -24,7 +24,10 @@ from chaos.events import (
     last,
     of,
     read_events,
+    read_timeline,
 )
+from chaos.events.node_events import Lost
+from chaos.events.progress_events import Step
 from chaos.watchers.logs import PREFIX, parse_progress
 
 ROOT = Path(__file__).parents[1]
@@ -41,13 +44,13 @@ def test_every_event_the_trainer_reports_has_a_declared_type():
     names = {m[1] for f in (ROOT / "trainer").glob("*.py")
              for m in re.finditer(r'\bemit\("(\w+)"', f.read_text())}
     assert {"start", "step", "checkpoint_saved", "finished"} <= names
-    parsed = {n: parse_progress(PREFIX + json.dumps({"ev": n, "t": 1.0}), "node-0") for n in names}
+    parsed = {n: parse_progress(PREFIX + json.dumps({"ev": n, "t": 1.0, "step": 1}), "node-0") for n in names}
     assert {n: e.type for n, e in parsed.items() if e is None or e.type not in ALL_TYPES} == {}
 
 
 def test_the_code_builds_no_event_type_outside_the_vocabulary():
     # the one exception: trainer.progress names pass through as progress/<name> (a script's own)
-    allowed = {"chaos/events/vocabulary.py", "chaos/events/timeline.py", "chaos/watchers/logs.py"}
+    allowed = {"chaos/events/types.py"}
     builders = [f"{p.relative_to(ROOT)}:{n.lineno}" for folder in ("chaos", "bench")
                 for p in (ROOT / folder).rglob("*.py") if str(p.relative_to(ROOT)) not in allowed
                 for n in ast.walk(ast.parse(p.read_text()))
@@ -62,16 +65,17 @@ def test_every_source_has_a_namespace_and_every_type_a_known_source():
 
 def test_a_type_read_back_from_json_is_the_declared_constant():
     tl = Timeline()
-    event = tl.emit(ProgressEv.STEP, "node-0", t=12.5, step=3)
+    event = tl.emit(ProgressEv.STEP, "node-0", Step(step=3), t=12.5)
     back = Event.from_json(json.loads(json.dumps(event.to_json())))
     assert back.type == ProgressEv.STEP and back.type in {ProgressEv.STEP} and hash(back.type) == hash(ProgressEv.STEP)
-    assert (back.source, back.kind) == ("progress", "step") and str(back.type) == "progress/step"
-    assert EventType(Source.PROGRESS, "step") == ProgressEv.STEP
+    assert (back.type.source, back.type.name) == ("progress", "step") and str(back.type) == "progress/step"
+    assert back.data == event.data and back.data.step == 3
+    assert EventType(Source.PROGRESS, "step") == ProgressEv.STEP and back.type.payload is ProgressEv.STEP.payload
 
 
 def test_the_timeline_writes_the_same_json_line_as_before(tmp_path):
     tl = Timeline(tmp_path / "timeline.jsonl")
-    tl.emit(NodeEv.LOST, "node-1", t=5.1234567, action="sigkill-all")
+    tl.emit(NodeEv.LOST, "node-1", Lost(action="sigkill-all"), t=5.1234567)
     tl.emit(RdzvEv.STORE_REACHABLE, t=6.0)
     tl.close()
     assert (tmp_path / "timeline.jsonl").read_text().splitlines() == [
@@ -89,7 +93,7 @@ def events() -> list[Event]:
     # in arrival order, not time order: watchers add slightly late
     return [Event.make(ProgressEv.STEP, 3.0, "node-0", {"step": 2}),
             Event.make(ProgressEv.STEP, 1.0, "node-0", {"step": 1}),
-            Event.make(FaultEv.INJECTED, 2.0, "node-1"),
+            Event.make(FaultEv.INJECTED, 2.0, "node-1", {"fault": "kill-node"}),
             Event.make(AgentEv.WORKER_FAILED, 2.5, "node-0"),
             Event.make(ProgressEv.STEP, 4.0, "node-1", {"step": 2}),
             Event.make(CheckpointEv.LOADED, 4.0, "node-0", {"step": 1})]
@@ -119,4 +123,45 @@ def test_a_timeline_selects_from_its_snapshot():
     tl = Timeline()
     for e in events():
         tl.add(e)
-    assert [e.data["step"] for e in tl.select(ProgressEv.STEP, node="node-0")] == [1, 2]
+    assert [e.data.step for e in tl.select(ProgressEv.STEP, node="node-0")] == [1, 2]
+
+
+def test_every_declared_type_carries_a_payload_of_its_own():
+    from chaos.events import Payload, Undeclared
+    assert all(issubclass(t.payload, Payload) and t.payload is not Undeclared for t in ALL_TYPES)
+
+
+def test_a_line_whose_field_has_the_wrong_type_is_named_by_line_and_field(tmp_path):
+    path = tmp_path / "timeline.jsonl"
+    good = {"t": 1.0, "source": "progress", "kind": "step", "node": "n", "data": {"step": 1}}
+    bad = {"t": 2.0, "source": "checkpoint", "kind": "saved", "node": None, "data": {"step": "seven"}}
+    path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n" + json.dumps(good) + "\n")
+    read = read_timeline(path)
+    assert len(read.events) == 2 and [e.line for e in read.errors] == [2]
+    assert "checkpoint/saved: field 'step' must be an integer or null, not 'seven'" in read.errors[0].reason
+    note = read.note()
+    assert note is not None and "line 2" in note and "cut off" not in note
+
+
+def test_only_a_last_line_that_is_not_json_is_called_cut_off(tmp_path):
+    path = tmp_path / "timeline.jsonl"
+    line = '{"t": 1.0, "source": "progress", "kind": "step", "node": "n", "data": {"step": 1}}'
+    path.write_text(line + '\n{"t": 2.0, "so')
+    read = read_timeline(path)
+    assert len(read.events) == 1 and read.errors[0].cut_off
+    assert read.note() == ("the last line of timeline.jsonl was cut off mid-write (the run crashed or was killed) "
+                           "and was skipped")
+
+
+def test_undeclared_fields_are_kept_and_written_back_unchanged():
+    raw = {"t": 1.0, "source": "progress", "kind": "step", "node": "n",
+           "data": {"step": 3, "rank": 0, "my_metric": {"acc": 0.5}}}
+    e = Event.from_json(raw)
+    assert e.data.step == 3 and e.data.extra == {"my_metric": {"acc": 0.5}}
+    assert Event.from_json(json.loads(json.dumps(e.to_json()))).data == e.data
+
+
+def test_a_payload_of_another_type_is_refused_when_an_event_is_made():
+    from chaos.events.node_events import Lost
+    with pytest.raises(TypeError, match="carries Step, not Lost"):
+        Event.make(ProgressEv.STEP, 1.0, "n", Lost(action="x"))

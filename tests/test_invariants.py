@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from chaos.analysis.invariants import split_brains
-from chaos.events import Event, ProgressEv
+from chaos.events import Event, ProgressEv, payload_json
 
 
 def steps(pid: int, node: str, start: float, end: float, ws: int = 1, every: float = 0.5) -> list[Event]:
@@ -32,5 +32,5 @@ def test_a_graceful_hand_over_is_not():
 
 def test_other_ranks_do_not_count():
     ev = steps(1, "node-0", 0, 60)
-    ev += [Event.make(e.type, e.t, "node-1", {**e.data, "rank": 1, "pid": 3}) for e in ev]
+    ev += [Event.make(e.type, e.t, "node-1", {**payload_json(e.data), "rank": 1, "pid": 3}) for e in ev]
     assert split_brains(ev) == []

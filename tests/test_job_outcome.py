@@ -58,7 +58,8 @@ def step(t, n, pid, ws=2, node="node-0"):
 
 def test_steps_a_gracefully_stopped_worker_finishes_after_the_fault_count_as_done():
     # SIGTERM at t=100: the old workers finish step 51 and save it; the new ones resume at 51
-    ev = [step(99, 50, pid=1), Event.make(FaultEv.INJECTED, 100, "node-1"), step(100.1, 51, pid=1),
+    ev = [step(99, 50, pid=1), Event.make(FaultEv.INJECTED, 100, "node-1", {"fault": "spot-interruption"}),
+          step(100.1, 51, pid=1),
           Event.make(CheckpointEv.SAVED, 100.2, "node-1", {"step": 51}),
           Event.make(CheckpointEv.LOADED, 110, "node-0", {"step": 51}), step(111, 52, pid=2, ws=1)]
     rec = analyze_fault(ev, kind="spot-interruption", target="node-1", injected_at=100.0)
@@ -67,7 +68,8 @@ def test_steps_a_gracefully_stopped_worker_finishes_after_the_fault_count_as_don
 
 
 def test_steps_without_pids_count_as_restarted_once_the_agent_started_workers():
-    ev = [Event.make(ProgressEv.STEP, 99, "node-0", {"step": 50}), Event.make(FaultEv.INJECTED, 100, "node-1"),
+    ev = [Event.make(ProgressEv.STEP, 99, "node-0", {"step": 50}),
+          Event.make(FaultEv.INJECTED, 100, "node-1", {"fault": "spot-interruption"}),
           Event.make(AgentEv.WORKERS_STARTING, 105, "node-0"),
           Event.make(ProgressEv.STEP, 110, "node-0", {"step": 41})]
     rec = analyze_fault(ev, kind="kill-node", target="node-1", injected_at=100.0)

@@ -15,7 +15,7 @@ import pytest
 
 from chaos.analysis.recovery import analyze_fault
 from chaos.errors import FaultUnavailable
-from chaos.events import Event, NodeEv, RdzvEv, Timeline
+from chaos.events import Event, NodeEv, RdzvEv, Timeline, payload_json
 from chaos.platforms.api import NodeState
 from chaos.platforms.kubernetes.machines import LocalClusterMachines, MachineOp, Machines, NoMachines
 from chaos.platforms.kubernetes.notices import NoticeServer
@@ -68,8 +68,8 @@ def test_a_lost_machine_is_replaced_after_the_provisioning_delay(timeline: Timel
     assert machines.calls == [("add", "m-1")] and pool.added == ["m-1"]
     asked = timeline.select(NodeEv.PROVISIONING)[0]
     made = timeline.select(NodeEv.PROVISIONED)[0]
-    assert asked.data == {"replaces": "job-worker-1", "machine": "m-0", "delay_s": 0.3}
-    assert made.data == {"replaces": "job-worker-1", "machine": "m-1"} and made.t - began >= 0.3
+    assert payload_json(asked.data) == {"replaces": "job-worker-1", "machine": "m-0", "delay_s": 0.3}
+    assert payload_json(made.data) == {"replaces": "job-worker-1", "machine": "m-1"} and made.t - began >= 0.3
 
 
 def test_a_pool_that_replaces_nothing_asks_for_nothing(timeline: Timeline):
@@ -126,7 +126,7 @@ def test_an_agent_that_exits_for_good_ends_its_node_though_the_pod_runs_on(timel
     tracker.on_event("MODIFIED", pod("w-0", "u1", restarts=1, last={"terminated": {"exitCode": 1}}))
     info = tracker.get("w-0")
     assert info is not None and info.state is NodeState.EXITED and info.exit_code == 1
-    assert [e.data["exit_code"] for e in timeline.select(NodeEv.EXITED)] == [1]
+    assert [e.data.exit_code for e in timeline.select(NodeEv.EXITED)] == [1]
     assert not timeline.select(NodeEv.RESTARTED)
 
 
@@ -136,7 +136,7 @@ def test_an_agent_killed_by_a_signal_restarts_in_place(timeline: Timeline):
     tracker.on_event("MODIFIED", pod("w-0", "u1", restarts=1, last={"terminated": {"exitCode": 137}}))
     info = tracker.get("w-0")
     assert info is not None and info.state is NodeState.RUNNING
-    assert timeline.select(NodeEv.RESTARTED)[0].data["exit_code"] == 137
+    assert timeline.select(NodeEv.RESTARTED)[0].data.exit_code == 137
 
 
 def test_a_container_ending_while_its_pod_is_deleted_is_a_loss_not_an_exit(timeline: Timeline):
@@ -157,7 +157,7 @@ def test_a_pod_on_a_lost_machine_is_lost_at_once_and_its_late_deletion_is_no_new
     assert not timeline.select(NodeEv.LOST)
     tracker.on_event("ADDED", pod("w-1", "u2", ip="10.88.5.2", machine="ec-node-5"))
     started = timeline.select(NodeEv.STARTED)[-1]
-    assert started.data["replaces"] == "w-1" and tracker.get("w-1").labels["address"] == "10.88.5.2"  # type: ignore
+    assert started.data.replaces == "w-1" and tracker.get("w-1").labels["address"] == "10.88.5.2"  # type: ignore
 
 
 # -- spot notices ---------------------------------------------------------------------------------

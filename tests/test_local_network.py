@@ -64,4 +64,4 @@ def test_the_isolation_event_names_what_torch_leaves_on_every_interface(tmp_path
     p.guard = RunGuard(timeline, tmp_path, C10D.run_id, tmp_path / "state")
     p._setup_isolation(C10D)
     (ev,) = timeline.select(RunnerEv.ISOLATION)
-    assert ev.data["network"] == "host" and "every interface" in ev.data["exposed"][0]
+    assert ev.data.network == "host" and "every interface" in ev.data.exposed[0]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.events import AgentEv, Event, ProgressEv, Source, Timeline
+from chaos.events import AgentEv, Event, ProgressEv, Source, Timeline, payload_json
 from chaos.reporting import render_folder
 from chaos.reporting.load import load_run
 from chaos.watchers.logs import LogFollower, _AgentParser, collective_cause
@@ -27,7 +27,7 @@ def test_a_watchdog_timeout_is_a_collective_timeout_with_the_lines_own_time():
                          "milliseconds before timing out."), "node-0")
     later = parse_nccl(line(f"{PG} First PG on this rank to signal dumping.", at="13:55:50.384372690"), "node-0")
     assert ev is not None and ev.type == ProgressEv.WORKER_ERROR
-    assert ev.data["cause"] == "timeout" and ev.data["via"] == "nccl" and ev.data["rank"] == 1
+    assert ev.data.cause == "timeout" and ev.data.via == "nccl" and ev.data.rank == 1
     assert later is not None and later.t - ev.t == pytest.approx(1.0000005, abs=1e-7)   # nanoseconds kept
 
 
@@ -46,8 +46,8 @@ def test_a_peer_that_exited_is_a_closed_connection_once_the_watchdog_says_so():
                             "last enqueued NCCL work: 13, last completed NCCL work: 11."), "node-0")
     final = parse_nccl(line(f"{PG} Process group watchdog thread terminated with exception: NCCL error: remote "
                             "process exited or there was a network error, NCCL version 2.28.9"), "node-0")
-    assert first is not None and first.data["cause"] == "unknown"      # the first line does not say which
-    assert final is not None and final.data["cause"] == "connection_closed"
+    assert first is not None and first.data.cause == "unknown"      # the first line does not say which
+    assert final is not None and final.data.cause == "connection_closed"
 
 
 def test_the_dump_and_the_teardown_have_their_own_events():
@@ -64,7 +64,7 @@ def test_the_dump_and_the_teardown_have_their_own_events():
 def test_a_stuck_watchdog_names_the_heartbeat():
     ev = parse_nccl(line(f"{PG} ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress "
                          "in monitoring enqueued collectives. ... (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC)"), "node-0")
-    assert ev is not None and ev.data["cause"] == "watchdog_stuck"
+    assert ev is not None and ev.data.cause == "watchdog_stuck"
     assert nccl_cause("Heartbeat monitor timed out! Process will be terminated") == "watchdog_stuck"
 
 
@@ -77,7 +77,7 @@ def test_other_lines_are_left_alone():
 
 def test_a_rank_prefix_is_optional():
     ev = parse_nccl(line(f"{PG} Watchdog caught collective operation timeout", prefix=""), "node-0")
-    assert ev is not None and ev.data["rank"] == 1
+    assert ev is not None and ev.data.rank == 1
 
 
 def test_a_python_side_nccl_error_about_a_dead_peer_is_a_closed_connection():
@@ -92,9 +92,9 @@ def test_the_agents_shutdown_wait_is_two_events(signal):
     (sent,) = parser.feed(f"{where}:1029] Sending process 27450 closing signal SIGTERM")
     (killed,) = parser.feed(f"{where}:1048] Unable to shutdown process 27450 via {signal}, forcefully exiting "
                             "via 9")
-    assert sent.type == AgentEv.CLOSING_WORKER and sent.data == {"pid": 27450, "signal": "SIGTERM"}
-    assert killed.type == AgentEv.WORKER_KILL_FORCED and killed.data["pid"] == 27450
-    assert killed.data["kill_signal"] == 9
+    assert sent.type == AgentEv.CLOSING_WORKER and payload_json(sent.data) == {"pid": 27450, "signal": "SIGTERM"}
+    assert killed.type == AgentEv.WORKER_KILL_FORCED and killed.data.pid == 27450
+    assert killed.data.kill_signal == 9
 
 
 # -- the reconstructed runs --------------------------------------------------------
@@ -108,14 +108,14 @@ def test_the_node_logs_read_back_into_the_timelines_events(name):
     follower.poll()
     follower.finish()
     from_logs = {Source.AGENT.value, Source.PROGRESS.value, Source.CHECKPOINT.value}
-    recorded = [e for e in load_run(folder).events if e.source in from_logs]
+    recorded = [e for e in load_run(folder).events if e.type.source in from_logs]
     assert _relative(tl.events()) == _relative(recorded)
 
 
 def _relative(events: list[Event]) -> list[tuple[float, str, str | None]]:
-    ordered = sorted(events, key=lambda e: (e.t, e.kind, e.node or ""))
+    ordered = sorted(events, key=lambda e: (e.t, e.type.name, e.node or ""))
     t0 = ordered[0].t
-    return [(round(e.t - t0, 4), e.kind, e.node) for e in ordered]
+    return [(round(e.t - t0, 4), e.type.name, e.node) for e in ordered]
 
 
 def test_nccls_dump_wait_is_its_own_phase_not_the_rendezvous():

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from chaos.events import CheckpointEv, of, read_timeline
+
 pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).resolve().parent
@@ -62,6 +64,12 @@ def test_a_plain_ddp_script_survives_kill_node_and_the_report_counts_its_iterati
     assert obs["progress"] == "progress_regex" and obs["resume"] == "resume_regex" and obs["unit"] == "iteration"
     assert obs["checkpoint"]["saves_observed"] >= 2 and not obs["checkpoint"]["never_written"]
     assert Path(obs["workdir"]) == (report / "workdir").resolve() and (report / "workdir" / "snapshot.pt").is_file()
+    # every save the file watcher saw is in the timeline as written, and the report says nothing is unreadable
+    read = read_timeline(report / "timeline.jsonl")
+    assert read.errors == [], read.note()
+    assert len(of(read.events, CheckpointEv.SAVED)) == obs["checkpoint"]["saves_observed"]
+    assert "could not be read" not in (report / "summary.md").read_text()
+    assert "could not be read" not in (report / "report.html").read_text()
 
 
 def test_a_plain_ddp_script_that_saves_on_sigterm_loses_nothing_to_a_spot_interruption(tmp_path):

@@ -17,7 +17,8 @@ from chaos.analysis.observation import checks, summarize
 from chaos.analysis.recovery import analyze_fault
 from chaos.cli.main import split_script
 from chaos.errors import SpecError
-from chaos.events import AgentEv, CheckpointEv, Event, ProgressEv, Source, Timeline, of
+from chaos.events import AgentEv, CheckpointEv, Event, ProgressEv, Source, Timeline, of, read_timeline
+from chaos.events.progress_events import Step
 from chaos.hypotheses.api import settings
 from chaos.platforms.local.etcd import free_port
 from chaos.spec import JobSpec, Observation, locate_script
@@ -128,37 +129,37 @@ def test_progress_lines_become_steps_with_the_agents_world_size(tmp_path):
     events = follow(tmp_path, [*RDZV_RESULT, "[train] it=00041 loss=0.3", "[train] it=00042 loss=0.2",
                                "unrelated line"], Observation(progress_regex=r"it=(?P<step>\d+)"), nproc=2)
     steps = of(events, ProgressEv.STEP)
-    assert [e.data["step"] for e in steps] == [41, 42]
-    assert steps[0].data["world_size"] == 4 and steps[0].data["world_size_from"] == "agent"  # 2 nodes x 2
-    assert steps[0].data["via"] == "regex" and steps[0].data["restart_count"] == 1
-    assert steps[0].data["line"] == "[train] it=00041 loss=0.3"
+    assert [e.data.step for e in steps] == [41, 42]
+    assert steps[0].data.world_size == 4 and steps[0].data.world_size_from == "agent"  # 2 nodes x 2
+    assert steps[0].data.via == "regex" and steps[0].data.restart_count == 1
+    assert steps[0].data.line == "[train] it=00041 loss=0.3"
 
 
 def test_a_world_size_group_in_the_regex_wins(tmp_path):
     events = follow(tmp_path, [*RDZV_RESULT, "it=7 world=3"],
                     Observation(progress_regex=r"it=(?P<step>\d+) world=(?P<world_size>\d+)"))
-    assert [e.data["world_size"] for e in of(events, ProgressEv.STEP)] == [3]
+    assert [e.data.world_size for e in of(events, ProgressEv.STEP)] == [3]
 
 
 def test_several_local_ranks_printing_one_step_make_one_event(tmp_path):
     events = follow(tmp_path, ["epoch 3 done", "epoch 3 done", "epoch 4 done", *RDZV_RESULT, "epoch 4 done"],
                     Observation(progress_regex=r"epoch (?P<step>\d+) done"))
     # the restarted generation may repeat the last step: that one counts again
-    assert [e.data["step"] for e in of(events, ProgressEv.STEP)] == [3, 4, 4]
+    assert [e.data.step for e in of(events, ProgressEv.STEP)] == [3, 4, 4]
 
 
 def test_a_resume_line_is_a_checkpoint_loaded_and_not_a_step(tmp_path):
     events = follow(tmp_path, ["restored from epoch 20", "epoch 21"],
                     Observation(progress_regex=r"epoch (?P<step>\d+)",
                                 resume_regex=r"restored from epoch (?P<step>\d+)"))
-    assert [(e.type, e.data["step"]) for e in events] == [(CheckpointEv.LOADED, 20), (ProgressEv.STEP, 21)]
+    assert [(e.type, e.data.step) for e in events] == [(CheckpointEv.LOADED, 20), (ProgressEv.STEP, 21)]
 
 
 def test_a_step_group_that_is_not_a_number_is_reported_once(tmp_path):
     events = follow(tmp_path, ["epoch one", "epoch two", "epoch 3"], Observation(progress_regex=r"epoch (?P<step>\w+)"))
     unparsed = of(events, ProgressEv.UNPARSED)
-    assert len(unparsed) == 1 and "'one' is not an integer" in unparsed[0].data["why"]
-    assert [e.data["step"] for e in of(events, ProgressEv.STEP)] == [3]
+    assert len(unparsed) == 1 and "'one' is not an integer" in unparsed[0].data.why
+    assert [e.data.step for e in of(events, ProgressEv.STEP)] == [3]
 
 
 def test_without_a_resume_regex_lost_progress_is_inferred_and_says_so():
@@ -185,7 +186,7 @@ def save_atomically(path: Path, payload: bytes) -> None:
 
 def test_each_replacement_of_the_checkpoint_file_is_one_saved_event(tmp_path):
     tl = Timeline()
-    tl.emit(ProgressEv.STEP, "node-0", t=time.time() - 1, step=40, via="regex")
+    tl.emit(ProgressEv.STEP, "node-0", Step(step=40, via="regex"), t=time.time() - 1)
     snap = tmp_path / "snap.pt"
     w = CheckpointWatcher(tl, snap)
     w.poll()  # baseline: nothing there
@@ -198,9 +199,28 @@ def test_each_replacement_of_the_checkpoint_file_is_one_saved_event(tmp_path):
     w.poll()
     saved = tl.select(Source.CHECKPOINT)
     assert [e.type for e in saved] == [CheckpointEv.SAVED, CheckpointEv.SAVED]
-    assert saved[0].data["path"] == str(snap) and saved[0].data["via"] == "file"
-    assert saved[0].data["step"] == 40 and saved[0].data["step_from"] == "progress"
+    assert saved[0].data.path == str(snap) and saved[0].data.via == "file"
+    assert saved[0].data.step == 40 and saved[0].data.step_from == "progress"
     assert saved[0].t == pytest.approx(snap.stat().st_mtime, abs=5)
+
+
+def test_the_file_watchers_saves_read_back_from_timeline_jsonl_whole(tmp_path):
+    # the defect this guards: a save seen by file carried step_from "progress", the reader took
+    # step_from for an int, dropped every such line and called the file "cut off mid-write"
+    tl = Timeline(tmp_path / "timeline.jsonl")
+    tl.emit(ProgressEv.STEP, "node-0", Step(step=40, via="regex"), t=time.time() - 1)
+    snap = tmp_path / "snap.pt"
+    w = CheckpointWatcher(tl, snap)
+    w.poll()
+    for content in (b"one", b"two!"):
+        save_atomically(snap, content)
+        w.poll()
+        w.poll()
+    tl.close()
+    read = read_timeline(tmp_path / "timeline.jsonl")
+    assert read.errors == [] and read.note() is None
+    saves = of(read.events, CheckpointEv.SAVED)
+    assert len(saves) == 2 and all(e.data.step == 40 and e.data.step_from == "progress" for e in saves)
 
 
 def test_a_write_still_growing_is_not_yet_a_save(tmp_path):
@@ -229,7 +249,7 @@ def test_a_checkpoint_directory_ignores_temporary_files_and_what_was_there_befor
     (tmp_path / "sub" / "step-3.ckpt").write_bytes(b"whole")
     w.poll()
     w.poll()
-    assert [Path(e.data["path"]).name for e in tl.events()] == ["step-3.ckpt"]
+    assert [Path(e.data.path).name for e in tl.events()] == ["step-3.ckpt"]
 
 
 def test_a_checkpoint_path_never_written_fails_the_run_and_lists_the_workdir(tmp_path):

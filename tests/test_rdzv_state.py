@@ -68,7 +68,7 @@ def test_participants_are_named_by_address_where_pids_repeat():
     pod_a, pod_b = NodeDesc("trainer-worker-0.trainer.ns.svc", 1, 0), NodeDesc("trainer-worker-1", 1, 0)
     state = RendezvousState(round=1, complete=True, participants={pod_a: 0, pod_b: 1})
     names = {"trainer-worker-0": "trainer-worker-0", "trainer-worker-1": "trainer-worker-1"}
-    assert [p["node"] for p in describe(state, names)["participants"]] == ["trainer-worker-0", "trainer-worker-1"]
+    assert [p.node for p in describe(state, names).participants] == ["trainer-worker-0", "trainer-worker-1"]
 
 
 def test_participants_sharing_localhost_are_named_by_pid():
@@ -76,4 +76,4 @@ def test_participants_sharing_localhost_are_named_by_pid():
     from chaos.watchers.rendezvous import describe
 
     state = RendezvousState(participants={NodeDesc("localhost", 11, 0): 0, NodeDesc("localhost", 12, 0): 1})
-    assert [p["node"] for p in describe(state, {11: "node-0", 12: "node-1"})["participants"]] == ["node-0", "node-1"]
+    assert [p.node for p in describe(state, {11: "node-0", 12: "node-1"}).participants] == ["node-0", "node-1"]

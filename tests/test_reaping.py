@@ -158,7 +158,7 @@ def test_a_new_run_reaps_dead_runs_first_and_says_so_on_its_timeline(state, tmp_
         guard.open()
         assert gone(node)
         events = timeline.select(RunnerEv.REAPED)
-        assert [e.data["run_id"] for e in events] == ["chaos-before"]
+        assert [e.data.run_id for e in events] == ["chaos-before"]
         assert "chaos-before" in caplog.text and str(node.pid) in caplog.text
     finally:
         guard.close()

@@ -65,16 +65,16 @@ def test_every_change_is_a_state_event_and_a_heartbeat_is_not(etcd, store):
                       state(1, False, [101], t + 4)):
             store.write(KEY, value)
         states = await_event(timeline, RdzvEv.STATE, 3)
-    assert [(s.data["round"], s.data["complete"]) for s in states] == [(0, False), (0, True), (1, False)]
-    assert [e.data["round"] for e in timeline.select(RdzvEv.ROUND_COMPLETE)] == [0]
-    assert [p["id"] for p in states[1].data["participants"]] == ["10.0.0.1_101_0", "10.0.0.1_202_0"]
+    assert [(s.data.round, s.data.complete) for s in states] == [(0, False), (0, True), (1, False)]
+    assert [e.data.round for e in timeline.select(RdzvEv.ROUND_COMPLETE)] == [0]
+    assert [p.id for p in states[1].data.participants] == ["10.0.0.1_101_0", "10.0.0.1_202_0"]
 
 
 def test_a_rendezvous_formed_before_the_watch_is_read_at_once(etcd, store):
     store.write(KEY, state(3, True, [101], time.time()))
     with watching(etcd) as timeline:
         (seen,) = await_event(timeline, RdzvEv.STATE)
-    assert seen.data["round"] == 3 and seen.data["num_nodes"] == 1
+    assert seen.data.round == 3 and seen.data.num_nodes == 1
 
 
 def test_a_deleted_key_is_an_event_and_the_next_rendezvous_is_seen(etcd, store):
@@ -102,14 +102,14 @@ def test_a_pickle_of_a_foreign_class_is_refused_unrun_and_the_watch_goes_on(etcd
         (refused,) = await_event(timeline, RdzvEv.REFUSED)
         store.write(KEY, state(0, True, [101], time.time()))
         await_event(timeline, RdzvEv.STATE)
-    assert "system" in refused.data["reason"] and not marker.exists()
+    assert "system" in refused.data.reason and not marker.exists()
 
 
 def test_a_value_that_is_no_state_is_undecodable_and_the_watch_goes_on(etcd, store):
     with watching(etcd) as timeline:
         store.write(KEY, "%%% not base64 %%%")
         store.write(KEY, encode({"round": 1}, protocol=pickle.HIGHEST_PROTOCOL))
-        reasons = [e.data["reason"] for e in await_event(timeline, RdzvEv.UNDECODABLE, 2)]
+        reasons = [e.data.reason for e in await_event(timeline, RdzvEv.UNDECODABLE, 2)]
         store.write(KEY, state(0, True, [101], time.time()))
         await_event(timeline, RdzvEv.STATE)
     assert "not base64" in reasons[0] and "not a state" in reasons[1]
@@ -126,7 +126,7 @@ def test_a_store_that_goes_away_is_one_event_and_its_return_another(etcd, store)
         await_event(timeline, RdzvEv.STORE_REACHABLE)
         etcd_lib.Client(host="127.0.0.1", port=etcd.client_port).write(KEY, state(1, True, [101], time.time()))
         await_event(timeline, RdzvEv.STATE, 2)
-    assert len(timeline.select(RdzvEv.STORE_UNREACHABLE)) == 1 and gone.data["error"]
+    assert len(timeline.select(RdzvEv.STORE_UNREACHABLE)) == 1 and gone.data.error
 
 
 def test_a_cleared_event_history_is_re_read_not_an_outage(etcd, store):
@@ -138,7 +138,7 @@ def test_a_cleared_event_history_is_re_read_not_an_outage(etcd, store):
         time.sleep(0.6)                  # at least one long poll ends and resumes meanwhile
         store.write(KEY, state(1, True, [101], time.time()))
         states = await_event(timeline, RdzvEv.STATE, 2)
-    assert states[-1].data["round"] == 1
+    assert states[-1].data.round == 1
     assert timeline.select(RdzvEv.STORE_UNREACHABLE) == []
 
 

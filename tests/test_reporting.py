@@ -104,7 +104,7 @@ def test_a_crashed_run_gets_a_report_that_says_what_is_missing(copy_run):
     assert 'class="verdict unknown"' in html and "NO VERDICT" in html
     missing = html[html.index('id="missing"'):html.index("<h2>Recovery")]
     assert "no report.json" in missing
-    assert "1 line(s) of timeline.jsonl could not be read" in missing
+    assert "the last line of timeline.jsonl was cut off mid-write" in missing
     assert "without the &#x27;finished&#x27; phase (last phase: recovering)" in missing
     assert "no rendezvous round completed after the fault" in missing
     assert result.run.faults[0].metrics["detect_s"] is not None  # recomputed from the timeline

@@ -35,7 +35,7 @@ def test_a_worker_error_names_its_root_cause(error, message, root):
 
 def test_a_scripts_own_traceback_line_is_read_without_a_rank_prefix():
     (event,) = events_of(["OSError: [Errno 28] No space left on device: 'snapshot.pt'"])
-    assert event.type == ProgressEv.WORKER_ERROR and event.data["root"] == "disk_full"
+    assert event.type == ProgressEv.WORKER_ERROR and event.data.root == "disk_full"
 
 
 def test_a_job_that_runs_out_of_disk_says_so_not_only_that_its_budget_ran_out():

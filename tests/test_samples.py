@@ -1,6 +1,8 @@
 """Exactly-once accounting of the committed history (chaos.analysis.samples)."""
 from __future__ import annotations
 
+import dataclasses
+
 from chaos.analysis.samples import account_samples
 from chaos.events import CheckpointEv, Event, ProgressEv
 
@@ -73,9 +75,8 @@ def test_a_finished_epoch_that_skipped_samples_has_gaps():
     # one rank of two at world 2, then the world grows to 4 and the epoch ends early
     ev = [loaded(0, 0), step(1, 1, 0, [[0, 4]]), step(1, 1, 1, [[4, 8]]),
           step(2, 2, 0, [[16, 20]], epoch=0), step(3, 3, 0, [[0, 4]], epoch=1)]
-    for e in ev:
-        if e.type == ProgressEv.STEP:
-            e.data["epoch_size"] = 20
+    ev = [dataclasses.replace(e, data=dataclasses.replace(e.data, epoch_size=20)) if e.type == ProgressEv.STEP
+          else e for e in ev]
     acc = account_samples(ev)
     assert [p for _, p in acc.gaps] == list(range(8, 16))
     assert "never trained" in acc.summary()
@@ -98,8 +99,7 @@ def live_world2(steps: int, lagging_rank_reported: int) -> list[Event]:
             if rank == 1 and s > lagging_rank_reported:
                 continue
             e = step(float(s), s, rank, [[base + 4 * rank, base + 4 * rank + 4]])
-            e.data["world_size"] = 2
-            ev.append(e)
+            ev.append(dataclasses.replace(e, data=dataclasses.replace(e.data, world_size=2)))
     return ev
 
 
@@ -111,6 +111,7 @@ def test_a_rank_whose_latest_steps_are_still_in_flight_is_not_a_gap():
 
 def test_a_step_every_rank_reported_still_exposes_a_skipped_sample():
     ev = live_world2(steps=10, lagging_rank_reported=10)
-    ev[5].data["samples"] = [[16, 18]]             # rank 0 of step 3 skipped positions 18..19 ...
+    ev[5] = dataclasses.replace(ev[5], data=dataclasses.replace(ev[5].data, samples=((16, 18),)))  # rank 0 of
+    # step 3 skipped positions 18..19 ...
     acc = account_samples(ev)                      # ... and steps after it are settled
     assert [p for _, p in acc.gaps] == [18, 19]

@@ -14,7 +14,7 @@ from pathlib import Path
 import orphans
 import pytest
 
-from chaos.events import Event, RunnerEv
+from chaos.events import Event, RunnerEv, field_value
 from chaos.platforms.local.procs import is_running
 
 pytestmark = pytest.mark.slow
@@ -34,8 +34,8 @@ def test_sigterm_to_a_run_stops_its_etcd_and_nodes(tmp_path):
                 if timeline.exists():
                     for line in timeline.read_text().splitlines():
                         ev = Event.from_json(json.loads(line))
-                        data = ev.data
-                        pid = data.get("agent_pid") or (data.get("pid") if ev.type == RunnerEv.ETCD_STARTED else None)
+                        pid = field_value(ev.data, "agent_pid") or (
+                            field_value(ev.data, "pid") if ev.type == RunnerEv.ETCD_STARTED else None)
                         if pid:
                             pids.add(int(pid))
                 time.sleep(0.2)

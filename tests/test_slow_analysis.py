@@ -72,7 +72,7 @@ def test_the_recorded_hang_was_found_by_the_peers_collective_timeout_at_20_s():
 
 def test_a_hung_worker_reported_failed_before_any_timeout_is_no_hang():
     evs = [Event.make(ProgressEv.WORKER_ERROR, 25.0, "n0", {"rank": 0, "cause": "timeout", "message": "Timed out"}),
-           Event.make(Event.make(FaultEv.INJECTED, 0.0).type, 0.0, "n1", {"fault": "hung-rank"})]
+           Event.make(FaultEv.INJECTED, 0.0, "n1", {"fault": "hung-rank"})]
     from chaos.events import AgentEv
     evs.append(Event.make(AgentEv.WORKER_FAILED, 3.0, "n1", {"pid": 42, "exitcode": -9, "local_rank": 0}))
     h = hang_detection(evs, target="n1", injected_at=0.0, pg_timeout_s=20.0, hung_pid=42)

@@ -88,8 +88,8 @@ def test_watch_records_rounds_and_an_observed_loss_without_writing_to_etcd(etcd,
     (observed,) = of(events, Source.FAULT)
     assert observed.type == FaultEv.OBSERVED and observed.node == "10.0.0.1_202_0"
     states = of(events, RdzvEv.STATE)
-    assert observed.t == pytest.approx(states[1].data["heartbeats"]["10.0.0.1_202_0"], abs=0.01)
-    assert events[-1].type == RunnerEv.PHASE and events[-1].data["phase"] == "finished"
+    assert observed.t == pytest.approx(states[1].data.heartbeats["10.0.0.1_202_0"], abs=0.01)
+    assert events[-1].type == RunnerEv.PHASE and events[-1].data.phase == "finished"
 
     report = json.loads((record / "report.json").read_text())
     assert report["scenario"] == "watch" and report["platform"] == "etcd"

@@ -30,7 +30,7 @@ from torch.distributed.elastic.rendezvous.dynamic_rendezvous import _NodeDesc, _
 from watch_cli import cli, wait_until_watching
 
 from chaos.errors import UndecodableState, WatcherDied
-from chaos.events import Timeline
+from chaos.events import Timeline, payload_json
 from chaos.platforms.local.etcd import EtcdServer
 from chaos.runner.run import ChaosRun
 from chaos.watchers.api import Watcher
@@ -133,7 +133,7 @@ def decodes_to_readable_fields_or_is_undecodable(raw: Any) -> None:
         event(f"{type(exc).__name__}: {str(exc).split(' is ')[0][:30]}")
         return
     event("decoded")
-    json.dumps(describe(state, {}), allow_nan=False)
+    json.dumps(payload_json(describe(state, {})), allow_nan=False)
 
 
 def pickled(state: Shadow, protocol: int) -> bytes | None:

@@ -240,7 +240,7 @@ def watch_spot_notices(args: argparse.Namespace) -> SpotNoticeWatcher | None:
     if args.spot_notice == "off":
         return None
     watcher = SpotNoticeWatcher(interval_s=args.notice_interval,
-                                on_notice=lambda n: progress.emit("notice", kind=n.kind, detail=n.detail))
+                                on_notice=lambda n: progress.emit("notice", notice=n.kind, detail=n.detail))
     if args.spot_notice == "auto" and not (os.environ.get(ENDPOINT_VAR) or watcher.reachable()):
         return None
     return watcher.start()

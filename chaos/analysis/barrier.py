@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from chaos.events import AgentEv, Event, NodeEv, RdzvEv, first, of, participant_nodes
+from chaos.events import AgentEv, Event, NodeEv, RdzvEv, first, of
 
 STORE_TIMEOUT_S = 300.0
 """The EtcdStore's timeout: c10d's default store timeout; torch's etcd-v2 handler sets none."""
@@ -53,7 +53,7 @@ def stalls(events: Sequence[Event], *, until: float | None = None) -> list[Barri
     closes = of(events, RdzvEv.ROUND_COMPLETE, until=until)
     for i, closed in enumerate(closes):
         ends = closes[i + 1].t if i + 1 < len(closes) else until
-        nodes = participant_nodes(closed)
+        nodes = closed.data.nodes()
         lost = {n: e for n in nodes if (e := first(losses, node=n, after=closed.t, until=ends))}
         finished = {n: e.t for n in nodes if (e := first(done, node=n, after=closed.t, until=ends))}
         # stuck: neither lost nor ever done with a round again (one that was had not been waiting here)
@@ -63,7 +63,6 @@ def stalls(events: Sequence[Event], *, until: float | None = None) -> list[Barri
                 continue        # it had finished the round: an ordinary loss
             waiting = tuple(n for n in stuck if n != node)
             if waiting:
-                rnd = closed.data.get("round")
-                out.append(BarrierStall(rnd if isinstance(rnd, int) else None, closed.t, node,
+                out.append(BarrierStall(closed.data.round, closed.t, node,
                                         loss.t - closed.t, waiting))
     return out

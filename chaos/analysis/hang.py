@@ -77,16 +77,16 @@ def hang_detection(events: Sequence[Event], *, target: str | None, injected_at: 
         out.missing.append("the job's collective timeout is not known (a script sets its own; pass --pg-timeout "
                            "to say what it is)")
     errors = peer_errors(events, target=target, injected_at=injected_at)
-    out.causes = sorted({str(e.data.get("cause")) for e in errors})
-    timed_out = first(errors, ProgressEv.WORKER_ERROR, where=lambda e: e.data.get("cause") == "timeout")
+    out.causes = sorted({str(e.data.cause) for e in errors})
+    timed_out = first(errors, ProgressEv.WORKER_ERROR, where=lambda e: e.data.cause == "timeout")
     if timed_out is None:
         out.missing.append("no peer's collective failed with a timeout")
     else:
         out.timed_out_s = timed_out.t - injected_at
-        out.first_error = {"node": timed_out.node, "rank": timed_out.data.get("rank"),
-                           "message": str(timed_out.data.get("message", ""))[:200]}
+        out.first_error = {"node": timed_out.node, "rank": timed_out.data.rank,
+                           "message": (timed_out.data.message or "")[:200]}
     failed = first(events, AgentEv.WORKER_FAILED, node=target, after=injected_at,
-                   where=lambda e: hung_pid is None or e.data.get("pid") == hung_pid)
+                   where=lambda e: hung_pid is None or e.data.pid == hung_pid)
     if failed is not None and (timed_out is None or failed.t < timed_out.t):
         out.reported_early = True
     restarted = first(events, AgentEv.WORKERS_STARTING, node=target, after=injected_at)
@@ -105,7 +105,7 @@ def of_fault(events: Sequence[Event], kind: str, target: str | None, injected_at
     pid = detail.get("pid")
     if not isinstance(pid, int):
         hung = first(events, NodeEv.WORKER_HUNG, node=target, after=injected_at - 1.0)
-        pids = hung.data.get("pids") if hung is not None else None
-        pid = pids[0] if isinstance(pids, list) and pids else None
+        pids = hung.data.pids if hung is not None else ()
+        pid = pids[0] if pids else None
     return hang_detection(events, target=target, injected_at=injected_at, pg_timeout_s=pg_timeout_s,
                           hung_pid=pid if isinstance(pid, int) else None)

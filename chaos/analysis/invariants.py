@@ -53,16 +53,16 @@ def split_brains(events: Sequence[Event]) -> list[SplitBrain]:
     spans: dict[tuple[str | None, int, int], list[Any]] = {}
     lives: dict[tuple[str | None, int], int] = {}
     for e in of(events, ProgressEv.START, ProgressEv.STEP):
-        pid = e.data.get("pid")
+        pid = e.data.pid
         if pid is None:
             continue
         who = (e.node, int(pid))
         if e.type == ProgressEv.START:     # the first start is life 0, as are steps before any start
             lives[who] = lives.get(who, -1) + 1
             continue
-        if int(e.data.get("rank", 0)) != 0:
+        if (e.data.rank or 0) != 0:
             continue
-        span = spans.setdefault((*who, lives.get(who, 0)), [e.t, e.t, e.node, int(e.data.get("world_size", 0)), 0])
+        span = spans.setdefault((*who, lives.get(who, 0)), [e.t, e.t, e.node, e.data.world_size or 0, 0])
         span[1] = e.t
         span[4] += 1
     found: list[SplitBrain] = []

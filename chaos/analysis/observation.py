@@ -29,10 +29,10 @@ def summarize(events: Sequence[Event], job: JobSpec | None, workdir: Path | None
         return None
     obs = job.observe
     steps = of(events, ProgressEv.STEP)
-    by_regex = [e for e in steps if e.data.get("via") == "regex"]
-    reported = [e for e in steps if e.data.get("via") is None]
+    by_regex = [e for e in steps if e.data.via == "regex"]
+    reported = [e for e in steps if e.data.via is None]
     loaded = of(events, CheckpointEv.LOADED)
-    notes: list[str] = [str(e.data["why"]) for e in of(events, ProgressEv.UNPARSED)]
+    notes: list[str] = [e.data.why or "" for e in of(events, ProgressEv.UNPARSED)]
     out: dict[str, Any] = {
         "script": list(job.script), "workdir": str(workdir) if workdir else job.workdir,
         "unit": obs.unit, "progress_regex": obs.progress_regex, "resume_regex": obs.resume_regex,
@@ -43,7 +43,7 @@ def summarize(events: Sequence[Event], job: JobSpec | None, workdir: Path | None
     }
     if by_regex:
         notes.append("steps are timed when their log line was read (within ~0.1 s); the script stamps none")
-        if any(e.data.get("world_size_from") == "agent" for e in by_regex):
+        if any(e.data.world_size_from == "agent" for e in by_regex):
             notes.append("world size is the agent's rendezvous result (nodes x nproc_per_node)")
         notes.append("exactly-once sample accounting needs sample ranges, which a log line does not "
                      "carry (two-line integration, docs/INTEGRATE.md)")
@@ -62,7 +62,7 @@ def _progress_source(by_regex: list[Event], reported: list[Event]) -> str:
 
 
 def _resume_source(loaded: list[Event], resume_regex: str | None) -> str:
-    if any(e.data.get("via") == "regex" for e in loaded):
+    if any(e.data.via == "regex" for e in loaded):
         return "resume_regex"
     if loaded:
         return "trainer.progress"
@@ -76,7 +76,7 @@ def _checkpoint(events: Sequence[Event], path: str | None, workdir: Path | None)
     if path is None:
         return {"path": None, "saves_reported": len(saved)} if saved else None
     watched = _resolve(path, workdir)
-    observed = [e for e in saved if e.data.get("via") == "file"]
+    observed = [e for e in saved if e.data.via == "file"]
     out: dict[str, Any] = {"path": path, "watched": str(watched) if watched else None,
                            "saves_observed": len(observed), "never_written": watched is not None and not observed}
     if out["never_written"] and workdir is not None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from chaos.events import AgentEv, Event, FaultEv, ProgressEv, RunnerEv, first, of
+from chaos.events import AgentEv, Event, FaultEv, ProgressEv, RunnerEv, field_value, first, of
 
 RESTART_SIGNS = (AgentEv.WORKER_FAILED, AgentEv.WORKER_GROUP_FAILED, AgentEv.MEMBERSHIP_CHANGE,
                  AgentEv.RENDEZVOUS_STARTED, AgentEv.WORKERS_STOPPING, AgentEv.WORKERS_STARTING,
@@ -74,17 +74,17 @@ def forced_shutdown(events: Sequence[Event], f: float, target: str | None, end: 
 def shutdown_wait(events: Sequence[Event], killed: Event) -> float | None:
     """Seconds from the agent's closing signal to the forced kill of the same worker."""
     sent = [e for e in of(events, AgentEv.CLOSING_WORKER, node=killed.node, until=killed.t)
-            if e.data.get("pid") == killed.data.get("pid")]
+            if e.data.pid == field_value(killed.data, "pid")]
     return killed.t - sent[-1].t if sent else None
 
 
 def fault_end(events: Sequence[Event], f: float, kind: str, target: str | None) -> Event | None:
     """When the fault at ``f`` was undone (a thaw, a heal, the store back) while the run
     still watched (a revert at teardown is the toolkit's, not the job's)."""
-    teardown = first(events, RunnerEv.PHASE, after=f, where=lambda e: e.data.get("phase") == "teardown")
+    teardown = first(events, RunnerEv.PHASE, after=f, where=lambda e: e.data.phase == "teardown")
     return first(events, FaultEv.REVERTED, after=f, until=teardown.t if teardown else None,
-                 where=lambda e: e.node == target and e.data.get("fault", kind) == kind
-                 and not str(e.data.get("action", "")).startswith("nothing"))
+                 where=lambda e: e.node == target and (e.data.fault or kind) == kind
+                 and not (e.data.action or "").startswith("nothing"))
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def stall(events: Sequence[Event], f: float, kind: str, target: str | None,
         return None
     steps = of(events, ProgressEv.STEP, until=until)
     after_end = first(steps, after=ended.t, where=old)
-    if after_end is None or after_end.data.get("world_size") != world_size:
+    if after_end is None or after_end.data.world_size != world_size:
         return None
     if first(events, *RESTART_SIGNS, after=f, until=after_end.t) is not None \
             or first(steps, after=f, until=after_end.t, where=lambda e: not old(e)) is not None:
@@ -120,8 +120,8 @@ def stall(events: Sequence[Event], f: float, kind: str, target: str | None,
         return None
     span = [before[-1], *(e for e in window if e.t > f)]
     resumed = max(zip(span, span[1:], strict=False), key=lambda p: p[1].t - p[0].t, default=(span[0], span[0]))[1]
-    pre = max(int(e.data["step"]) for e in window if e.t < resumed.t)
-    regain = first(steps, after=resumed.t - 1e-9, where=lambda e: old(e) and int(e.data["step"]) > pre)
+    pre = max(e.data.step for e in window if e.t < resumed.t)
+    regain = first(steps, after=resumed.t - 1e-9, where=lambda e: old(e) and e.data.step > pre)
     return Stall(pre, regain, ended) if regain is not None else None
 
 
@@ -136,8 +136,9 @@ def unsettled_steps(events: Sequence[Event], f: float, target: str | None, old: 
     for e in of(events, ProgressEv.STEP, after=f, until=until):
         if e.node == target or not old(e):
             continue
-        rank = e.data.get("rank")
-        if any(err.node == e.node and err.t < e.t and err.data.get("rank", rank) == rank for err in errors):
+        rank = e.data.rank
+        if any(err.node == e.node and err.t < e.t and (err.data.rank if err.data.rank is not None else rank) == rank
+               for err in errors):
             out.append(e)
     return out
 

@@ -14,11 +14,24 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
 
 from chaos.analysis.metrics import Metric, Unit, declared, measured, metric, phase
 from chaos.analysis.phases import Mark, Stall, chain, forced_shutdown, stall, unsettled_steps, worker_exit
-from chaos.events import AgentEv, CheckpointEv, Event, FaultEv, NodeEv, ProgressEv, RdzvEv, Source, first, of
+from chaos.events import (
+    AgentEv,
+    CheckpointEv,
+    Event,
+    FaultEv,
+    NodeEv,
+    ProgressEv,
+    RdzvEv,
+    Source,
+    field_value,
+    first,
+    of,
+    payload_json,
+)
 
 _SHOWN = {"table": True, "audit": True, "junit": True, "failure": True}
 
@@ -152,7 +165,7 @@ class Recovery:
         """The timeline slice around this fault, one line per notable event."""
         lines = [f"{self.fault_kind} on {self.target} at t0={self.injected_at:.3f}:"]
         lines += [f"  {e.t - self.injected_at:+8.3f}s  {e.type}  {e.node or ''}  "
-                  f"{_brief(e.data)}" for e in self.evidence]
+                  f"{_brief(payload_json(e.data))}" for e in self.evidence]
         lines += [f"  missing: {m}" for m in self.missing]
         return "\n".join(lines)
 
@@ -208,7 +221,7 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
     before = of(steps, until=f)
     new_gen = _new_generation(events, f)
     if before:
-        rec.world_size_before = int(before[-1].data.get("world_size", 0)) or None
+        rec.world_size_before = before[-1].data.world_size or None
     else:
         rec.missing.append("no step completed before the fault (no steady state)")
     stalled = stall(events, f, kind, target, lambda e: not new_gen(e), rec.world_size_before, until)
@@ -221,25 +234,25 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
     skip = {id(e) for e in unsettled}
     old_gen = [e for e in steps if id(e) not in skip
                and (e.t <= f or (not new_gen(e) and (until is None or e.t <= until)))]
-    rec.pre_step = max((int(e.data["step"]) for e in old_gen), default=0)
+    rec.pre_step = max((e.data.step for e in old_gen), default=0)
     rec.unsettled_steps = len(unsettled)
-    rec.notes += [f"step {e.data.get('step')} on {e.node} (rank {e.data.get('rank')}) came after its worker's "
+    rec.notes += [f"step {e.data.step} on {e.node} (rank {e.data.rank}) came after its worker's "
                   "collective had failed (an aborted NCCL communicator lets a blocked step finish on gradients "
                   "that were never all-reduced): it was never saved and is not counted as progress or as lost"
                   for e in unsettled]
 
     detect = first_detection(events, f, target)
-    rdzv = first(events, RdzvEv.ROUND_COMPLETE, after=f)
+    rdzv: Event | None = first(events, RdzvEv.ROUND_COMPLETE, after=f)
     if rdzv is None:  # no etcd watcher (c10d): fall back to the agents' own word
         rdzv = first(events, AgentEv.RENDEZVOUS_COMPLETE, after=f, where=lambda e: e.node != target)
     resumed = first(events, CheckpointEv.LOADED, after=f)
     first_new = first(steps, after=f, where=new_gen)
-    regain = first(steps, after=f, where=lambda e: new_gen(e) and int(e.data["step"]) > (rec.pre_step or 0))
+    regain = first(steps, after=f, where=lambda e: new_gen(e) and e.data.step > (rec.pre_step or 0))
     # ``until``: the next independent fault (a cascade fired by a trigger does not
     # end the window: see window_end); what follows it is that fault's recovery
     if until is not None:
-        detect, rdzv, resumed, first_new, regain = (
-            m if m is not None and m.t <= until else None for m in (detect, rdzv, resumed, first_new, regain))
+        detect, rdzv, resumed, first_new, regain = (_by(detect, until), _by(rdzv, until), _by(resumed, until),
+                                                     _by(first_new, until), _by(regain, until))
         if regain is None:
             rec.overtaken = True
             rec.missing.append("the next fault came before this one's recovery completed")
@@ -251,17 +264,17 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
     if first_new is not None:
         rec.path = RecoveryPath.RESTART
     if resumed is not None:
-        rec.resumed_from_step = int(resumed.data.get("step", 0))
+        rec.resumed_from_step = resumed.data.step or 0
     elif first_new is not None:
-        rec.resumed_from_step = int(first_new.data["step"]) - 1
+        rec.resumed_from_step = first_new.data.step - 1
         rec.missing.append("no checkpoint-loaded event: resume step inferred from the first step")
     if rec.resumed_from_step is not None and rec.pre_step is not None:
         rec.lost_steps = max(0, rec.pre_step - rec.resumed_from_step)
     if first_new is not None:
-        rec.world_size_after = int(first_new.data.get("world_size", 0)) or None
+        rec.world_size_after = first_new.data.world_size or None
     window = of(steps, after=f, until=until)
     if window:
-        rec.world_size_final = int(window[-1].data.get("world_size", 0)) or None
+        rec.world_size_final = window[-1].data.world_size or None
     rec.replacement_s = _replacement(events, f, target, rec)
     rec.provision_s, rec.join_s, rec.rejoin_s = _machine_split(events, f, target, rec)
     rec.restarts_used = _restarts_used(events, f, until)
@@ -277,6 +290,14 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
     return _finish(rec, events)
 
 
+E = TypeVar("E", bound=Event)
+
+
+def _by(mark: E | None, until: float) -> E | None:
+    """``mark`` when it came no later than ``until``."""
+    return mark if mark is not None and mark.t <= until else None
+
+
 def _stalled(rec: Recovery, events: Sequence[Event], s: Stall, until: float | None) -> Recovery:
     """A fault that ended on its own, training on without a restart: one stall, nothing lost."""
     f = rec.injected_at
@@ -284,9 +305,9 @@ def _stalled(rec: Recovery, events: Sequence[Event], s: Stall, until: float | No
     rec.pre_step = rec.resumed_from_step = s.pre_step
     rec.lost_steps = 0
     rec.regain_s = s.regain.t - f
-    rec.world_size_after = int(s.regain.data.get("world_size", 0)) or None
+    rec.world_size_after = s.regain.data.world_size or None
     window = of(events, ProgressEv.STEP, after=f, until=until)
-    rec.world_size_final = int(window[-1].data.get("world_size", 0)) or None
+    rec.world_size_final = window[-1].data.world_size or None
     why = "the fault ended on its own and the same workers trained on: no restart"
     marks = {p: Mark(not_applicable=why) for p in PHASES}
     marks["stall"] = Mark(s.regain)
@@ -317,7 +338,7 @@ def _evidence(events: Sequence[Event], f: float, end: float | None, marks: list[
     stop = (end if end is not None else f + 60.0) + 1.0
     chosen = {id(m) for m in marks if m is not None}
     out = [e for e in events if f - 2.0 <= e.t <= stop
-           and (id(e) in chosen or (e.source in _NOTABLE and e.type != RdzvEv.STATE))]
+           and (id(e) in chosen or (e.type.source in _NOTABLE and e.type != RdzvEv.STATE))]
     last_before = of(events, ProgressEv.STEP, until=f)[-1:]
     return sorted(last_before + out, key=lambda e: e.t)[:80]
 
@@ -329,19 +350,19 @@ def _new_generation(events: Sequence[Event], f: float) -> Callable[[Event], bool
     worker group on that node since the fault. (PIDs alone do not tell: in pods every
     incarnation counts from 1 in its own PID namespace, so a re-created pod's worker
     often has its predecessor's PID.)"""
-    old_pids = {e.data.get("pid") for e in of(events, Source.PROGRESS, until=f)} - {None}
+    old_pids = {field_value(e.data, "pid") for e in of(events, Source.PROGRESS, until=f)} - {None}
     born: dict[tuple[str | None, Any], list[float]] = {}
     for e in of(events, ProgressEv.START):
-        if e.data.get("pid") is not None:
-            born.setdefault((e.node, e.data["pid"]), []).append(e.t)
+        if e.data.pid is not None:
+            born.setdefault((e.node, e.data.pid), []).append(e.t)
     starts: dict[str | None, list[float]] = {}
-    for e in of(events, AgentEv.WORKERS_STARTING, after=f):
-        starts.setdefault(e.node, []).append(e.t)
+    for s in of(events, AgentEv.WORKERS_STARTING, after=f):
+        starts.setdefault(s.node, []).append(s.t)
 
     def is_new(e: Event) -> bool:
         if e.t <= f:
             return False
-        pid = e.data.get("pid")
+        pid = e.data.pid
         if pid is None:
             return any(t <= e.t for t in starts.get(e.node, ()))
         seen = [t for t in born.get((e.node, pid), ()) if t <= e.t]
@@ -360,11 +381,11 @@ def _since(f: float, ev: Event | None, why: str, rec: Recovery) -> float | None:
 
 
 def _replacement(events: Sequence[Event], f: float, target: str | None, rec: Recovery) -> float | None:
-    newcomers = {e.node for e in of(events, NodeEv.STARTED, after=f) if e.data.get("replaces") == target}
+    newcomers = {e.node for e in of(events, NodeEv.STARTED, after=f) if e.data.replaces == target}
     if not newcomers:
         return None
     joined = first(events, RdzvEv.ROUND_COMPLETE, after=f,
-                   where=lambda e: any(p.get("node") in newcomers for p in e.data.get("participants", [])))
+                   where=lambda e: any(p.node in newcomers for p in e.data.participants))
     if joined is None:
         rec.missing.append("a replacement node started but never joined a complete round")
         return None
@@ -375,18 +396,18 @@ def _machine_split(events: Sequence[Event], f: float, target: str | None,
                    rec: Recovery) -> tuple[float | None, float | None, float | None]:
     """provision / join / rejoin, as a game day splits a replacement, where the node pool
     replaced the lost node's machine (``node/provisioned`` names it); all None elsewhere."""
-    if first(events, NodeEv.PROVISIONING, after=f - 1.0, where=lambda e: e.data.get("replaces") == target
-             and e.data.get("machine") is not None) is None:
+    if first(events, NodeEv.PROVISIONING, after=f - 1.0, where=lambda e: e.data.replaces == target
+             and e.data.machine is not None) is None:
         return None, None, None
-    made = first(events, NodeEv.PROVISIONED, after=f, where=lambda e: e.data.get("replaces") == target)
+    made = first(events, NodeEv.PROVISIONED, after=f, where=lambda e: e.data.replaces == target)
     if made is None:
         rec.missing.append("the replacement machine never joined the cluster")
         return None, None, None
-    machine = made.data.get("machine")
-    added = first(events, NodeEv.MACHINE_ADDED, after=f, where=lambda e: e.data.get("machine") == machine)
+    machine = made.data.machine
+    added = first(events, NodeEv.MACHINE_ADDED, after=f, where=lambda e: e.data.machine == machine)
     ready = first(events, NodeEv.MACHINE_READY, NodeEv.MACHINE_ADDED, after=f,
-                  where=lambda e: e.data.get("machine") == machine and (e.type == NodeEv.MACHINE_READY
-                                                                        or e.data.get("ready") is True))
+                  where=lambda e: e.data.machine == machine and (e.type == NodeEv.MACHINE_READY
+                                                                 or e.data.ready is True))
     provision = None if added is None else added.t - f
     join = None if added is None or ready is None else max(0.0, ready.t - added.t)
     rejoin = None
@@ -422,8 +443,8 @@ def analyze(events: Sequence[Event]) -> list[Recovery]:
     """One Recovery per injected fault in the timeline (a triggered fault — a
     cascade — stays inside the window of the fault before it)."""
     faults = faults_in(events)
-    marks = [(fe.t, "trigger" in fe.data) for fe in faults]
-    return [analyze_fault(events, kind=str(fe.data.get("fault", fe.kind)), target=fe.node,
+    marks = [(fe.t, fe.data.trigger is not None) for fe in faults]
+    return [analyze_fault(events, kind=fe.data.fault, target=fe.node,
                           injected_at=fe.t, until=window_end(fe.t, marks)) for fe in faults]
 
 
@@ -503,7 +524,7 @@ def job_outcome(events: Sequence[Event], job: Any = None) -> JobOutcome:
     if not starts or starts - set(ends):
         return JobOutcome(JobState.RUNNING)
     if first(events, ProgressEv.FINISHED) is not None \
-            and all(e.data.get("exit_code") == 0 for e in ends.values() if e.type == NodeEv.EXITED):
+            and all(e.data.exit_code == 0 for e in ends.values() if e.type == NodeEv.EXITED):
         return JobOutcome(JobState.FINISHED, ["every node finished training"])
     why = [_node_failure(node, ends[node], of(events, Source.AGENT, node=node), getattr(job, "max_restarts", None))
            for node in sorted(n for n in ends if n)]
@@ -521,9 +542,9 @@ def job_outcome(events: Sequence[Event], job: Any = None) -> JobOutcome:
 def _root_cause(errors: list[Event]) -> tuple[RootCause, str] | None:
     """The last root cause a node's worker errors named, with the error line."""
     for e in reversed(errors):
-        root = e.data.get("root")
+        root = e.data.root
         if isinstance(root, str) and root in {r.value for r in RootCause}:
-            line = f"{e.data.get('error', 'an error')}: {str(e.data.get('message', ''))[:160]}"
+            line = f"{e.data.error or 'an error'}: {(e.data.message or '')[:160]}"
             return RootCause(root), line
     return None
 
@@ -533,17 +554,17 @@ def _node_failure(node: str, end: Event, agent: list[Event], budget: int | None)
     failures = of(agent, AgentEv.WORKER_GROUP_FAILED)
     rdzv = of(agent, *_RDZV_FAILED)
     if end.type == NodeEv.LOST:
-        return FailureCause.LOST_TO_FAULT, f"{node} was lost to a fault ({end.data.get('action', 'killed')})"
+        return FailureCause.LOST_TO_FAULT, f"{node} was lost to a fault ({end.data.action or 'killed'})"
     if rdzv:
         return (FailureCause.RENDEZVOUS_FAILED,
-                f"{node} could not rendezvous: {rdzv[-1].data.get('error') or rdzv[-1].kind}")
+                f"{node} could not rendezvous: {field_value(rdzv[-1].data, 'error') or rdzv[-1].type.name}")
     if failures or first(agent, AgentEv.AGENT_GAVE_UP) is not None:
         spent = len(failures)
         return (FailureCause.RESTARTS_EXHAUSTED,
                 f"{node} exhausted its restart budget: its worker group failed {spent + 1} time(s), "
                 f"restarted {spent} time(s)" + (f" (max_restarts={budget})" if budget is not None else "")
                 + ", then its agent gave up")
-    return FailureCause.EXITED, f"{node} exited with code {end.data.get('exit_code')}"
+    return FailureCause.EXITED, f"{node} exited with code {end.data.exit_code}"
 
 
 def goodput(events: Sequence[Event], end: float | None = None) -> float | None:
@@ -554,17 +575,17 @@ def goodput(events: Sequence[Event], end: float | None = None) -> float | None:
     counts as lost). Downtime and replayed steps both lower it."""
     from chaos.analysis.samples import account_samples
 
-    steps = [e for e in of(events, ProgressEv.STEP) if int(e.data.get("rank", 0)) == 0]
+    steps = [e for e in of(events, ProgressEv.STEP) if (e.data.rank or 0) == 0]
     if len(steps) < 2:
         return None
     by_pid: dict[Any, list[float]] = {}
     for e in steps:  # a script's regex steps carry no pid: one series per node
-        by_pid.setdefault((e.data.get("pid"), e.node), []).append(e.t)
+        by_pid.setdefault((e.data.pid, e.node), []).append(e.t)
     gaps = sorted(b - a for ts in by_pid.values() for a, b in zip(ts, ts[1:], strict=False))
     if not gaps:
         return None
     step_time = gaps[len(gaps) // 2]
-    committed = account_samples(events).committed_steps or len({e.data.get("step") for e in steps})
+    committed = account_samples(events).committed_steps or len({e.data.step for e in steps})
     last = max(steps[-1].t, end) if end is not None else steps[-1].t
     wall = last - (steps[0].t - step_time)
     return max(0.0, min(1.0, committed * step_time / wall)) if wall > 0 else None

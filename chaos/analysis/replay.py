@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from chaos.events import Event, FaultEv, ProgressEv, RunnerEv, last, of
+from chaos.events import Event, FaultEv, ProgressEv, RunnerEv, last, of, payload_json
 
 REPLAY_OVER = "replay-over"
 """The runner phase that ends a replay's goodput window."""
@@ -27,15 +27,15 @@ REPLAY_OVER = "replay-over"
 
 def replay_summary(events: Sequence[Event], checkpoint_every: int | None = None) -> dict[str, Any] | None:
     """report.json's ``replay`` block from a timeline; None when the run replayed no trace."""
-    started = last(events, RunnerEv.PHASE, where=lambda e: e.data.get("phase") == "replay")
+    started = last(events, RunnerEv.PHASE, where=lambda e: e.data.phase == "replay")
     if started is None:
         return None
-    rows = [dict(e.data, node=e.node) for e in of(events, FaultEv.REPLAYED)]
+    rows = [{**payload_json(e.data), "node": e.node} for e in of(events, FaultEv.REPLAYED)]
     injected = [r for r in rows if r.get("outcome") == "injected"]
     late = [abs(float(r["late_s"])) for r in injected if isinstance(r.get("late_s"), (int, float))]
-    return {"trace": started.data.get("trace"), "compress": started.data.get("compress"),
-            "by": started.data.get("by"), "started_at": round(started.t, 3),
-            "preemptions": started.data.get("preemptions"), "injected": len(injected),
+    return {"trace": started.data.trace, "compress": started.data.compress,
+            "by": started.data.by, "started_at": round(started.t, 3),
+            "preemptions": started.data.preemptions, "injected": len(injected),
             "skipped": len(rows) - len(injected), "max_late_s": round(max(late), 3) if late else None,
             "checkpoint_every": checkpoint_every, "goodput": replay_goodput(events, started.t),
             "rows": rows}
@@ -44,18 +44,18 @@ def replay_summary(events: Sequence[Event], checkpoint_every: int | None = None)
 def replay_goodput(events: Sequence[Event], start: float) -> float | None:
     """Goodput from ``start`` to the last step (the module docstring); None without steps
     on both sides of ``start``."""
-    over = last(events, RunnerEv.PHASE, where=lambda e: e.data.get("phase") == REPLAY_OVER and e.t > start)
+    over = last(events, RunnerEv.PHASE, where=lambda e: e.data.phase == REPLAY_OVER and e.t > start)
     steps = [e for e in of(events, ProgressEv.STEP, until=over.t if over else None)
-             if int(e.data.get("rank", 0)) == 0]
+             if (e.data.rank or 0) == 0]
     before = [e for e in steps if e.t <= start]
     after = [e for e in steps if e.t > start]
     if len(before) < 3 or not after:
         return None
     gaps = sorted(b.t - a.t for a, b in zip(before, before[1:], strict=False)
-                  if a.data.get("pid") == b.data.get("pid"))
+                  if a.data.pid == b.data.pid)
     if not gaps:
         return None
     step_s = gaps[len(gaps) // 2]
-    progress = max(int(e.data["step"]) for e in after) - int(before[-1].data["step"])
+    progress = max(e.data.step for e in after) - before[-1].data.step
     wall = after[-1].t - start
     return round(max(0.0, min(1.0, progress * step_s / wall)), 4) if wall > 0 else None

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from chaos.events import CheckpointEv, Event, ProgressEv
+from chaos.events.progress_events import Step
 
 
 @dataclass
@@ -64,22 +65,21 @@ def account_samples(events: Iterable[Event]) -> SampleAccount:
     epoch_size: int | None = None
     for e in sorted(events, key=lambda ev: ev.t):
         if e.type == CheckpointEv.LOADED:
-            restored = int(e.data.get("step") or 0)
+            restored = e.data.step or 0
             doomed = [s for s in history if s > restored]
             account.rolled_back_steps += sum(len(history[s]) for s in doomed)
             for s in doomed:
                 del history[s]
                 world.pop(s, None)
-        elif e.type == ProgressEv.STEP and "samples" in e.data:
+        elif e.type == ProgressEv.STEP and e.data.samples is not None:
+            step: Step = e.data
             account.accounted = True
-            if e.data.get("epoch_size") is not None:
-                epoch_size = int(e.data["epoch_size"])
-            rank = int(e.data.get("rank", 0))
-            ranges = [list(r) for r in e.data["samples"]]
-            n = int(e.data["step"])
-            history.setdefault(n, {})[rank] = (int(e.data.get("epoch", 0)), ranges)
-            if e.data.get("world_size") is not None:
-                world[n] = max(world.get(n, 0), int(e.data["world_size"]))
+            if step.epoch_size is not None:
+                epoch_size = step.epoch_size
+            ranges = [list(r) for r in step.samples or ()]
+            history.setdefault(step.step, {})[step.rank or 0] = (step.epoch or 0, ranges)
+            if step.world_size is not None:
+                world[step.step] = max(world.get(step.step, 0), step.world_size)
     account.committed_steps = len(history)
     counts: dict[int, Counter[int]] = {}
     frontier: dict[int, int] = {}  # epoch -> furthest position a settled step consumed

@@ -126,7 +126,7 @@ def step_rate(steps: Sequence[Event], start: float, end: float) -> float | None:
     firsts: dict[int, float] = {}
     for e in steps:
         if start <= e.t <= end:
-            n = int(e.data.get("step", 0))
+            n = e.data.step
             firsts[n] = min(e.t, firsts.get(n, e.t))
     if len(firsts) < 2:
         return None
@@ -140,15 +140,15 @@ def rank_paces(steps: Sequence[Event], start: float, end: float) -> list[RankPac
     ranks whose steps carry ``sync_s`` (the reference trainer's)."""
     series: dict[tuple[Any, ...], list[Event]] = {}
     for e in steps:
-        series.setdefault((e.node, int(e.data.get("rank", 0)), e.data.get("pid")), []).append(e)
+        series.setdefault((e.node, e.data.rank or 0, e.data.pid), []).append(e)
     paces = []
     for (node, rank, _pid), evs in series.items():
         own, sync = [], []
         for a, b in zip(evs, evs[1:], strict=False):
-            s = b.data.get("sync_s")
-            if start <= a.t and b.t <= end and isinstance(s, (int, float)) and not isinstance(s, bool):
-                own.append(max(0.0, b.t - a.t - float(s)))
-                sync.append(float(s))
+            s = b.data.sync_s
+            if start <= a.t and b.t <= end and s is not None:
+                own.append(max(0.0, b.t - a.t - s))
+                sync.append(s)
         if own:
             paces.append(RankPace(node, rank, len(own), sum(own) / len(own), sum(sync) / len(sync)))
     return sorted(paces, key=lambda p: -p.own_s)
@@ -162,7 +162,7 @@ def throughput(events: Sequence[Event], *, target: str | None, injected_at: floa
     steps = of(events, ProgressEv.STEP)
     out = Throughput(target, injected_at, factor=factor)
     restored = first(events, FaultEv.REVERTED, node=target, after=injected_at,
-                     where=lambda e: e.data.get("fault") == "straggler")
+                     where=lambda e: e.data.fault == "straggler")
     end = events[-1].t if events else injected_at
     out.restored_at = restored.t if restored is not None else None
     until = out.restored_at if out.restored_at is not None else end

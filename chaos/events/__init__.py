@@ -1,24 +1,38 @@
 """One timeline of everything observed during a run, and the closed vocabulary of
-what it can hold: ``timeline`` (Event, Timeline, the query helpers) and
-``vocabulary`` (Source, EventType and one namespace of types per source)."""
+what it can hold: ``timeline`` (Event, Timeline, the query helpers and the one
+typed reader of timeline.jsonl), ``vocabulary`` (one namespace of types per
+source) and ``payload`` (each type's data, declared next to it)."""
 from __future__ import annotations
 
-from chaos.events.timeline import Event, Selector, Timeline, first, last, of, participant_nodes, read_events
+from chaos.events.payload import Nothing, Payload, PayloadError, Undeclared, field_value, payload_json
+from chaos.events.timeline import (
+    Event,
+    LineError,
+    Selector,
+    Timeline,
+    TimelineRead,
+    first,
+    last,
+    of,
+    read_events,
+    read_timeline,
+)
+from chaos.events.types import EventType, Source
 from chaos.events.vocabulary import (
     ALL_TYPES,
     AgentEv,
     CheckpointEv,
-    EventType,
     FaultEv,
     NodeEv,
     ProgressEv,
     RdzvEv,
     RunnerEv,
-    Source,
+    declared,
 )
 
 __all__ = [
-    "ALL_TYPES", "AgentEv", "CheckpointEv", "Event", "EventType", "FaultEv", "NodeEv", "ProgressEv",
-    "RdzvEv", "RunnerEv", "Selector", "Source", "Timeline", "first", "last", "of", "participant_nodes",
-    "read_events",
+    "ALL_TYPES", "AgentEv", "CheckpointEv", "Event", "EventType", "FaultEv", "LineError", "NodeEv", "Nothing",
+    "Payload", "PayloadError", "ProgressEv", "RdzvEv", "RunnerEv", "Selector", "Source", "Timeline",
+    "TimelineRead", "Undeclared", "declared", "field_value", "first", "last", "of", "payload_json",
+    "read_events", "read_timeline",
 ]

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from chaos.errors import InjectionFailed
-from chaos.events import Event, FaultEv, Timeline
+from chaos.events import Event, FaultEv, Timeline, payload_json
+from chaos.events.fault_events import Injected, Observed, Planned, Reverted
 from chaos.options import validate
 from chaos.platforms.api import Capability, Hit, Platform
 
@@ -46,6 +47,20 @@ class FaultRecord:
         if self.hit is not None:
             out["hit"] = {"action": self.hit.action, "pids": list(self.hit.pids), **self.hit.detail}
         return out
+
+    def event_payload(self) -> Injected:
+        """The ``fault/injected`` event's payload: the fault, what it hit, and its detail."""
+        return Injected.read({**{k: v for k, v in self.to_json().items() if k not in ("kind", "target", "injected_at")},
+                              "fault": self.kind})
+
+    @classmethod
+    def from_event(cls, e: Event[Injected] | Event[Observed]) -> FaultRecord:
+        """The record a ``fault/injected`` event (or a watch's ``fault/observed``) holds."""
+        entry: dict[str, Any] = {**{k: v for k, v in payload_json(e.data).items() if k != "fault"},
+                                 "kind": e.data.fault, "target": e.node, "injected_at": e.t}
+        if e.type == FaultEv.OBSERVED:
+            entry["observed"] = True
+        return cls.from_json(entry)
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> FaultRecord:
@@ -112,12 +127,11 @@ class Fault(abc.ABC):
         names the event-trigger that fired it (an armed fault: a cascade is measured
         as part of the recovery it interrupted)."""
         plan = self.plan(platform)
-        timeline.emit(FaultEv.PLANNED, plan.target, fault=self.kind, actions=list(plan.actions))
+        timeline.emit(FaultEv.PLANNED, plan.target, Planned(fault=self.kind, actions=plan.actions))
         record = self._inject(platform, plan, timeline)
         if trigger is not None:
             record = replace(record, detail={**record.detail, "trigger": trigger})
-        timeline.emit(FaultEv.INJECTED, record.target, t=record.injected_at, fault=self.kind,
-                      **{k: v for k, v in record.to_json().items() if k not in ("kind", "target", "injected_at")})
+        timeline.emit(FaultEv.INJECTED, record.target, record.event_payload(), t=record.injected_at)
         return record
 
     def revert(self, platform: Platform, timeline: Timeline, record: FaultRecord) -> None:
@@ -125,7 +139,7 @@ class Fault(abc.ABC):
         something to undo."""
         hit = self._revert(platform, record)
         if hit is not None:
-            timeline.emit(FaultEv.REVERTED, record.target, t=hit.at, fault=self.kind, action=hit.action)
+            timeline.emit(FaultEv.REVERTED, record.target, Reverted(fault=self.kind, action=hit.action), t=hit.at)
 
     def _revert(self, platform: Platform, record: FaultRecord) -> Hit | None:
         return None  # most faults have nothing to undo

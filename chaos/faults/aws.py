@@ -24,6 +24,7 @@ from typing import ClassVar
 
 from chaos.errors import FaultUnavailable, SpecError
 from chaos.events import FaultEv, Timeline
+from chaos.events.fault_events import FisState
 from chaos.faults.api import Fault, FaultPlan, FaultRecord, StopCheck
 from chaos.platforms.api import Hit, Platform
 from chaos.platforms.aws.actions import (
@@ -118,7 +119,7 @@ class FisSpotInterruption(AwsFault):
                                               stop_alarm_arn=self._stop_alarm_arn(side))
 
         def on_state(status: str, reason: str) -> None:
-            timeline.emit(FaultEv.FIS_STATE, chosen[0].name, status=status, reason=reason)
+            timeline.emit(FaultEv.FIS_STATE, chosen[0].name, FisState(status=status, reason=reason))
         outcome = side.actions.run_experiment(template, timeout_s=self.timeout_s, poll_s=self.poll_s,
                                               should_stop=self.should_stop, on_state=on_state)
         # AWS interrupts the instance durationBeforeInterruption after the start, and the experiment

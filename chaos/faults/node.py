@@ -59,12 +59,12 @@ class KillDuringCheckpoint(KillNode):
         started = timeline.select(CheckpointEv.STARTED, node=plan.target, until=record.injected_at)
         if not started:
             return record
-        step = started[-1].data.get("step")
+        step = started[-1].data.step
         saved_first = first(timeline.events(), CheckpointEv.SAVED, node=plan.target, until=record.injected_at,
-                            where=lambda e: e.data.get("step") == step) is not None
+                            where=lambda e: e.data.step == step) is not None
         return FaultRecord(self.kind, plan.target, record.injected_at, record.hit,
                            {"checkpoint_step": step, "during_write": not saved_first,
-                            "checkpoint_path": started[-1].data.get("path")})
+                            "checkpoint_path": started[-1].data.path})
 
 
 @dataclass

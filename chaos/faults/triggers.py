@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from chaos.events import AgentEv, CheckpointEv, Event, EventType, RdzvEv
+from chaos.events import AgentEv, CheckpointEv, Event, EventType, RdzvEv, field_value
 
 REFORMING = frozenset({AgentEv.WORKER_GROUP_FAILED, AgentEv.RENDEZVOUS_STARTED, AgentEv.MEMBERSHIP_CHANGE})
 """What a survivor's agent says as it starts re-forming the rendezvous."""
@@ -31,14 +31,14 @@ def on_event(type: EventType, **data: Any) -> Trigger:
     """Fires on the first event of ``type`` whose data has the given values."""
     detail = "".join(f" {k}={v}" for k, v in data.items())
     return Trigger(f"on {type}{detail}",
-                   lambda e: e.type == type and all(e.data.get(k) == v for k, v in data.items()))
+                   lambda e: e.type == type and all(field_value(e.data, k) == v for k, v in data.items()))
 
 
 def checkpoint_started(min_step: int = 1) -> Trigger:
     """Fires when a periodic checkpoint of ``min_step`` or later starts being written."""
     return Trigger(f"when a checkpoint (step >= {min_step}) starts being written",
                    lambda e: e.type == CheckpointEv.STARTED
-                   and int(e.data.get("step", 0)) >= min_step and e.data.get("reason", "periodic") == "periodic")
+                   and (e.data.step or 0) >= min_step and (e.data.reason or "periodic") == "periodic")
 
 
 def during_rendezvous(after: float = 0.0) -> Trigger:

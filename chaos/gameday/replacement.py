@@ -62,15 +62,15 @@ class ReplacementSplit:
 def split(events: list[Event], *, fault_at: float, targets: list[str]) -> ReplacementSplit:
     """The replacement split of the first replacement after ``fault_at`` of ``targets``."""
     states = of(events, NodeEv.INSTANCE_STATE)
-    lost = [e.t for e in states if e.data.get("instance") in targets
-            and e.data.get("state") in GONE and e.t >= fault_at - 1]
+    lost = [e.t for e in states if e.data.instance in targets
+            and e.data.state in GONE and e.t >= fault_at - 1]
     lost_at = min(lost) if lost else fault_at
-    running = [e for e in states if e.data.get("new") and e.data.get("state") == "running" and e.t >= lost_at - 1]
+    running = [e for e in states if e.data.new and e.data.state == "running" and e.t >= lost_at - 1]
     if not running:
         return ReplacementSplit(lost_at, missing=("no replacement instance reached running",))
     first = min(running, key=lambda e: e.t)
-    instance = str(first.data["instance"])
-    joined = [e.t for e in of(events, NodeEv.INSTANCE_JOINED) if e.data.get("instance") == instance]
+    instance = first.data.instance
+    joined = [e.t for e in of(events, NodeEv.INSTANCE_JOINED) if e.data.instance == instance]
     if not joined:
         return ReplacementSplit(lost_at, first.t, instance=instance,
                                 missing=("its Kubernetes node was not seen Ready (no --job, or it did not join)",))

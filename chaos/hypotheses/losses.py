@@ -112,7 +112,7 @@ def loss_after_round(t: Trial) -> None:
         done = sorted({str(e.node) for e in t.run.timeline.select(AgentEv.RENDEZVOUS_COMPLETE, after=closed.t,
                                                                    until=cascade.injected_at)})
         t.verdict.require(not done, f"the second loss ({cascade.target}) hit {cascade.injected_at - closed.t:.2f}s "
-                                    f"after round {closed.data.get('round')} closed, when the agents that had "
+                                    f"after round {closed.data.round} closed, when the agents that had "
                                     f"finished it were: {', '.join(done) or 'none'}", check="window")
     rec = t.run.wait_for_recovery(first_record, timeout=t.params.within_s)
     t.check_recovered(rec)
@@ -166,9 +166,8 @@ def kill_during_checkpoint(t: Trial) -> None:
         record = armed.wait(timeout=t.opts.timeout_s)
         rec = t.recover(record)
         step = record.detail.get("checkpoint_step")
-        complete = [int(e.data["step"]) for e in of(t.run.timeline.events(), CheckpointEv.SAVED,
-                                                    until=record.injected_at)
-                    if step is not None and int(e.data.get("step", 0)) < int(step)]
+        complete = [e.data.step for e in of(t.run.timeline.events(), CheckpointEv.SAVED, until=record.injected_at)
+                    if step is not None and e.data.step is not None and e.data.step < int(step)]
         newest = max(complete, default=0)
         t.verdict.require(record.detail.get("during_write") is True,
                           f"#{i + 1}: the kill landed while checkpoint {step} was being written", check="aim")

@@ -74,11 +74,11 @@ def _recreated(t: Trial, record: FaultRecord, *, lost_at_most: int | None = None
 
 def _saved_on_sigterm(t: Trial, record: FaultRecord) -> None:
     saves = [e for e in t.run.timeline.select(CheckpointEv.SAVED, node=record.target, after=record.injected_at)
-             if e.data.get("reason") == "sigterm"]
+             if e.data.reason == "sigterm"]
     if t.job.script:
         t.verdict.skip(f"whether the script on {record.target} saved on SIGTERM (only the reference trainer says "
                        "why it saves)", check="emergency-save")
         return
     t.verdict.require(bool(saves), f"the trainer on {record.target} saved a checkpoint on SIGTERM "
-                                   f"({'step ' + str(saves[0].data.get('step')) if saves else 'none'})",
+                                   f"({'step ' + str(saves[0].data.step) if saves else 'none'})",
                       check="emergency-save")

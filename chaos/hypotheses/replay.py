@@ -19,6 +19,7 @@ from typing import Any
 
 from chaos.analysis.replay import REPLAY_OVER, replay_goodput
 from chaos.events import FaultEv
+from chaos.events.fault_events import Replayed, Skipped
 from chaos.faults.api import FaultRecord, pick_victim
 from chaos.faults.trace import Bursts, ReplayBy, Trace, read_trace
 from chaos.hypotheses.api import Trial, hypothesis
@@ -75,13 +76,14 @@ def replay(t: Trial) -> None:
                                "trace_node": pre.node, "trace_group": pre.group, "slot": slot}
         target, why = _aim(t, slot, p.total_loss)
         if target is None:
-            t.run.timeline.emit(FaultEv.SKIPPED, None, reason=why, replay_index=i)
-            t.run.timeline.emit(FaultEv.REPLAYED, None, outcome="skipped", reason=why, **row)
+            t.run.timeline.emit(FaultEv.SKIPPED, None, Skipped(reason=why, replay_index=i))
+            t.run.timeline.emit(FaultEv.REPLAYED, None, Replayed.read({**row, "outcome": "skipped", "reason": why}))
             continue
         record = t.inject(t.fault(node=target))
         records.append(record)
-        t.run.timeline.emit(FaultEv.REPLAYED, target, outcome="injected", injected_at=round(record.injected_at, 3),
-                            late_s=round(record.injected_at - due, 3), **row)
+        t.run.timeline.emit(FaultEv.REPLAYED, target, Replayed.read(
+            {**row, "outcome": "injected", "injected_at": round(record.injected_at, 3),
+             "late_s": round(record.injected_at - due, 3)}))
     if records:
         t.recover(records[-1])
     _check(t, trace, start)
@@ -121,11 +123,11 @@ def _check(t: Trial, trace: Trace, start: float) -> None:
     v = t.verdict
     t.run.phase(REPLAY_OVER)   # the goodput window's end, for the verdict and report.json alike
     events = t.run.timeline.events()
-    rows = [e.data for e in events if e.type == FaultEv.REPLAYED]
-    injected = [r for r in rows if r.get("outcome") == "injected"]
+    rows: list[Replayed] = [e.data for e in events if e.type == FaultEv.REPLAYED]
+    injected = [r for r in rows if r.outcome == "injected"]
     v.require(len(rows) == len(trace), f"every preemption of the trace came due: {len(injected)} injected, "
                                        f"{len(rows) - len(injected)} skipped of {len(trace)}", check="replayed")
-    late = [float(r["late_s"]) for r in injected]
+    late = [r.late_s for r in injected if r.late_s is not None]
     v.require(all(abs(x) <= ON_TIME_S for x in late),
               f"each hit at its compressed offset (within {ON_TIME_S:g}s; latest {max(late, default=0.0):+.2f}s)",
               check="on-time")

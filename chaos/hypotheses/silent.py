@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from chaos.analysis.hang import peer_errors
 from chaos.analysis.recovery import Recovery, RecoveryPath
 from chaos.analysis.timeouts import TORCH_PG_TIMEOUT_S, TRAINER_PG_TIMEOUT_S
-from chaos.events import CheckpointEv, Event, ProgressEv, RunnerEv
+from chaos.events import CheckpointEv, Event, ProgressEv, RunnerEv, field_value
 from chaos.faults.api import FaultRecord
 from chaos.faults.node import KillNode
 from chaos.faults.spot import AWS_TIMING, SpotInterruption
@@ -123,9 +123,9 @@ def _how(rec: Recovery) -> str:
 def collective_failures(events: list[Event], record: FaultRecord) -> list[str]:
     """Why the survivors' collectives failed after ``record`` (timeout, connection_closed;
     an NCCL watchdog line that does not say which is left out)."""
-    return sorted({str(e.data.get("cause")) for e in peer_errors(events, target=record.target,
+    return sorted({str(e.data.cause) for e in peer_errors(events, target=record.target,
                                                                  injected_at=record.injected_at)
-                   if e.data.get("cause") != "unknown"})
+                   if e.data.cause != "unknown"})
 
 
 @hypothesis("partition", "network black hole around one node: no packet in or out, no reset (root)",
@@ -178,10 +178,10 @@ def spot_interruption(t: Trial) -> None:
         _script_saved_in_time(t, record, events, noticed)
     else:
         expected = {"interruption"} | ({"rebalance"} if rebalance else set())
-        seen = {str(e.data.get("kind")) for e in noticed}
+        seen = {str(e.data.notice or field_value(e.data, "kind")) for e in noticed}
         t.verdict.require(seen == expected, f"the trainer on {record.target} observed the notices "
                                             f"({', '.join(sorted(seen)) or 'none'})", check="noticed")
-        reasons = {str(e.data.get("reason")) for e in events if e.type == CheckpointEv.SAVED}
+        reasons = {str(e.data.reason) for e in events if e.type == CheckpointEv.SAVED}
         # on the earliest notice seen: the rebalance recommendation, or the interruption notice
         # when one poll of the metadata service found both
         on_notice = {"spot-rebalance", "spot-interruption"} if rebalance else {"spot-interruption"}

@@ -17,6 +17,8 @@ from typing import Any, ClassVar
 
 from chaos.errors import FaultUnavailable, InjectionFailed, PlatformError
 from chaos.events import NodeEv, RunnerEv, Timeline
+from chaos.events.node_events import Acted, Lost, Notice, Restored, Slowed, WorkerActed
+from chaos.events.runner_events import JobStarted, JobStopped, StoreStopped
 from chaos.options import option
 from chaos.spec import JobSpec
 
@@ -124,8 +126,8 @@ class Platform(abc.ABC):
         if self.job is not None:
             raise PlatformError(f"{self.name} platform already runs job {self.job.run_id}; stop it first")
         self.job = job
-        self.timeline.emit(RunnerEv.JOB_STARTED, run_id=job.run_id, platform=self.name,
-                           spec=job.to_json())
+        self.timeline.emit(RunnerEv.JOB_STARTED, None, JobStarted(run_id=job.run_id, platform=self.name,
+                                                                  spec=job.to_json()))
         self._start(job)
 
     def stop(self) -> None:
@@ -135,7 +137,7 @@ class Platform(abc.ABC):
         try:
             self._stop()
         finally:
-            self.timeline.emit(RunnerEv.JOB_STOPPED, run_id=self.job.run_id)
+            self.timeline.emit(RunnerEv.JOB_STOPPED, None, JobStopped(run_id=self.job.run_id))
             self.job = None
 
     def __enter__(self) -> Platform:
@@ -197,8 +199,8 @@ class Platform(abc.ABC):
         """
         self._require_node(node)
         hit = self._kill_node(node, graceful=graceful, grace_s=grace_s)
-        self.timeline.emit(NodeEv.LOST, node, t=hit.at, action=hit.action, pids=list(hit.pids),
-                           **hit.detail)
+        self.timeline.emit(NodeEv.LOST, node, Lost.read({**hit.detail, "action": hit.action, "pids": hit.pids}),
+                           t=hit.at)
         return hit
 
     def kill_plan(self, node: str, *, graceful: bool = False) -> tuple[str, ...]:
@@ -212,7 +214,7 @@ class Platform(abc.ABC):
         self._require(Capability.NOTICE)
         self._require_node(node)
         hit = self._send_notice(node, kind, terminate_at=terminate_at)
-        self.timeline.emit(NodeEv.NOTICE, node, t=hit.at, notice=kind, terminate_at=terminate_at)
+        self.timeline.emit(NodeEv.NOTICE, node, Notice(notice=kind, terminate_at=terminate_at), t=hit.at)
         return hit
 
     def partition_node(self, node: str) -> Hit:
@@ -234,7 +236,7 @@ class Platform(abc.ABC):
         self._require(Capability.FREEZE)
         self._require_node(node)
         hit = self._freeze_node(node)
-        self.timeline.emit(NodeEv.FROZEN, node, t=hit.at, action=hit.action, pids=list(hit.pids))
+        self.timeline.emit(NodeEv.FROZEN, node, Acted(action=hit.action, pids=hit.pids), t=hit.at)
         return hit
 
     def thaw_node(self, node: str) -> Hit:
@@ -248,7 +250,7 @@ class Platform(abc.ABC):
         self._require(Capability.WORKER_CRASH)
         self._require_node(node)
         hit = self._kill_worker(node, local_rank=local_rank)
-        self.timeline.emit(NodeEv.WORKER_KILLED, node, t=hit.at, pids=list(hit.pids), local_rank=local_rank)
+        self.timeline.emit(NodeEv.WORKER_KILLED, node, WorkerActed(pids=hit.pids, local_rank=local_rank), t=hit.at)
         return hit
 
     def add_node(self) -> NodeInfo:
@@ -263,7 +265,7 @@ class Platform(abc.ABC):
         (connections accepted, never answered). Its data stays."""
         self._require(Capability.STORE_OUTAGE)
         hit = self._stop_store(how=how)
-        self.timeline.emit(RunnerEv.STORE_STOPPED, t=hit.at, action=hit.action, how=how.value)
+        self.timeline.emit(RunnerEv.STORE_STOPPED, None, StoreStopped(action=hit.action, how=how.value), t=hit.at)
         return hit
 
     def start_store(self) -> Hit:
@@ -280,15 +282,15 @@ class Platform(abc.ABC):
         self._require(Capability.SLOW_DOWN)
         self._require_node(node)
         hit = self._slow_node(node, factor=factor, period_s=period_s)
-        self.timeline.emit(NodeEv.SLOWED, node, t=hit.at, action=hit.action, factor=factor, period_s=period_s,
-                           **hit.detail)
+        self.timeline.emit(NodeEv.SLOWED, node, Slowed.read({**hit.detail, "action": hit.action, "factor": factor,
+                                                             "period_s": period_s}), t=hit.at)
         return hit
 
     def restore_speed(self, node: str) -> Hit:
         """Undo ``slow_node`` (the node runs at full speed, nothing of it left stopped).
         Idempotent; a gone node is nothing to restore."""
         hit = self._restore_speed(node)
-        self.timeline.emit(NodeEv.RESTORED, node, t=hit.at, action=hit.action, **hit.detail)
+        self.timeline.emit(NodeEv.RESTORED, node, Restored.read({**hit.detail, "action": hit.action}), t=hit.at)
         return hit
 
     def hang_worker(self, node: str, *, local_rank: int = 0) -> Hit:
@@ -297,14 +299,14 @@ class Platform(abc.ABC):
         self._require(Capability.HANG_WORKER)
         self._require_node(node)
         hit = self._hang_worker(node, local_rank=local_rank)
-        self.timeline.emit(NodeEv.WORKER_HUNG, node, t=hit.at, pids=list(hit.pids), local_rank=local_rank)
+        self.timeline.emit(NodeEv.WORKER_HUNG, node, WorkerActed(pids=hit.pids, local_rank=local_rank), t=hit.at)
         return hit
 
     def resume_worker(self, node: str, pid: int) -> Hit:
         """Undo ``hang_worker`` for the worker ``pid`` (SIGCONT) if it is still that process.
         Idempotent; a worker its agent has killed meanwhile is nothing to resume."""
         hit = self._resume_worker(node, pid)
-        self.timeline.emit(NodeEv.WORKER_RESUMED, node, t=hit.at, action=hit.action, pids=list(hit.pids))
+        self.timeline.emit(NodeEv.WORKER_RESUMED, node, Acted(action=hit.action, pids=hit.pids), t=hit.at)
         return hit
 
     # optional hooks: a backend overrides those it supports and says so in unavailable()

@@ -83,12 +83,11 @@ def _states(run: RunData, start: float, end: float) -> list[Event]:
 
 
 def _members(e: Event, key: str) -> set[str]:
-    return {str(p.get("node") or p.get("id")) for p in e.data.get(key) or [] if isinstance(p, dict)}
+    return set(e.data.nodes(key))
 
 
 def _ids_of(e: Event, node: str) -> set[str]:
-    return {str(p.get("id")) for p in e.data.get("participants") or []
-            if isinstance(p, dict) and p.get("node") == node}
+    return {str(p.id) for p in e.data.participants if p.node == node}
 
 
 def _rdzv_done(fault: FaultView) -> float | None:
@@ -142,7 +141,7 @@ def _keep_alive(run: RunData, i: int, fault: FaultView) -> Finding | None:
 def _last_heartbeat(events: list[Event], ids: set[str], before: float) -> float | None:
     """The target's last heartbeat seen in the rendezvous states (watchers that record them)."""
     beats = [float(v) for e in of(events, RdzvEv.STATE, until=before)
-             for k, v in (e.data.get("heartbeats") or {}).items() if k in ids and isinstance(v, (int, float))]
+             for k, v in e.data.heartbeats.items() if k in ids]
     return max(beats, default=None)
 
 
@@ -152,8 +151,7 @@ def _present(e: Event, node: str, ids: set[str]) -> bool:
 
 
 def _raw_ids(e: Event) -> set[str]:
-    return {str(p.get("id")) for key in ("participants", "wait_list") for p in e.data.get(key) or []
-            if isinstance(p, dict)}
+    return {str(p.id) for p in (*e.data.participants, *e.data.wait_list)}
 
 
 def _last_call(run: RunData, i: int, fault: FaultView) -> Finding | None:
@@ -164,10 +162,10 @@ def _last_call(run: RunData, i: int, fault: FaultView) -> Finding | None:
     if complete is None:
         return None
     lo, hi = _node_range(run.job)
-    size = len(complete.data.get("participants") or [])
-    rnd = complete.data.get("round")
-    forming = [e for e in _states(run, fault.injected_at, done) if e.data.get("round") == rnd
-               and not e.data.get("complete") and len(e.data.get("participants") or []) >= lo]
+    size = len(complete.data.participants)
+    rnd = complete.data.round
+    forming = [e for e in _states(run, fault.injected_at, done) if e.data.round == rnd
+               and not e.data.complete and len(e.data.participants) >= lo]
     if not forming or hi is None or size >= hi:
         return None  # max_nodes joined: the last call ended early
     lct, default = _setting(run.job, "last_call_timeout")
@@ -224,7 +222,7 @@ def _save_s(events: list[Event]) -> float | None:
     started: dict[Any, float] = {}
     durations = []
     for e in of(events, CheckpointEv.STARTED, CheckpointEv.SAVED):
-        key = (e.node, e.data.get("pid"), e.data.get("step"))
+        key = (e.node, e.data.pid, e.data.step)
         if e.type == CheckpointEv.STARTED:
             started[key] = e.t
         elif key in started:

@@ -59,7 +59,7 @@ def _error(run: RunData, fault: FaultView) -> Event | None:
 def _collective_timeout(run: RunData, i: int, fault: FaultView) -> Finding | None:
     detect = fault.phases.get("detect")
     err = _error(run, fault)
-    if detect is None or err is None or err.data.get("cause") != "timeout":
+    if detect is None or err is None or err.data.cause != "timeout":
         return None
     given = _job(run, "pg_timeout_s")
     timeout = float(given) if isinstance(given, (int, float)) else TRAINER_PG_TIMEOUT_S
@@ -83,7 +83,7 @@ def _dump_wait(run: RunData, i: int, fault: FaultView) -> Finding | None:
     given = _job(run, "nccl_dump_wait_ms")
     wait_ms = int(given) if isinstance(given, int) else TORCH_DUMP_WAIT_MS
     dumped = first(run.events, ProgressEv.NCCL_DUMP, node=err.node, after=err.t - 1.0)
-    if dumped is None and err.data.get("via") != "nccl":
+    if dumped is None and err.data.via != "nccl":
         return None  # not NCCL: a gloo worker exits as soon as its collective raises
     if exit_s < 0.5 * wait_ms / 1000:
         return None
@@ -106,7 +106,7 @@ def _dump_wait(run: RunData, i: int, fault: FaultView) -> Finding | None:
 
 def _heartbeat(run: RunData, i: int, fault: FaultView) -> Finding | None:
     stuck = first(run.events, ProgressEv.WORKER_ERROR, after=fault.injected_at,
-                  where=lambda e: e.data.get("cause") == "watchdog_stuck" and e.node != fault.target)
+                  where=lambda e: e.data.cause == "watchdog_stuck" and e.node != fault.target)
     if stuck is None:
         return None
     given = _job(run, "nccl_heartbeat_timeout_s")
@@ -133,9 +133,9 @@ def _shutdown(run: RunData, i: int, fault: FaultView) -> Finding | None:
     why = (f"it was blocked in a collective that had failed at +{err.t - f:.1f} s (the reference trainer acts "
            "on SIGTERM only between steps)") if err is not None else "it did not act on SIGTERM"
     nccl = (" On NCCL a short TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC (the fast preset: 1000) lets such a worker "
-            "exit on its own before the agent has to stop it.") if err is not None and err.data.get("via") == "nccl" \
+            "exit on its own before the agent has to stop it.") if err is not None and err.data.via == "nccl" \
         else ""
-    text = (f"{wait:.1f} s of the agent's shutdown wait on {killed.node}: it sent worker {killed.data.get('pid')} "
+    text = (f"{wait:.1f} s of the agent's shutdown wait on {killed.node}: it sent worker {killed.data.pid} "
             f"SIGTERM at +{killed.t - wait - f:.1f} s and killed it at +{killed.t - f:.1f} s because {why}. "
             f"torch's agent waits {AGENT_SHUTDOWN_WAIT_S} s whenever it restarts workers (torch 2.13: not "
             "configurable there; TORCH_ELASTIC_SHUTDOWN_TIMEOUT sets only the agent's own exit)." + nccl)

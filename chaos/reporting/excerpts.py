@@ -93,7 +93,7 @@ def excerpt(node: str, path: Path, start: float, end: float, tz: datetime.tzinfo
 
     def flush() -> None:
         if folded:
-            steps = [ev.data.get("step") for _, text in folded
+            steps = [ev.data.step for _, text in folded
                      if (ev := parse_progress(text, "")) is not None and ev.type == ProgressEv.STEP]
             what = f"steps {steps[0]}..{steps[-1]}" if steps else "progress lines"
             picked.append(Line(folded[0][0], f"... {len(folded)} trainer progress line(s) ({what}) ...",

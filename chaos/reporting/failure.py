@@ -14,7 +14,8 @@ from pathlib import Path
 
 from chaos.analysis import recovery
 from chaos.analysis.recovery import Recovery
-from chaos.events import Event, ProgressEv, Source, participant_nodes
+from chaos.events import Event, ProgressEv, payload_json
+from chaos.events.rdzv_events import RdzvState
 from chaos.reporting.result import RunResult
 
 MAX_LINES = 40
@@ -22,9 +23,9 @@ BEFORE_S = 3.0
 
 
 def _describe(e: Event) -> str:
-    data = {k: v for k, v in e.data.items() if k not in ("spec", "heartbeats", "redundancy_list")}
-    if e.source == Source.RENDEZVOUS and "participants" in data:
-        names, waiting = list(participant_nodes(e)), list(participant_nodes(e, "wait_list"))
+    data = {k: v for k, v in payload_json(e.data).items() if k not in ("spec", "heartbeats", "redundancy_list")}
+    if isinstance(e.data, RdzvState):
+        names, waiting = list(e.data.nodes()), list(e.data.nodes("wait_list"))
         text = f"round={data.get('round')} complete={data.get('complete')} participants={names}"
         return text + (f" waiting={waiting}" if waiting else "")
     text = ", ".join(f"{k}={v}" for k, v in data.items())
@@ -46,8 +47,8 @@ def timeline_slice(events: Sequence[Event], fault_times: Sequence[float], t0: fl
         if steps:
             first, last = steps[0], steps[-1]
             lines.append(f"  {_at(first.t - t0)}  progress   {len(steps)} step event(s): step "
-                         f"{first.data.get('step')} .. {last.data.get('step')} "
-                         f"(world size {last.data.get('world_size')})")
+                         f"{first.data.step} .. {last.data.step} "
+                         f"(world size {last.data.world_size})")
             steps.clear()
 
     for e in sorted(events, key=lambda e: e.t):
@@ -57,7 +58,8 @@ def timeline_slice(events: Sequence[Event], fault_times: Sequence[float], t0: fl
             steps.append(e)
             continue
         fold()
-        lines.append(f"  {_at(e.t - t0)}  {e.source:<10} {e.kind:<20} {e.node or '':<8} {_describe(e)}".rstrip())
+        lines.append(f"  {_at(e.t - t0)}  {e.type.source:<10} {e.type.name:<20} {e.node or '':<8} "
+                     f"{_describe(e)}".rstrip())
     fold()
     if len(lines) > max_lines:
         half = max_lines // 2

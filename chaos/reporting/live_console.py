@@ -16,7 +16,20 @@ import threading
 import time
 from typing import TextIO
 
-from chaos.events import AgentEv, CheckpointEv, Event, FaultEv, NodeEv, ProgressEv, RdzvEv, RunnerEv, Source, Timeline
+from chaos.events import (
+    AgentEv,
+    CheckpointEv,
+    Event,
+    FaultEv,
+    NodeEv,
+    ProgressEv,
+    RdzvEv,
+    RunnerEv,
+    Source,
+    Timeline,
+    field_value,
+    payload_json,
+)
 
 CLEAR = "\r\x1b[K"
 
@@ -118,51 +131,60 @@ class ConsoleProgress:
 
     def on_event(self, e: Event) -> None:
         if e.type == RunnerEv.PHASE:
-            self.phase = str(e.data.get("phase"))
+            self.phase = e.data.phase
         if e.type == ProgressEv.STEP:
-            self.step = e.data.get("step")
-            self.world_size = e.data.get("world_size")
+            self.step = e.data.step
+            self.world_size = e.data.world_size
         line = self.describe(e)
         if line:
             self._say(line)
-        if e.type == RunnerEv.PHASE and e.data.get("phase") == "finished":
+        if e.type == RunnerEv.PHASE and e.data.phase == "finished":
             self.close()
 
     def describe(self, e: Event) -> str | None:
         d = e.data
         if e.type == RunnerEv.PHASE:
-            extra = ", ".join(f"{k}={v}" for k, v in d.items() if k != "phase")
-            return f"phase: {d['phase']}" + (f" ({extra})" if extra else "")
+            extra = ", ".join(f"{k}={v}" for k, v in payload_json(d).items() if k != "phase")
+            return f"phase: {d.phase}" + (f" ({extra})" if extra else "")
         if e.type == RunnerEv.ETCD_STARTED:
-            return f"etcd {d.get('version')} up at {d.get('endpoint')} (pid {d.get('pid')})"
-        if e.source == Source.NODE:
-            return {NodeEv.STARTED: f"{e.node}: agent started (pid {d.get('agent_pid')})"
-                    + (f", replacing {d['replaces']}" if d.get("replaces") else ""),
-                    NodeEv.LOST: f"{e.node}: LOST ({d.get('action')}, {len(d.get('pids', []))} processes)",
-                    NodeEv.EXITED: f"{e.node}: agent exited with code {d.get('exit_code')}",
-                    NodeEv.PROVISIONING: f"provisioning a replacement for {d.get('replaces')} "
-                                         f"in {d.get('delay_s')}s",
-                    NodeEv.NOTICE: f"{e.node}: {d.get('notice')} notice"
-                                   + (f", terminating in {float(d['terminate_at']) - e.t:.0f}s"
-                                      if isinstance(d.get("terminate_at"), (int, float)) else "")}.get(e.type)
+            return f"etcd {d.version} up at {d.endpoint} (pid {d.pid})"
+        if e.type.source == Source.NODE:
+            return self._node(e)
         if e.type == FaultEv.INJECTED:
-            return f"FAULT {d.get('fault')} injected on {e.node}"
-        if e.source == Source.FAULT and e.type != FaultEv.PLANNED:
-            return f"fault {d.get('fault', '')}: {e.kind}" + (f" on {e.node}" if e.node else "")
+            return f"FAULT {d.fault} injected on {e.node}"
+        if e.type.source == Source.FAULT and e.type != FaultEv.PLANNED:
+            return f"fault {field_value(d, 'fault') or ''}: {e.type.name}" + (f" on {e.node}" if e.node else "")
         if e.type == RdzvEv.ROUND_COMPLETE:
-            names = [p.get("node") or p.get("id") for p in d.get("participants", [])]
-            return f"rendezvous round {d.get('round')} complete: {len(names)} node(s) {names}"
+            names = list(d.nodes())
+            return f"rendezvous round {d.round} complete: {len(names)} node(s) {names}"
         if e.type in (RdzvEv.STORE_UNREACHABLE, RdzvEv.STORE_REACHABLE, RdzvEv.REFUSED):
-            return f"rendezvous store: {e.kind}"
+            return f"rendezvous store: {e.type.name}"
         if e.type in (AgentEv.WORKER_GROUP_FAILED, AgentEv.MEMBERSHIP_CHANGE):
-            return f"{e.node}: agent {e.kind.replace('_', ' ')} {d}"
+            return f"{e.node}: agent {e.type.name.replace('_', ' ')} {payload_json(d)}"
         if e.type == CheckpointEv.LOADED:
-            return f"{e.node}: checkpoint {e.kind} (step {d.get('step')})" if d.get("rank", 0) == 0 else None
+            return f"{e.node}: checkpoint {e.type.name} (step {d.step})" if (d.rank or 0) == 0 else None
         if e.type == CheckpointEv.CORRUPT:
-            return f"{e.node}: checkpoint CORRUPT {d.get('path')}: {d.get('reason')}"
-        if e.type == ProgressEv.STEP and d.get("rank") == 0 and not self.out.live:
+            return f"{e.node}: checkpoint CORRUPT {d.path}: {d.reason}"
+        if e.type == ProgressEv.STEP and d.rank == 0 and not self.out.live:
             now = time.time()
             if now - self._last_step_print >= self.step_every_s:
                 self._last_step_print = now
-                return f"training: step {d.get('step')} at world size {d.get('world_size')}"
+                return f"training: step {d.step} at world size {d.world_size}"
+        return None
+
+    @staticmethod
+    def _node(e: Event) -> str | None:
+        d = e.data
+        if e.type == NodeEv.STARTED:
+            return f"{e.node}: agent started (pid {d.agent_pid})" + (f", replacing {d.replaces}" if d.replaces else "")
+        if e.type == NodeEv.LOST:
+            return f"{e.node}: LOST ({d.action}, {len(d.pids)} processes)"
+        if e.type == NodeEv.EXITED:
+            return f"{e.node}: agent exited with code {d.exit_code}"
+        if e.type == NodeEv.PROVISIONING:
+            return f"provisioning a replacement for {d.replaces} in {d.delay_s}s"
+        if e.type == NodeEv.NOTICE:
+            return f"{e.node}: {d.notice} notice" + (
+                f", terminating in {d.terminate_at - e.t:.0f}s" if d.terminate_at is not None else "")
+        return None
         return None

@@ -18,7 +18,7 @@ from typing import Any
 
 from chaos.analysis import recovery as analysis
 from chaos.errors import SpecError
-from chaos.events import Event, FaultEv, RunnerEv, first, of
+from chaos.events import Event, FaultEv, RunnerEv, first, of, read_timeline
 from chaos.faults.api import FaultRecord
 from chaos.reporting.result import REPORT, SCHEMA_VERSION, TIMELINE, FaultResult, RunResult, placement_of
 from chaos.reporting.schema import check_report
@@ -119,22 +119,6 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def read_timeline(path: Path) -> tuple[list[Event], int]:
-    """Events in time order, and how many lines did not parse (a crash mid-write)."""
-    events: list[Event] = []
-    bad = 0
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            try:
-                events.append(Event.from_json(json.loads(line)))
-            except (ValueError, KeyError, TypeError, AttributeError):
-                bad += 1
-    events.sort(key=lambda e: e.t)
-    return events, bad
-
-
 def load_run(folder: Path) -> RunData:
     """Load a report folder. Raises SpecError when it holds neither report.json
     nor timeline.jsonl (it is not a report folder)."""
@@ -149,10 +133,11 @@ def load_run(folder: Path) -> RunData:
     events: list[Event] = []
     bad = 0
     if timeline_path.exists():
-        events, bad = read_timeline(timeline_path)
-        if bad:
-            missing.append(f"{bad} line(s) of {TIMELINE} could not be read (cut off mid-write?) "
-                           "and were skipped")
+        read = read_timeline(timeline_path)
+        events, bad = read.events, len(read.errors)
+        note = read.note(TIMELINE)
+        if note is not None:
+            missing.append(note)
     else:
         missing.append(f"no {TIMELINE}: no timeline picture, no log excerpts by time")
     report, has_report = _read_report(report_path, missing)
@@ -205,11 +190,11 @@ def _read_report(path: Path, missing: list[str]) -> tuple[dict[str, Any], bool]:
 def reconstruct_report(events: list[Event]) -> dict[str, Any]:
     """A report.json-shaped dict from a timeline alone (no verdict: none was reached)."""
     started = first(events, RunnerEv.JOB_STARTED)
-    spec = started.data.get("spec") if started else None
+    spec = started.data.spec if started else None
     return {
         "schema_version": SCHEMA_VERSION,
         "scenario": None,
-        "platform": started.data.get("platform") if started else None,
+        "platform": started.data.platform if started else None,
         "job": spec if isinstance(spec, dict) else None,
         "verdict": {"passed": None, "reasons": ["no verdict: the run never finished"]},
         "faults": [f.to_json() for f in fault_results(events)],
@@ -233,13 +218,9 @@ def fault_results(events: list[Event]) -> list[FaultResult]:
     marks = fault_events(events)
     for i, fe in enumerate(marks):
         until = marks[i + 1].t if i + 1 < len(marks) else None
-        kind = str(fe.data.get("fault", fe.kind))
-        rec = analysis.analyze_fault(events, kind=kind, target=fe.node, injected_at=fe.t, until=until)
-        entry: dict[str, Any] = {**{k: v for k, v in fe.data.items() if k != "fault"},
-                                 "kind": kind, "target": fe.node, "injected_at": fe.t, "hit": fe.data.get("hit")}
-        if fe.type == FaultEv.OBSERVED:
-            entry["observed"] = True
-        out.append(FaultResult.measure(FaultRecord.from_json(entry), rec, events))
+        record = FaultRecord.from_event(fe)
+        rec = analysis.analyze_fault(events, kind=record.kind, target=fe.node, injected_at=fe.t, until=until)
+        out.append(FaultResult.measure(record, rec, events))
     return out
 
 
@@ -250,8 +231,8 @@ def _check_finished(events: list[Event], missing: list[str], have_timeline: bool
         missing.append(f"{TIMELINE} holds no events")
         return
     phases = of(events, RunnerEv.PHASE)
-    if not any(e.data.get("phase") == "finished" for e in phases):
-        last = phases[-1].data.get("phase") if phases else "none"
+    if not any(e.data.phase == "finished" for e in phases):
+        last = phases[-1].data.phase if phases else "none"
         missing.append(f"the timeline ends without the 'finished' phase (last phase: {last}): "
                        "the run was interrupted, events after that are lost")
 

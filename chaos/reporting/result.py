@@ -41,7 +41,7 @@ from chaos.analysis.throughput import Throughput
 from chaos.analysis.throughput import of_fault as throughput_of
 from chaos.analysis.verdict import Verdict
 from chaos.errors import SpecError
-from chaos.events import Event, RunnerEv, last
+from chaos.events import Event, RunnerEv, last, payload_json
 from chaos.faults.api import FaultRecord
 from chaos.spec import JobSpec
 
@@ -219,7 +219,7 @@ class RunResult:
 def placement_of(events: list[Event]) -> dict[str, Any] | None:
     """The GPU placement the local platform recorded at start (runner/gpu_placement), if any."""
     e = last(events, RunnerEv.GPU_PLACEMENT)
-    return dict(e.data) if e is not None else None
+    return payload_json(e.data) if e is not None else None
 
 
 def _job(raw: Any) -> JobSpec | None:

@@ -22,9 +22,10 @@ from chaos.events import (
     RdzvEv,
     RunnerEv,
     Source,
+    field_value,
     first,
     of,
-    participant_nodes,
+    payload_json,
 )
 
 
@@ -128,10 +129,8 @@ def _int(v: Any, default: int = 0) -> int:
 def _steps(events: list[Event]) -> list[StepSeries]:
     by_proc: dict[tuple[str, int, int | None], list[tuple[float, int]]] = {}
     for e in of(events, ProgressEv.STEP):
-        if "step" in e.data:
-            pid = e.data.get("pid")
-            key = (e.node or "?", _int(e.data.get("rank")), pid if isinstance(pid, int) else None)
-            by_proc.setdefault(key, []).append((e.t, _int(e.data["step"])))
+        key = (e.node or "?", e.data.rank or 0, e.data.pid)
+        by_proc.setdefault(key, []).append((e.t, e.data.step))
     return [StepSeries(node=k[0], rank=k[1], pid=k[2], points=tuple(v))
             for k, v in sorted(by_proc.items(), key=lambda kv: kv[1][0][0])]
 
@@ -152,14 +151,14 @@ def steady_step_s(steps: list[StepSeries], before: float | None) -> float | None
 
 
 def _rounds(events: list[Event]) -> list[Round]:
-    etcd = [Round(t=e.t, round=_int(e.data.get("round"), -1), nodes=participant_nodes(e),
-                  size=len(participant_nodes(e)), source="etcd")
+    etcd = [Round(t=e.t, round=e.data.round if e.data.round is not None else -1, nodes=e.data.nodes(),
+                  size=len(e.data.participants), source="etcd")
             for e in of(events, RdzvEv.ROUND_COMPLETE)]
     if etcd:
         return etcd
     rounds: list[Round] = []  # c10d: no etcd to watch; the agents' own lines, grouped
     for e in of(events, AgentEv.RENDEZVOUS_COMPLETE):
-        size = e.data.get("group_world_size")
+        size = e.data.group_world_size
         if rounds and e.t - rounds[-1].t < 2.0:
             last = rounds[-1]
             rounds[-1] = Round(t=last.t, round=None, nodes=(*last.nodes, e.node or "?"),
@@ -186,20 +185,20 @@ def _lifetimes(events: list[Event], t_end: float) -> list[Lifetime]:
     for node, s in starts.items():
         end = ends.get(node)
         if end is not None:
-            out.append(Lifetime(node, s.t, end.t, end.kind, s.data.get("replaces")))
+            out.append(Lifetime(node, s.t, end.t, end.type.name, s.data.replaces))
         else:
-            out.append(Lifetime(node, s.t, stopped or t_end, "stopped" if stopped else "running",
-                                s.data.get("replaces")))
+            out.append(Lifetime(node, s.t, stopped or t_end, "stopped" if stopped else "running", s.data.replaces))
     return out
 
 
 def _marker(e: Event) -> Marker:
     skip = {"fault", "hit", "actions"}
-    detail = ", ".join(f"{k}={v}" for k, v in e.data.items() if k not in skip)
-    hit = e.data.get("hit")
+    data = payload_json(e.data)
+    detail = ", ".join(f"{k}={v}" for k, v in data.items() if k not in skip)
+    hit = data.get("hit")
     if isinstance(hit, dict) and hit.get("action"):
         detail = f"action={hit['action']}" + (f", {detail}" if detail else "")
-    return Marker(t=e.t, kind=e.kind, fault=str(e.data.get("fault") or e.kind), node=e.node,
+    return Marker(t=e.t, kind=e.type.name, fault=str(data.get("fault") or e.type.name), node=e.node,
                   detail=detail[:200])
 
 
@@ -210,7 +209,7 @@ def _world_size(events: list[Event], steady: float | None) -> list[tuple[float, 
     out: list[tuple[float, int]] = []
     last_t: float | None = None
     for e in of(events, ProgressEv.STEP):
-        ws = _int(e.data.get("world_size"))
+        ws = e.data.world_size or 0
         if last_t is not None and e.t - last_t > gap:
             out.append((last_t + (steady or 0.0), 0))
         if not out or out[-1][1] != ws:
@@ -225,11 +224,12 @@ def _checkpoints(events: list[Event]) -> list[tuple[float, int, str]]:
     seen: set[tuple[str, int, int]] = set()
     out = []
     for e in of(events, CheckpointEv.SAVED, CheckpointEv.LOADED, CheckpointEv.CORRUPT):
-        if "step" in e.data:
-            key = (e.kind, _int(e.data["step"]), _int(e.data.get("restart_count")))
-            if key not in seen and not (e.type == CheckpointEv.LOADED and _int(e.data["step"]) == 0):
+        step = field_value(e.data, "step")
+        if isinstance(step, int):
+            key = (e.type.name, step, field_value(e.data, "restart_count") or 0)
+            if key not in seen and not (e.type == CheckpointEv.LOADED and step == 0):
                 seen.add(key)
-                out.append((e.t, _int(e.data["step"]), e.kind))
+                out.append((e.t, step, e.type.name))
     return out
 
 

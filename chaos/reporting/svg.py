@@ -261,7 +261,7 @@ def _fault_lines(series: Series, faults: Sequence[FaultView], sx: _Scale, bottom
                    f'fill="{FAULT_COLOR}">{escape(label)}</text>'
                    f'{_t(f"{label} {how} at +{f.injected_at - sx.t0:.1f}s")}</g>')
     for m in series.markers:
-        if m.kind == FaultEv.INJECTED.kind:  # markers are fault events; the faults are drawn above
+        if m.kind == FaultEv.INJECTED.name:  # markers are fault events; the faults are drawn above
             continue
         x = sx.x(m.t)
         tip = f"fault {m.fault}: {m.kind}" + (f" on {m.node}" if m.node else "") + \

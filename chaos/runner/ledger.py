@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from chaos.errors import ChaosError, FaultUnavailable, RecoveryTimeout
 from chaos.events import Event, FaultEv, RunnerEv, Timeline
+from chaos.events.fault_events import Armed, Skipped, Triggered
+from chaos.events.runner_events import Phase
 from chaos.faults.api import Fault, FaultRecord
 from chaos.faults.triggers import Trigger
 from chaos.platforms.api import Platform
@@ -50,8 +52,9 @@ class ArmedFault:
 
     def _fire(self, event: Event) -> None:
         try:
-            self.ledger.timeline.emit(FaultEv.TRIGGERED, event.node, fault=self.fault.kind, trigger=str(self.trigger),
-                                      by={"source": event.source, "kind": event.kind, "t": event.t})
+            self.ledger.timeline.emit(FaultEv.TRIGGERED, event.node, Triggered(
+                fault=self.fault.kind, trigger=str(self.trigger),
+                by={"source": event.type.source, "kind": event.type.name, "t": event.t}))
             self.record = self.ledger.inject(self.fault, trigger=str(self.trigger))
         except BaseException as exc:  # surfaced by wait()
             self.error = exc
@@ -95,7 +98,7 @@ class FaultLedger:
         interruption waits out its notice). A fault with ``duration_s`` is reverted by
         a timer. ``trigger``: the armed trigger that fired it."""
         self._available(fault)
-        self.timeline.emit(RunnerEv.PHASE, phase="inject", fault=fault.kind)
+        self.timeline.emit(RunnerEv.PHASE, None, Phase(phase="inject", fault=fault.kind))
         record = fault.inject(self.platform, self.timeline, trigger=trigger)
         applied = _Applied(fault, record)
         with self._lock:
@@ -111,7 +114,7 @@ class FaultLedger:
         """Inject ``fault`` when ``trigger`` matches a later event; returns at once."""
         self._available(fault)
         armed = ArmedFault(self, fault, trigger)
-        self.timeline.emit(FaultEv.ARMED, None, fault=fault.kind, trigger=str(trigger))
+        self.timeline.emit(FaultEv.ARMED, None, Armed(fault=fault.kind, trigger=str(trigger)))
         self.timeline.subscribe(armed.on_event)
         return armed
 
@@ -146,7 +149,8 @@ class FaultLedger:
         ``duration_s`` seconds. A fault is skipped (and recorded as skipped) when
         fewer than ``min_alive`` + 1 nodes are alive. Blocks for the duration."""
         rng = random.Random(seed)
-        self.timeline.emit(RunnerEv.PHASE, phase="repeated", mtbf_s=mtbf_s, duration_s=duration_s, seed=seed)
+        self.timeline.emit(RunnerEv.PHASE, None, Phase(
+            phase="repeated", mtbf_s=mtbf_s, duration_s=duration_s, seed=seed))
         end = time.monotonic() + duration_s
         records: list[FaultRecord] = []
         while True:
@@ -157,6 +161,6 @@ class FaultLedger:
             time.sleep(gap)
             self.check_alive("the next repeated fault")
             if len(self.platform.alive_nodes()) <= min_alive:
-                self.timeline.emit(FaultEv.SKIPPED, None, reason=f"only {min_alive} node(s) alive")
+                self.timeline.emit(FaultEv.SKIPPED, None, Skipped(reason=f"only {min_alive} node(s) alive"))
                 continue
             records.append(self.inject(make_fault()))

@@ -32,6 +32,7 @@ from chaos.analysis.samples import SampleAccount, account_samples
 from chaos.analysis.verdict import Verdict
 from chaos.errors import ChaosError, RecoveryTimeout, WatcherDied
 from chaos.events import AgentEv, Event, ProgressEv, RunnerEv, Timeline
+from chaos.events.runner_events import Phase
 from chaos.faults.api import Fault, FaultRecord
 from chaos.faults.triggers import Trigger
 from chaos.platforms import create_platform
@@ -157,7 +158,7 @@ class ChaosRun:
         self.timeline.close()
 
     def phase(self, name: str, **data: Any) -> None:
-        self.timeline.emit(RunnerEv.PHASE, phase=name, **data)
+        self.timeline.emit(RunnerEv.PHASE, None, Phase(phase=name, **data))
 
     def _pid_to_node(self) -> dict[int | str, str]:
         """Rendezvous participants -> node names: by agent PID and by address, each only
@@ -230,17 +231,17 @@ class ChaosRun:
             return "no training step yet" + (f" (no line matched --progress-regex {regex!r}; compare it "
                                              f"with {self.report_dir / 'nodes'}/*.log)" if regex else "")
         e = steps[-1]
-        return f"step {e.data.get('step')} on {e.node} at world size {e.data.get('world_size')}"
+        return f"step {e.data.step} on {e.node} at world size {e.data.world_size}"
 
     def wait_for_step(self, step: int, timeout: float = 120.0) -> Event:
         """Steady state: block until some rank has completed ``step``."""
         self.phase("steady_state", target_step=step)
         return self.wait_for(f"training step {step}",
-                             lambda e: e.type == ProgressEv.STEP and int(e.data.get("step", 0)) >= step, timeout)
+                             lambda e: e.type == ProgressEv.STEP and e.data.step >= step, timeout)
 
     def wait_for_steps(self, count: int, timeout: float = 120.0) -> Event:
         """Block until training has advanced ``count`` steps past the latest one seen."""
-        steps = [int(e.data.get("step", 0)) for e in self.timeline.select(ProgressEv.STEP)]
+        steps = [e.data.step for e in self.timeline.select(ProgressEv.STEP)]
         return self.wait_for_step(max(steps, default=0) + count, timeout)
 
     # -- faults (the ledger reverts them all in close()) --------------------------
@@ -276,7 +277,7 @@ class ChaosRun:
         def regained(e: Event) -> bool:
             if not (e.type == ProgressEv.STEP and e.t > fault.injected_at):
                 return False
-            if world_size is not None and e.data.get("world_size") != world_size:
+            if world_size is not None and e.data.world_size != world_size:
                 return False
             rec = analysis.analyze_fault(self.timeline.events(), kind=fault.kind, target=fault.target,
                                          injected_at=fault.injected_at)
@@ -369,6 +370,6 @@ def trains_at_size(world_size: int, *, after: float) -> Callable[[Event], bool]:
         if e.type == AgentEv.WORKERS_STARTING:
             restarted.add(e.node)
             return False
-        return e.type == ProgressEv.STEP and e.data.get("world_size") == world_size and e.node in restarted
+        return e.type == ProgressEv.STEP and e.data.world_size == world_size and e.node in restarted
 
     return at_size

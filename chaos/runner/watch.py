@@ -25,14 +25,18 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from chaos.errors import SetupError, SpecError
-from chaos.events import Event, FaultEv, NodeEv, RdzvEv, RunnerEv, Timeline
+from chaos.events import Event, FaultEv, NodeEv, RdzvEv, RunnerEv, Timeline, field_value
+from chaos.events.fault_events import Observed
+from chaos.events.node_events import Lost
+from chaos.events.rdzv_events import RdzvState
+from chaos.events.runner_events import JobStarted, Phase
 from chaos.platforms import etcd_v2
 from chaos.reporting.live_console import ConsoleProgress
 from chaos.watchers.api import Watcher
 from chaos.watchers.logs import LogFollower
 from chaos.watchers.rendezvous import RendezvousWatcher
 
-OBSERVED = FaultEv.OBSERVED.kind
+OBSERVED = FaultEv.OBSERVED.name
 """The ``action`` of a ``node/lost`` a watch inferred (no fault was injected)."""
 
 
@@ -93,19 +97,17 @@ class LossDetector:
     def on_event(self, e: Event) -> None:
         if e.type != RdzvEv.STATE:
             return
-        for ident, beat in (e.data.get("heartbeats") or {}).items():
-            if isinstance(beat, (int, float)):
-                self.heartbeats[str(ident)] = float(beat)
-        self.present = {str(p.get("id")) for key in ("participants", "wait_list")
-                        for p in e.data.get(key) or [] if isinstance(p, dict)}
+        state: RdzvState = e.data
+        self.heartbeats.update(state.heartbeats)
+        self.present = {str(p.id) for p in (*state.participants, *state.wait_list)}
         self.last_seen = e.t
-        if not e.data.get("complete") or e.data.get("round") == self.round:
+        if not state.complete or state.round == self.round:
             return
-        now = {str(p.get("id")): p.get("node") for p in e.data.get("participants") or [] if isinstance(p, dict)}
+        now = {str(p.id): p.node for p in state.participants}
         for ident, name in self.members.items():
             if ident not in now:
                 self._lost(ident, name, e.t)
-        self.members, self.round = now, e.data.get("round")
+        self.members, self.round = now, state.round
 
     def finish(self) -> None:
         """At the end of the watch: members gone from the rendezvous never came back."""
@@ -118,11 +120,11 @@ class LossDetector:
         beat = self.heartbeats.get(ident)
         at = beat if beat is not None and beat <= seen_at else seen_at
         target = name or ident
-        self.timeline.emit(NodeEv.LOST, target, t=at, id=ident, action=OBSERVED, last_heartbeat=beat,
-                           noticed_at=round(seen_at, 3))
-        self.timeline.emit(FaultEv.OBSERVED, target, t=at, fault="node-lost", id=ident,
-                           timed_by="last heartbeat" if beat is not None else "when noticed",
-                           noticed_at=round(seen_at, 3))
+        self.timeline.emit(NodeEv.LOST, target, Lost(
+            id=ident, action=OBSERVED, last_heartbeat=beat, noticed_at=round(seen_at, 3)), t=at)
+        self.timeline.emit(FaultEv.OBSERVED, target, Observed(
+            fault="node-lost", id=ident, timed_by="last heartbeat" if beat is not None else "when noticed",
+            noticed_at=round(seen_at, 3)), t=at)
 
 
 class WatchView(ConsoleProgress):
@@ -146,38 +148,35 @@ class WatchView(ConsoleProgress):
 
     def on_event(self, e: Event) -> None:
         if e.type == RdzvEv.STATE:
-            d = e.data
-            self.round = d.get("round")
-            self.state = "closed" if d.get("closed") else "complete" if d.get("complete") else "forming"
-            self.participants = _names(d.get("participants"))
-            self.waiting = _names(d.get("wait_list"))
-            if d.get("complete") and self.step is None:
+            d: RdzvState = e.data
+            self.round = d.round
+            self.state = "closed" if d.closed else "complete" if d.complete else "forming"
+            self.participants = list(d.nodes())
+            self.waiting = list(d.nodes("wait_list"))
+            if d.complete and self.step is None:
                 self.world_size = len(self.participants)
         super().on_event(e)
 
     def describe(self, e: Event) -> str | None:
         d = e.data
-        if e.type == RdzvEv.STATE:
-            line = f"round {d.get('round')} {self.state}: participants {_names(d.get('participants'))}"
-            if d.get("wait_list"):
-                line += f", waiting {_names(d.get('wait_list'))}"
+        if e.type in (RdzvEv.STATE, RdzvEv.ROUND_COMPLETE):
+            if e.type == RdzvEv.ROUND_COMPLETE:
+                return f"round {d.round} COMPLETE: world of {len(d.participants)} node(s)"
+            line = f"round {d.round} {self.state}: participants {list(d.nodes())}"
+            if d.wait_list:
+                line += f", waiting {list(d.nodes('wait_list'))}"
             return line
-        if e.type == RdzvEv.ROUND_COMPLETE:
-            return f"round {d.get('round')} COMPLETE: world of {len(d.get('participants') or [])} node(s)"
         if e.type in (RdzvEv.DELETED, RdzvEv.UNDECODABLE, RdzvEv.REFUSED):
-            return f"rendezvous key {e.kind}" + (f": {d.get('reason')}" if d.get("reason") else "")
+            reason = field_value(d, "reason")
+            return f"rendezvous key {e.type.name}" + (f": {reason}" if reason else "")
         if e.type == RunnerEv.WATCHER_DIED:
-            return f"WATCHER DIED: {d.get('watcher')}: {d.get('error')}; the watch is blind from here, stopping"
+            return f"WATCHER DIED: {d.watcher}: {d.error}; the watch is blind from here, stopping"
         if e.type == FaultEv.OBSERVED:
-            return (f"LOST {e.node}: not in the next complete round (timed by its {d.get('timed_by')}, "
-                    f"{float(d.get('noticed_at') or e.t) - e.t:.1f}s before it was noticed)")
+            return (f"LOST {e.node}: not in the next complete round (timed by its {d.timed_by}, "
+                    f"{(d.noticed_at or e.t) - e.t:.1f}s before it was noticed)")
         if e.type == NodeEv.LOST:
             return None
         return super().describe(e)
-
-
-def _names(items: Any) -> list[str]:
-    return [str(p.get("node") or p.get("id")) for p in items or [] if isinstance(p, dict)]
 
 
 def _log_pids(folder: Path) -> Callable[[], dict[int, str]]:
@@ -222,13 +221,13 @@ def watch(opts: WatchOptions, *, stream: TextIO | None = None, live: bool | None
     happen and report.json/report.html at the end."""
     version = check_etcd(opts.etcd)
     timeline = Timeline(opts.record / "timeline.jsonl" if opts.record else None)
-    timeline.emit(RunnerEv.JOB_STARTED, run_id=opts.run_id, platform=opts.platform, spec=None,
-                  etcd=opts.etcd, passive=True)
+    timeline.emit(RunnerEv.JOB_STARTED, None, JobStarted(
+        run_id=opts.run_id, platform=opts.platform, spec=None, etcd=opts.etcd, passive=True))
     view = WatchView(timeline, opts, stream, live)
     view._say(f"watching rendezvous '{opts.run_id}' in etcd {version} at {opts.etcd} (read-only)"
               + (f", recording to {opts.record}" if opts.record else ""))
     losses = LossDetector(timeline)
-    timeline.emit(RunnerEv.PHASE, phase="watching", etcd=opts.etcd, run_id=opts.run_id)
+    timeline.emit(RunnerEv.PHASE, None, Phase(phase="watching", etcd=opts.etcd, run_id=opts.run_id))
     pids = _log_pids(opts.logs) if opts.logs else dict
     watchers: list[Watcher] = [RendezvousWatcher(timeline, opts.etcd, opts.run_id, pids)]
     if opts.logs is not None:
@@ -255,7 +254,7 @@ def watch(opts: WatchOptions, *, stream: TextIO | None = None, live: bool | None
             except Exception as exc:  # noqa: BLE001 - report every watcher's failure, stop them all
                 errors.append(str(exc))
         losses.finish()
-        timeline.emit(RunnerEv.PHASE, phase="finished", interrupted=interrupted)
+        timeline.emit(RunnerEv.PHASE, None, Phase(phase="finished", interrupted=interrupted))
         view.close()
         timeline.close()
     html = _write_record(opts.record, timeline.events(), errors) if opts.record else None

@@ -15,6 +15,7 @@ from typing import Self
 
 from chaos.errors import ChaosError, WatcherDied
 from chaos.events import RunnerEv, Timeline
+from chaos.events.runner_events import WatcherDied as WatcherDiedEvent
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +59,8 @@ class Watcher(abc.ABC):
 
     def _say_died(self, exc: BaseException) -> None:
         try:
-            self.timeline.emit(RunnerEv.WATCHER_DIED, watcher=type(self).__name__,
-                               error=f"{type(exc).__name__}: {exc}"[:500])
+            self.timeline.emit(RunnerEv.WATCHER_DIED, None, WatcherDiedEvent(
+                watcher=type(self).__name__, error=f"{type(exc).__name__}: {exc}"[:500]))
         except Exception:  # noqa: BLE001 - the timeline may be what failed; stop() still raises
             log.exception("could not record that %s died", type(self).__name__)
 

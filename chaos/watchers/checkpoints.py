@@ -19,7 +19,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from chaos.events import CheckpointEv, Event, ProgressEv, Timeline, last
+from chaos.events import CheckpointEv, ProgressEv, Timeline, last
+from chaos.events.checkpoint_events import Save
 from chaos.watchers.api import Watcher
 
 Signature = tuple[int, int, int]  # inode, mtime_ns, size
@@ -94,15 +95,12 @@ class CheckpointWatcher(Watcher):
 
     def _emit(self, p: Path, sig: Signature) -> None:
         t = sig[1] / 1e9
-        data: dict[str, object] = {"path": str(p), "reason": "observed", "via": "file",
-                                   "inode": sig[0], "size": sig[2]}
         step = self.step_at(t)
-        if step is not None:
-            data["step"] = step
-            data["step_from"] = "progress"
         self.saves += 1
-        self.timeline.add(Event.make(CheckpointEv.SAVED, t, None, data))
+        self.timeline.emit(CheckpointEv.SAVED, None, Save(
+            path=str(p), reason="observed", via="file", inode=sig[0], size=sig[2], step=step,
+            step_from="progress" if step is not None else None), t=t)
 
     def _latest_step(self, t: float) -> int | None:
         latest = last(self.timeline.events(), ProgressEv.STEP, until=t + SLACK_S)
-        return int(latest.data["step"]) if latest is not None else None
+        return latest.data.step if latest is not None else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -17,11 +18,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from chaos.events import AgentEv, CheckpointEv, Event, EventType, ProgressEv, Source, Timeline
+from chaos.events import (
+    AgentEv,
+    CheckpointEv,
+    Event,
+    EventType,
+    PayloadError,
+    ProgressEv,
+    Source,
+    Timeline,
+    declared,
+    field_value,
+)
+from chaos.events.agent_events import AgentError, RoundResult
+from chaos.events.progress_events import WorkerError
 from chaos.watchers.api import Watcher
 from chaos.watchers.glog import glog_time
 from chaos.watchers.nccl import parse_nccl
 from chaos.watchers.script_lines import ScriptLines
+
+log = logging.getLogger(__name__)
 
 PREFIX = "ELASTIC_CHAOS "  # trainer.progress.PREFIX; chaos does not import trainer
 
@@ -103,23 +119,26 @@ def collective_cause(message: str) -> str:
 def parse_raw(line: str, node: str, t: float) -> Event | None:
     for type, pattern in _RAW_PATTERNS:
         m = pattern.search(line)
-        if m:
-            data: dict[str, Any] = {k: v for k, v in m.groupdict().items() if v is not None}
-            if "rank" in data:
-                data["rank"] = int(data["rank"])
-            if type == ProgressEv.WORKER_ERROR:
-                data["cause"] = collective_cause(data.get("message", ""))
-                root = root_cause(str(data.get("error", "")), str(data.get("message", "")))
-                if root is not None:
-                    data["root"] = root
-            return Event.make(type, t, node, data)
+        if m is None:
+            continue
+        error = m.groupdict().get("error")
+        if type == ProgressEv.WORKER_ERROR:
+            message = m.groupdict().get("message") or ""
+            rank = m.groupdict().get("rank")
+            return Event.make(ProgressEv.WORKER_ERROR, t, node, WorkerError(
+                error=error, message=message, rank=None if rank is None else int(rank),
+                cause=collective_cause(message), root=root_cause(error or "", message)))
+        if type == AgentEv.RENDEZVOUS_ERROR:
+            return Event.make(AgentEv.RENDEZVOUS_ERROR, t, node, AgentError(error=error))
+        return Event.make(type, t, node)
     return None
 
 # trainer.progress's checkpoint_* names; every other "ev" name ("step", "start",
 # "finished", a script's own) is the progress event of that kind
-_CHECKPOINT_TYPES = {"checkpoint_started": CheckpointEv.STARTED, "checkpoint_saved": CheckpointEv.SAVED,
-                     "checkpoint_loaded": CheckpointEv.LOADED, "checkpoint_corrupt": CheckpointEv.CORRUPT,
-                     "checkpoint_removed": CheckpointEv.REMOVED}
+_CHECKPOINT_TYPES: dict[str, EventType] = {
+    "checkpoint_started": CheckpointEv.STARTED, "checkpoint_saved": CheckpointEv.SAVED,
+    "checkpoint_loaded": CheckpointEv.LOADED, "checkpoint_corrupt": CheckpointEv.CORRUPT,
+    "checkpoint_removed": CheckpointEv.REMOVED}
 
 
 def parse_progress(line: str, node: str) -> Event | None:
@@ -133,7 +152,11 @@ def parse_progress(line: str, node: str) -> Event | None:
         t = float(record.pop("t"))
     except (ValueError, KeyError, TypeError):
         return None
-    return Event.make(_CHECKPOINT_TYPES.get(ev) or EventType(Source.PROGRESS, ev), t, node, record)
+    try:  # the trainer's (or a script's) own fields, checked against the type's payload
+        return Event.make(_CHECKPOINT_TYPES.get(ev) or declared(Source.PROGRESS.value, ev), t, node, record)
+    except PayloadError as exc:
+        log.warning("%s: a trainer.progress line was not read: %s", node, exc)
+        return None
 
 
 @dataclass
@@ -161,7 +184,8 @@ class _AgentParser:
                 if f[1] in _RESULT_KEPT and f[2].isdigit():
                     self.pending[f[1]] = int(f[2])
                 return []
-            events.append(Event.make(AgentEv.RENDEZVOUS_COMPLETE, self.pending_t, self.node, self.pending))
+            events.append(Event.make(AgentEv.RENDEZVOUS_COMPLETE, self.pending_t, self.node,
+                                     RoundResult.read(self.pending)))
             self.pending = None
         for type, pattern in _AGENT_PATTERNS:
             hit = pattern.search(msg)
@@ -170,7 +194,10 @@ class _AgentParser:
                 if type == AgentEv.RENDEZVOUS_COMPLETE:
                     self.pending, self.pending_t = data, t
                 else:
-                    events.append(Event.make(type, t, self.node, data))
+                    try:
+                        events.append(Event.make(type, t, self.node, data))
+                    except PayloadError as exc:  # a torch whose wording we misread: say so, keep following
+                        log.warning("%s: an agent line was not read: %s", self.node, exc)
                 break
         return events
 
@@ -249,7 +276,7 @@ class LogFollower(Watcher):
 
     def _first_of_its_kind(self, event: Event) -> bool:
         # a traceback repeats its error on several lines; keep one per node and burst
-        key = (event.node, event.kind, event.data.get("rank"))
+        key = (event.node, event.type, field_value(event.data, "rank"))
         last = self._last_raw.get(key, 0.0)
         self._last_raw[key] = event.t
         return event.t - last > 2.0

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import datetime
 import re
-from typing import Any
 
 from chaos.events import Event, EventType, ProgressEv
+from chaos.events.progress_events import NcclLine, WorkerError
 from chaos.watchers.glog import glog_time
 
 # c10 logging: optional "[rankN]:" prefix, then [<sev><mmdd> <hh:mm:ss.frac> [tid ]file:line] message
@@ -82,11 +82,9 @@ def parse_nccl(line: str, node: str, *, tz: datetime.tzinfo | None = None) -> Ev
     frac = m["frac"]
     t = glog_time(int(m["mo"]), int(m["day"]), int(m["hh"]), int(m["mi"]), int(m["ss"]), int(frac[:6]), tz=tz)
     t += int(frac[6:] or 0) / 10 ** len(frac)  # nanoseconds past the microsecond
-    data: dict[str, Any] = {"via": "nccl", "message": msg[:240]}
-    rank = m["rank"] or (_PG_RANK.search(msg) or [None, None])[1]
-    if rank is not None:
-        data["rank"] = int(rank)
+    found = m["rank"] or (_PG_RANK.search(msg) or [None, None])[1]
+    rank = None if found is None else int(found)
     if kind == ProgressEv.WORKER_ERROR:
-        data["error"] = "NCCL watchdog"
-        data["cause"] = nccl_cause(msg)
-    return Event.make(kind, t, node, data)
+        return Event.make(ProgressEv.WORKER_ERROR, t, node, WorkerError(
+            via="nccl", message=msg[:240], rank=rank, error="NCCL watchdog", cause=nccl_cause(msg)))
+    return Event.make(kind, t, node, NcclLine(via="nccl", message=msg[:240], rank=rank))

@@ -24,6 +24,7 @@ import etcd
 
 from chaos.errors import UndecodableState, UnsafeUnpickle
 from chaos.events import RdzvEv, Timeline
+from chaos.events.rdzv_events import Participant, RdzvState, StoreError, Unreadable
 from chaos.platforms import etcd_v2
 from chaos.watchers.api import Watcher
 from chaos.watchers.rdzv_state import NodeDesc, RendezvousState, decode, epoch
@@ -86,7 +87,7 @@ class RendezvousWatcher(Watcher):
     def _unreachable(self, exc: BaseException) -> None:
         if self._reachable and not self.ending:
             self._reachable = False
-            self.timeline.emit(RdzvEv.STORE_UNREACHABLE, error=str(exc)[:200])
+            self.timeline.emit(RdzvEv.STORE_UNREACHABLE, None, StoreError(error=str(exc)[:200]))
         self._index = None
         self._stop.wait(0.2)
 
@@ -100,10 +101,10 @@ class RendezvousWatcher(Watcher):
         try:
             state = decode(value)
         except UnsafeUnpickle as exc:
-            self.timeline.emit(RdzvEv.REFUSED, reason=str(exc))
+            self.timeline.emit(RdzvEv.REFUSED, None, Unreadable(reason=str(exc)))
             return
         except UndecodableState as exc:   # what a buggy or hostile writer left; the next write may be fine
-            self.timeline.emit(RdzvEv.UNDECODABLE, reason=str(exc)[:200])
+            self.timeline.emit(RdzvEv.UNDECODABLE, None, Unreadable(reason=str(exc)[:200]))
             return
         names = self._pid_to_node()
         key = _change_key(state)
@@ -111,10 +112,10 @@ class RendezvousWatcher(Watcher):
             return  # a heartbeat: nothing a reader cares about changed
         self._last_key = key
         data = describe(state, names)
-        self.timeline.emit(RdzvEv.STATE, **data)
+        self.timeline.emit(RdzvEv.STATE, None, data)
         if state.complete and state.round not in self._completed_rounds:
             self._completed_rounds.add(state.round)
-            self.timeline.emit(RdzvEv.ROUND_COMPLETE, **data)
+            self.timeline.emit(RdzvEv.ROUND_COMPLETE, None, data)
 
 
 def _change_key(state: RendezvousState) -> tuple[Any, ...]:
@@ -122,22 +123,21 @@ def _change_key(state: RendezvousState) -> tuple[Any, ...]:
             tuple(sorted(state.wait_list)), tuple(sorted(state.redundancy_list)))
 
 
-def describe(state: RendezvousState, names: Mapping[Any, str]) -> dict[str, Any]:
+def describe(state: RendezvousState, names: Mapping[Any, str]) -> RdzvState:
     """The state as event data; each node descriptor gains the platform's node name,
     found by its address (str keys: the address or its short host name) or, where
     addresses are shared (every local node is "localhost"), its agent PID (int keys;
     every pod's agent is PID 1)."""
 
-    def node(n: NodeDesc) -> dict[str, Any]:
+    def node(n: NodeDesc, rank: int | None = None) -> Participant:
         name = names.get(n.addr) or names.get(n.addr.split(".")[0]) or names.get(n.pid)
-        return {"node": name, "id": str(n)}
+        return Participant(node=name, id=str(n), rank=rank)
 
-    return {
-        "round": state.round, "complete": state.complete, "closed": state.closed,
-        "participants": [{**node(n), "rank": r} for n, r in sorted(state.participants.items())],
-        "wait_list": [node(n) for n in sorted(state.wait_list)],
-        "redundancy_list": [node(n) for n in sorted(state.redundancy_list)],
-        "num_nodes": len(state.participants) if state.complete else None,
-        "deadline": None if state.deadline is None else epoch(state.deadline),
-        "heartbeats": {str(n): epoch(t) for n, t in sorted(state.last_heartbeats.items())},
-    }
+    return RdzvState(
+        round=state.round, complete=state.complete, closed=state.closed,
+        participants=tuple(node(n, r) for n, r in sorted(state.participants.items())),
+        wait_list=tuple(node(n) for n in sorted(state.wait_list)),
+        redundancy_list=tuple(node(n) for n in sorted(state.redundancy_list)),
+        num_nodes=len(state.participants) if state.complete else None,
+        deadline=None if state.deadline is None else epoch(state.deadline),
+        heartbeats={str(n): epoch(t) for n, t in sorted(state.last_heartbeats.items())})

@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from chaos.events import NodeEv, Timeline
+from chaos.events.node_events import AsgActivity, Instance
 from chaos.platforms.aws.clients import AwsClients, describe_groups, describe_instances, scaling_activities
 from chaos.platforms.aws.eks import machine_from_node
 from chaos.platforms.kubernetes.watch import read_json
@@ -84,10 +85,10 @@ class ReplacementWatcher(Watcher):
         self._state[inst] = state
         if inst in self._new and before is None:
             t = launch_time if launch_time and launch_time >= self.since - 1 else time.time()
-            self.timeline.emit(NodeEv.INSTANCE_LAUNCHED, None, t=t, instance=inst, group=self._new[inst])
+            self.timeline.emit(NodeEv.INSTANCE_LAUNCHED, None, Instance(instance=inst, group=self._new[inst]), t=t)
         if before is not None or inst in self._new:
-            self.timeline.emit(NodeEv.INSTANCE_STATE, None, instance=inst, state=state, previous=before,
-                               new=inst in self._new)
+            self.timeline.emit(NodeEv.INSTANCE_STATE, None, Instance(instance=inst, state=state, previous=before,
+                                                                     new=inst in self._new))
 
     def _poll_activities(self) -> None:
         for group in self.groups:
@@ -99,9 +100,9 @@ class ReplacementWatcher(Watcher):
                 start = act.get("StartTime")
                 t = start.timestamp() if isinstance(start, datetime) else time.time()
                 if t >= self.since - 1 and not self._first:
-                    self.timeline.emit(NodeEv.ASG_ACTIVITY, None, t=t, group=group,
-                                       status=act.get("StatusCode"), description=act.get("Description"),
-                                       cause=act.get("Cause"))
+                    self.timeline.emit(NodeEv.ASG_ACTIVITY, None, AsgActivity(
+                        group=group, status=_text(act.get("StatusCode")), description=_text(act.get("Description")),
+                        cause=_text(act.get("Cause"))), t=t)
 
     def _poll_nodes(self) -> None:
         nodes = read_json(self.core.list_node(_preload_content=False)).get("items") or []
@@ -112,8 +113,8 @@ class ReplacementWatcher(Watcher):
                 continue
             if machine.instance_id in self._new and machine.ready and machine.instance_id not in self._joined:
                 self._joined.add(machine.instance_id)
-                self.timeline.emit(NodeEv.INSTANCE_JOINED, machine.name, instance=machine.instance_id,
-                                   machine=machine.name, group=self._new[machine.instance_id])
+                self.timeline.emit(NodeEv.INSTANCE_JOINED, machine.name, Instance(
+                    instance=machine.instance_id, machine=machine.name, group=self._new[machine.instance_id]))
 
     def new_instances(self) -> list[str]:
         return sorted(self._new)
@@ -121,3 +122,8 @@ class ReplacementWatcher(Watcher):
     def wait_for(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
         """Block until ``predicate()`` holds (True) or ``timeout_s`` passed (False)."""
         return eventually(predicate, timeout_s=timeout_s, interval_s=min(0.2, self.interval_s))
+
+
+def _text(v: object) -> str | None:
+    """An AWS field as text (None stays None)."""
+    return None if v is None else str(v)

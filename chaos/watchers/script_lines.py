@@ -14,9 +14,9 @@ script stamps nothing.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from chaos.events import AgentEv, CheckpointEv, Event, ProgressEv
+from chaos.events.checkpoint_events import Loaded
+from chaos.events.progress_events import Step, Unparsed
 from chaos.spec import Observation, step_regex
 
 LINE_LIMIT = 200
@@ -41,10 +41,10 @@ class ScriptLines:
     def agent_event(self, event: Event) -> None:
         """Learn from the node's agent: its rendezvous result, its (re)started workers."""
         node = event.node or ""
-        if event.type == AgentEv.RENDEZVOUS_COMPLETE and "group_world_size" in event.data:
-            self._world[node] = int(event.data["group_world_size"]) * self.nproc_per_node
-            if "restart_count" in event.data:
-                self._restart[node] = int(event.data["restart_count"])
+        if event.type == AgentEv.RENDEZVOUS_COMPLETE and event.data.group_world_size is not None:
+            self._world[node] = event.data.group_world_size * self.nproc_per_node
+            if event.data.restart_count is not None:
+                self._restart[node] = event.data.restart_count
         elif event.type == AgentEv.WORKERS_STARTING:
             self._last_step.pop(node, None)  # a new worker generation may repeat a step
 
@@ -56,8 +56,7 @@ class ScriptLines:
                 step = _int(m["step"])
                 if step is None:
                     return self._unparsed(node, "resume_regex", m["step"], line, t)
-                return Event.make(CheckpointEv.LOADED, t, node,
-                                  {"step": step, "path": None, "via": "regex", "line": line[:LINE_LIMIT]})
+                return Event.make(CheckpointEv.LOADED, t, node, Loaded(step=step, via="regex", line=line[:LINE_LIMIT]))
         if self.progress is None:
             return None
         m = self.progress.search(line)
@@ -69,26 +68,20 @@ class ScriptLines:
         if self._last_step.get(node) == step:
             return None  # several local ranks printing the same step: one event
         self._last_step[node] = step
-        data: dict[str, Any] = {"step": step, "via": "regex", "line": line[:LINE_LIMIT]}
         world = _int(m.groupdict().get("world_size"))
-        if world is not None:
-            data["world_size"] = world
-        elif node in self._world:
-            data["world_size"] = self._world[node]
-            data["world_size_from"] = "agent"
-        if node in self._restart:
-            data["restart_count"] = self._restart[node]
-        return Event.make(ProgressEv.STEP, t, node, data)
+        from_agent = world is None and node in self._world
+        return Event.make(ProgressEv.STEP, t, node, Step(
+            step=step, via="regex", line=line[:LINE_LIMIT], world_size=self._world[node] if from_agent else world,
+            world_size_from="agent" if from_agent else None, restart_count=self._restart.get(node)))
 
     def _unparsed(self, node: str, option: str, text: str | None, line: str, t: float) -> Event | None:
         """Once per option: a match whose ``step`` is not an integer (such lines are ignored)."""
         if option in self._warned:
             return None
         self._warned.add(option)
-        return Event.make(ProgressEv.UNPARSED, t, node,
-                          {"option": option, "step_text": text, "line": line[:LINE_LIMIT],
-                           "why": f"{option} matched but its step group {text!r} is not an integer; "
-                                  "such lines are ignored"})
+        return Event.make(ProgressEv.UNPARSED, t, node, Unparsed(
+            option=option, step_text=text, line=line[:LINE_LIMIT],
+            why=f"{option} matched but its step group {text!r} is not an integer; such lines are ignored"))
 
 
 def _int(text: str | None) -> int | None:

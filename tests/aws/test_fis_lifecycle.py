@@ -35,7 +35,7 @@ def test_spot_interruption_creates_starts_follows_and_deletes_the_template(clien
     # the newest spot instance was the target, and AWS (the stand-in) interrupted it
     assert effect.terminated == [record.hit.detail["instances"][0]]
     assert record.hit.detail["instances"][0] in fleet.spot
-    assert any(e.data["status"] == "running" for e in timeline.select(FaultEv.FIS_STATE))
+    assert any(e.data.status == "running" for e in timeline.select(FaultEv.FIS_STATE))
 
 
 def test_the_template_asks_for_the_real_spot_action_with_the_notice(clients, direct, fleet, tmp_path):

@@ -34,7 +34,7 @@ def test_the_game_day_observes_the_auto_scaling_group_replace_a_terminated_node(
     assert result.split.provision_s is not None and result.split.provision_s >= 0
     assert result.split.join_s is None and "Kubernetes node" in result.split.missing[0]
     timeline = Timeline.load(tmp_path / "report" / "timeline.jsonl")
-    kinds = [(e.type, e.data.get("instance")) for e in timeline.select(Source.NODE)]
+    kinds = [(e.type, e.data.instance) for e in timeline.select(Source.NODE)]
     victim = result.record.hit.detail["instances"][0]
     assert (NodeEv.INSTANCE_STATE, victim) in kinds and (NodeEv.INSTANCE_LAUNCHED, replacement) in kinds
 

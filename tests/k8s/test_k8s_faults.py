@@ -72,7 +72,7 @@ def test_graceful_delete_gives_the_kubelet_the_grace_period(make_platform, sim):
     assert record.hit.action == "delete-pod-graceful" and record.hit.detail["gone"] is True
     assert (victim, 7) in sim.terminations                                    # the kubelet was asked for 7 s
     assert first(platform.timeline.events(), NodeEv.TERMINATING, node=victim,
-                 where=lambda e: e.data["grace_s"] == 7) is not None
+                 where=lambda e: e.data.grace_s == 7) is not None
 
 
 def test_evict_uses_policy_v1beta1_on_a_server_without_policy_v1_and_the_pod_is_replaced(make_platform, sim):
@@ -137,9 +137,9 @@ def test_delete_node_removes_the_node_object(make_platform, core):
     assert record.target == victim and record.hit.detail["pods"] == [victim]
     assert read(core, "node", machine) is None
     until("the machine_deleted event", lambda: first(platform.timeline.events(), NodeEv.MACHINE_DELETED,
-                                                     where=lambda e: e.data["machine"] == machine) is not None)
+                                                     where=lambda e: e.data.machine == machine) is not None)
     assert first(platform.timeline.events(), NodeEv.LOST, node=victim,
-                 where=lambda e: e.data["action"] == "delete-node") is not None
+                 where=lambda e: e.data.action == "delete-node") is not None
 
 
 def test_deleting_a_node_that_is_not_there_is_a_404_failure(make_platform):

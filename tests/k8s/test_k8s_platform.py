@@ -13,7 +13,7 @@ import pytest
 from k8s_testenv import until
 
 from chaos.errors import InjectionFailed, PlatformError
-from chaos.events import NodeEv, ProgressEv, RdzvEv, Source
+from chaos.events import NodeEv, ProgressEv, RdzvEv, Source, field_value
 from chaos.platforms.api import NodeState
 from chaos.platforms.kubernetes import manifests as m
 from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
@@ -109,7 +109,7 @@ def test_pod_logs_are_followed_into_node_files_through_reconnects_restarts_and_r
     follower = LogFollower(platform.timeline, platform.node_logs)   # the local platform's parser, unchanged
     follower.poll()
     follower.finish()  # the follower keeps log files open between polls
-    steps = [e.data["step"] for e in platform.timeline.select(ProgressEv.STEP, node=pod)]
+    steps = [e.data.step for e in platform.timeline.select(ProgressEv.STEP, node=pod)]
     assert sorted(steps) == [1, 1, 2, 3]                            # the replacement printed step 1 again
 
 
@@ -125,7 +125,7 @@ def test_a_deleted_pod_is_lost_and_its_replacement_replaces_it(make_platform):
     assert hit.action == "delete-pod-grace-0" and hit.detail["gone"] is True
     until("the replacement running", lambda: (platform.pods.get(victim).state is NodeState.RUNNING
                                               and platform.pods.get(victim).labels["uid"] != old_uid))
-    events = [(e.type, e.node, e.data.get("replaces")) for e in platform.timeline.select(Source.NODE)]
+    events = [(e.type, e.node, field_value(e.data, "replaces")) for e in platform.timeline.select(Source.NODE)]
     lost = events.index((NodeEv.LOST, victim, None))
     assert (NodeEv.STARTED, victim, victim) in events[lost:]
     assert platform.pods.get(victim).replaces == victim
@@ -199,7 +199,7 @@ def test_a_provisioning_delay_holds_the_replacement_back_that_long(make_platform
     until("the replacement running", lambda: platform.pods.get(victim).state is NodeState.RUNNING, timeout_s=20)
     started = platform.timeline.select(NodeEv.STARTED, node=victim, after=hit.at)
     assert started and started[0].t - hit.at >= 2.0
-    assert any(e.data["delay_s"] == 2.0 for e in platform.timeline.select(NodeEv.PROVISIONING))
+    assert any(e.data.delay_s == 2.0 for e in platform.timeline.select(NodeEv.PROVISIONING))
 
 
 def test_a_chaos_run_on_kubernetes_watches_the_rendezvous_in_the_jobs_etcd(admin, namespace, sim, job_etcd,
@@ -223,5 +223,5 @@ def test_a_chaos_run_on_kubernetes_watches_the_rendezvous_in_the_jobs_etcd(admin
         req = urllib.request.Request(url, data=urllib.parse.urlencode({"value": state}).encode(), method="PUT")
         urllib.request.urlopen(req, timeout=5).close()            # what torch's agents write there
         event = run.timeline.wait_for(lambda e: e.type == RdzvEv.ROUND_COMPLETE, timeout=10)
-    assert event is not None and len(event.data["participants"]) == 2
+    assert event is not None and len(event.data.participants) == 2
     assert (tmp_path / "run" / "report.json").exists()

@@ -55,7 +55,7 @@ def test_the_documented_roles_run_a_job_and_every_fault(k8s_api, runner_rights, 
     sim_wait_running(platform, victim)
     DeleteNode().inject(platform, platform.timeline)
 
-    injected = [e.data["fault"] for e in platform.timeline.select(FaultEv.INJECTED)]
+    injected = [e.data.fault for e in platform.timeline.select(FaultEv.INJECTED)]
     assert injected == ["delete-pod", "delete-pod-graceful", "evict-pod", "cordon-node", "drain-node",
                         "delete-node"]
     platform.stop()                                           # and it may clean up after itself

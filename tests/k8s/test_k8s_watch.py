@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from chaos.errors import PlatformError
-from chaos.events import EventType, NodeEv, Timeline
+from chaos.events import EventType, NodeEv, Timeline, field_value
 from chaos.platforms.kubernetes.pods import MachineTracker
 from chaos.platforms.kubernetes.watch import ObjectWatch
 
@@ -152,8 +152,8 @@ def test_the_node_watch_turns_machine_changes_into_timeline_events(core, namespa
         core.delete_node(f"{namespace}-spot-1", _preload_content=False)
 
         def kinds() -> list[tuple[EventType, str]]:
-            return [(e.type, e.data["machine"]) for e in timeline.events()
-                    if e.data.get("machine", "").startswith(namespace)]
+            return [(e.type, e.data.machine) for e in timeline.events()
+                    if (field_value(e.data, "machine") or "").startswith(namespace)]
         deadline = time.monotonic() + 10
         while len(kinds()) < 4 and time.monotonic() < deadline:
             time.sleep(0.1)

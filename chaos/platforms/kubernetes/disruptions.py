@@ -12,6 +12,7 @@ import time
 
 from chaos.errors import InjectionFailed
 from chaos.events import NodeEv
+from chaos.events.node_events import Lost
 from chaos.platforms.api import Hit, NodeInfo, Platform
 from chaos.platforms.kubernetes import manifests as m
 from chaos.platforms.kubernetes.actions import ClusterActions
@@ -31,7 +32,7 @@ class PodDisruptions(Platform):
         ``grace_s`` + 30 s). Raises InjectionFailed on 403/404/409."""
         self._require_node(pod)
         hit = self.delete_pod_hit(pod, grace_s=grace_s, uid=uid)
-        self.timeline.emit(NodeEv.LOST, pod, t=hit.at, action=hit.action, **hit.detail)
+        self.timeline.emit(NodeEv.LOST, pod, Lost.read({**hit.detail, "action": hit.action}), t=hit.at)
         return hit
 
     def delete_pod_hit(self, pod: str, *, grace_s: int, uid: str | None) -> Hit:
@@ -54,7 +55,7 @@ class PodDisruptions(Platform):
         version = self.actions.evict_pod(pod, grace_s=grace_s)
         hit = Hit(node=pod, at=at, action="evict-pod",
                   detail={"policy_version": version, "uid": info.labels.get("uid"), "machine": _machine(info)})
-        self.timeline.emit(NodeEv.LOST, pod, t=at, action=hit.action, **hit.detail)
+        self.timeline.emit(NodeEv.LOST, pod, Lost.read({**hit.detail, "action": hit.action}), t=at)
         return hit
 
     def cordon(self, machine: str, *, on: bool = True) -> Hit:
@@ -76,8 +77,8 @@ class PodDisruptions(Platform):
     def _evicted(self, pod: m.Manifest, at: float) -> None:
         name = pod["metadata"]["name"]
         if self.pods.get(name) is not None:
-            self.timeline.emit(NodeEv.LOST, name, t=at, action="drain",
-                               machine=(pod.get("spec") or {}).get("nodeName"))
+            self.timeline.emit(NodeEv.LOST, name, Lost(
+                action="drain", machine=(pod.get("spec") or {}).get("nodeName")), t=at)
 
     def delete_machine(self, machine: str) -> Hit:
         """Delete the Node object (the machine vanishes from the cluster's view; its pods
@@ -86,7 +87,7 @@ class PodDisruptions(Platform):
         pods = self.pods_on(machine)
         self.actions.delete_node(machine)
         for pod in pods:
-            self.timeline.emit(NodeEv.LOST, pod, t=at, action="delete-node", machine=machine)
+            self.timeline.emit(NodeEv.LOST, pod, Lost(action="delete-node", machine=machine), t=at)
         return Hit(node=machine, at=at, action="delete-node", detail={"pods": pods})
 
     def pods_on(self, machine: str) -> list[str]:

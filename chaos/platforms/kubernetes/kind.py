@@ -23,6 +23,7 @@ from typing import Any
 
 from chaos.errors import FaultUnavailable, InjectionFailed
 from chaos.events import NodeEv, Timeline
+from chaos.events.node_events import Lost
 from chaos.options import option
 from chaos.platforms.api import Hit
 from chaos.platforms.kubernetes import manifests as m
@@ -130,7 +131,7 @@ class KindPlatform(KubernetesPlatform):
         pods = self.pods_on(machine)
         self._run("stop" if graceful else "kill", machine)
         for pod in pods:
-            self.timeline.emit(NodeEv.LOST, pod, t=at, action="stop-kind-node", machine=machine)
+            self.timeline.emit(NodeEv.LOST, pod, Lost(action="stop-kind-node", machine=machine), t=at)
         return Hit(node=machine, at=at, action="docker-stop" if graceful else "docker-kill", detail={"pods": pods})
 
     def start_machine(self, machine: str) -> Hit:

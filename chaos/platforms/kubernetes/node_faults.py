@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from chaos.errors import FaultUnavailable, InjectionFailed, PlatformError
 from chaos.events import NodeEv, Timeline
+from chaos.events.node_events import Lost
 from chaos.platforms.api import Capability, Hit, NodeInfo, NodeState, StoreOutage
 from chaos.platforms.kubernetes import manifests as m
 from chaos.platforms.kubernetes import podexec
@@ -168,7 +169,7 @@ class NodeFaults:
         for pod in pods:
             p.pods.mark_lost(pod)
             if pod != node:
-                p.timeline.emit(NodeEv.LOST, pod, t=at, action=action, machine=machine)
+                p.timeline.emit(NodeEv.LOST, pod, Lost(action=action, machine=machine), t=at)
         p.pool_lost(machine, node)
         return Hit(node=node, at=at, action=action, detail=detail)
 

@@ -27,6 +27,8 @@ from typing import Any
 
 from chaos.errors import PlatformError
 from chaos.events import NodeEv, RunnerEv, Timeline
+from chaos.events.node_events import Provisioning
+from chaos.events.runner_events import ManifestsApplied
 from chaos.platforms import etcd_v2
 from chaos.platforms.api import Capability, Hit, NodeInfo, NodePool, NodeState, StoreOutage
 from chaos.platforms.kubernetes import jobs, node_faults
@@ -134,8 +136,8 @@ class KubernetesPlatform(PodDisruptions):
         docs = jobs.job_manifests(job, self.settings, etcd_address=etcd_address, env=self._pod_env())
         for doc in docs:
             self._create(doc)
-        self.timeline.emit(RunnerEv.MANIFESTS_APPLIED, kinds=[d["kind"] for d in base + docs],
-                           namespace=self.settings.namespace, job_kind=kind.value)
+        self.timeline.emit(RunnerEv.MANIFESTS_APPLIED, None, ManifestsApplied(
+            kinds=tuple(str(d["kind"]) for d in base + docs), namespace=self.settings.namespace, job_kind=kind.value))
         self._wait_running(job)
         if job.rdzv.backend.needs_etcd():
             self._wait_etcd()
@@ -417,6 +419,6 @@ class KubernetesPlatform(PodDisruptions):
             return
         delay = opts.provisioning_delay_s if opts.replace_lost_nodes else None
         self._scaler.hold_back(node, delay, on_restore=lambda: self.timeline.emit(
-            NodeEv.PROVISIONED, None, replaces=node))
+            NodeEv.PROVISIONED, None, Provisioning(replaces=node)))
         if delay is not None:
-            self.timeline.emit(NodeEv.PROVISIONING, None, replaces=node, delay_s=delay)
+            self.timeline.emit(NodeEv.PROVISIONING, None, Provisioning(replaces=node, delay_s=delay))

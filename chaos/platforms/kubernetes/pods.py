@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chaos.events import NodeEv, Timeline
+from chaos.events.node_events import Exited, Lost, OnMachine, Restarted, Started, Terminating
 from chaos.platforms.api import NodeInfo, NodeState
 from chaos.platforms.kubernetes.logs import Instance
 from chaos.platforms.kubernetes.watch import K8sObject
@@ -94,7 +95,7 @@ class PodTracker:
                         labels={"uid": uid})
         pod = _Pod(info=info, obj=obj)
         self._pods[name] = pod
-        self.timeline.emit(NodeEv.STARTED, name, t=info.started_at, uid=uid, replaces=replaces)
+        self.timeline.emit(NodeEv.STARTED, name, Started(uid=uid, replaces=replaces), t=info.started_at)
         return pod
 
     def _oldest_unreplaced(self) -> str | None:
@@ -106,7 +107,7 @@ class PodTracker:
         machine = (obj.get("spec") or {}).get("nodeName")
         if machine and pod.info.labels.get("machine") != machine:
             pod.info = replace(pod.info, labels={**pod.info.labels, "machine": str(machine)})
-            self.timeline.emit(NodeEv.SCHEDULED, name, machine=machine)
+            self.timeline.emit(NodeEv.SCHEDULED, name, OnMachine(machine=machine))
         address = (obj.get("status") or {}).get("podIP")
         if address and pod.info.labels.get("address") != address:
             # the agents advertise it (--local-addr): how the rendezvous names its participants
@@ -116,12 +117,12 @@ class PodTracker:
         deleting = (obj.get("metadata") or {}).get("deletionTimestamp")
         if deleting and "terminating" not in pod.said:
             pod.said.add("terminating")
-            self.timeline.emit(NodeEv.TERMINATING, name,
-                               grace_s=(obj.get("metadata") or {}).get("deletionGracePeriodSeconds"))
+            self.timeline.emit(NodeEv.TERMINATING, name, Terminating(
+                grace_s=(obj.get("metadata") or {}).get("deletionGracePeriodSeconds")))
         phase = (obj.get("status") or {}).get("phase")
         if phase == "Running" and pod.info.state is NodeState.STARTING:
             pod.info = replace(pod.info, state=NodeState.RUNNING)
-            self.timeline.emit(NodeEv.RUNNING, name, machine=machine)
+            self.timeline.emit(NodeEv.RUNNING, name, OnMachine(machine=machine))
         elif phase in ("Succeeded", "Failed"):
             self._exited(pod, _exit_code(obj), phase=phase)
             return
@@ -134,11 +135,12 @@ class PodTracker:
         if restarts > pod.restarts:
             last = (_container_status(obj).get("lastState") or {}).get("terminated") or {}
             pod.restarts = restarts
-            self.timeline.emit(NodeEv.RESTARTED, name, restart_count=restarts, exit_code=last.get("exitCode"))
+            self.timeline.emit(NodeEv.RESTARTED, name, Restarted(
+                restart_count=restarts, exit_code=last.get("exitCode")))
 
     def _exited(self, pod: _Pod, code: int | None, **data: Any) -> None:
         pod.info = replace(pod.info, state=NodeState.EXITED, exit_code=code)
-        self.timeline.emit(NodeEv.EXITED, pod.info.name, exit_code=code, **data)
+        self.timeline.emit(NodeEv.EXITED, pod.info.name, Exited.read({**data, "exit_code": code}))
 
     def _deleted(self, pod: _Pod) -> None:
         name = pod.info.name
@@ -151,7 +153,8 @@ class PodTracker:
             if name in self._expected:
                 self._expected.discard(name)          # the fault already recorded the loss
             else:
-                self.timeline.emit(NodeEv.LOST, name, action="pod-deleted", machine=pod.info.labels.get("machine"))
+                self.timeline.emit(NodeEv.LOST, name, Lost(
+                    action="pod-deleted", machine=pod.info.labels.get("machine")))
         self._lost_at[name] = time.time()
 
     # -- asked by the platform ------------------------------------------------------
@@ -268,15 +271,17 @@ class MachineTracker:
         if self._initial:
             return
         if kind == "DELETED":
-            self.timeline.emit(NodeEv.MACHINE_DELETED, machine=name)
+            self.timeline.emit(NodeEv.MACHINE_DELETED, None, OnMachine(machine=name))
         elif prev is None:
-            self.timeline.emit(NodeEv.MACHINE_ADDED, machine=name, ready=now[0],
-                               labels=(obj.get("metadata") or {}).get("labels") or {})
+            self.timeline.emit(NodeEv.MACHINE_ADDED, None, OnMachine(
+                machine=name, ready=now[0], labels=(obj.get("metadata") or {}).get("labels") or {}))
         else:
             if now[0] != prev[0]:
-                self.timeline.emit(NodeEv.MACHINE_READY if now[0] else NodeEv.MACHINE_NOT_READY, machine=name)
+                self.timeline.emit(NodeEv.MACHINE_READY if now[0] else NodeEv.MACHINE_NOT_READY, None,
+                                   OnMachine(machine=name))
             if now[1] != prev[1]:
-                self.timeline.emit(NodeEv.MACHINE_CORDONED if now[1] else NodeEv.MACHINE_UNCORDONED, machine=name)
+                self.timeline.emit(NodeEv.MACHINE_CORDONED if now[1] else NodeEv.MACHINE_UNCORDONED, None,
+                                   OnMachine(machine=name))
 
     def names(self) -> list[str]:
         with self._lock:

@@ -20,6 +20,7 @@ import time
 
 from chaos.errors import ChaosError
 from chaos.events import NodeEv, Timeline
+from chaos.events.node_events import Provisioning
 from chaos.platforms.kubernetes.machines import Machines
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ class MachinePool:
         delay when the pool replaces lost nodes. Returns at once; True when one was asked for."""
         if not self.replace:
             return False
-        self.timeline.emit(NodeEv.PROVISIONING, None, replaces=pod, machine=machine, delay_s=self.delay_s)
+        self.timeline.emit(NodeEv.PROVISIONING, None, Provisioning(replaces=pod, machine=machine, delay_s=self.delay_s))
         thread = threading.Thread(target=self._provision, args=(pod,), name=f"provision-for-{machine}",
                                   daemon=True)
         with self._lock:
@@ -62,7 +63,7 @@ class MachinePool:
             return
         with self._lock:
             self.added.append(name)
-        self.timeline.emit(NodeEv.PROVISIONED, None, replaces=pod, machine=name)
+        self.timeline.emit(NodeEv.PROVISIONED, None, Provisioning(replaces=pod, machine=name))
 
     def pending(self) -> bool:
         """A replacement machine is on its way."""

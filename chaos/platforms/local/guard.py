@@ -24,6 +24,7 @@ from pathlib import Path
 from chaos import signals
 from chaos.errors import PlatformError
 from chaos.events import RunnerEv, Timeline
+from chaos.events.runner_events import Leftovers, Reaped
 from chaos.platforms.local import procs
 from chaos.platforms.local.registry import Registry, RunRecord
 from chaos.platforms.local.watchdog import Watchdog
@@ -46,7 +47,7 @@ class RunGuard:
         has this run id; SetupError when the watchdog cannot start."""
         for reaped in self.registry.reap_dead(by="this run"):
             log.warning("reaped what a killed run left: %s", reaped.describe())
-            self.timeline.emit(RunnerEv.REAPED, **reaped.to_json())
+            self.timeline.emit(RunnerEv.REAPED, None, Reaped.read(reaped.to_json()))
         self.record = self.registry.register(self.run_id, self.work_dir)
         signals.track(self.record.still_running)
         assert self.record.path is not None
@@ -83,7 +84,7 @@ class RunGuard:
         missed = procs.kill_run(record.run_id, started_after=record.runner_start)
         if missed:
             log.warning("the platform's stop missed processes of %s; killed them: %s", record.run_id, missed)
-            self.timeline.emit(RunnerEv.LEFTOVERS, killed={str(k): v for k, v in missed.items()})
+            self.timeline.emit(RunnerEv.LEFTOVERS, None, Leftovers(killed={str(k): v for k, v in missed.items()}))
 
     def close(self) -> None:
         """Verify nothing of the run is alive, then release the watchdog and forget the run;

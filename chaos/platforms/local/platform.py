@@ -42,6 +42,8 @@ from pathlib import Path
 
 from chaos.errors import ChaosError, InjectionFailed, PlatformError, SetupError, SpecError
 from chaos.events import NodeEv, RunnerEv, Timeline
+from chaos.events.node_events import Exited, Provisioning, Started
+from chaos.events.runner_events import EtcdStarted, GpuPlacement, Isolation
 from chaos.options import option, validate
 from chaos.platforms.api import Capability, Hit, NodeInfo, NodePool, NodeState, Platform, StoreOutage
 from chaos.platforms.local import gpus, lifeline, netns, procs
@@ -220,8 +222,8 @@ class LocalPlatform(Platform):
                                    log_path=self.work_dir / "etcd.log", env={procs.TAG_VAR: f"{job.run_id}/etcd"})
             self.etcd.start()
             self.guard.etcd_started(self.etcd.pid)
-            self.timeline.emit(RunnerEv.ETCD_STARTED, endpoint=self.etcd.endpoint,
-                               pid=self.etcd.pid, version=".".join(map(str, self.etcd.version or ())))
+            self.timeline.emit(RunnerEv.ETCD_STARTED, None, EtcdStarted(
+                endpoint=self.etcd.endpoint, pid=self.etcd.pid, version=".".join(map(str, self.etcd.version or ()))))
         else:
             self._c10d_port = free_port()
         first = self._spawn(job)
@@ -251,8 +253,8 @@ class LocalPlatform(Platform):
         exposed = exposed_listeners(job, mode)
         for what in exposed:
             log.warning("%s", what)
-        self.timeline.emit(RunnerEv.ISOLATION, network=mode.value,
-                           cgroups=str(self.cgroups.dir) if self.cgroups else None, exposed=exposed)
+        self.timeline.emit(RunnerEv.ISOLATION, None, Isolation(
+            network=mode.value, cgroups=str(self.cgroups.dir) if self.cgroups else None, exposed=tuple(exposed)))
 
     def _place_on_gpus(self, job: JobSpec) -> gpus.Slots:
         ids = self.options.gpus if self.options.gpus is not None else gpus.detect().ids
@@ -260,7 +262,8 @@ class LocalPlatform(Platform):
                               share=self.options.share_gpus, isolated=self.network_mode(job) is NetworkMode.ISOLATED,
                               strict=not job.script)
         if ids or placement.mode is not gpus.GpuMode.NONE:
-            self.timeline.emit(RunnerEv.GPU_PLACEMENT, gpus=list(ids), **placement.to_json())
+            self.timeline.emit(RunnerEv.GPU_PLACEMENT, None, GpuPlacement.read(
+                {**placement.to_json(), "gpus": list(ids)}))
         return gpus.Slots(placement, job.run_id)
 
     def _wait_for_store(self, host: str, timeout_s: float = 120.0) -> None:
@@ -424,8 +427,8 @@ class LocalPlatform(Platform):
                             labels={"address": rec_address})
             self._nodes[name] = _Node(info=info, proc=proc, tag=tag, log_path=log_path, imds=imds,
                                       relay=relay, address=rec_address)
-        self.timeline.emit(NodeEv.STARTED, name, t=info.started_at, agent_pid=proc.pid,
-                           replaces=replaces, address=rec_address)
+        self.timeline.emit(NodeEv.STARTED, name, Started(
+            agent_pid=proc.pid, replaces=replaces, address=rec_address), t=info.started_at)
         return info
 
     def _node_network(self, name: str) -> tuple[str, StallableRelay | None, MetadataStandIn]:
@@ -460,7 +463,7 @@ class LocalPlatform(Platform):
                     code = node.proc.poll()
                     if code is not None:
                         node.info = replace(node.info, state=NodeState.EXITED, exit_code=code)
-                        self.timeline.emit(NodeEv.EXITED, node.info.name, exit_code=code)
+                        self.timeline.emit(NodeEv.EXITED, node.info.name, Exited(exit_code=code))
 
     def _provision_due(self) -> None:
         now = time.time()
@@ -505,7 +508,7 @@ class LocalPlatform(Platform):
             if self.options.replace_lost_nodes:
                 delay = self.options.provisioning_delay_s or 0.0
                 self._pending.append(_Pending(due=time.time() + delay, replaces=node))
-                self.timeline.emit(NodeEv.PROVISIONING, None, replaces=node, delay_s=delay)
+                self.timeline.emit(NodeEv.PROVISIONING, None, Provisioning(replaces=node, delay_s=delay))
         return hit
 
     def _terminate(self, rec: _Node, grace_s: float) -> Hit:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from chaos.errors import SetupError
 from chaos.events import RunnerEv, Timeline
+from chaos.events.runner_events import Reaped
 from chaos.platforms.local.registry import Registry
 
 DONE = b"done\n"
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     timeline_path = Path(record.report_dir) / "timeline.jsonl"
     if timeline_path.parent.is_dir():
         timeline = Timeline(timeline_path)
-        timeline.emit(RunnerEv.REAPED, **reaped.to_json())
+        timeline.emit(RunnerEv.REAPED, None, Reaped.read(reaped.to_json()))
         timeline.close()
     return 1 if reaped.errors else 0
 

@@ -1,0 +1,159 @@
+"""The toolkit itself: ChaosRun's phases, the platforms starting and stopping things, a
+run's watchdog, the watchers."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from chaos.events.payload import Nothing, Payload
+from chaos.events.types import Source, event_type
+
+
+@dataclass(frozen=True, kw_only=True)
+class Phase(Payload):
+    """ChaosRun entered ``phase``; what the phase is about rides beside it."""
+
+    phase: str
+    nodes: str | None = None
+    """starting: the job's node range."""
+    target_step: int | None = None
+    """steady_state: the step it waits for."""
+    fault: str | None = None
+    """inject, recovering: the fault's name."""
+    target: str | None = None
+    world_size: int | None = None
+    """awaiting_world_size: the size it waits for."""
+    until: float | None = None
+    """slowed: when the slowdown ends."""
+    interrupted: bool | None = None
+    """finished (a watch): it ended on Ctrl-C."""
+    run_id: str | None = None
+    etcd: str | None = None
+    mtbf_s: float | None = None
+    duration_s: float | None = None
+    seed: int | None = None
+    """repeated: the Poisson process' mean time between faults, length and seed."""
+    trace: Mapping[str, Any] | None = None
+    """replay: where the trace came from (a file, or a generator and its parameters)."""
+    compress: float | None = None
+    by: str | None = None
+    preemptions: int | None = None
+    span_s: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobStarted(Payload):
+    run_id: str | None = None
+    platform: str | None = None
+    spec: Mapping[str, Any] | None = None
+    """The JobSpec as JSON (None: a watched job the toolkit did not start)."""
+    etcd: str | None = None
+    passive: bool | None = None
+    """A watch: the job was not started by the toolkit."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobStopped(Payload):
+    run_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EtcdStarted(Payload):
+    endpoint: str | None = None
+    pid: int | None = None
+    version: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Isolation(Payload):
+    network: str | None = None
+    cgroups: str | None = None
+    exposed: tuple[str, ...] = ()
+    """Listeners torch binds to every interface (a note for the report)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuPlacement(Payload):
+    """How the local platform gave nodes GPUs (chaos.platforms.local.gpus)."""
+
+    mode: str | None = None
+    """none / exclusive / shared."""
+    slices: tuple[tuple[int, ...], ...] = ()
+    own_host_ids: bool | None = None
+    note: str | None = None
+    gpus: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ManifestsApplied(Payload):
+    kinds: tuple[str, ...] = ()
+    """The Kubernetes object kinds created."""
+    namespace: str | None = None
+    job_kind: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreStopped(Payload):
+    action: str | None = None
+    how: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reaped(Payload):
+    """What a dead run left, stopped (chaos.platforms.local.registry.Reaped)."""
+
+    run_id: str | None = None
+    runner_pid: int | None = None
+    report_dir: str | None = None
+    by: str | None = None
+    killed: Mapping[str, str] = field(default_factory=dict)
+    """PID -> what it was."""
+    removed: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+    at: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Leftovers(Payload):
+    killed: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WatcherDied(Payload):
+    watcher: str
+    error: str
+
+
+class RunnerEv:
+    """The toolkit itself: ChaosRun and the platforms."""
+
+    PHASE = event_type(Source.RUNNER, "phase", Phase)
+    """ChaosRun entered ``phase`` (starting, steady_state, inject, recovering, ..., teardown, finished)."""
+    JOB_STARTED = event_type(Source.RUNNER, "job_started", JobStarted)
+    """The platform started the job (``run_id``, ``platform``, ``spec``)."""
+    JOB_STOPPED = event_type(Source.RUNNER, "job_stopped", JobStopped)
+    """The platform stopped the job."""
+    ETCD_STARTED = event_type(Source.RUNNER, "etcd_started", EtcdStarted)
+    """The local platform's etcd is up (``endpoint``, ``version``, ``pid``)."""
+    ISOLATION = event_type(Source.RUNNER, "isolation", Isolation)
+    """How the local platform isolates nodes (``network``, cgroups)."""
+    GPU_PLACEMENT = event_type(Source.RUNNER, "gpu_placement", GpuPlacement)
+    """How the local platform gave nodes GPUs (``mode``: none / exclusive / shared, ``slices``,
+    ``own_host_ids``, ``note``; chaos.platforms.local.gpus)."""
+    MANIFESTS_APPLIED = event_type(Source.RUNNER, "manifests_applied", ManifestsApplied)
+    """Kubernetes: the job's objects were created (``kinds``, ``namespace``, ``job_kind``)."""
+    STORE_STOPPED = event_type(Source.RUNNER, "store_stopped", StoreStopped)
+    """The rendezvous store was stopped by a fault (``how``)."""
+    STORE_STARTED = event_type(Source.RUNNER, "store_started", Nothing)
+    """The rendezvous store is back."""
+    REAPED = event_type(Source.RUNNER, "reaped", Reaped)
+    """The local platform stopped what a runner that is gone left running (``run_id``, ``by``: its
+    watchdog or a later run, ``killed``: PID -> what, ``removed``, ``errors``); in the dead run's
+    timeline when its watchdog did it, in the new run's when a later run did."""
+    LEFTOVERS = event_type(Source.RUNNER, "leftovers", Leftovers)
+    """The local platform's own stop missed processes of the run and killed them afterwards
+    (``killed``: PID -> tag); a bug worth a look, not a failure of the job."""
+    WATCHER_DIED = event_type(Source.RUNNER, "watcher_died", WatcherDied)
+    """A watcher's thread ended with an error (``watcher``, ``error``): what it watched is
+    unobserved from here on, and the run fails (watchers/api.py)."""
