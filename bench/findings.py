@@ -17,7 +17,7 @@ def recovery_findings(results: dict[str, Any]) -> list[str]:
     floor = (results.get("floor_s") or {}).get("median")
     cases: dict[str, Any] = results.get("recovery", {})
     for key, case in cases.items():
-        phases = {p: _median(case, p) for p in ("detect", "rendezvous", "restart", "replay")}
+        phases = {p: _median(case, p) for p in ("detect", "rendezvous", "restart", "retrain")}
         known = {p: v for p, v in phases.items() if v is not None}
         if not known:
             continue
@@ -121,7 +121,7 @@ def _cluster_vs_local(cases: dict[str, Any]) -> list[str]:
         if local is None or c is None or lo is None:
             continue
         diffs = {p: (_median(case, p) or 0.0) - (_median(local, p) or 0.0)
-                 for p in ("detect", "rendezvous", "restart", "replay")}
+                 for p in ("detect", "rendezvous", "restart", "retrain")}
         worst = max(diffs, key=lambda p: abs(diffs[p]))
         out.append(f"{key}: recovers in {c:.1f} s on the cluster vs {lo:.1f} s locally; the {worst} phase "
                    f"differs most ({diffs[worst]:+.1f} s)")

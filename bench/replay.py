@@ -32,8 +32,10 @@ def measure(quick: bool, runs: Path, say: Callable[[str], None],
         run = execute("replay", {"trace": str(TRACE), "compress": COMPRESS, "checkpoint_every": every,
                                  "rdzv_preset": "fast"},
                       report_dir=runs / f"replay-ckpt-{every}", scenario=f"bench replay ckpt {every}")
-        result = run.result()
-        replay = result.replay or {}
+        assert run.report is not None, "a closed run has its report"
+        result = run.report.result
+        summary = result.measured.get("replay")
+        replay = summary.to_json() if summary is not None else {}
         lost = [r.lost_steps for r in result.recoveries if r.lost_steps is not None]
         regain = [r.regain_s for r in result.recoveries if r.regain_s is not None]
         block["intervals"][str(every)] = {

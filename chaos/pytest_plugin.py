@@ -188,15 +188,12 @@ def _add_failure_context(item: pytest.Item, report: pytest.TestReport) -> None:
 
 
 def _record_metrics(item: pytest.Item, run: ChaosRun) -> None:
-    """The run's recovery metrics, as its report.json records them, as JUnit XML properties
-    (``--junitxml``)."""
+    """The run's metrics, from its report in memory, as JUnit XML properties (``--junitxml``)."""
     from chaos.reporting.failure import metric_properties
-    from chaos.reporting.load import read_result
-    result = read_result(run.report_dir)
-    if result is None:
+    if run.report is None:
         return
-    html = run.report_dir / "report.html"
-    item.user_properties.extend(metric_properties(result, html if html.exists() else None))
+    html = run.rendered.html if run.rendered is not None else None
+    item.user_properties.extend(metric_properties(run.report.result, html))
 
 
 @pytest.fixture

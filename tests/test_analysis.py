@@ -43,7 +43,7 @@ def test_each_phase_is_the_gap_between_consecutive_marks():
     # step 51 (> pre-fault 50) is the 10th step after the restart
     assert rec.regain_s == pytest.approx(11.0)
     assert rec.phases == pytest.approx({"detect": 1.0, "exit": None, "shutdown": None, "rendezvous": 3.0,
-                                        "restart": 6.0, "replay": 1.0, "stall": None})
+                                        "restart": 6.0, "retrain": 1.0, "stall": None})
     assert set(rec.not_applicable) == {"exit", "shutdown", "stall"}   # no collective error, no forced kill
     assert sum(v for v in rec.phases.values() if v is not None) == pytest.approx(rec.regain_s)
 
@@ -68,7 +68,7 @@ def test_no_recovery_leaves_metrics_none_and_says_why():
     assert rec.recovered is False
     assert rec.recovery_s is None and rec.regain_s is None and rec.lost_steps is None
     assert {p: v for p, v in rec.phases.items() if p not in rec.not_applicable} == {
-        "detect": None, "rendezvous": None, "restart": None, "replay": None}
+        "detect": None, "rendezvous": None, "restart": None, "retrain": None}
     assert "no restarted worker completed a step" in rec.missing
 
 

@@ -12,7 +12,7 @@ from chaos.events import Event, RdzvEv
 
 def case(detect, rdzv, restart, replay, recovery, ratio):
     s = lambda v: summary([v])  # noqa: E731
-    return {"detect": s(detect), "rendezvous": s(rdzv), "restart": s(restart), "replay": s(replay),
+    return {"detect": s(detect), "rendezvous": s(rdzv), "restart": s(restart), "retrain": s(replay),
             "recovery_s": s(recovery), "lost_steps": s(10), "ratio_to_floor": ratio}
 
 
@@ -148,7 +148,7 @@ def test_on_a_gpu_the_floor_and_every_preset_run_on_nccl(tmp_path):
     def run_case(case, reps, out, say):
         seen.append((case.key, case.pg_backend, out.name))
         rec = Recovery("kill-node", "node-1", 0.0, recovery_s=12.0, regain_s=13.0, lost_steps=0,
-                       phases={"detect": 0.5, "exit": 1.1, "rendezvous": 1.9, "restart": 9.6, "replay": 1.0})
+                       phases={"detect": 0.5, "exit": 1.1, "rendezvous": 1.9, "restart": 9.6, "retrain": 1.0})
         return CaseRun([rec], [])
 
     block = gpu.measure(False, 1, tmp_path, lambda s: None, detect=fake_gpu(), floor=floor, run_case=run_case)
@@ -189,16 +189,16 @@ def test_the_replay_block_runs_one_replay_per_interval_and_renders_a_table(tmp_p
 
     from bench import replay
     from chaos.analysis.recovery import Recovery
+    from chaos.analysis.replay import ReplaySummary
     asked = []
 
     def execute(name, values, **kw):
         asked.append((name, values["checkpoint_every"], values["trace"].endswith("spot-3.csv")))
         every = values["checkpoint_every"]
         recs = [Recovery("kill-node", f"node-{i}", 0.0, regain_s=15.0 + i, lost_steps=every // 2) for i in range(3)]
-        result = SimpleNamespace(passed=True, recoveries=recs,
-                                 replay={"goodput": 0.5 if every == 10 else 0.3, "injected": 3, "skipped": 0,
-                                         "max_late_s": 0.01})
-        return SimpleNamespace(result=lambda: result)
+        summary = ReplaySummary(goodput=0.5 if every == 10 else 0.3, injected=3, skipped=0, max_late_s=0.01)
+        result = SimpleNamespace(passed=True, recoveries=recs, measured={"replay": summary})
+        return SimpleNamespace(report=SimpleNamespace(result=result))
 
     block = replay.measure(False, tmp_path, lambda s: None, execute=execute, date="2026-11-23")
     assert asked == [("replay", 10, True), ("replay", 50, True)]

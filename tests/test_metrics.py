@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from chaos.analysis import recovery
+from chaos.analysis import groups, recovery
 from chaos.analysis.invariants import SplitBrain
 from chaos.analysis.metrics import Measured, MeasuredInt
+from chaos.analysis.observation import ScriptObservation
 from chaos.analysis.recovery import FIELD_METRICS, METRICS, PHASES, Recovery, RecoveryPath, analyze_fault
 from chaos.analysis.verdict import Verdict
 from chaos.faults.api import FaultRecord
@@ -24,7 +25,7 @@ from chaos.reporting import audit, audit_view, render_folder
 from chaos.reporting.failure import metric_properties, recovery_line
 from chaos.reporting.load import load_run, read_result
 from chaos.reporting.report import render_table
-from chaos.reporting.result import FaultResult, RunResult, Samples
+from chaos.reporting.result import FaultResult, RunResult, Samples, upgrade_v1
 from chaos.spec import JobSpec, RendezvousSpec
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
@@ -84,8 +85,9 @@ def test_a_world_size_that_changed_again_shows_its_final_size():
 
 def test_a_script_jobs_unit_names_the_lost_column_in_every_table():
     rec = Recovery("kill-node", "node-1", 0.0, lost_steps=2)
-    result = RunResult("s", "local", None, None, (FaultResult(FaultRecord("kill-node", "node-1", 0.0), rec),),
-                       observation={"unit": "epoch"})
+    result = RunResult("s", "local", None, None,
+                       (FaultResult(FaultRecord("kill-node", "node-1", 0.0), {"recovery": rec}),),
+                       observation=ScriptObservation(unit="epoch"))
     assert "lost epochs" in render_table(result).splitlines()[0]
 
 
@@ -95,6 +97,9 @@ def test_one_declaration_decides_where_a_metric_shows(folder, monkeypatch):
     changed = tuple(dataclasses.replace(m, table=True, audit=True, failure=True, junit=False)
                     if m.key == "recovery_s" else m for m in METRICS)
     monkeypatch.setattr(recovery, "METRICS", changed)
+    registered = groups.fault_groups()
+    monkeypatch.setattr(groups, "_FAULT", [dataclasses.replace(g, metrics_=changed) if g.name == "recovery" else g
+                                           for g in registered])
     render_folder(folder, png=False)
     result = read_result(folder)
     seconds = f"{result.faults[0].recovery.recovery_s:.1f}s"
@@ -131,7 +136,7 @@ def test_the_audit_aggregates_the_declared_audit_metrics_by_short_name():
 def test_the_failure_line_shows_the_phases_then_the_other_failure_metrics():
     rec = read_result(RUNS / "kill-node-shrink").faults[0].recovery
     assert recovery_line(rec) == ("kill-node on node-1: detect 1.0s, rendezvous 41.6s, restart 10.0s, "
-                                  "replay 1.0s; regain 53.6s, lost steps 10")
+                                  "retrain 1.0s; regain 53.6s, lost steps 10")
 
 
 def test_every_field_metric_of_an_analyzed_fault_remembers_its_recovery():
@@ -150,7 +155,7 @@ def full_result() -> RunResult:
                    world_size_final=2, replacement_s=13.3, restarts_used=1, restart_budget=3, overtaken=False,
                    path=RecoveryPath.RESTART,
                    phases={"detect": 1.0, "exit": 0.5, "shutdown": None, "rendezvous": 11.0, "restart": 7.5,
-                           "replay": 1.0, "stall": None},
+                           "retrain": 1.0, "stall": None},
                    not_applicable={"shutdown": "every worker stopped within the agent's shutdown wait",
                                    "stall": "the workers were restarted"},
                    missing=["no checkpoint-loaded event: resume step inferred from the first step"],
@@ -164,10 +169,11 @@ def full_result() -> RunResult:
     return RunResult(
         scenario="kill-node", platform="local",
         job=JobSpec(nodes="1:2", rdzv=RendezvousSpec(last_call_timeout=3), env=(("A", "1"),), script=("t.py",)),
-        verdict=verdict, faults=(FaultResult(record, rec),), goodput=0.8123,
+        verdict=verdict, faults=(FaultResult(record, {"recovery": rec}),), goodput=0.8123,
         split_brains=(SplitBrain(1001.0, 1005.0, (("node-1", 11, 2), ("node-2", 21, 1))),),
         samples=Samples(True, True, 120, 10, 0, 0, "every sample exactly once"),
-        observation={"unit": "epoch", "notes": ["resume inferred"]}, started_at=990.5, finished_at=1100.75,
+        observation=ScriptObservation(unit="epoch", notes=("resume inferred",)), started_at=990.5,
+        finished_at=1100.75,
         node_logs={"node-1": "nodes/node-1.log"})
 
 
@@ -194,12 +200,13 @@ def test_recorded_report_json_reads_into_the_typed_result_and_keeps_every_key(na
     assert result is not None and len(result.faults) == len(raw["faults"]) == 1
     assert result.passed is raw["verdict"]["passed"] and result.verdict.reasons == raw["verdict"]["reasons"]
     assert result.faults[0].recovery.regain_s == raw["faults"][0]["metrics"]["regain_s"]
-    assert_contains(result.to_json(), raw)                      # written again: additive only
+    assert raw["schema_version"] == 1 and result.to_json()["schema_version"] == 2
+    assert_contains(result.to_json(), upgrade_v1(raw))          # written again: additive only, but the rename
 
 
 def test_a_crashed_folder_still_loads_with_a_typed_result():
     run = load_run(RUNS / "crashed-mid-recovery")
-    assert not run.has_report_json and run.result is not None
+    assert not run.complete and run.result is not None
     assert run.result.verdict is None and len(run.result.faults) == len(run.faults)
 
 

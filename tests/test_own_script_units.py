@@ -257,8 +257,8 @@ def test_a_checkpoint_path_never_written_fails_the_run_and_lists_the_workdir(tmp
     job = JobSpec(script=("t.py",), observe=Observation(progress_regex=r"it=(?P<step>\d+)", checkpoint="snap.pt"))
     events = [Event.make(ProgressEv.STEP, 1.0, "node-0", {"step": 1, "via": "regex"})]
     summary = summarize(events, job, tmp_path)
-    assert summary is not None and summary["checkpoint"]["never_written"] is True
-    assert summary["resume"] == "inferred from the first progress after a restart"
+    assert summary is not None and summary.checkpoint is not None and summary.checkpoint.never_written is True
+    assert summary.resume == "inferred from the first progress after a restart"
     [(ok, reason)] = checks(summary)
     assert not ok and "'snap.pt' was written during the run: it never was" in reason and "ckpt/" in reason
 

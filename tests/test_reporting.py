@@ -107,7 +107,7 @@ def test_a_crashed_run_gets_a_report_that_says_what_is_missing(copy_run):
     assert "the last line of timeline.jsonl was cut off mid-write" in missing
     assert "without the &#x27;finished&#x27; phase (last phase: recovering)" in missing
     assert "no rendezvous round completed after the fault" in missing
-    assert result.run.faults[0].metrics["detect_s"] is not None  # recomputed from the timeline
+    assert result.run.faults[0].recovery.detect_s is not None  # recomputed from the timeline
     assert "<td>kill-node</td>" in html and '<g class="fault">' in html
     assert not (folder / "report.json").exists()               # rendering never invents a report.json
 
@@ -125,8 +125,8 @@ def test_garbage_lines_are_skipped_and_counted(copy_run):
     with open(folder / "timeline.jsonl", "a") as f:
         f.write("not json\n{\"t\": \"soon\"}\n")
     run = load_run(folder)
-    assert run.bad_lines == 2
-    assert any("2 line(s)" in m for m in run.missing)
+    assert any("2 line(s) of timeline.jsonl could not be read" in m and "not JSON" in m
+               and "t 'soon' is not a time" in m for m in run.missing)
 
 
 def test_unknown_fault_and_event_kinds_are_drawn_generically(copy_run):

@@ -139,8 +139,10 @@ def test_bad_watch_options_are_usage_errors(args, message):
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
 
 
-def test_the_live_view_keeps_a_status_line_on_a_tty(etcd):
+def test_the_live_view_keeps_a_status_line_on_a_tty(etcd, monkeypatch):
     import io
+
+    monkeypatch.setenv("COLUMNS", "200")   # the status line is cut at the terminal's width (xdist workers: 80)
 
     from chaos.runner.watch import WatchOptions, watch
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaos.analysis.groups import FaultMark, fault_group
 from chaos.analysis.metrics import Metric, Unit, declared, metric
 from chaos.events import AgentEv, Event, NodeEv, ProgressEv, first, of
 
@@ -96,16 +97,21 @@ def hang_detection(events: Sequence[Event], *, target: str | None, injected_at: 
     return out
 
 
-def of_fault(events: Sequence[Event], kind: str, target: str | None, injected_at: float,
-             detail: dict[str, Any], pg_timeout_s: float | None) -> HangDetection | None:
-    """The HangDetection of a hung-rank fault; None for any other fault. The hung worker's PID
-    is the record's ``pid``, else the ``node/worker_hung`` event's."""
-    if kind != "hung-rank":
-        return None
-    pid = detail.get("pid")
+def _measure(events: Sequence[Event], mark: FaultMark) -> HangDetection:
+    """The hung worker's PID is the record's ``pid``, else the ``node/worker_hung`` event's; the
+    collective timeout the record's ``pg_timeout_s``."""
+    pid = mark.detail.get("pid")
     if not isinstance(pid, int):
-        hung = first(events, NodeEv.WORKER_HUNG, node=target, after=injected_at - 1.0)
+        hung = first(events, NodeEv.WORKER_HUNG, node=mark.target, after=mark.injected_at - 1.0)
         pids = hung.data.pids if hung is not None else ()
         pid = pids[0] if pids else None
-    return hang_detection(events, target=target, injected_at=injected_at, pg_timeout_s=pg_timeout_s,
+    timeout = mark.detail.get("pg_timeout_s")
+    return hang_detection(events, target=mark.target, injected_at=mark.injected_at,
+                          pg_timeout_s=float(timeout) if isinstance(timeout, (int, float)) else None,
                           hung_pid=pid if isinstance(pid, int) else None)
+
+
+HANG = fault_group(
+    "hang", "Hang detection", HangDetection, faults={"hung-rank"}, measure=_measure,
+    read=lambda mark, raw: HangDetection.from_json(mark.target, mark.injected_at, dict(raw)))
+"""How a hung worker was found out (report.json's ``hang``)."""

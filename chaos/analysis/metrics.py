@@ -39,6 +39,8 @@ class Unit(enum.Enum):
     """Training steps per second: ``9.80/s``."""
     FRACTION = "fraction"
     """A share between 0 and 1, written as a percentage: ``49%``."""
+    FACTOR = "factor"
+    """A plain multiplier (a trace's time compression): ``60x``."""
 
     def format(self, value: float | int | None) -> str:
         """``-`` for not observed; seconds to a tenth with ``s``; rates with ``/s``;
@@ -51,12 +53,14 @@ class Unit(enum.Enum):
             return f"{float(value):.2f}/s"
         if self is Unit.FRACTION:
             return f"{float(value):.0%}"
+        if self is Unit.FACTOR:
+            return f"{float(value):g}x"
         return f"{value:g}" if isinstance(value, float) else str(value)
 
     @property
     def real(self) -> bool:
         """Whether values are real numbers (seconds, rates, fractions), not whole counts."""
-        return self in (Unit.SECONDS, Unit.RATE, Unit.FRACTION)
+        return self in (Unit.SECONDS, Unit.RATE, Unit.FRACTION, Unit.FACTOR)
 
     def read(self, raw: Any) -> float | int | None:
         """A report.json value as this unit's type; None for anything that is not a number."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,86 @@ from chaos.spec import JobSpec
 TAIL_LINES = 12
 
 
-def summarize(events: Sequence[Event], job: JobSpec | None, workdir: Path | None) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class CheckpointSeen:
+    """What the run saw of the script's checkpoints."""
+
+    path: str | None = None
+    """The --checkpoint path (None: no path was given; saves were reported)."""
+    watched: str | None = None
+    """Where it was watched on this machine (None: the workdir is not here)."""
+    saves_observed: int = 0
+    """Saves the file watcher saw."""
+    saves_reported: int = 0
+    """Saves the script reported (trainer.progress)."""
+    never_written: bool = False
+    files_in_workdir: tuple[str, ...] = ()
+    """What the workdir held, when the path was never written."""
+
+    def to_json(self) -> dict[str, Any]:
+        if self.path is None:
+            return {"path": None, "saves_reported": self.saves_reported}
+        out: dict[str, Any] = {"path": self.path, "watched": self.watched, "saves_observed": self.saves_observed,
+                               "never_written": self.never_written}
+        if self.files_in_workdir:
+            out["files_in_workdir"] = list(self.files_in_workdir)
+        return out
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> CheckpointSeen:
+        path, watched = raw.get("path"), raw.get("watched")
+        return cls(path=None if path is None else str(path), watched=None if watched is None else str(watched),
+                   saves_observed=_count(raw.get("saves_observed")), saves_reported=_count(raw.get("saves_reported")),
+                   never_written=raw.get("never_written") is True,
+                   files_in_workdir=tuple(str(f) for f in raw.get("files_in_workdir") or []))
+
+
+@dataclass(frozen=True)
+class ScriptObservation:
+    """report.json's ``observation``: what could be seen of a user's script, and what not."""
+
+    script: tuple[str, ...] = ()
+    workdir: str | None = None
+    unit: str = "step"
+    """What the script's progress counts (step, epoch, iteration, ...)."""
+    progress_regex: str | None = None
+    resume_regex: str | None = None
+    progress: str = "none"
+    """Where progress came from: trainer.progress, progress_regex, both, or none."""
+    steps_observed: int = 0
+    resume: str = ""
+    """Where resumed steps came from, or that they were inferred."""
+    checkpoint: CheckpointSeen | None = None
+    notes: tuple[str, ...] = ()
+    """What was inferred or could not be measured, in words."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"script": list(self.script), "workdir": self.workdir, "unit": self.unit,
+                "progress_regex": self.progress_regex, "resume_regex": self.resume_regex,
+                "progress": self.progress, "steps_observed": self.steps_observed, "resume": self.resume,
+                "checkpoint": self.checkpoint.to_json() if self.checkpoint else None, "notes": list(self.notes)}
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> ScriptObservation:
+        ckpt = raw.get("checkpoint")
+
+        def text(key: str) -> str | None:
+            v = raw.get(key)
+            return None if v is None else str(v)
+
+        return cls(script=tuple(str(a) for a in raw.get("script") or []), workdir=text("workdir"),
+                   unit=text("unit") or "step", progress_regex=text("progress_regex"),
+                   resume_regex=text("resume_regex"), progress=text("progress") or "none",
+                   steps_observed=_count(raw.get("steps_observed")), resume=text("resume") or "",
+                   checkpoint=CheckpointSeen.from_json(ckpt) if isinstance(ckpt, dict) else None,
+                   notes=tuple(str(n) for n in raw.get("notes") or [] if isinstance(n, str)))
+
+
+def _count(v: Any) -> int:
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+def summarize(events: Sequence[Event], job: JobSpec | None, workdir: Path | None) -> ScriptObservation | None:
     """report.json's ``observation`` block for a script job (None for the reference trainer)."""
     if job is None or not job.script:
         return None
@@ -33,24 +113,21 @@ def summarize(events: Sequence[Event], job: JobSpec | None, workdir: Path | None
     reported = [e for e in steps if e.data.via is None]
     loaded = of(events, CheckpointEv.LOADED)
     notes: list[str] = [e.data.why or "" for e in of(events, ProgressEv.UNPARSED)]
-    out: dict[str, Any] = {
-        "script": list(job.script), "workdir": str(workdir) if workdir else job.workdir,
-        "unit": obs.unit, "progress_regex": obs.progress_regex, "resume_regex": obs.resume_regex,
-        "progress": _progress_source(by_regex, reported), "steps_observed": len(steps),
-        "resume": _resume_source(loaded, obs.resume_regex),
-        "checkpoint": _checkpoint(events, obs.checkpoint, workdir),
-        "notes": notes,
-    }
+    resume = _resume_source(loaded, obs.resume_regex)
     if by_regex:
         notes.append("steps are timed when their log line was read (within ~0.1 s); the script stamps none")
         if any(e.data.world_size_from == "agent" for e in by_regex):
             notes.append("world size is the agent's rendezvous result (nodes x nproc_per_node)")
         notes.append("exactly-once sample accounting needs sample ranges, which a log line does not "
                      "carry (two-line integration, docs/INTEGRATE.md)")
-    if out["resume"].startswith("inferred"):
+    if resume.startswith("inferred"):
         notes.append("resumed step (and so lost progress) inferred from the first progress after each "
                      "restart: pass --resume-regex, or report loads with trainer.progress, to measure it")
-    return out
+    return ScriptObservation(
+        script=tuple(job.script), workdir=str(workdir) if workdir else job.workdir, unit=obs.unit,
+        progress_regex=obs.progress_regex, resume_regex=obs.resume_regex,
+        progress=_progress_source(by_regex, reported), steps_observed=len(steps), resume=resume,
+        checkpoint=_checkpoint(events, obs.checkpoint, workdir), notes=tuple(notes))
 
 
 def _progress_source(by_regex: list[Event], reported: list[Event]) -> str:
@@ -71,17 +148,16 @@ def _resume_source(loaded: list[Event], resume_regex: str | None) -> str:
     return "inferred from the first progress after a restart"
 
 
-def _checkpoint(events: Sequence[Event], path: str | None, workdir: Path | None) -> dict[str, Any] | None:
+def _checkpoint(events: Sequence[Event], path: str | None, workdir: Path | None) -> CheckpointSeen | None:
     saved = of(events, CheckpointEv.SAVED)
     if path is None:
-        return {"path": None, "saves_reported": len(saved)} if saved else None
+        return CheckpointSeen(saves_reported=len(saved)) if saved else None
     watched = _resolve(path, workdir)
     observed = [e for e in saved if e.data.via == "file"]
-    out: dict[str, Any] = {"path": path, "watched": str(watched) if watched else None,
-                           "saves_observed": len(observed), "never_written": watched is not None and not observed}
-    if out["never_written"] and workdir is not None:
-        out["files_in_workdir"] = _listing(workdir)
-    return out
+    never = watched is not None and not observed
+    return CheckpointSeen(path=path, watched=str(watched) if watched else None, saves_observed=len(observed),
+                          never_written=never,
+                          files_in_workdir=tuple(_listing(workdir)) if never and workdir is not None else ())
 
 
 def _resolve(path: str, workdir: Path | None) -> Path | None:
@@ -99,27 +175,25 @@ def _listing(workdir: Path, limit: int = 12) -> list[str]:
     return names[:limit] + ([f"... {len(names) - limit} more"] if len(names) > limit else [])
 
 
-def checks(summary: dict[str, Any] | None) -> list[tuple[bool, str]]:
+def checks(seen: ScriptObservation | None) -> list[tuple[bool, str]]:
     """The checks every script run shares, as (passed, reason) pairs."""
-    if summary is None:
+    if seen is None:
         return []
     out: list[tuple[bool, str]] = []
-    if summary["progress_regex"] and not summary["steps_observed"]:
-        out.append((False, f"--progress-regex {summary['progress_regex']!r} matched a line of the script: "
+    if seen.progress_regex and not seen.steps_observed:
+        out.append((False, f"--progress-regex {seen.progress_regex!r} matched a line of the script: "
                            "it matched none (compare it with nodes/*.log)"))
-    ckpt = summary.get("checkpoint")
-    if ckpt and ckpt.get("path"):
-        if ckpt["watched"] is None:
-            out.append((True, f"checkpoint {ckpt['path']!r} not watched: the job's workdir is not on this "
-                              "machine"))
-        elif ckpt["never_written"]:
-            files = ", ".join(ckpt.get("files_in_workdir") or []) or "nothing"
-            out.append((False, f"the checkpoint path {ckpt['path']!r} was written during the run: it never was "
-                               f"(watched {ckpt['watched']}; the workdir holds: {files}). Pass --checkpoint "
+    ckpt = seen.checkpoint
+    if ckpt and ckpt.path:
+        if ckpt.watched is None:
+            out.append((True, f"checkpoint {ckpt.path!r} not watched: the job's workdir is not on this machine"))
+        elif ckpt.never_written:
+            files = ", ".join(ckpt.files_in_workdir) or "nothing"
+            out.append((False, f"the checkpoint path {ckpt.path!r} was written during the run: it never was "
+                               f"(watched {ckpt.watched}; the workdir holds: {files}). Pass --checkpoint "
                                "as the file or directory the script saves to, relative to --workdir"))
         else:
-            out.append((True, f"checkpoint {ckpt['path']!r} written {ckpt['saves_observed']} time(s) during "
-                              "the run"))
+            out.append((True, f"checkpoint {ckpt.path!r} written {ckpt.saves_observed} time(s) during the run"))
     return out
 
 

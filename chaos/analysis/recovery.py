@@ -4,7 +4,7 @@ For a fault injected at F, with ``pre`` the highest step completed before F,
 each metric of :class:`Recovery` is declared once, with its unit, label, the
 instants it spans (its ``help``) and where it shows (chaos.analysis.metrics);
 ``METRICS`` lists them, the phases first. The phases detect / rendezvous /
-restart / replay are the consecutive gaps between the instants F, first
+restart / retrain are the consecutive gaps between the instants F, first
 detection, rendezvous complete, first step of a restarted worker and progress
 regained, so they add up to ``regain_s``. A metric whose evidence is missing
 is ``None`` and ``missing`` says why: nothing is guessed.
@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
+from chaos.analysis.groups import FaultMark, fault_group
 from chaos.analysis.metrics import Metric, Unit, declared, measured, metric, phase
 from chaos.analysis.phases import Mark, Stall, chain, forced_shutdown, stall, unsettled_steps, worker_exit
 from chaos.events import (
@@ -46,8 +47,8 @@ PHASE_METRICS: tuple[Metric, ...] = (
     phase("rendezvous", "-> the next rendezvous round is complete", **_SHOWN),
     phase("restart", "rendezvous complete -> first step completed by a worker started after the fault",
           **_SHOWN),
-    phase("replay", "first step of a restarted worker -> progress passes the pre-fault step (the steps "
-                    "trained again)", **_SHOWN),
+    phase("retrain", "first step of a restarted worker -> progress passes the pre-fault step (the steps "
+                     "trained again)", **_SHOWN),
     phase("stall", "fault -> progress passes the pre-fault step when the fault ended on its own (a thaw, a "
                    "heal) and the same workers trained on at the same world size: no other phase applies",
           **_SHOWN),
@@ -134,6 +135,10 @@ class Recovery:
         trained on once the fault ended (a stall)."""
         return self.recovery_s is not None or self.path is RecoveryPath.STALL
 
+    def applicable_phases(self) -> dict[str, float | None]:
+        """The phases that apply to this recovery, in order (None: not observed)."""
+        return {p: self.phases.get(p) for p in PHASES if p not in self.not_applicable}
+
     def to_json(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)
              if f.name not in ("fault_kind", "target", "injected_at", "evidence")}
@@ -173,6 +178,17 @@ class Recovery:
 FIELD_METRICS: tuple[Metric, ...] = declared(Recovery)
 METRICS: tuple[Metric, ...] = (*PHASE_METRICS, *FIELD_METRICS)
 """Every metric, declared once (chaos.analysis.metrics): the phases, then Recovery's fields."""
+
+
+def _measure(events: Sequence[Event], mark: FaultMark) -> Recovery:
+    return analyze_fault(events, kind=mark.kind, target=mark.target, injected_at=mark.injected_at, until=mark.until,
+                         max_restarts=mark.max_restarts)
+
+
+RECOVERY = fault_group(
+    "recovery", "Recovery", Recovery, key="metrics", prom="fault", metrics=METRICS, measure=_measure,
+    read=lambda mark, raw: Recovery.from_json(mark.kind, mark.target, mark.injected_at, dict(raw)))
+"""Every fault's recovery (report.json's ``metrics``; Prometheus ``elastic_chaos_fault_*``)."""
 
 
 def _not_applicable(metrics: dict[str, Any]) -> dict[str, str]:
@@ -281,7 +297,7 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
     end = rdzv.t if rdzv is not None else (regain.t if regain is not None else until)
     exited, killed = worker_exit(events, f, target, end), forced_shutdown(events, f, target, end)
     marks = {"detect": Mark(detect), "exit": exited, "shutdown": killed, "rendezvous": Mark(rdzv),
-             "restart": Mark(first_new), "replay": Mark(regain),
+             "restart": Mark(first_new), "retrain": Mark(regain),
              "stall": Mark(not_applicable="the workers were restarted" if first_new is not None else
                            "training did not go on by itself after the fault ended")}
     _set_phases(rec, f, marks)

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaos.analysis.groups import FaultMark, fault_group
 from chaos.analysis.metrics import Metric, Unit, declared, metric
 from chaos.events import Event, FaultEv, ProgressEv, first, of
 
@@ -62,7 +63,8 @@ class Throughput:
     target: str | None
     injected_at: float
     restored_at: float | None = None
-    factor: float | None = None
+    factor: float | None = metric("slowed by", Unit.FACTOR, "how many times slower the node ran (its duty "
+                                  "cycle)", table=True, junit=True)
     rate_before: float | None = metric("step rate before", _R, "steps per second in the window before the "
                                        "node was slowed", table=True, junit=True)
     rate_during: float | None = metric("step rate while slow", _R, "steps per second from the slowdown to the "
@@ -87,7 +89,7 @@ class Throughput:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {m.key: _round(getattr(self, m.key)) for m in METRICS}
-        out.update({"restored_at": _round(self.restored_at), "factor": self.factor, "slow_node": self.slow_node,
+        out.update({"restored_at": _round(self.restored_at), "slow_node": self.slow_node,
                     "ranks": [r.to_json() for r in self.ranks], "missing": list(self.missing)})
         return out
 
@@ -95,10 +97,10 @@ class Throughput:
     def from_json(cls, target: str | None, injected_at: float, raw: dict[str, Any]) -> Throughput:
         """report.json's ``throughput`` block read back (what is absent or not a number: not observed)."""
         values: dict[str, Any] = {m.key: m.unit.read(raw.get(m.key)) for m in METRICS}
-        restored, factor = Unit.SECONDS.read(raw.get("restored_at")), Unit.RATE.read(raw.get("factor"))
+        restored = Unit.SECONDS.read(raw.get("restored_at"))
         node = raw.get("slow_node")
         return cls(target, injected_at, restored_at=None if restored is None else float(restored),
-                   factor=None if factor is None else float(factor), slow_node=None if node is None else str(node),
+                   slow_node=None if node is None else str(node),
                    ranks=[RankPace.from_json(r) for r in raw.get("ranks") or [] if isinstance(r, dict)],
                    missing=[str(m) for m in raw.get("missing") or [] if isinstance(m, str)], **values)
 
@@ -155,14 +157,14 @@ def rank_paces(steps: Sequence[Event], start: float, end: float) -> list[RankPac
 
 
 def throughput(events: Sequence[Event], *, target: str | None, injected_at: float, factor: float | None,
-               window_s: float = WINDOW_S) -> Throughput:
+               fault: str | None = None, window_s: float = WINDOW_S) -> Throughput:
     """The Throughput of the slowdown of ``target`` at ``injected_at``: ``window_s`` before it,
-    until the node's ``node/restored`` (else the end of the evidence), ``window_s`` after."""
+    until the slowing ``fault``'s revert (else the end of the evidence), ``window_s`` after."""
     events = sorted(events, key=lambda e: e.t)
     steps = of(events, ProgressEv.STEP)
     out = Throughput(target, injected_at, factor=factor)
     restored = first(events, FaultEv.REVERTED, node=target, after=injected_at,
-                     where=lambda e: e.data.fault == "straggler")
+                     where=lambda e: fault is None or e.data.fault == fault)
     end = events[-1].t if events else injected_at
     out.restored_at = restored.t if restored is not None else None
     until = out.restored_at if out.restored_at is not None else end
@@ -201,14 +203,17 @@ def _attribute(out: Throughput, steps: Sequence[Event], before: float, injected_
     out.slow_own_before_s = earlier[0].own_s if earlier else None
 
 
-def of_fault(events: Sequence[Event], kind: str, target: str | None, injected_at: float,
-             detail: dict[str, Any]) -> Throughput | None:
-    """The Throughput of a straggler fault (its factor from the record's detail); None for
-    any other fault."""
-    if kind != "straggler":
-        return None
-    factor = detail.get("factor")
-    return throughput(events, target=target, injected_at=injected_at,
+def _measure(events: Sequence[Event], mark: FaultMark) -> Throughput:
+    factor = mark.detail.get("factor")
+    return throughput(events, target=mark.target, injected_at=mark.injected_at, fault=mark.kind,
                       factor=float(factor) if isinstance(factor, (int, float)) and not isinstance(factor, bool)
                       else None)
+
+
+THROUGHPUT = fault_group(
+    "throughput", "Step rate while a node was slow", Throughput, faults={"straggler"}, prom="straggler",
+    instead_of=("recovery",), measure=_measure,
+    read=lambda mark, raw: Throughput.from_json(mark.target, mark.injected_at, dict(raw)))
+"""A slow node's cost in step rate (report.json's ``throughput``): a slow node is no failure to
+recover from, so its row replaces the recovery row in the tables."""
 

@@ -36,4 +36,4 @@ def main(args: argparse.Namespace) -> int:
         values["etcd_binary"] = args.etcd_binary
     run = execute("kill-node", values, report_dir=args.report_dir or default_report_dir("demo"), scenario="demo",
                   on_start=console, overwrite=args.overwrite)
-    return summarize(run.report_dir)
+    return summarize(run)

@@ -132,17 +132,20 @@ def main(args: argparse.Namespace) -> int:
     if opts.report_dir is not None and not side.guard.dry_run:
         print(f"report folder: {opts.report_dir}  (gameday.json, timeline.jsonl, metrics.prom); audit: "
               f"{side.guard.audit.path}" if side.guard.audit else f"report folder: {opts.report_dir}")
-        if not _metrics(opts.report_dir, args.pushgateway):
+        if not _metrics(opts.report_dir, result.events, args.pushgateway):
             return 2
     return result.code
 
 
-def _metrics(folder: Path, gateway: str | None) -> bool:
-    """metrics.prom in the game day's folder, pushed to ``gateway`` when given; False when the push failed."""
-    from chaos.cli.pushgateway import push_folder
-    from chaos.reporting.load import load_run
+def _metrics(folder: Path, events: list[Any], gateway: str | None) -> bool:
+    """metrics.prom in the game day's folder, from its timeline in memory, pushed to ``gateway`` when
+    given; False when the push failed."""
+    from chaos.cli.pushgateway import push_report
+    from chaos.reporting.load import result_of_timeline
     from chaos.reporting.prometheus import write_metrics
-    if not (folder / "timeline.jsonl").exists():
+    from chaos.reporting.run_report import RunReport
+    if not events:
         return True
-    write_metrics(load_run(folder))
-    return push_folder(folder, gateway)
+    report = RunReport(folder, result_of_timeline(events), events)
+    write_metrics(report)
+    return push_report(report, gateway)

@@ -8,8 +8,10 @@ setup error: the dashboard will not show the run), whatever the verdict.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chaos.reporting.run_report import RunReport
 
 HELP = ("push the run's metrics (as metrics.prom) to this Prometheus Pushgateway, e.g. "
         "http://pushgateway:9091; grouped by job=elastic-chaos and run=<report folder name>")
@@ -19,17 +21,16 @@ def add_flag(parser: Any) -> None:
     parser.add_argument("--pushgateway", metavar="URL", help=HELP)
 
 
-def push_folder(folder: Path, gateway: str | None) -> bool:
-    """Push ``folder``'s metrics to ``gateway`` (nothing when it is None); False, said on
-    stderr, when the push failed."""
+def push_report(report: RunReport, gateway: str | None) -> bool:
+    """Push a run's metrics to ``gateway`` (nothing when it is None); False, said on stderr,
+    when the push failed."""
     if not gateway:
         return True
-    from chaos.reporting.load import load_run
     from chaos.reporting.prometheus import push
     try:
-        push(load_run(folder), gateway)
+        push(report, gateway)
     except (OSError, ValueError) as exc:
-        print(f"elastic-chaos: error: metrics of {folder} not pushed to {gateway}: {exc}", file=sys.stderr)
+        print(f"elastic-chaos: error: metrics of {report.folder} not pushed to {gateway}: {exc}", file=sys.stderr)
         return False
-    print(f"metrics pushed to {gateway} (job=elastic-chaos, run={folder.resolve().name})")
+    print(f"metrics pushed to {gateway} (job=elastic-chaos, run={report.folder.resolve().name})")
     return True

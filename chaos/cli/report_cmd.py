@@ -29,7 +29,7 @@ def register(sub: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from chaos.cli.pushgateway import push_folder
+    from chaos.cli.pushgateway import push_report
     from chaos.reporting import render_folder
     code = 0
     for folder in args.dirs:
@@ -44,6 +44,6 @@ def main(args: argparse.Namespace) -> int:
                 print(f"  wrote {path}")
         if run.passed is not True:
             code = 1
-        if not push_folder(folder, args.pushgateway):
+        if not push_report(run, args.pushgateway):
             return 2
     return code

@@ -155,14 +155,14 @@ def option_values(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(args: argparse.Namespace) -> int:
+    from chaos.cli.pushgateway import push_report
     from chaos.hypotheses.execute import execute
     values = option_values(args)
     report_dir = args.report_dir or default_report_dir(args.fault)
     run = execute(args.fault, values, report_dir=report_dir, platform=args.platform,
                   on_start=None if args.quiet else console, overwrite=args.overwrite)
-    code = summarize(run.report_dir)
-    from chaos.cli.pushgateway import push_folder
-    return code if push_folder(run.report_dir, args.pushgateway) else 2
+    code = summarize(run)
+    return code if run.report is None or push_report(run.report, args.pushgateway) else 2
 
 
 def console(run: Any) -> None:
@@ -176,22 +176,21 @@ def default_report_dir(name: str) -> Path:
     return Path("reports") / f"{name}-{stamp}"
 
 
-def summarize(report_dir: Path) -> int:
-    """Print the recovery table of the run's report.json; the exit code of its verdict."""
-    from chaos.reporting.load import read_result
+def summarize(run: Any) -> int:
+    """Print the tables of a closed run's report (from memory: report.json is not read back);
+    the exit code of its verdict."""
     from chaos.reporting.report import render_table
-    result = read_result(report_dir)
-    if result is None:
-        print(f"\n{report_dir / 'report.json'} is missing or unreadable; "
-              f"`elastic-chaos report {report_dir}` shows what the folder holds")
+    report = run.report
+    if report is None:
+        print(f"\nthe run in {run.report_dir} made no report; `elastic-chaos report {run.report_dir}` shows what "
+              "the folder holds")
         return 1
     print()
-    print(render_table(result))
-    print(f"\nreport folder: {report_dir}  (report.json, timeline.jsonl, nodes/*.log, summary.md)")
-    html = report_dir / "report.html"
-    if html.exists():
-        print(f"report: {html.resolve()}")
+    print(render_table(report.result))
+    print(f"\nreport folder: {report.folder}  (report.json, timeline.jsonl, nodes/*.log, summary.md)")
+    if run.rendered is not None:
+        print(f"report: {run.rendered.html.resolve()}")
     else:
-        print(f"report.html was not written; render it with `elastic-chaos report {report_dir}`")
+        print(f"report.html was not written; render it with `elastic-chaos report {report.folder}`")
     sys.stdout.flush()
-    return 0 if result.passed else 1
+    return 0 if report.result.passed else 1

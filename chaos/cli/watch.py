@@ -80,7 +80,7 @@ def _watch_kubernetes(args: argparse.Namespace) -> int:
 
 
 def _watch(args: argparse.Namespace, endpoint: str, run_id: str, platform: str) -> int:
-    from chaos.reporting.load import fault_results
+    from chaos.reporting.load import result_of_timeline
     from chaos.reporting.record import watch_verdict
     from chaos.runner.watch import WatchOptions, watch
     opts = WatchOptions(etcd=endpoint, run_id=run_id, record=args.record, duration_s=args.duration,
@@ -93,7 +93,7 @@ def _watch(args: argparse.Namespace, endpoint: str, run_id: str, platform: str) 
         if result.report_html is not None:
             print(f"report: {result.report_html.resolve()}")
     saw_progress = first(result.events, ProgressEv.STEP) is not None
-    verdict = watch_verdict([f.recovery for f in fault_results(result.events)], saw_progress, result.errors)
+    verdict = watch_verdict(result_of_timeline(result.events).recoveries, saw_progress, result.errors)
     for reason in verdict.reasons:
         print(f"  {reason}")
     return 0 if verdict.passed else 1

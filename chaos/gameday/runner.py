@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import SpecError
-from chaos.events import Timeline
+from chaos.events import Event, Timeline
 from chaos.faults.api import Fault, FaultRecord
 from chaos.faults.aws import AwsFault
 from chaos.faults.catalog import fault_class
@@ -74,6 +74,8 @@ class GamedayResult:
     record: FaultRecord | None = None
     split: ReplacementSplit | None = None
     replayed: list[Replayed] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    """The game day's timeline at its end (what its metrics.prom is made from)."""
 
 
 def run_gameday(platform: Platform, side: AwsSide, opts: GamedayOptions, out: Print = print) -> GamedayResult:
@@ -164,6 +166,7 @@ def _live(platform: Platform, side: AwsSide, opts: GamedayOptions, stops: StopCo
             watcher.stop()
             if rdzv is not None:
                 rdzv.__exit__(None, None, None)
+            result.events = timeline.events()
             _write(opts, timeline, result, side)
     return result
 

@@ -26,7 +26,9 @@ from typing import Any
 from chaos.events import AgentEv, CheckpointEv, Event, ProgressEv, RdzvEv, first, last, of
 from chaos.reporting.advice_workers import worker_findings
 from chaos.reporting.finding import Finding
-from chaos.reporting.load import FaultView, RunData
+from chaos.reporting.result import FaultResult
+from chaos.reporting.run_report import RunReport
+from chaos.spec import JobSpec, RdzvBackend
 
 SHARE = 0.2
 MIN_COST_S = 1.0
@@ -36,9 +38,9 @@ TORCH_DEFAULTS: dict[str, float] = {"last_call_timeout": 30.0, "keep_alive_inter
                                     "close_timeout": 30.0}
 
 
-def _setting(job: dict[str, Any], name: str) -> tuple[float, bool]:
+def _setting(job: JobSpec | None, name: str) -> tuple[float, bool]:
     """(value, is_torch_default) of a rendezvous setting of the job."""
-    value = (job.get("rdzv") or {}).get(name)
+    value = getattr(job.rdzv, name, None) if job is not None else None
     if isinstance(value, (int, float)):
         return float(value), False
     return TORCH_DEFAULTS[name], True
@@ -48,14 +50,14 @@ def _g(v: float) -> str:
     return f"{v:g}"
 
 
-def advise(run: RunData, steady: float | None = None) -> list[Finding]:
+def advise(run: RunReport, steady: float | None = None) -> list[Finding]:
     """Findings for every fault of the run; ``steady`` is the steady seconds per step."""
     out: list[Finding] = []
     for i, fault in enumerate(run.faults):
-        regain = fault.metrics.get("regain_s")
-        total = float(regain) if isinstance(regain, (int, float)) and regain > 0 else None
+        regain = fault.recovery.regain_s
+        total = float(regain) if regain is not None and regain > 0 else None
         for finding in (_keep_alive(run, i, fault), _last_call(run, i, fault),
-                        _replay(run, i, fault, steady), _restart(run, i, fault), *worker_findings(run, i, fault)):
+                        _retrain(run, i, fault, steady), _restart(run, i, fault), *worker_findings(run, i, fault)):
             if finding is None:
                 continue
             if total is not None and finding.cost_s < SHARE * total:
@@ -70,15 +72,15 @@ def advise(run: RunData, steady: float | None = None) -> list[Finding]:
     return out
 
 
-def _phase(fault: FaultView, name: str) -> float:
+def _phase(fault: FaultResult, name: str) -> float:
     return fault.phases.get(name) or 0.0
 
 
-def _c10d(run: RunData) -> bool:
-    return str(run.job.get("rdzv_backend") or "") == "c10d"
+def _c10d(run: RunReport) -> bool:
+    return run.result.job is not None and run.result.job.rdzv.backend is RdzvBackend.C10D
 
 
-def _states(run: RunData, start: float, end: float) -> list[Event]:
+def _states(run: RunReport, start: float, end: float) -> list[Event]:
     return of(run.events, RdzvEv.STATE, after=start, until=end)
 
 
@@ -90,12 +92,12 @@ def _ids_of(e: Event, node: str) -> set[str]:
     return {str(p.id) for p in e.data.participants if p.node == node}
 
 
-def _rdzv_done(fault: FaultView) -> float | None:
-    r = fault.metrics.get("rendezvous_s")
-    return fault.injected_at + float(r) if isinstance(r, (int, float)) else None
+def _rdzv_done(fault: FaultResult) -> float | None:
+    r = fault.recovery.rendezvous_s
+    return fault.injected_at + r if r is not None else None
 
 
-def _keep_alive(run: RunData, i: int, fault: FaultView) -> Finding | None:
+def _keep_alive(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
     done = _rdzv_done(fault)
     if fault.target is None or done is None:
         return None
@@ -108,8 +110,8 @@ def _keep_alive(run: RunData, i: int, fault: FaultView) -> Finding | None:
     gone = next((e for e in after if not _present(e, fault.target, ids)), None)
     if gone is None:
         return None
-    detect = fault.metrics.get("detect_s")
-    waiting_from = f + (float(detect) if isinstance(detect, (int, float)) else 0.0)
+    detect = fault.recovery.detect_s
+    waiting_from = f + (detect or 0.0)
     # the round waits for the dead node only once every survivor's agent asked for one
     survivors = {e.node for e in of(run.events, ProgressEv.STEP, until=f)} - {fault.target}
     asked = [first(run.events, AgentEv.RENDEZVOUS_STARTED, after=f, node=n) for n in survivors]
@@ -118,8 +120,8 @@ def _keep_alive(run: RunData, i: int, fault: FaultView) -> Finding | None:
     cost = gone.t - waiting_from
     if cost <= 0:
         return None  # the dead node had left before anyone waited for it (NCCL's dump wait, say)
-    interval, d1 = _setting(run.job, "keep_alive_interval")
-    attempts, d2 = _setting(run.job, "keep_alive_max_attempt")
+    interval, d1 = _setting(run.result.job, "keep_alive_interval")
+    attempts, d2 = _setting(run.result.job, "keep_alive_max_attempt")
     origin = "torch defaults" if d1 and d2 else "as set for this job"
     text = (f"{cost:.1f} s waiting for {fault.target}'s keep-alive to expire: a dead node stays a "
             f"rendezvous participant until its last heartbeat is keep_alive_interval x "
@@ -154,21 +156,21 @@ def _raw_ids(e: Event) -> set[str]:
     return {str(p.id) for p in (*e.data.participants, *e.data.wait_list)}
 
 
-def _last_call(run: RunData, i: int, fault: FaultView) -> Finding | None:
+def _last_call(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
     done = _rdzv_done(fault)
     if done is None:
         return None
     complete = first(run.events, RdzvEv.ROUND_COMPLETE, where=lambda e: abs(e.t - done) < 1e-3)
     if complete is None:
         return None
-    lo, hi = _node_range(run.job)
+    lo, hi = _node_range(run.result.job)
     size = len(complete.data.participants)
     rnd = complete.data.round
     forming = [e for e in _states(run, fault.injected_at, done) if e.data.round == rnd
                and not e.data.complete and len(e.data.participants) >= lo]
     if not forming or hi is None or size >= hi:
         return None  # max_nodes joined: the last call ended early
-    lct, default = _setting(run.job, "last_call_timeout")
+    lct, default = _setting(run.result.job, "last_call_timeout")
     waited = complete.t - forming[0].t
     if waited < 0.5 * lct:
         return None
@@ -183,27 +185,22 @@ def _last_call(run: RunData, i: int, fault: FaultView) -> Finding | None:
     return Finding(i, "rendezvous", "last_call_timeout", waited, text)
 
 
-def _replacement_note(fault: FaultView) -> str:
-    r = fault.metrics.get("replacement_s")
-    return f"this run: a replacement joined after {float(r):.1f} s" if isinstance(r, (int, float)) else \
+def _replacement_note(fault: FaultResult) -> str:
+    r = fault.recovery.replacement_s
+    return f"this run: a replacement joined after {r:.1f} s" if r is not None else \
         "this run: no replacement joined"
 
 
-def _node_range(job: dict[str, Any]) -> tuple[int, int | None]:
-    raw = str(job.get("nodes") or "")
-    parts = raw.split(":")
-    try:
-        lo = int(parts[0])
-        hi = int(parts[1]) if len(parts) > 1 else lo
-    except ValueError:
+def _node_range(job: JobSpec | None) -> tuple[int, int | None]:
+    if job is None:
         return 1, None
-    return lo, hi
+    return job.min_nodes, job.max_nodes
 
 
-def _replay(run: RunData, i: int, fault: FaultView, steady: float | None) -> Finding | None:
-    replay = fault.phases.get("replay")
-    lost = fault.metrics.get("lost_steps")
-    every = run.job.get("checkpoint_every")
+def _retrain(run: RunReport, i: int, fault: FaultResult, steady: float | None) -> Finding | None:
+    replay = fault.phases.get("retrain")
+    lost = fault.recovery.lost_steps
+    every = run.result.job.checkpoint_every if run.result.job is not None else None
     if replay is None or not isinstance(lost, int) or not isinstance(every, int):
         return None
     save = _save_s(run.events)
@@ -215,7 +212,7 @@ def _replay(run: RunData, i: int, fault: FaultView, steady: float | None) -> Fin
     if save is not None and every > 1:
         text += (f" A checkpoint save took {save:.2f} s here, so checkpoint_every={max(1, every // 2)} "
                  f"halves the worst case for about {save:.2f} s more saving every {max(1, every // 2)} steps.")
-    return Finding(i, "replay", "checkpoint_every", replay, text)
+    return Finding(i, "retrain", "checkpoint_every", replay, text)
 
 
 def _save_s(events: list[Event]) -> float | None:
@@ -230,11 +227,11 @@ def _save_s(events: list[Event]) -> float | None:
     return sorted(durations)[len(durations) // 2] if durations else None
 
 
-def _restart(run: RunData, i: int, fault: FaultView) -> Finding | None:
+def _restart(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
     restart = fault.phases.get("restart")
     done = _rdzv_done(fault)
-    regain = fault.metrics.get("recovery_s")
-    if restart is None or done is None or not isinstance(regain, (int, float)):
+    regain = fault.recovery.recovery_s
+    if restart is None or done is None or regain is None:
         return None
     first_step = fault.injected_at + float(regain)
     window = [e for e in run.events if done <= e.t <= first_step]

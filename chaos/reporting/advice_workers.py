@@ -22,7 +22,8 @@ from typing import Any
 from chaos.analysis.phases import collective_error, shutdown_wait
 from chaos.events import AgentEv, Event, ProgressEv, first
 from chaos.reporting.finding import Finding
-from chaos.reporting.load import FaultView, RunData
+from chaos.reporting.result import FaultResult
+from chaos.reporting.run_report import RunReport
 
 TORCH_DUMP_WAIT_MS = 60_000
 """ProcessGroupNCCL's TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC default (torch 2.4 to 2.13)."""
@@ -37,7 +38,7 @@ H100_NOTE = ("measured on one H100 in an earlier session (issue 16): kill-node w
              "regained in 70.2 s with the 60 s default, 16.6 s with 1000 ms")
 
 
-def worker_findings(run: RunData, i: int, fault: FaultView) -> list[Finding]:
+def worker_findings(run: RunReport, i: int, fault: FaultResult) -> list[Finding]:
     """The findings of this module for fault ``i`` (before the share/cost filter)."""
     found = (_collective_timeout(run, i, fault), _dump_wait(run, i, fault), _heartbeat(run, i, fault),
              _shutdown(run, i, fault))
@@ -48,15 +49,15 @@ def _finding(i: int, phase: str, setting: str, cost: float, text: str) -> Findin
     return Finding(i, phase, setting, cost, text)
 
 
-def _job(run: RunData, key: str) -> Any:
-    return run.job.get(key)
+def _job(run: RunReport, key: str) -> Any:
+    return getattr(run.result.job, key, None)
 
 
-def _error(run: RunData, fault: FaultView) -> Event | None:
+def _error(run: RunReport, fault: FaultResult) -> Event | None:
     return collective_error(run.events, fault.injected_at, fault.target)
 
 
-def _collective_timeout(run: RunData, i: int, fault: FaultView) -> Finding | None:
+def _collective_timeout(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
     detect = fault.phases.get("detect")
     err = _error(run, fault)
     if detect is None or err is None or err.data.cause != "timeout":
@@ -75,7 +76,7 @@ def _collective_timeout(run: RunData, i: int, fault: FaultView) -> Finding | Non
     return _finding(i, "detect", "collective timeout (--pg-timeout)", detect, text)
 
 
-def _dump_wait(run: RunData, i: int, fault: FaultView) -> Finding | None:
+def _dump_wait(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
     exit_s = fault.phases.get("exit")
     err = _error(run, fault)
     if exit_s is None or err is None:
@@ -104,7 +105,7 @@ def _dump_wait(run: RunData, i: int, fault: FaultView) -> Finding | None:
     return _finding(i, "exit", "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC", exit_s, text)
 
 
-def _heartbeat(run: RunData, i: int, fault: FaultView) -> Finding | None:
+def _heartbeat(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
     stuck = first(run.events, ProgressEv.WORKER_ERROR, after=fault.injected_at,
                   where=lambda e: e.data.cause == "watchdog_stuck" and e.node != fault.target)
     if stuck is None:
@@ -119,7 +120,7 @@ def _heartbeat(run: RunData, i: int, fault: FaultView) -> Finding | None:
     return _finding(i, "detect", "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", cost, text)
 
 
-def _shutdown(run: RunData, i: int, fault: FaultView) -> Finding | None:
+def _shutdown(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
     if fault.phases.get("shutdown") is None:
         return None
     f = fault.injected_at

@@ -8,8 +8,9 @@ than one run. Definitions (docs/REPORTS.md has the worked examples):
   in both groups; each injected fault is one sample of its group's metrics.
 - *Pass rate*: runs whose verdict passed / runs in the group. A run without a
   verdict (crashed, no report.json) counts as not passed.
-- *Metrics*: those declared with ``audit=True`` (chaos.analysis.recovery.METRICS:
-  the phases, regain and lost steps), by their short name (``regain``).
+- *Metrics*: those of every fault group (chaos.analysis.groups) declared with
+  ``audit=True`` (today the recovery's phases, regain and lost steps), by their short
+  name (``regain``).
 - *Percentiles* are nearest-rank, no interpolation: p-th percentile of n
   sorted values is the value at rank ceil(p/100 x n) (1-based). Every number
   shown was actually measured; p50 of [1, 2, 3, 4] is 2, p95 of 10 values is
@@ -34,17 +35,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos.analysis import recovery
+from chaos.analysis.groups import fault_groups
 from chaos.analysis.metrics import Metric, Unit
 from chaos.errors import SpecError
-from chaos.reporting.load import FaultView, load_run
-from chaos.reporting.result import REPORT, TIMELINE
+from chaos.reporting.load import load_run
+from chaos.reporting.result import REPORT, TIMELINE, FaultResult
 from chaos.reporting.series import extract
 
 
 def audited() -> dict[str, Metric]:
-    """The metrics declared ``audit=True``, by short name (``regain``), in declaration order."""
-    return {m.name: m for m in recovery.METRICS if m.audit}
+    """The metrics of every fault group declared ``audit=True``, by short name (``regain``), in
+    declaration order."""
+    return {m.name: m for g in fault_groups() for m in g.shown("audit")}
+
+
+def _group_of(metric: str) -> str:
+    return next(g.name for g in fault_groups() if any(m.name == metric for m in g.shown("audit")))
 
 SCORE_HALF_S = 60.0
 SCORE_DROP = 5.0
@@ -81,14 +87,15 @@ class RunSummary:
     folder: Path
     platform: str
     passed: bool | None
-    faults: tuple[FaultView, ...]
+    faults: tuple[FaultResult, ...]
     goodput: float | None
     missing: tuple[str, ...]
 
 
-def fault_metric(f: FaultView, metric: str) -> float | None:
+def fault_metric(f: FaultResult, metric: str) -> float | None:
     """The audited ``metric`` (a short name: ``regain``) of one fault; None when not observed."""
-    v = audited()[metric].of(f.recovery)
+    value = f.measured.get(_group_of(metric))
+    v = None if value is None else audited()[metric].of(value)
     return None if v is None else float(v)
 
 
@@ -97,7 +104,7 @@ class Group:
     fault: str
     platform: str
     runs: list[RunSummary] = field(default_factory=list)
-    faults: list[FaultView] = field(default_factory=list)
+    faults: list[FaultResult] = field(default_factory=list)
 
     @property
     def key(self) -> tuple[str, str]:

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from chaos.analysis import recovery
-from chaos.analysis.recovery import Recovery
+from chaos.analysis.groups import fault_groups, run_groups
+from chaos.analysis.recovery import RECOVERY, Recovery
 from chaos.events import Event, ProgressEv, payload_json
 from chaos.events.rdzv_events import RdzvState
 from chaos.reporting.result import RunResult
@@ -95,15 +96,26 @@ def _at(offset: float) -> str:
 
 
 def metric_properties(result: RunResult, html: Path | None) -> list[tuple[str, str]]:
-    """A run's result as JUnit properties: ``chaos.verdict``, ``chaos.report``, and per
-    fault ``chaos.fault<i>.kind``, ``.target`` and each metric declared ``junit=True``
-    that was observed (``chaos.fault0.regain_s``, ``chaos.fault0.phase.detect_s``)."""
+    """A run's result as JUnit properties: ``chaos.verdict``, ``chaos.report``, and per fault
+    ``chaos.fault<i>.kind``, ``.target`` and each metric of its groups declared ``junit=True``
+    that was observed (the recovery's without a prefix: ``chaos.fault0.regain_s``,
+    ``chaos.fault0.phase.detect_s``; another group's under its name: ``chaos.fault0.throughput.drop``),
+    then each run group's (``chaos.replay.goodput``)."""
     props = [("chaos.verdict", "passed" if result.passed else "failed")]
     if html is not None:
         props.append(("chaos.report", str(html)))
-    shown = [m for m in recovery.METRICS if m.junit]
     for i, fault in enumerate(result.faults):
         prefix = f"chaos.fault{i}"
         props += [(f"{prefix}.kind", fault.record.kind), (f"{prefix}.target", str(fault.record.target))]
-        props += [(f"{prefix}.{m.junit_key}", str(v)) for m in shown if (v := m.of(fault.recovery)) is not None]
+        for g in fault_groups():
+            value = fault.measured.get(g.name)
+            if value is None:
+                continue
+            at = prefix if g.name == RECOVERY.name else f"{prefix}.{g.name}"
+            props += [(f"{at}.{m.junit_key}", str(v)) for m in g.shown("junit") if (v := m.of(value)) is not None]
+    for rg in run_groups():
+        value = result.measured.get(rg.name)
+        if value is not None:
+            props += [(f"chaos.{rg.name}.{m.junit_key}", str(v)) for m in rg.shown("junit")
+                      if (v := m.of(value)) is not None]
     return props

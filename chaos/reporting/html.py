@@ -20,7 +20,8 @@ from pathlib import Path
 from chaos.reporting import table
 from chaos.reporting.excerpts import Excerpt
 from chaos.reporting.finding import Finding
-from chaos.reporting.load import FaultView, RunData
+from chaos.reporting.result import FaultResult
+from chaos.reporting.run_report import RunReport
 from chaos.reporting.series import Series
 from chaos.reporting.svg import PHASE_COLORS, node_color, phase_bars_svg, timeline_svg
 
@@ -93,7 +94,7 @@ def _when(ts: float | None) -> str:
         return f"{ts!r} (not a time)"
 
 
-def _verdict(run: RunData) -> str:
+def _verdict(run: RunReport) -> str:
     passed = run.passed
     cls, word = ("passed", "PASSED") if passed else ("failed", "FAILED") if passed is False else \
         ("unknown", "NO VERDICT")
@@ -101,43 +102,47 @@ def _verdict(run: RunData) -> str:
     return f'<div class="verdict {cls}" id="verdict"><b>{word}</b><ul>{items}</ul></div>'
 
 
-def _missing(run: RunData) -> str:
-    lines = [*run.missing, *table.notes(f.recovery for f in run.faults)]
+def _missing(run: RunReport) -> str:
+    lines = [*run.missing, *table.notes(run.result)]
     if not lines:
         return ""
     items = "".join(f"<li>{escape(m)}</li>" for m in lines)
     return f'<div class="missing" id="missing"><b>What is missing</b><ul>{items}</ul></div>'
 
 
-def _remarks(run: RunData) -> str:
-    lines = table.remarks((f.recovery for f in run.faults), run.placement)
+def _remarks(run: RunReport) -> str:
+    lines = table.remarks((f.recovery for f in table.shown_faults(run.result)), run.result.placement)
     if not lines:
         return ""
     return '<ul class="notes" id="notes">' + "".join(f"<li>{escape(m)}</li>" for m in lines) + "</ul>"
 
 
-def _job(run: RunData) -> str:
-    job = run.job
-    if not job:
+def _job(run: RunReport) -> str:
+    job = run.result.job
+    if job is None:
         return "job spec unknown"
-    rdzv = job.get("rdzv") or {}
-    tuned = ", ".join(f"{k}={v}" for k, v in rdzv.items() if k != "backend" and v is not None)
-    bits = [f"nodes {job.get('nodes')}", f"{job.get('nproc_per_node')} worker(s)/node",
-            f"rendezvous {job.get('rdzv_backend')}" + (f" ({tuned})" if tuned else " (torch defaults)"),
-            f"checkpoint every {job.get('checkpoint_every')} steps", f"max restarts {job.get('max_restarts')}"]
+    tuned = ", ".join(f"{k}={v}" for k, v in job.rdzv.conf().items())
+    bits = [f"nodes {job.nodes}", f"{job.nproc_per_node} worker(s)/node",
+            f"rendezvous {job.rdzv.backend.value}" + (f" ({tuned})" if tuned else " (torch defaults)"),
+            f"checkpoint every {job.checkpoint_every} steps", f"max restarts {job.max_restarts}"]
     return " · ".join(escape(b) for b in bits)
 
 
-def _table(faults: Sequence[FaultView], progress_unit: str) -> str:
-    if not faults:
+def _tables(run: RunReport) -> str:
+    """Every table of the run (chaos.reporting.table): the recovery first, headed by its section."""
+    if not run.faults and not run.result.measured:
         return "<p>No fault was injected.</p>"
-    head = "".join(f"<th>{escape(h)}</th>" for h in table.header(progress_unit))
-    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in table.row(f.kind, f.target, f.recovery))
-                   + "</tr>" for f in faults)
-    return f'<table id="recovery"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    out = []
+    for t in table.tables(run.result):
+        head = "".join(f"<th>{escape(h)}</th>" for h in t.rows[0])
+        body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in t.rows[1:])
+        title = "" if t.group == "recovery" else f"<h3>{escape(t.title)}</h3>"
+        out.append(f'{title}<table id="{escape(t.group)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
+                   "</table>")
+    return "".join(out)
 
 
-def _advice(findings: Sequence[Finding], faults: Sequence[FaultView]) -> str:
+def _advice(findings: Sequence[Finding], faults: Sequence[FaultResult]) -> str:
     if not findings:
         return ("<p>No phase was dominated by a setting this run can name (each finding needs at least "
                 "20% of the fault's regain time).</p>")
@@ -163,7 +168,7 @@ def _legend(series: Series) -> str:
     return f'<div class="legend">{"".join(spans)}</div>'
 
 
-def _excerpts(excerpts: Sequence[tuple[FaultView, list[Excerpt]]], t0: float) -> str:
+def _excerpts(excerpts: Sequence[tuple[FaultResult, list[Excerpt]]], t0: float) -> str:
     if not excerpts:
         return "<p>No fault, or no node logs: nothing to excerpt.</p>"
     out = []
@@ -182,7 +187,7 @@ def _excerpts(excerpts: Sequence[tuple[FaultView, list[Excerpt]]], t0: float) ->
     return "".join(out)
 
 
-def _files(run: RunData, png: bool) -> str:
+def _files(run: RunReport, png: bool) -> str:
     names = [n for n in ("report.json", "timeline.jsonl") if (run.folder / n).exists()]
     names += ["summary.md", *(["timeline.png"] if png else [])]
     links = [f'<a href="./{escape(n)}">{escape(n)}</a>' for n in names]
@@ -193,8 +198,8 @@ def _files(run: RunData, png: bool) -> str:
     return " · ".join(links)
 
 
-def render_html(run: RunData, series: Series, findings: Sequence[Finding],
-                excerpts: Sequence[tuple[FaultView, list[Excerpt]]], *, goodput: float | None,
+def render_html(run: RunReport, series: Series, findings: Sequence[Finding],
+                excerpts: Sequence[tuple[FaultResult, list[Excerpt]]], *, goodput: float | None,
                 png: bool, notes: Sequence[str] = ()) -> str:
     t0, t1 = run.t0, run.t_end
     duration = t1 - t0
@@ -214,9 +219,10 @@ started {_when(run.t0)} · {duration:.1f} s{gp} · folder {escape(str(run.folder
 {_verdict(run)}
 {_missing(run)}
 <h2>Recovery</h2>
-{_table(run.faults, run.progress_unit)}
+{_tables(run)}
 {_remarks(run)}
-<div class="chart">{phase_bars_svg([(f"{f.kind} → {f.target}", f.phases) for f in run.faults])}</div>
+<div class="chart">{phase_bars_svg([(f"{f.kind} → {f.target}", f.phases)
+                                    for f in table.shown_faults(run.result)])}</div>
 <h2>Where the time went: tuning advice</h2>
 {_advice(findings, run.faults)}
 <h2>Timeline</h2>

@@ -5,14 +5,14 @@ from collections.abc import Sequence
 
 from chaos.reporting import table
 from chaos.reporting.finding import Finding
-from chaos.reporting.load import RunData
+from chaos.reporting.run_report import RunReport
 
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(run: RunData, findings: Sequence[Finding], *, goodput: float | None,
+def render_markdown(run: RunReport, findings: Sequence[Finding], *, goodput: float | None,
                     png: bool) -> str:
     passed = run.passed
     word = "PASSED" if passed else "FAILED" if passed is False else "NO VERDICT"
@@ -22,15 +22,16 @@ def render_markdown(run: RunData, findings: Sequence[Finding], *, goodput: float
         meta += f", goodput {goodput:.0%}"
     lines += [meta, ""]
     lines += [f"- {r}" for r in run.reasons]
-    missing = [*run.missing, *table.notes(f.recovery for f in run.faults)]
+    missing = [*run.missing, *table.notes(run.result)]
     if missing:
         lines += ["", "**What is missing**", ""] + [f"- {m}" for m in missing]
-    if run.faults:
-        header = table.header(run.progress_unit)
-        lines += ["", "## Recovery", "", "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-        lines += ["| " + " | ".join(_cell(c) for c in table.row(f.kind, f.target, f.recovery)) + " |"
-                  for f in run.faults]
-    remarks = table.remarks((f.recovery for f in run.faults), run.placement)
+    for t in table.tables(run.result):
+        header = t.rows[0]
+        title = "Recovery" if t.group == "recovery" else t.title
+        lines += ["", f"## {title}", "", "| " + " | ".join(_cell(c) for c in header) + " |",
+                  "|" + "|".join("---" for _ in header) + "|"]
+        lines += ["| " + " | ".join(_cell(c) for c in r) + " |" for r in t.rows[1:]]
+    remarks = table.remarks((f.recovery for f in table.shown_faults(run.result)), run.result.placement)
     if remarks:
         lines += [""] + [f"- {r}" for r in remarks]
     if findings:

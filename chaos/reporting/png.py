@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from chaos.reporting.load import FaultView
+from chaos.reporting.result import FaultResult
 from chaos.reporting.series import Series
 from chaos.reporting.svg import FAULT_COLOR, PHASE_COLORS, node_color
 
@@ -25,7 +25,7 @@ def available() -> bool:
     return True
 
 
-def write_png(path: Path, series: Series, faults: Sequence[FaultView], t0: float, t1: float,
+def write_png(path: Path, series: Series, faults: Sequence[FaultResult], t0: float, t1: float,
               title: str) -> None:
     """Draw the timeline to ``path``. Raises ImportError when matplotlib is absent."""
     import matplotlib

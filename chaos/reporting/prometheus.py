@@ -1,16 +1,17 @@
 """A run's metrics for dashboards: ``metrics.prom`` in the Prometheus text format, and a Pushgateway.
 
-Every report folder gets ``metrics.prom`` (written by ``render_folder``, so a
-crashed run's folder gets one from ``elastic-chaos report DIR`` too), made
-with prometheus_client (``write_to_textfile``: node_exporter's textfile
-collector reads it as it is) and never by hand. The families are derived
-from the declared metrics (chaos.analysis.metrics): every metric of
-``recovery.METRICS`` is a ``elastic_chaos_fault_*`` family (the phases one
-``elastic_chaos_fault_phase_seconds`` family with a ``phase`` label), every
-metric of chaos.analysis.throughput an ``elastic_chaos_straggler_*`` family,
-every one of chaos.analysis.hang an ``elastic_chaos_hang_*`` family; a new
-declaration shows up here with nothing else to write. Names and labels:
-docs/REPORTS.md, "Metrics for dashboards".
+Every report folder gets ``metrics.prom`` (written by ``render``, so a crashed run's
+folder gets one from ``elastic-chaos report DIR`` too), made with prometheus_client
+(``write_to_textfile``: node_exporter's textfile collector reads it as it is) and
+never by hand. The families are derived from the metric groups
+(chaos.analysis.groups): every metric of a fault group is an
+``elastic_chaos_<prom>_<metric>`` family with the fault's labels (recovery's prefix
+is ``fault``, a straggler's throughput ``straggler``, a hung rank's ``hang``; phases
+are one ``elastic_chaos_<prom>_phase_seconds`` family with a ``phase`` label), every
+metric of a run group an ``elastic_chaos_<prom>_<metric>`` family with the run's
+labels (``replay``); a new group shows up here with nothing else to write. A group
+that applies to a fault but measured nothing keeps its families with no sample.
+Names and labels: docs/REPORTS.md, "Metrics for dashboards".
 
 A metric that was not observed has no sample (absent, never 0 or NaN).
 ``push`` sends the same registry to a Pushgateway, grouped by the run's folder
@@ -24,11 +25,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway, write_to_textfile
 
-from chaos.analysis import hang, recovery, throughput
+from chaos.analysis.groups import fault_groups, run_groups
 from chaos.analysis.metrics import Metric, Unit
 from chaos.analysis.verdict import Check
-from chaos.reporting.load import RunData
-from chaos.reporting.result import FaultResult, RunResult
+from chaos.reporting.result import FaultResult
+from chaos.reporting.run_report import RunReport
 
 FILE = "metrics.prom"
 PREFIX = "elastic_chaos"
@@ -38,7 +39,7 @@ FAULT_LABELS = (*RUN_LABELS, "index", "fault", "target")
 """Per-fault families add: the fault's index in the run (0, 1, ...), its kind and its target node."""
 
 _SUFFIX = {Unit.SECONDS: "_seconds", Unit.RATE: "_steps_per_second", Unit.FRACTION: "_ratio",
-           Unit.STEPS: "", Unit.COUNT: ""}
+           Unit.STEPS: "", Unit.COUNT: "", Unit.FACTOR: ""}
 
 
 def family_name(group: str, m: Metric) -> str:
@@ -71,18 +72,20 @@ class _Builder:
         if value is not None:
             g.labels(**self.run, **extra).set(float(value))
 
-    def declared(self, group: str, metrics: Iterable[Metric], values: Any, fault: dict[str, str]) -> None:
+    def declared(self, group: str, metrics: Iterable[Metric], values: Any, labels: dict[str, str]) -> None:
+        phases = [m.key for m in metrics if m.phase]
         for m in metrics:
+            value = None if values is None else m.of(values)
             if m.phase:
-                self.set(f"{PREFIX}_{group}_phase_seconds", f"a recovery phase: {', '.join(recovery.PHASES)} "
-                         "(the phases that apply add up to regain)", m.of(values), **fault, phase=m.key)
+                self.set(f"{PREFIX}_{group}_phase_seconds", f"a phase: {', '.join(phases)} (the phases that apply "
+                         "add up to regain)", value, **labels, phase=m.key)
             else:
-                self.set(family_name(group, m), _help(m), getattr(values, m.key), **fault)
+                self.set(family_name(group, m), _help(m), value, **labels)
 
 
-def registry(run: RunData) -> CollectorRegistry:
+def registry(run: RunReport) -> CollectorRegistry:
     """The run's metrics as a prometheus_client registry (see the module docstring)."""
-    res = _result(run)
+    res = run.result
     job = res.job
     labels = {"run": run.folder.resolve().name, "scenario": res.scenario or "", "platform": res.platform or "",
               "run_id": job.run_id if job is not None else ""}
@@ -91,19 +94,18 @@ def registry(run: RunData) -> CollectorRegistry:
     for i, f in enumerate(res.faults):
         fault = {"index": str(i), "fault": f.record.kind, "target": f.record.target or ""}
         _fault_families(b, f, fault)
-    _replay_families(b, res.replay)
+    for g in run_groups():
+        value = res.measured.get(g.name)
+        if value is not None:
+            b.declared(g.prom, g.metrics, value, {})
     return b.registry
 
 
-def _result(run: RunData) -> RunResult:
-    return run.result if run.result is not None else RunResult.from_json(run.report)
-
-
-def _run_families(b: _Builder, run: RunData) -> None:
-    res = _result(run)
+def _run_families(b: _Builder, run: RunReport) -> None:
+    res = run.result
     b.set(f"{PREFIX}_run_info", "1 for every run (its labels say which)", 1)
     b.set(f"{PREFIX}_run_complete", "1 when the run finished and wrote its report.json, 0 for a crashed or "
-          "interrupted run", 1 if run.has_report_json and res.finished_at is not None else 0)
+          "interrupted run", 1 if run.complete and res.finished_at is not None else 0)
     b.set(f"{PREFIX}_run_passed", "1 when the hypothesis held, 0 when it did not (absent: no verdict reached)",
           None if res.verdict is None else int(res.passed))
     for name, ok in _checks(res.verdict.checks if res.verdict else []).items():
@@ -130,50 +132,21 @@ def _checks(checks: Sequence[Check]) -> dict[str, bool]:
 def _fault_families(b: _Builder, f: FaultResult, fault: dict[str, str]) -> None:
     b.set(f"{PREFIX}_fault_injected_timestamp_seconds", "when the fault hit (Unix time)", f.record.injected_at,
           **fault)
-    b.declared("fault", recovery.METRICS, f.recovery, fault)
+    for g in fault_groups():
+        if g.applies(f.record.kind):
+            b.declared(g.prom, g.metrics, f.measured.get(g.name), fault)
     b.set(f"{PREFIX}_fault_recovered", "1 when training resumed after the fault, 0 when it did not",
           int(f.recovery.recovered), **fault)
-    if f.throughput is not None or f.record.kind == "straggler":
-        b.declared("straggler", throughput.METRICS, f.throughput or _Nothing(), fault)
-    if f.hang is not None or f.record.kind == "hung-rank":
-        b.declared("hang", hang.METRICS, f.hang or _Nothing(), fault)
 
 
-class _Nothing:
-    """Stands for a block that was not measured: every metric reads as not observed."""
-
-    def __getattr__(self, name: str) -> None:
-        return None
-
-
-def _replay_families(b: _Builder, replay: dict[str, Any] | None) -> None:
-    if replay is None:
-        return
-    for outcome in ("injected", "skipped"):
-        b.set(f"{PREFIX}_replay_preemptions", "preemptions of the replayed trace, by what became of them",
-              _num(replay.get(outcome)), outcome=outcome)
-    b.set(f"{PREFIX}_replay_goodput_ratio", "goodput over the replay: what the trace left of the job's training "
-          "time (chaos.analysis.replay)", _num(replay.get("goodput")))
-    b.set(f"{PREFIX}_replay_max_late_seconds", "the latest a preemption hit after its compressed offset",
-          _num(replay.get("max_late_s")))
-    b.set(f"{PREFIX}_replay_compress", "time compression: trace seconds per second here",
-          _num(replay.get("compress")))
-    b.set(f"{PREFIX}_replay_checkpoint_every_steps", "the job's checkpoint interval during the replay",
-          _num(replay.get("checkpoint_every")))
-
-
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def write_metrics(run: RunData) -> Path:
+def write_metrics(run: RunReport) -> Path:
     """Write ``metrics.prom`` into the run's folder (atomically); returns its path."""
-    path = run.folder / FILE
+    path: Path = run.folder / FILE
     write_to_textfile(str(path), registry(run))
     return path
 
 
-def push(run: RunData, gateway: str, *, job: str = "elastic-chaos", timeout_s: float = 10.0) -> None:
+def push(run: RunReport, gateway: str, *, job: str = "elastic-chaos", timeout_s: float = 10.0) -> None:
     """Push the run's metrics to the Pushgateway at ``gateway`` (``host:port`` or a URL), grouped by
     job and the run's folder name (an earlier push of this run is replaced). Raises OSError when the
     gateway cannot be reached or refuses."""

@@ -16,9 +16,9 @@ from pathlib import Path
 from chaos.analysis.recovery import Recovery
 from chaos.analysis.verdict import Verdict
 from chaos.events import Event, ProgressEv, first
-from chaos.reporting.load import reconstruct_report
+from chaos.reporting.load import result_of_timeline
 from chaos.reporting.report import write_report
-from chaos.reporting.result import RunResult
+from chaos.reporting.run_report import RunReport, missing_in
 
 
 def watch_verdict(recoveries: Sequence[Recovery], saw_progress: bool, errors: Sequence[str]) -> Verdict:
@@ -42,8 +42,8 @@ def watch_verdict(recoveries: Sequence[Recovery], saw_progress: bool, errors: Se
 
 def write_watch_report(folder: Path, events: list[Event], errors: list[str]) -> Path | None:
     """Write report.json from a watch's events, then the readable renderings; returns report.html."""
-    seen = RunResult.from_json(reconstruct_report(events))
+    seen = result_of_timeline(events)
     verdict = watch_verdict(seen.recoveries, first(events, ProgressEv.STEP) is not None, errors)
-    return write_report(dataclasses.replace(seen, scenario="watch", verdict=verdict,
-                                            finished_at=round(time.time(), 3)),
-                        folder)
+    result = dataclasses.replace(seen, scenario="watch", verdict=verdict, finished_at=round(time.time(), 3))
+    rendered = write_report(RunReport(folder, result, events, missing=tuple(missing_in(result, events))))
+    return rendered.html if rendered is not None else None

@@ -1,9 +1,9 @@
-"""Render a report folder: report.html, summary.md, metrics.prom and (with matplotlib) timeline.png.
+"""Render a run's report: report.html, summary.md, metrics.prom and (with matplotlib) timeline.png.
 
-``render_folder`` reads only the folder, so it serves both the end of a run
-(chaos.reporting.report.write_report calls it) and ``elastic-chaos report DIR`` later.
-Files are written atomically (temp file, then rename): a reader never sees
-half a page.
+``render`` takes a RunReport (chaos.reporting.run_report): from memory at the end of a
+run (chaos.reporting.report.write_report), or loaded from a folder by
+``render_folder`` for ``elastic-chaos report DIR``. Files are written atomically
+(temp file, then rename): a reader never sees half a page.
 """
 from __future__ import annotations
 
@@ -18,9 +18,11 @@ from chaos.reporting.advice import advise
 from chaos.reporting.excerpts import Excerpt, excerpt, window
 from chaos.reporting.finding import Finding
 from chaos.reporting.html import render_html
-from chaos.reporting.load import FaultView, RunData, load_run
+from chaos.reporting.load import load_run
 from chaos.reporting.markdown import render_markdown
 from chaos.reporting.prometheus import write_metrics
+from chaos.reporting.result import FaultResult
+from chaos.reporting.run_report import RunReport
 from chaos.reporting.series import Series, extract, goodput
 
 log = logging.getLogger(__name__)
@@ -28,7 +30,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class RenderResult:
-    run: RunData
+    run: RunReport
     html: Path
     markdown: Path
     png: Path | None
@@ -47,12 +49,11 @@ def _write(path: Path, text: str) -> None:
                         "folder you can write to (copy it first)") from None
 
 
-def fault_excerpts(run: RunData) -> list[tuple[FaultView, list[Excerpt]]]:
+def fault_excerpts(run: RunReport) -> list[tuple[FaultResult, list[Excerpt]]]:
     out = []
     tz = log_timezone(run.platform)
     for f in run.faults:
-        regain = f.metrics.get("regain_s")
-        start, end = window(f.injected_at, float(regain) if isinstance(regain, (int, float)) else None)
+        start, end = window(f.record.injected_at, f.recovery.regain_s)
         out.append((f, [excerpt(node, path, start, end, tz) for node, path in run.node_logs.items()]))
     return out
 
@@ -68,15 +69,14 @@ def log_timezone(platform: str) -> datetime.tzinfo | None:
         return None
 
 
-def run_goodput(run: RunData, series: Series) -> float | None:
-    """report.json's goodput when the analysis provides one, else the series' (docs/REPORTS.md)."""
-    given = run.report.get("goodput")
-    if isinstance(given, (int, float)) and not isinstance(given, bool):
-        return float(given)
+def run_goodput(run: RunReport, series: Series) -> float | None:
+    """The result's goodput when the analysis provides one, else the series' (docs/REPORTS.md)."""
+    if run.result.goodput is not None:
+        return run.result.goodput
     return goodput(series.steps, series.steady_step_s, run.t_end)
 
 
-def _png(folder: Path, series: Series, run: RunData, notes: list[str]) -> Path | None:
+def _png(folder: Path, series: Series, run: RunReport, notes: list[str]) -> Path | None:
     """timeline.png, optional: a drawing error is a note, never a lost report."""
     path, tmp = folder / "timeline.png", folder / "timeline.png.tmp.png"
     try:
@@ -90,7 +90,7 @@ def _png(folder: Path, series: Series, run: RunData, notes: list[str]) -> Path |
     return path
 
 
-def _metrics_file(run: RunData) -> list[str]:
+def _metrics_file(run: RunReport) -> list[str]:
     """metrics.prom (chaos.reporting.prometheus); a failure is a note, never a lost report."""
     try:
         write_metrics(run)
@@ -100,10 +100,15 @@ def _metrics_file(run: RunData) -> list[str]:
 
 
 def render_folder(folder: Path, *, png: bool = True) -> RenderResult:
-    """Write report.html and summary.md (and timeline.png when matplotlib is
-    installed and ``png``) into ``folder``. Raises SpecError for a folder that
-    is not a report folder. Idempotent: re-rendering overwrites."""
-    run = load_run(folder)
+    """``render`` of the report folder ``folder`` as it is (``elastic-chaos report DIR``).
+    Raises SpecError for a folder that is not a report folder."""
+    return render(load_run(folder), png=png)
+
+
+def render(run: RunReport, *, png: bool = True) -> RenderResult:
+    """Write report.html, summary.md and metrics.prom (and timeline.png when matplotlib is
+    installed and ``png``) into the run's folder. Idempotent: re-rendering overwrites."""
+    folder = run.folder
     notes: list[str] = _metrics_file(run)
     series = extract(run.events, run.t_end)
     findings = advise(run, series.steady_step_s)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaos.analysis.replay import REPLAY, ReplaySummary
 from chaos.reporting.audit import Stat
 from chaos.reporting.load import load_run
 
@@ -51,16 +52,16 @@ def groups(folders: Sequence[Path]) -> list[ReplayGroup]:
     out: dict[tuple[Any, ...], ReplayGroup] = {}
     for folder in folders:
         run = load_run(folder)
-        replay = run.result.replay if run.result is not None else None
-        if not replay:
+        replay: ReplaySummary | None = run.result.measured.get(REPLAY.name)
+        if replay is None:
             continue
-        key = (trace_name(replay.get("trace") or {}), replay.get("compress"), replay.get("checkpoint_every"))
+        key = (trace_name(dict(replay.trace or {})), replay.compress, replay.checkpoint_every)
         g = out.setdefault(key, ReplayGroup(*key))
         g.folders.append(folder)
-        if isinstance(replay.get("goodput"), (int, float)):
-            g.goodputs.append(float(replay["goodput"]))
-        g.injected += int(replay.get("injected") or 0)
-        g.skipped += int(replay.get("skipped") or 0)
+        if replay.goodput is not None:
+            g.goodputs.append(replay.goodput)
+        g.injected += replay.injected or 0
+        g.skipped += replay.skipped or 0
         for f in run.faults:
             rec = f.recovery
             if rec.lost_steps is not None:

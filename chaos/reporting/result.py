@@ -1,101 +1,118 @@
-"""A run's result, typed: what report.json holds, written and read back.
+"""A run's result, typed: built once from the timeline, written as report.json, read back the same.
 
-The runner builds a :class:`RunResult` when a run closes (``ChaosRun.result()``)
-and chaos.reporting.report writes report.json from it; chaos.reporting.load reads
-report.json back into one. Reporting therefore never sees the run object.
+``build_result`` measures every metric group (chaos.analysis.groups) of every fault
+and of the run from the events; ``ChaosRun.close`` calls it with what it knows
+(verdict, job, the records of the faults it injected), and so does the
+reconstruction of a crashed run's folder from its timeline alone. The renderers
+take the result from memory; only ``elastic-chaos report DIR`` and ``audit`` read
+a folder back (chaos.reporting.load), through ``RunResult.from_json``.
 
-report.json, schema version 1 (stable: other tools read it), top level:
+report.json, schema version 2 (stable: other tools read it), top level:
 ``schema_version``, ``scenario``, ``platform``, ``job`` (chaos.spec.JobSpec),
 ``verdict`` {``passed``, ``reasons``, ``checks``: each {``name``, ``ok``,
 ``reason``}}, ``faults`` (each: ``kind``, ``target``, ``injected_at``, ``hit``
-and the fault's detail, and ``metrics``: every metric of
-chaos.analysis.recovery.Recovery by its key, ``phases``, ``missing``,
-``restart_budget``, ``overtaken``; a straggler's ``throughput`` and a hung rank's
-``hang``: chaos.analysis.throughput, chaos.analysis.hang), ``goodput``
-(chaos.analysis.recovery.goodput), ``replay`` (a replayed trace: chaos.analysis.replay;
-null otherwise), ``split_brain`` (periods two worlds trained at once: chaos.analysis.invariants),
-``samples`` (exactly-once accounting: accounted, exactly_once,
-committed/rolled-back steps, duplicate and gap counts, summary),
-``observation`` (a user script's job only, else null: where progress,
-checkpoint saves and resumes were read from, and notes on what was inferred or
-could not be measured: chaos.analysis.observation), ``started_at``,
+and the fault's detail, and one block per metric group that applies to it: the
+recovery's ``metrics`` (every metric of chaos.analysis.recovery.Recovery by its
+key, ``phases``, ``missing``, ``restart_budget``, ``overtaken``, ``path``,
+``not_applicable``, ``notes``), a straggler's ``throughput``, a hung rank's
+``hang``), ``goodput`` (chaos.analysis.recovery.goodput), one block per run group
+(``replay``: a replayed trace, chaos.analysis.replay; null otherwise),
+``split_brain`` (periods two worlds trained at once: chaos.analysis.invariants),
+``samples`` (exactly-once accounting: accounted, exactly_once, committed/rolled-back
+steps, duplicate and gap counts, summary), ``observation`` (a user script's job
+only, else null: chaos.analysis.observation.ScriptObservation), ``started_at``,
 ``finished_at``, ``timeline`` and ``node_logs`` (paths relative to the report
-folder), ``placement`` (the local platform on a GPU machine: how nodes got GPUs,
-chaos.platforms.local.gpus; null otherwise). Each fault's ``metrics`` also hold
-``path`` (restart / stall), ``not_applicable`` (phase -> why) and ``notes``.
-Additive changes keep the version; renames bump it.
+folder), ``placement`` (the local platform on a GPU machine: how nodes got GPUs;
+null otherwise). Additive changes keep the version; renames bump it.
+
+Version 2 renamed the recovery phase ``replay`` (the steps trained again) to
+``retrain``: ``replay`` is the fault that replays a preemption trace. Version 1
+files read as version 2.
 """
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos.analysis.hang import HangDetection
-from chaos.analysis.hang import of_fault as hang_of
-from chaos.analysis.invariants import SplitBrain
+from chaos.analysis import recovery as analysis
+from chaos.analysis.groups import FaultMark, RunMark, fault_groups, measure_fault, measure_run, run_groups
+from chaos.analysis.invariants import SplitBrain, split_brains
+from chaos.analysis.observation import ScriptObservation
 from chaos.analysis.recovery import Recovery
-from chaos.analysis.samples import SampleAccount
-from chaos.analysis.throughput import Throughput
-from chaos.analysis.throughput import of_fault as throughput_of
+from chaos.analysis.samples import SampleAccount, account_samples
 from chaos.analysis.verdict import Verdict
 from chaos.errors import SpecError
-from chaos.events import Event, RunnerEv, last, payload_json
+from chaos.events import Event, RunnerEv, last
+from chaos.events.payload import PayloadError
+from chaos.events.runner_events import GpuPlacement
 from chaos.faults.api import FaultRecord
 from chaos.spec import JobSpec
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 REPORT = "report.json"
 TIMELINE = "timeline.jsonl"
 NO_VERDICT = {"passed": False, "reasons": ["no verdict was reached"], "checks": []}
 """report.json's ``verdict`` for a run that reached none."""
+RENAMED_PHASES = {"replay": "retrain"}
+"""Version 1 phase names -> version 2."""
 
 
 @dataclass(frozen=True)
 class FaultResult:
-    """One injected (or, in a watch, observed) fault and what it cost."""
+    """One injected (or, in a watch, observed) fault and what it cost: each metric group that
+    applies to it, by group name (``recovery`` always)."""
 
     record: FaultRecord
-    recovery: Recovery
-    throughput: Throughput | None = None
-    """A straggler's step rates before, during and after, and whom the job waited for
-    (report.json's ``throughput``; chaos.analysis.throughput)."""
-    hang: HangDetection | None = None
-    """A hung rank's detection evidence (report.json's ``hang``; chaos.analysis.hang)."""
+    measured: Mapping[str, Any]
 
-    @classmethod
-    def measure(cls, record: FaultRecord, recovery: Recovery, events: Sequence[Event]) -> FaultResult:
-        """``record`` with its Recovery and the metrics of its own kind, from ``events``."""
-        args = (events, record.kind, record.target, record.injected_at, record.detail)
-        pg_timeout = record.detail.get("pg_timeout_s")
-        return cls(record, recovery, throughput_of(*args),
-                   hang_of(*args, float(pg_timeout) if isinstance(pg_timeout, (int, float)) else None))
+    @property
+    def recovery(self) -> Recovery:
+        value: Recovery = self.measured["recovery"]
+        return value
+
+    @property
+    def kind(self) -> str:
+        return self.record.kind
+
+    @property
+    def target(self) -> str | None:
+        return self.record.target
+
+    @property
+    def injected_at(self) -> float:
+        return self.record.injected_at
+
+    @property
+    def phases(self) -> dict[str, float | None]:
+        """The recovery phases that apply to this fault, in order (None: not observed)."""
+        return self.recovery.applicable_phases()
+
+    @property
+    def observed(self) -> bool:
+        """Seen by a passive watch (timed at the lost node's last heartbeat), not injected."""
+        return self.record.detail.get("observed") is True
 
     def to_json(self) -> dict[str, Any]:
         out = self.record.to_json()
         out.setdefault("hit", None)  # what a watch's observed loss writes: nothing was hit by us
-        out = {**out, "metrics": self.recovery.to_json()}
-        if self.throughput is not None:
-            out["throughput"] = self.throughput.to_json()
-        if self.hang is not None:
-            out["hang"] = self.hang.to_json()
+        for g in fault_groups():
+            value = self.measured.get(g.name)
+            if value is not None:
+                out[g.key] = value.to_json()
         return out
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> FaultResult:
         record = FaultRecord.from_json(raw)
-        metrics = raw.get("metrics")
-        recovery = Recovery.from_json(record.kind, record.target, record.injected_at,
-                                      metrics if isinstance(metrics, dict) else {})
-        rates, hung = raw.get("throughput"), raw.get("hang")
-        return cls(record, recovery,
-                   Throughput.from_json(record.target, record.injected_at, rates)
-                   if isinstance(rates, dict) else None,
-                   HangDetection.from_json(record.target, record.injected_at, hung)
-                   if isinstance(hung, dict) else None)
+        mark = FaultMark(record.kind, record.target, record.injected_at, record.detail)
+        measured = {g.name: g.read(mark, raw[g.key]) for g in fault_groups()
+                    if g.read is not None and isinstance(raw.get(g.key), dict)}
+        measured.setdefault("recovery", Recovery.from_json(record.kind, record.target, record.injected_at, {}))
+        return cls(record, measured)
 
 
 @dataclass(frozen=True)
@@ -139,20 +156,19 @@ class RunResult:
     verdict: Verdict | None
     faults: tuple[FaultResult, ...] = ()
     goodput: float | None = None
-    replay: dict[str, Any] | None = None
-    """A replayed trace: its source and parameters, each preemption, its goodput
-    (chaos.analysis.replay.replay_summary); None for any other run."""
+    measured: Mapping[str, Any] = field(default_factory=dict)
+    """Each run group's value by group name (a replayed trace: ``replay``)."""
     split_brains: tuple[SplitBrain, ...] | None = None
     samples: Samples | None = None
-    observation: dict[str, Any] | None = None
-    """chaos.analysis.observation.summarize's block (a script job only)."""
+    observation: ScriptObservation | None = None
+    """What could be seen of a user's script (a script job only)."""
     started_at: float | None = None
     """Seconds since the epoch (report.json keeps milliseconds)."""
     finished_at: float | None = None
     node_logs: dict[str, str] = field(default_factory=dict)
     """Node name -> its log, relative to the report folder where it lies inside it."""
     timeline: str = TIMELINE
-    placement: dict[str, Any] | None = None
+    placement: GpuPlacement | None = None
     """How the local platform placed the job on GPUs (mode, slices, note); None: no placement."""
 
     @property
@@ -162,7 +178,7 @@ class RunResult:
     @property
     def progress_unit(self) -> str:
         """What the job's progress counts (a script's ``--unit``; ``step`` otherwise)."""
-        return str((self.observation or {}).get("unit") or "step")
+        return self.observation.unit if self.observation is not None else "step"
 
     @property
     def recoveries(self) -> list[Recovery]:
@@ -170,7 +186,7 @@ class RunResult:
 
     def to_json(self) -> dict[str, Any]:
         """report.json's object."""
-        return {
+        out: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "scenario": self.scenario,
             "platform": self.platform,
@@ -178,22 +194,29 @@ class RunResult:
             "verdict": self.verdict.to_json() if self.verdict else dict(NO_VERDICT),
             "faults": [f.to_json() for f in self.faults],
             "goodput": self.goodput,
-            "replay": self.replay,
+        }
+        for g in run_groups():
+            value = self.measured.get(g.name)
+            out[g.key] = value.to_json() if value is not None else None
+        out.update({
             "split_brain": None if self.split_brains is None else [b.to_json() for b in self.split_brains],
             "samples": self.samples.to_json() if self.samples else None,
-            "observation": self.observation,
+            "observation": self.observation.to_json() if self.observation else None,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "timeline": self.timeline,
             "node_logs": dict(self.node_logs),
-            "placement": self.placement,
-        }
+            "placement": _placement_json(self.placement),
+        })
+        return out
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> RunResult:
-        """report.json's object read back. Tolerant of older and partial files: a block
-        that is absent (or not the shape this version writes) reads as not known, and
+        """report.json's object read back (version 1 or 2). Tolerant of older and partial files:
+        a block that is absent (or not the shape this version writes) reads as not known, and
         a job spec this version cannot build reads as None (the folder keeps the original)."""
+        if raw.get("schema_version") == 1:
+            raw = upgrade_v1(raw)
         faults = raw.get("faults")
         brains = raw.get("split_brain")
         samples = raw.get("samples")
@@ -205,21 +228,90 @@ class RunResult:
             verdict=Verdict.from_json(verdict) if isinstance(verdict, dict) else None,
             faults=tuple(FaultResult.from_json(f) for f in faults or [] if isinstance(f, dict)),
             goodput=_float(raw.get("goodput")),
-            replay=raw.get("replay") if isinstance(raw.get("replay"), dict) else None,
+            measured={g.name: g.read(raw[g.key]) for g in run_groups()
+                      if g.read is not None and isinstance(raw.get(g.key), dict)},
             split_brains=(tuple(SplitBrain.from_json(b) for b in brains if isinstance(b, dict))
                           if isinstance(brains, list) else None),
             samples=Samples.from_json(samples) if isinstance(samples, dict) else None,
-            observation=observation if isinstance(observation, dict) else None,
+            observation=ScriptObservation.from_json(observation) if isinstance(observation, dict) else None,
             started_at=_float(raw.get("started_at")), finished_at=_float(raw.get("finished_at")),
             node_logs={str(k): str(v) for k, v in logs.items()} if isinstance(logs, dict) else {},
             timeline=str(raw.get("timeline") or TIMELINE),
-            placement=raw.get("placement") if isinstance(raw.get("placement"), dict) else None)
+            placement=_placement(raw.get("placement")))
 
 
-def placement_of(events: list[Event]) -> dict[str, Any] | None:
+def upgrade_v1(raw: dict[str, Any]) -> dict[str, Any]:
+    """A version 1 report.json as version 2: the renamed phases (RENAMED_PHASES)."""
+    faults = []
+    for f in raw.get("faults") or []:
+        metrics = f.get("metrics") if isinstance(f, dict) else None
+        if isinstance(metrics, dict):
+            metrics = {**metrics, **{k: _renamed(metrics[k]) for k in ("phases", "not_applicable")
+                                     if isinstance(metrics.get(k), dict)}}
+            f = {**f, "metrics": metrics}
+        faults.append(f)
+    return {**raw, "faults": faults, "schema_version": SCHEMA_VERSION}
+
+
+def _renamed(by_phase: dict[str, Any]) -> dict[str, Any]:
+    return {RENAMED_PHASES.get(k, k): v for k, v in by_phase.items()}
+
+
+def measure_faults(events: Sequence[Event], records: Sequence[FaultRecord], *,
+                   max_restarts: int | None = None) -> tuple[FaultResult, ...]:
+    """Each fault with every metric group that applies to it, measured from ``events``; a fault's
+    recovery window ends at the next fault that was not fired by a trigger (a cascade is part of
+    the recovery it interrupted)."""
+    starts = [(r.injected_at, "trigger" in r.detail) for r in records]
+    out = []
+    for r in records:
+        mark = FaultMark(r.kind, r.target, r.injected_at, r.detail, until=analysis.window_end(r.injected_at, starts),
+                         max_restarts=max_restarts)
+        out.append(FaultResult(r, measure_fault(events, mark)))
+    return tuple(out)
+
+
+def build_result(events: Sequence[Event], records: Sequence[FaultRecord], *, scenario: str | None,
+                 platform: str | None, job: JobSpec | None, verdict: Verdict | None,
+                 started_at: float | None, finished_at: float | None, end: float | None = None,
+                 observation: ScriptObservation | None = None,
+                 node_logs: Mapping[str, str] | None = None) -> RunResult:
+    """The run's result, measured from its events: every fault's metric groups, the run's groups,
+    goodput (up to ``end``: the run's evidence ends there), split brains, samples, GPU placement."""
+    gp = analysis.goodput(events, end=end)
+    samples = account_samples(events)
+    return RunResult(
+        scenario=scenario, platform=platform, job=job, verdict=verdict,
+        faults=measure_faults(events, records, max_restarts=job.max_restarts if job else None),
+        goodput=None if gp is None else round(gp, 4),
+        measured=measure_run(events, RunMark(checkpoint_every=job.checkpoint_every if job else None)),
+        split_brains=tuple(split_brains(events)), samples=Samples.of(samples), observation=observation,
+        started_at=None if started_at is None else round(started_at, 3),
+        finished_at=None if finished_at is None else round(finished_at, 3),
+        node_logs=dict(node_logs or {}), placement=placement_of(events))
+
+
+def placement_of(events: Sequence[Event]) -> GpuPlacement | None:
     """The GPU placement the local platform recorded at start (runner/gpu_placement), if any."""
     e = last(events, RunnerEv.GPU_PLACEMENT)
-    return payload_json(e.data) if e is not None else None
+    return e.data if e is not None else None
+
+
+def _placement_json(p: GpuPlacement | None) -> dict[str, Any] | None:
+    if p is None:
+        return None
+    from chaos.events import payload_json
+    return payload_json(p)
+
+
+def _placement(raw: Any) -> GpuPlacement | None:
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return GpuPlacement.read(raw)
+    except PayloadError as exc:
+        log.info("report.json's placement could not be read (%s); reading it as unknown", exc)
+        return None
 
 
 def _job(raw: Any) -> JobSpec | None:

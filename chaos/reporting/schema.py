@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from chaos.analysis import recovery
+from chaos.analysis.groups import fault_groups, run_groups
+from chaos.analysis.metrics import Metric
 from chaos.errors import SpecError
 
 Check = Callable[[Any], bool]
@@ -85,9 +86,12 @@ def check_report(raw: Any, name: str = "report.json") -> None:
         _fields(raw, TOP, "")
         if isinstance(raw.get("verdict"), dict):
             _fields(raw["verdict"], VERDICT, "verdict.")
+        for g in run_groups():
+            _block(raw, g.key, "", g.metrics)
         for i, fault in enumerate(raw.get("faults") or []):
             _fields(fault, FAULT, f"faults[{i}].", required=("kind", "injected_at"))
-            _metrics(fault.get("metrics") or {}, f"faults[{i}].metrics.")
+            for fg in fault_groups():
+                _block(fault, fg.key, f"faults[{i}].", fg.metrics)
     except ReportInvalid as exc:
         raise ReportInvalid(f"{name}: {exc}") from None
 
@@ -111,9 +115,19 @@ METRICS_EXTRA: dict[str, tuple[Check, str]] = {
 }
 
 
-def _metrics(metrics: dict[str, Any], where: str) -> None:
-    for m in recovery.FIELD_METRICS:
-        if m.key in metrics and not OPT_NUMBER(metrics[m.key]):
+def _block(obj: dict[str, Any], key: str, where: str, metrics: Sequence[Metric]) -> None:
+    """A metric group's block: an object (or null) whose declared metrics are numbers or null."""
+    block = obj.get(key)
+    if block is None:
+        return
+    if not isinstance(block, dict):
+        raise ReportInvalid(f"{where}{key}: expected an object or null, got {_show(block)}")
+    _metrics(block, f"{where}{key}.", metrics)
+
+
+def _metrics(metrics: dict[str, Any], where: str, declared: Sequence[Metric]) -> None:
+    for m in declared:
+        if not m.phase and m.key in metrics and not OPT_NUMBER(metrics[m.key]):
             raise ReportInvalid(f"{where}{m.key}: expected a finite number or null, "
                                 f"got {_show(metrics[m.key])}")
     _fields(metrics, METRICS_EXTRA, where)

@@ -18,11 +18,11 @@ from html import escape
 
 from chaos.analysis.recovery import PHASES
 from chaos.events import FaultEv
-from chaos.reporting.load import FaultView
+from chaos.reporting.result import FaultResult
 from chaos.reporting.series import Series
 
 PHASE_COLORS = {"detect": "#f2a541", "exit": "#e84393", "shutdown": "#8d6e63", "rendezvous": "#6c5ce7",
-                "restart": "#00a8a8", "replay": "#e17055", "stall": "#95a5a6"}
+                "restart": "#00a8a8", "retrain": "#e17055", "stall": "#95a5a6"}
 NODE_COLORS = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
 FAULT_COLOR = "#d62728"
 
@@ -76,7 +76,7 @@ def thin(points: Sequence[tuple[float, int]], limit: int = MAX_POINTS) -> Sequen
     return out
 
 
-def timeline_svg(series: Series, faults: Sequence[FaultView], t0: float, t1: float) -> str:
+def timeline_svg(series: Series, faults: Sequence[FaultResult], t0: float, t1: float) -> str:
     """The whole timeline picture as one ``<svg>`` element."""
     sx = _Scale(t0, t1)
     nodes = series.nodes
@@ -154,7 +154,7 @@ def phase_lane_height(n_faults: int) -> int:
     return PHASE_H if n_faults <= 1 else 8 + ROW_H * n_faults
 
 
-def _phase_lane(faults: Sequence[FaultView], sx: _Scale, top: float) -> str:
+def _phase_lane(faults: Sequence[FaultResult], sx: _Scale, top: float) -> str:
     out = []
     bar_h = PHASE_H - 8 if len(faults) <= 1 else ROW_H - 2
     for i, f in enumerate(faults):
@@ -246,7 +246,7 @@ def _axis(sx: _Scale, y: float) -> str:
     return "".join(out)
 
 
-def _fault_lines(series: Series, faults: Sequence[FaultView], sx: _Scale, bottom: float) -> str:
+def _fault_lines(series: Series, faults: Sequence[FaultResult], sx: _Scale, bottom: float) -> str:
     out = []
     last_x, row = -1e9, 0
     for f in faults:

@@ -1,48 +1,55 @@
-"""The recovery table, the same in every rendering: the terminal, report.html and summary.md.
+"""The tables of a run, the same in every rendering: the terminal, report.html and summary.md.
 
-Its columns are the fault, its target, then the metrics declared with
-``table=True`` (chaos.analysis.recovery.METRICS), in declaration order, each
-titled with its label. Metrics declared with the same ``column`` share one
-cell, as a path: world size ``2 -> 1``, and ``-> 2`` after it when the
-final size differs (a later value shows only when it is known and changed).
+One table per metric group (chaos.analysis.groups) that measured something in the run.
+A fault group's table has a row per fault it measured: the fault, its target, then the
+group's metrics declared with ``table=True``, in declaration order, each titled with
+its label; a fault whose row another group replaces (``instead_of``: a straggler's
+step rates instead of a recovery) is left out of the replaced table. Metrics declared
+with the same ``column`` share one cell, as a path: world size ``2 -> 1``, and ``-> 2``
+after it when the final size differs (a later value shows only when it is known and
+changed). A run group's table is its value's own (``table()``), or one row of its
+table metrics.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from chaos.analysis import recovery
+from chaos.analysis.groups import FaultGroup, RunGroup, fault_groups, run_groups
 from chaos.analysis.metrics import Metric
-from chaos.analysis.recovery import Recovery
+from chaos.analysis.recovery import RECOVERY, Recovery
+from chaos.events.runner_events import GpuPlacement
+from chaos.reporting.result import FaultResult, RunResult
 
 
 @dataclass(frozen=True)
 class Column:
-    """One column of the recovery table: one metric, or several that share a cell."""
+    """One column of a table: one metric, or several that share a cell."""
 
     metrics: tuple[Metric, ...]
 
     def title(self, progress_unit: str = "step") -> str:
         return self.metrics[0].column_title(progress_unit)
 
-    def cell(self, rec: Recovery) -> str:
+    def cell(self, value: Any) -> str:
         first, *rest = self.metrics
-        if first.phase and first.key in rec.not_applicable:
-            return "n/a"  # did not apply to this recovery (``-`` is: not observed)
-        last = first.of(rec)
+        if first.phase and first.key in getattr(value, "not_applicable", {}):
+            return "n/a"  # did not apply to this fault (``-`` is: not observed)
+        last = first.of(value)
         text = first.format(last)
         for i, m in enumerate(rest):  # the second always; later ones when known and changed
-            value = m.of(rec)
-            if i == 0 or (value is not None and value != last):
-                text += f" -> {m.format(value)}"
-                last = value
+            later = m.of(value)
+            if i == 0 or (later is not None and later != last):
+                text += f" -> {m.format(later)}"
+                last = later
         return text
 
 
-def columns() -> tuple[Column, ...]:
-    """The table's columns, from the metric declarations (``table``, ``column``)."""
+def columns(group: FaultGroup[Any] | RunGroup[Any] = RECOVERY) -> tuple[Column, ...]:
+    """A group's columns, from its metric declarations (``table``, ``column``)."""
     out: list[Column] = []
-    for m in (m for m in recovery.METRICS if m.table):
+    for m in group.shown("table"):
         if out and m.column is not None and out[-1].metrics[-1].column == m.column:
             out[-1] = Column((*out[-1].metrics, m))
         else:
@@ -50,12 +57,52 @@ def columns() -> tuple[Column, ...]:
     return tuple(out)
 
 
-def header(progress_unit: str = "step") -> list[str]:
-    return ["fault", "target", *(c.title(progress_unit) for c in columns())]
+def header(progress_unit: str = "step", group: FaultGroup[Any] = RECOVERY) -> list[str]:
+    return ["fault", "target", *(c.title(progress_unit) for c in columns(group))]
 
 
-def row(kind: str, target: str | None, rec: Recovery) -> list[str]:
-    return [kind, str(target), *(c.cell(rec) for c in columns())]
+def row(kind: str, target: str | None, value: Any, group: FaultGroup[Any] = RECOVERY) -> list[str]:
+    return [kind, str(target), *(c.cell(value) for c in columns(group))]
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table of a run: what it is about, then a header row and the rows."""
+
+    group: str
+    title: str
+    rows: list[list[str]]
+
+
+def _replaced(f: FaultResult, group: FaultGroup[Any]) -> bool:
+    """Whether another group measured on ``f`` shows instead of ``group``."""
+    return any(group.name in g.instead_of and f.measured.get(g.name) is not None for g in fault_groups()
+               if g is not group and g.applies(f.record.kind))
+
+
+def shown_faults(result: RunResult, group: FaultGroup[Any] = RECOVERY) -> list[FaultResult]:
+    """The faults with a row in ``group``'s table."""
+    return [f for f in result.faults if f.measured.get(group.name) is not None and not _replaced(f, group)]
+
+
+def tables(result: RunResult) -> list[Table]:
+    """Every table of the run: the fault groups' (recovery first), then the run groups'."""
+    out: list[Table] = []
+    unit = result.progress_unit
+    for g in fault_groups():
+        faults = shown_faults(result, g)
+        if faults and columns(g):
+            out.append(Table(g.name, g.title, [header(unit, g)] + [row(f.record.kind, f.record.target,
+                                                                         f.measured[g.name], g) for f in faults]))
+    for rg in run_groups():
+        value = result.measured.get(rg.name)
+        if value is None:
+            continue
+        title = value.title() if hasattr(value, "title") else rg.title
+        own = value.table() if hasattr(value, "table") else []
+        rows = own or [[c.title(unit) for c in columns(rg)], [c.cell(value) for c in columns(rg)]]
+        out.append(Table(rg.name, title, rows))
+    return out
 
 
 def aligned(rows: Sequence[Sequence[str]]) -> list[str]:
@@ -69,13 +116,17 @@ def aligned(rows: Sequence[Sequence[str]]) -> list[str]:
     return out
 
 
-def notes(recoveries: Iterable[Recovery]) -> list[str]:
-    """Why a metric is empty, per fault (Recovery.missing)."""
-    return [f"{r.fault_kind} on {r.target}: {why}" for r in recoveries for why in r.missing]
+def notes(result: RunResult) -> list[str]:
+    """Why a metric is empty, per fault and group shown (each value's ``missing``)."""
+    out = []
+    for g in fault_groups():
+        for f in shown_faults(result, g):
+            out += [f"{f.record.kind} on {f.record.target}: {why}" for why in f.measured[g.name].missing]
+    return out
 
 
-def remarks(recoveries: Iterable[Recovery], placement: dict[str, object] | None = None) -> list[str]:
+def remarks(recoveries: Iterable[Recovery], placement: GpuPlacement | None = None) -> list[str]:
     """How each recovery went and what its numbers leave out (Recovery.notes), and how
     the local platform placed the job on GPUs (report.json ``placement``)."""
-    out = [f"GPUs: {placement['note']}"] if placement and placement.get("note") else []
+    out = [f"GPUs: {placement.note}"] if placement is not None and placement.note else []
     return out + [f"{r.fault_kind} on {r.target}: {note}" for r in recoveries for note in r.notes]

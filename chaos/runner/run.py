@@ -12,9 +12,10 @@ drives it with a few blocking calls that read like the hypothesis::
         assert recovery.lost_steps <= 20
 
 Leaving the block reverts what faults broke, stops everything (also on
-failure) and writes report.json from the run's result (``result()``:
-chaos.reporting.result.RunResult). A report folder holds one run: a used one is
-refused before anything starts (chaos.runner.folder), unless ``overwrite``.
+failure), builds the run's report once in memory (``report``: its typed result,
+chaos.reporting.result.RunResult, with the evidence) and writes report.json and
+the renderings from it. A report folder holds one run: a used one is refused
+before anything starts (chaos.runner.folder), unless ``overwrite``.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from typing import Any
 from chaos import signals
 from chaos.analysis import recovery as analysis
 from chaos.analysis.invariants import SplitBrain, split_brains
-from chaos.analysis.replay import replay_summary
+from chaos.analysis.observation import ScriptObservation
 from chaos.analysis.samples import SampleAccount, account_samples
 from chaos.analysis.verdict import Verdict
 from chaos.errors import ChaosError, RecoveryTimeout, WatcherDied
@@ -37,8 +38,10 @@ from chaos.faults.api import Fault, FaultRecord
 from chaos.faults.triggers import Trigger
 from chaos.platforms import create_platform
 from chaos.platforms.api import Platform
+from chaos.reporting.render import RenderResult
 from chaos.reporting.report import write_report
-from chaos.reporting.result import FaultResult, RunResult, Samples, placement_of
+from chaos.reporting.result import RunResult, build_result
+from chaos.reporting.run_report import RunReport, missing_in
 from chaos.runner import folder
 from chaos.runner.ledger import ArmedFault, FaultLedger
 from chaos.spec import JobSpec
@@ -80,6 +83,10 @@ class ChaosRun:
         self._closed = False
         self.workdir: Path | None = None
         """The job's shared working directory on this machine (None where not local)."""
+        self.report: RunReport | None = None
+        """The run's report, made once when it closes (its result, events and node logs)."""
+        self.rendered: RenderResult | None = None
+        """What was rendered from it (report.html, ...); None before close or when rendering failed."""
 
     # -- lifecycle -----------------------------------------------------------
     def __enter__(self) -> ChaosRun:
@@ -154,7 +161,11 @@ class ChaosRun:
             for reason, check in problems:
                 self.verdict.fail(reason, check=check)
         self.phase("finished")
-        write_report(self.result(), self.report_dir)
+        result = self.result()
+        events = self.timeline.events()
+        self.report = RunReport(self.report_dir, result, events, node_logs=self.platform.node_logs(),
+                                missing=tuple(missing_in(result, events)))
+        self.rendered = write_report(self.report)
         self.timeline.close()
 
     def phase(self, name: str, **data: Any) -> None:
@@ -311,24 +322,19 @@ class ChaosRun:
         return [self.recovery(f) for f in self.faults]
 
     def result(self) -> RunResult:
-        """What the run found so far, as report.json records it: its verdict, each fault
-        with its Recovery, goodput, split brains, samples, what a script let us see."""
+        """What the run found so far, as report.json records it: its verdict, each fault with
+        its metric groups, the run's groups, goodput, split brains, samples, what a script let
+        us see (chaos.reporting.result.build_result: the same measurement a crashed run's
+        folder gets from its timeline)."""
         logs = self.platform.node_logs()
-        events = self.timeline.events()
-        goodput = self.goodput
-        return RunResult(
-            scenario=self.scenario, platform=self.platform.name, job=self.job, verdict=self.verdict,
-            faults=tuple(FaultResult.measure(r, rec, events)
-                         for r, rec in zip(self.faults, self.recoveries(), strict=True)),
-            goodput=None if goodput is None else round(goodput, 4), split_brains=tuple(self.split_brains()),
-            replay=replay_summary(events, self.job.checkpoint_every if self.job else None),
-            samples=Samples.of(self.samples), observation=self.observation(),
-            started_at=round(self.started_at, 3), finished_at=round(time.time(), 3),
+        return build_result(
+            self.timeline.events(), self.faults, scenario=self.scenario, platform=self.platform.name, job=self.job,
+            verdict=self.verdict, started_at=self.started_at, finished_at=time.time(), end=time.time(),
+            observation=self.observation(),
             node_logs={name: str(path.relative_to(self.report_dir)) if path.is_relative_to(self.report_dir)
-                       else str(path) for name, path in logs.items()},
-            placement=placement_of(self.timeline.events()))
+                       else str(path) for name, path in logs.items()})
 
-    def observation(self) -> dict[str, Any] | None:
+    def observation(self) -> ScriptObservation | None:
         """What could be seen of a script job, and what not (report.json's
         ``observation``; None for the reference trainer)."""
         from chaos.analysis.observation import summarize

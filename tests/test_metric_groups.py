@@ -1,0 +1,108 @@
+"""Metric groups are declared once and every view iterates them: a toy group, registered in this
+file alone, shows up in report.json (and reads back), summary.md, report.html, metrics.prom and
+the JUnit properties, for the faults it applies to and no other."""
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chaos.analysis.groups import FaultGroup, FaultMark, fault_group, fault_groups, register, unregister
+from chaos.analysis.metrics import Unit, metric
+from chaos.events import Event, ProgressEv, read_timeline
+from chaos.reporting.failure import metric_properties
+from chaos.reporting.load import load_run, result_of_timeline
+from chaos.reporting.report import render_table, write_report
+from chaos.reporting.run_report import RunReport
+
+RUNS = Path(__file__).parent / "fixtures" / "runs"
+
+
+@dataclass
+class StepsBefore:
+    """How many steps rank 0 reported before the fault (a toy measurement)."""
+
+    steps_before: int | None = metric("steps before", Unit.COUNT, "steps rank 0 reported before the fault",
+                                      table=True, junit=True)
+    missing: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"steps_before": self.steps_before, "missing": list(self.missing)}
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> StepsBefore:
+        n = raw.get("steps_before")
+        return cls(n if isinstance(n, int) else None)
+
+
+def _measure(events: Sequence[Event], mark: FaultMark) -> StepsBefore:
+    return StepsBefore(sum(1 for e in events if e.type == ProgressEv.STEP and e.t <= mark.injected_at
+                           and (e.data.rank or 0) == 0))
+
+
+TOY = fault_group("toy", "Toy: steps before the fault", StepsBefore, faults={"kill-node"}, measure=_measure,
+                  read=lambda mark, raw: StepsBefore.from_json(raw))
+
+
+@pytest.fixture
+def toy() -> Iterator[FaultGroup[StepsBefore]]:
+    register(TOY)
+    yield TOY
+    unregister(TOY)
+
+
+def report_of(tmp_path: Path, name: str) -> RunReport:
+    folder = tmp_path / name
+    shutil.copytree(RUNS / name, folder)
+    (folder / "report.json").unlink()
+    events = read_timeline(folder / "timeline.jsonl").events
+    return RunReport(folder, result_of_timeline(events), events)
+
+
+def test_a_registered_group_reaches_every_view(toy, tmp_path):
+    report = report_of(tmp_path, "kill-node-shrink")
+    counted = report.result.faults[0].measured["toy"].steps_before
+    assert counted and counted > 10
+    rendered = write_report(report, png=False)
+    assert rendered is not None
+    data = json.loads((report.folder / "report.json").read_text())
+    assert data["faults"][0]["toy"] == {"steps_before": counted, "missing": []}
+    assert load_run(report.folder).result.faults[0].measured["toy"].steps_before == counted
+    summary = (report.folder / "summary.md").read_text()
+    assert "## Toy: steps before the fault" in summary and f"| kill-node | node-1 | {counted} |" in summary
+    assert 'id="toy"' in rendered.html.read_text()
+    prom = (report.folder / "metrics.prom").read_text()
+    assert 'elastic_chaos_toy_steps_before{fault="kill-node",index="0"' in prom
+    assert prom.split("elastic_chaos_toy_steps_before{", 1)[1].split("\n")[0].endswith(f" {counted}.0")
+    assert ("chaos.fault0.toy.steps_before", str(counted)) in metric_properties(report.result, None)
+    assert "Toy: steps before the fault" in render_table(report.result)
+
+
+def test_a_group_measures_only_the_faults_it_applies_to(toy, tmp_path):
+    report = report_of(tmp_path, "straggler-half-speed")
+    assert "toy" not in report.result.faults[0].measured
+    write_report(report, png=False)
+    assert "toy" not in json.loads((report.folder / "report.json").read_text())["faults"][0]
+    assert "Toy" not in (report.folder / "summary.md").read_text()
+
+
+def test_the_built_in_groups_are_recovery_throughput_hang_and_replay():
+    assert [g.name for g in fault_groups()][:3] == ["recovery", "throughput", "hang"]
+    assert {g.name: sorted(g.faults) for g in fault_groups()}["throughput"] == ["straggler"]
+
+
+def test_a_second_group_under_a_taken_name_is_refused(toy):
+    with pytest.raises(ValueError, match="registered already"):
+        register(fault_group("toy", "another", StepsBefore, measure=_measure,
+                             read=lambda mark, raw: StepsBefore.from_json(raw)))
+
+
+def test_a_straggler_shows_its_step_rates_instead_of_a_recovery_row(tmp_path):
+    report = report_of(tmp_path, "straggler-half-speed")
+    text = render_table(report.result)
+    assert "Step rate while a node was slow" in text and "regain" not in text.split("verdict")[0]
