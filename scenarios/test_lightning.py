@@ -34,7 +34,7 @@ def test_a_lightning_job_resumes_from_its_last_checkpoint_after_losing_a_node(ru
 
     fault, recovery = run.faults[0], run.recoveries()[0]
     loaded = run.timeline.select(CheckpointEv.LOADED, after=fault.injected_at)
-    assert loaded and loaded[0].data["reason"] == "lightning"   # Lightning's own restore, reported
-    assert recovery.resumed_from_step == loaded[0].data["step"] and recovery.resumed_from_step % CHECKPOINT_EVERY == 0
+    assert loaded and loaded[0].data.reason == "lightning"   # Lightning's own restore, reported
+    assert recovery.resumed_from_step == loaded[0].data.step and recovery.resumed_from_step % CHECKPOINT_EVERY == 0
     saved = run.timeline.select(CheckpointEv.SAVED)
-    assert any(e.data["path"].endswith("last.ckpt") for e in saved)
+    assert any(e.data.path.endswith("last.ckpt") for e in saved)
