@@ -31,6 +31,8 @@ class Loaded(Worker):
 
     step: int | None = None
     path: str | None = None
+    reason: str | None = None
+    """Who restored it, where a script says (``lightning``: Lightning's own restore)."""
     via: str | None = None
     line: str | None = None
 
