@@ -41,10 +41,12 @@ class ControlServer:
                  stop: Callable[[], None]) -> None:
         self.path, self.engine, self._status, self._stop = path, engine, status, stop
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        path.unlink(missing_ok=True)
-        self._sock.bind(str(path))
-        path.chmod(0o600)
+        staging = path.with_name(path.name + ".new")  # appears listening, never half-made
+        staging.unlink(missing_ok=True)
+        self._sock.bind(str(staging))
+        staging.chmod(0o600)
         self._sock.listen(16)
+        staging.rename(path)
         self._slots = threading.BoundedSemaphore(MAX_CLIENTS)
         self._closed = False
         threading.Thread(target=self._accept, name="control", daemon=True).start()

@@ -102,6 +102,7 @@ class Server:
             return result
         except Injected as exc:
             error, injected = _ename(exc.errno), True
+            ctx.touched(exc.rule)
             raise OSError(exc.errno, os.strerror(exc.errno)) from None
         except CallerGone:
             error = "EINTR"
