@@ -5,8 +5,8 @@ runner is killed (SIGKILL, the OOM killer, a CI job cancelled hard), the kernel
 kills its agents and etcd, and its watchdog the rest; if the watchdog was
 killed too, the etcd server, node processes, cgroups, network namespaces and
 storage mounts (FUSE, with their daemons) of that run are still there. Every
-later local run reaps them before it starts; this command does it now, and says what it did, including what watchdogs
-reaped since the last run or reap.
+later local run reaps them before it starts; this command does it now, and
+says what it did, including what watchdogs reaped since the last run or reap.
 
 Processes are found by the run's tag in /proc/PID/environ and their start time,
 etcd by its PID and start time, never by name; a run whose runner is alive is
