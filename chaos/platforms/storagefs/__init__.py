@@ -18,7 +18,7 @@ docs/STORAGE.md says why this and not mfusepy or pyfuse3.
   :class:`NoSpace`, :class:`Errors`, :class:`ReadOnly`, :class:`CrashPoint`).
 - oplog.py: the op log, and save timings from it.
 - mounts.py: mountinfo, unmounting, :func:`~mounts.cleanup` for reapers.
-- daemon.py, server.py, engine.py, fs.py, proto.py, control.py: the daemon.
+- daemon.py, server.py, engine.py, callers.py, fs.py, proto.py, control.py: the daemon.
 """
 from __future__ import annotations
 

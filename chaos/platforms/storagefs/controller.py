@@ -112,12 +112,23 @@ class StorageFs:
         self.record: mounts.MountRecord | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._sockdir: Path | None = None
+        self._under: int | None = None
         self._seen_pause = 0
         self._names = 0
 
     @property
     def daemon_pid(self) -> int | None:
         return self._proc.pid if self._proc else None
+
+    @property
+    def direct(self) -> Path:
+        """The backing folder reached without the mount, for this process only (a descriptor
+        opened before the mount): read it while an op is held or hung, where a look through
+        the mount would wait like any caller. The backing folder itself when it is not the
+        mountpoint. PlatformError when not mounted."""
+        if self._under is None:
+            raise PlatformError(f"{self.mountpoint} is not mounted (call mount() first)")
+        return Path(f"/proc/self/fd/{self._under}") if self.backing == self.mountpoint else self.backing
 
     def __enter__(self) -> StorageFs:
         return self.mount() if self._proc is None else self
@@ -130,6 +141,7 @@ class StorageFs:
         """Start the daemon and wait until the mount is live (listed in /proc/self/mountinfo
         and answering). SetupError saying why otherwise (nothing is left mounted)."""
         self._check()
+        self._under = os.open(self.backing, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         source = mounts.SOURCE_PREFIX + secrets.token_hex(8)
         self._sockdir = Path(tempfile.mkdtemp(prefix=control.SOCKET_FOLDER_PREFIX))
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -138,9 +150,13 @@ class StorageFs:
         argv = [sys.executable, "-m", "chaos.platforms.storagefs", "--backing", str(self.backing), "--mountpoint",
                 str(self.mountpoint), "--control", str(self._socket), "--log", str(self.ops_path),
                 "--source", source, "--linger-s", str(self.linger_s)]
-        with open(self.daemon_log, "ab") as logf:
-            self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=logf, stderr=logf, env=env,
-                                          start_new_session=True, cwd="/")
+        try:
+            with open(self.daemon_log, "ab") as logf:
+                self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=logf, stderr=logf, env=env,
+                                              start_new_session=True, cwd="/")
+        except OSError as exc:
+            self._drop_local()
+            raise SetupError(f"could not start the storage daemon for {self.mountpoint}: {exc}") from exc
         started = mounts.start_time(self._proc.pid)
         self.record = mounts.MountRecord(str(self.mountpoint), source, self._proc.pid, started or 0)
         if self.ledger is not None:
@@ -252,6 +268,7 @@ class StorageFs:
         ledger keeps it for the watchdog or ``elastic-chaos reap``)."""
         proc, self._proc = self._proc, None
         if proc is None:
+            self._drop_local()
             return
         if proc.stdin is not None:
             try:
@@ -271,5 +288,12 @@ class StorageFs:
                                 f"`umount -l {self.mountpoint}` removes it") from exc
         if self.ledger is not None:
             self.ledger.storage_unmounted(self.record)
+        self._drop_local()
+
+    def _drop_local(self) -> None:
         if self._sockdir is not None:
             shutil.rmtree(self._sockdir, ignore_errors=True)
+            self._sockdir = None
+        if self._under is not None:
+            os.close(self._under)
+            self._under = None

@@ -22,9 +22,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
+from chaos.platforms.storagefs.callers import dying, tgid
 from chaos.platforms.storagefs.oplog import OpLog
 from chaos.platforms.storagefs.rules import (
     MUTATING,
@@ -44,7 +44,6 @@ from chaos.platforms.storagefs.rules import (
 
 POLL_S = 0.2
 """How often a wait re-checks its caller when nothing wakes it."""
-_SIGKILL_BIT = 1 << 8
 
 
 class CallerGone(Exception):
@@ -57,37 +56,6 @@ class Injected(Exception):
     def __init__(self, err: int, rule: str) -> None:
         super().__init__(err, rule)
         self.errno, self.rule = err, rule
-
-
-def tgid(tid: int) -> int | None:
-    """The process (thread group) of thread ``tid``; None when it is gone or is the kernel."""
-    for line in _status(tid).splitlines():
-        if line.startswith("Tgid:"):
-            return int(line.split()[1])
-    return None
-
-
-def dying(tid: int) -> bool:
-    """Whether thread ``tid`` is gone or has a SIGKILL pending (it dies once its op returns)."""
-    if tid == 0:
-        return False
-    text = _status(tid)
-    if not text:
-        return True
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key in ("SigPnd", "ShdPnd") and int(value.strip(), 16) & _SIGKILL_BIT:
-            return True
-        if key == "State" and value.split()[0] in ("Z", "X"):
-            return True
-    return False
-
-
-def _status(tid: int) -> str:
-    try:
-        return Path(f"/proc/{tid}/status").read_text() if tid > 0 else ""
-    except OSError:
-        return ""
 
 
 @dataclass

@@ -83,19 +83,28 @@ def umount(mountpoint: str, *, lazy: bool = False) -> None:
 
 
 def take_down(mountpoint: str, source: str) -> bool:
-    """Unmount every mount at ``mountpoint`` with ``source`` (plain, then lazy when busy or
-    dead). Returns whether one was there; OSError when it could not be removed."""
+    """Unmount the mount at ``mountpoint`` with ``source`` (plain, then lazily when busy or
+    dead), and any more of that source stacked there. Returns whether one was there. OSError
+    when it could not be removed, or when another mount covers it (that one is not touched)."""
     found = False
     for _ in range(8):  # stacked mounts of the same source: rare, bounded
-        if find(mountpoint, source) is None:
+        here = [m for m in mounts() if m.mountpoint == mountpoint]
+        if not any(m.source == source for m in here):
             return found
         found = True
+        if here[-1].source != source:
+            raise OSError(errno.EBUSY, f"{mountpoint} is covered by another mount ({here[-1].source}); "
+                                       "not touched")
         try:
             umount(mountpoint)
         except OSError as exc:
             if exc.errno not in (errno.EBUSY, errno.ENOTCONN, errno.EINVAL):
                 raise
-            umount(mountpoint, lazy=True)
+            try:
+                umount(mountpoint, lazy=True)
+            except OSError:
+                if find(mountpoint, source) is not None:
+                    raise  # else its daemon unmounted it meanwhile
     if find(mountpoint, source) is not None:
         raise OSError(errno.EBUSY, f"{mountpoint} is still mounted after 8 unmounts")
     return found
