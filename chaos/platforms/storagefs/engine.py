@@ -284,12 +284,16 @@ class Engine:
         return sum(a.rule.delay_s for a in self._matching(ctx, Latency) if isinstance(a.rule, Latency))
 
     def _throttle(self, ctx: OpCtx) -> None:
+        """A write waits for its slot: it starts when the bytes before it have had their time
+        at the cap (its own time runs while it is written), so a stream of writes takes
+        total bytes / cap however fast the disk is."""
         now = time.monotonic()
         booked: dict[str, float] = {}
         for a in self._matching(ctx, Throttle):
             assert isinstance(a.rule, Throttle)
-            a.next_free = max(now, a.next_free) + ctx.size / a.rule.bytes_per_s
-            booked[a.name] = a.next_free
+            start = max(now, a.next_free)
+            a.next_free = start + ctx.size / a.rule.bytes_per_s
+            booked[a.name] = start
         if booked:
             self._wait_for(ctx, lambda: max((t for n, t in booked.items() if n in self._rules), default=0.0),
                            Throttle)

@@ -188,8 +188,9 @@ def dirent(ino: int, next_offset: int, name: str, mode: int) -> bytes:
 
 
 def init_reply(kernel_flags: int) -> bytes:
-    """The answer to INIT: 7.31, synchronous writes of up to 1 MiB, no writeback cache."""
-    return INIT_OUT.pack(MAJOR, MINOR, 128 * 1024, kernel_flags & WANTED_INIT_FLAGS, 0, 0, MAX_WRITE, 1,
+    """The answer to INIT: 7.31, synchronous writes of up to 1 MiB, readahead up to 1 MiB
+    (the kernel lowers it to its own limit), no writeback cache."""
+    return INIT_OUT.pack(MAJOR, MINOR, MAX_WRITE, kernel_flags & WANTED_INIT_FLAGS, 0, 0, MAX_WRITE, 1,
                          MAX_WRITE // 4096, 0, 0)
 
 

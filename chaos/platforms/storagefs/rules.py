@@ -107,7 +107,9 @@ class Latency:
 
 @dataclass(frozen=True)
 class Throttle:
-    """Writes through matching paths share ``bytes_per_s``: each write waits its turn."""
+    """Writes through matching paths share ``bytes_per_s``: each write waits until the bytes
+    written before it have had their time at the cap, so a save of N bytes takes at least
+    N / ``bytes_per_s`` (the first write of a burst goes at once)."""
 
     bytes_per_s: float
     path: str = "*"
