@@ -173,3 +173,17 @@ def test_a_run_guard_records_its_mount_and_will_not_close_while_it_is_there(tmp_
         if guard.watchdog is not None:
             guard.watchdog.release()
         timeline.close()
+
+
+def test_unmount_takes_down_the_mount_of_a_daemon_that_died(tmp_path, folder):
+    require_fuse()
+    fs = StorageFs(folder, workdir=tmp_path / "storage").mount()
+    try:
+        assert fs.daemon_pid is not None
+        os.kill(fs.daemon_pid, signal.SIGKILL)
+        assert within(lambda: not alive(fs.daemon_pid or 0), 10)
+        assert mounted(folder)                            # dead, still listed
+    finally:
+        fs.unmount()
+    assert not mounted(folder)
+    fs.unmount()                                          # idempotent

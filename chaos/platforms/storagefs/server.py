@@ -89,9 +89,11 @@ class Server:
         error: str | None = None
         injected = False
         extra: dict[str, object] = {}
+        done = False
         try:
             self.engine.gate(ctx)
             result = do()
+            done = True
             extra = note(result) if note else {}
             try:
                 self.engine.after(ctx)
@@ -106,7 +108,8 @@ class Server:
             raise OSError(exc.errno, os.strerror(exc.errno)) from None
         except CallerGone:
             error = "EINTR"
-            extra["detail"] = "its caller was killed while the op waited"
+            extra["detail"] = ("its caller was killed while held after the op (the op was done)" if done else
+                               "its caller was killed while the op waited (the op was not done)")
             raise OSError(errno.EINTR, "caller killed") from None
         except OSError as exc:
             error = _ename(exc.errno or errno.EIO)
