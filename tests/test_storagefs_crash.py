@@ -162,6 +162,15 @@ def test_a_torch_save_killed_mid_write_leaves_a_partial_file_that_does_not_load(
         torch.load(partial)
 
 
+def test_clearing_a_crash_point_that_holds_an_op_lets_it_go_on(fs, folder, writers):
+    fs.set_rule(CrashPoint(SavePoint.AFTER_RENAME), name="aim")
+    writer = start(writers, folder)
+    fs.wait_pause(60)
+    assert fs.clear_rule("aim") == []                     # spent when it fired; its pause is released
+    assert writer.communicate(timeout=30)[0] == "saved\n"
+    assert [p.state for p in fs.pauses()] == ["released"]
+
+
 def test_unmounting_lets_a_held_op_go_on_and_the_save_completes(fs, folder, writers):
     fs.set_rule(CrashPoint(SavePoint.BEFORE_FSYNC))
     writer = start(writers, folder)

@@ -225,8 +225,9 @@ class StorageFs:
         return name
 
     def clear_rule(self, name: str | None = None) -> list[str]:
-        """Clear rule ``name`` (every rule when None): the ops it held or slowed go on at once.
-        Returns the names cleared; idempotent."""
+        """Clear rule ``name`` (every rule when None): the ops it held or slowed go on at once,
+        an op its crash point holds included. Returns the names of active rules cleared (a
+        crash point that fired is spent already); idempotent."""
         cleared: list[str] = self._call("clear", name=name)["cleared"]
         return cleared
 

@@ -150,11 +150,15 @@ class Engine:
 
     def clear(self, name: str | None = None) -> list[str]:
         """Deactivate rule ``name`` (every rule when None); returns the names cleared. Ops the
-        rules held go on. Idempotent."""
+        rules held go on, those a crash point of that name holds included (its rule is
+        spent, so its name is not in the answer). Idempotent."""
         with self._cond:
             names = list(self._rules) if name is None else [name] if name in self._rules else []
             for n in names:
                 self._drop(n, "rule-cleared")
+            for p in self._pauses:
+                if p.state == "held" and name in (None, p.rule):
+                    p.state = "released"
             self._cond.notify_all()
             return names
 
@@ -362,6 +366,8 @@ class Engine:
         self._cond.notify_all()
         try:
             self._wait_for(ctx, lambda: None if pause.state == "held" else 0.0, None)
+            if dying(ctx.tid):  # released as its caller was being killed: still a crash here
+                raise CallerGone
         except CallerGone:
             pause.state = "caller-killed"
             raise
