@@ -16,12 +16,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from storagefs_helpers import alive, mounted, require_fuse, within
 
+from chaos.platforms.local import procs
 from chaos.platforms.storagefs import CrashPoint, SavePoint, StorageFs
 from chaos.waiting import WaitTimeout
 
@@ -94,10 +96,10 @@ def writers() -> Iterator[list[subprocess.Popen[str]]]:
 
 
 def start(writers: list[subprocess.Popen[str]], folder: Path, *, mode: str = "main",
-          script: str = WRITER) -> subprocess.Popen[str]:
+          script: str = WRITER, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     isolated = ["-I", "-S"] if script is WRITER else []
     proc = subprocess.Popen([sys.executable, *isolated, "-c", textwrap.dedent(script), str(folder), str(SIZE), mode],
-                            stdout=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, text=True, env=env)
     writers.append(proc)
     return proc
 
@@ -131,6 +133,20 @@ def test_a_writer_killed_at_a_point_of_its_save_leaves_exactly_that(fs, folder, 
     assert "aim" not in fs.rules()                        # one-shot
     resumed = [r for r in fs.ops() if r.op == "resume"]
     assert [(r.pause, r.outcome, r.pid) for r in resumed] == [(paused.id, "caller-killed", writer.pid)]
+
+
+def test_a_node_killed_the_local_platforms_way_while_its_save_is_held_dies_at_once(fs, folder, writers):
+    tag = f"storagefs-test/node-{os.getpid()}"
+    fs.set_rule(CrashPoint(SavePoint.BEFORE_RENAME))
+    writer = start(writers, folder, env={**os.environ, procs.TAG_VAR: tag})
+    paused = fs.wait_pause(60)
+    assert paused.pid == writer.pid
+    started = time.monotonic()
+    assert procs.kill_tree(tag, timeout_s=10) == {writer.pid}   # SIGSTOP the node, then SIGKILL it
+    assert time.monotonic() - started < 5
+    assert writer.wait(10) == -signal.SIGKILL
+    assert [p.state for p in fs.pauses()] == ["caller-killed"]
+    assert files(folder, writer.pid) == {"tmp": SIZE}
 
 
 def test_a_released_pause_lets_the_save_finish_and_names_the_process_of_a_writer_thread(fs, folder, writers):
