@@ -117,6 +117,7 @@ def test_the_watchdog_takes_down_the_mount_of_a_runner_killed_with_its_daemon(tm
     assert within(lambda: not mounted(folder), 20)
     assert within(lambda: not alive(info["watchdog"]), 20)
     assert Registry(tmp_path / "state").records() == []
+    assert not Path(info["sockets"]).exists()
     reaped = [json.loads(line) for line in (tmp_path / "work" / "timeline.jsonl").read_text().splitlines()]
     assert any(f"storage mount {folder}: unmounted {folder}" in r["data"]["removed"] for r in reaped
                if r["kind"] == "reaped")
@@ -143,7 +144,7 @@ def test_reap_takes_down_a_dead_runs_mount_and_only_that(tmp_path, folder, contr
                                  env={**os.environ, "PYTHONPATH": str(HERE)})
             assert out.returncode == 0, out.stderr
             assert "run-all-dead" in out.stdout and f"storage mount {folder}" in out.stdout
-            assert not mounted(folder)
+            assert not mounted(folder) and not Path(info["sockets"]).exists()
             assert mounted(other) and mounted(same_source)
             (other / "still-served").write_text("yes")
             assert live.daemon_pid is not None and alive(live.daemon_pid)

@@ -30,8 +30,6 @@ MAX_REQUEST = 64 * 1024
 MAX_WAIT_S = 30.0
 IO_TIMEOUT_S = 10.0
 MAX_CLIENTS = 32
-SOCKET_FOLDER_PREFIX = "ec-storagefs-"
-"""The controller's private temporary folder for the socket (a unix socket path is short)."""
 
 
 class ControlServer:

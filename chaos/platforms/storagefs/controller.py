@@ -143,7 +143,7 @@ class StorageFs:
         self._check()
         self._under = os.open(self.backing, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         source = mounts.SOURCE_PREFIX + secrets.token_hex(8)
-        self._sockdir = Path(tempfile.mkdtemp(prefix=control.SOCKET_FOLDER_PREFIX))
+        self._sockdir = Path(tempfile.mkdtemp(prefix=mounts.SOCKET_FOLDER_PREFIX))
         self.workdir.mkdir(parents=True, exist_ok=True)
         here = str(Path(__file__).resolve().parents[3])  # the folder holding chaos/: this code
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))}
@@ -158,7 +158,8 @@ class StorageFs:
             self._drop_local()
             raise SetupError(f"could not start the storage daemon for {self.mountpoint}: {exc}") from exc
         started = mounts.start_time(self._proc.pid)
-        self.record = mounts.MountRecord(str(self.mountpoint), source, self._proc.pid, started or 0)
+        self.record = mounts.MountRecord(str(self.mountpoint), source, self._proc.pid, started or 0,
+                                         str(self._sockdir))
         if self.ledger is not None:
             self.ledger.storage_mounted(self.record)  # before it exists: a runner killed now leaves nothing unknown
         try:

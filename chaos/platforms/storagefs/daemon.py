@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.platforms.storagefs import mounts, proto
-from chaos.platforms.storagefs.control import SOCKET_FOLDER_PREFIX, ControlServer
+from chaos.platforms.storagefs.control import ControlServer
 from chaos.platforms.storagefs.engine import Engine
 from chaos.platforms.storagefs.fs import Passthrough
 from chaos.platforms.storagefs.oplog import OpLog
@@ -104,7 +104,7 @@ class Daemon:
         self.engine.close()
         if self.control is not None:
             self.control.close()
-            _remove_private_folder(self.control.path.parent)
+            mounts.remove_socket_folder(str(self.control.path.parent))  # a SIGKILLed controller cannot
         code = 0
         try:
             busy = self._unmount()
@@ -131,15 +131,6 @@ class Daemon:
                 raise
         mounts.umount(self.mountpoint, lazy=True)
         return self.fs.open_handles() > 0
-
-
-def _remove_private_folder(folder: Path) -> None:
-    """The controller's short-lived socket folder, once empty (a SIGKILLed controller cannot)."""
-    if folder.name.startswith(SOCKET_FOLDER_PREFIX):
-        try:
-            folder.rmdir()
-        except OSError:
-            pass
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

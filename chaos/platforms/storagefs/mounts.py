@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 FSTYPE = "fuse.elastic-chaos"
+SOCKET_FOLDER_PREFIX = "ec-storagefs-"
+"""The controller's private temporary folder for the control socket (a socket's path is short)."""
+_SOCKET_FILES = ("control.sock", "control.sock.new")
 SOURCE_PREFIX = "elastic-chaos-storagefs:"
 _SOURCE = re.compile(re.escape(SOURCE_PREFIX) + r"[0-9a-f]{8,64}")
 MS_NOSUID, MS_NODEV = 2, 4
@@ -119,6 +122,8 @@ class MountRecord:
     daemon_pid: int
     daemon_start: int
     """The daemon's start time in clock ticks since boot (/proc/PID/stat field 22)."""
+    sockets: str = ""
+    """The private folder of its control socket (removed with the mount)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -129,7 +134,8 @@ class MountRecord:
         if not isinstance(raw, dict):
             raise ValueError(f"mount record {raw!r}")
         record = cls(mountpoint=str(raw.get("mountpoint")), source=str(raw.get("source")),
-                     daemon_pid=int(raw.get("daemon_pid", 0)), daemon_start=int(raw.get("daemon_start", 0)))
+                     daemon_pid=int(raw.get("daemon_pid", 0)), daemon_start=int(raw.get("daemon_start", 0)),
+                     sockets=str(raw.get("sockets") or ""))
         if not _SOURCE.fullmatch(record.source) or not record.mountpoint.startswith("/"):
             raise ValueError(f"not a storage mount record: {raw!r}")
         return record
@@ -181,4 +187,19 @@ def cleanup(record: MountRecord, timeout_s: float = 10.0) -> list[str]:
         done.append(stopped)
     if take_down(record.mountpoint, record.source):
         done.append(f"unmounted {record.mountpoint}")
+    remove_socket_folder(record.sockets)
     return done
+
+
+def remove_socket_folder(folder: str) -> None:
+    """Remove a control socket's private folder: only one of ours (by name), only its socket
+    files, and only when nothing else is in it. Idempotent."""
+    path = Path(folder)
+    if not folder or not path.name.startswith(SOCKET_FOLDER_PREFIX) or not path.is_dir():
+        return
+    for name in _SOCKET_FILES:
+        (path / name).unlink(missing_ok=True)
+    try:
+        path.rmdir()
+    except OSError:
+        pass
