@@ -3,10 +3,10 @@
 A local run registers itself while it runs (``<state dir>/local-runs``). When its
 runner is killed (SIGKILL, the OOM killer, a CI job cancelled hard), the kernel
 kills its agents and etcd, and its watchdog the rest; if the watchdog was
-killed too, the etcd server, node processes, cgroups and network namespaces of
-that run are still there. Every later local run reaps them before it starts;
-this command does it now, and says what it did, including what watchdogs
-reaped since the last run or reap.
+killed too, the etcd server, node processes, cgroups, network namespaces and
+storage mounts (FUSE, with their daemons) of that run are still there. Every
+later local run reaps them before it starts; this command does it now, and
+says what it did, including what watchdogs reaped since the last run or reap.
 
 Processes are found by the run's tag in /proc/PID/environ and their start time,
 etcd by its PID and start time, never by name; a run whose runner is alive is
@@ -34,7 +34,7 @@ examples:
 
 def register(sub: Any) -> None:
     from chaos.platforms.local.registry import default_state_dir
-    p = sub.add_parser("reap", help="stop what killed local runs left running (etcd, nodes, cgroups)",
+    p = sub.add_parser("reap", help="stop what killed local runs left running (etcd, nodes, cgroups, mounts)",
                        description=__doc__ + EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--state-dir", type=Path, default=default_state_dir(),
                    help="where local runs register (default $ELASTIC_CHAOS_STATE or ~/.elastic-chaos)")

@@ -28,6 +28,7 @@ from chaos.events.runner_events import Leftovers, Reaped
 from chaos.platforms.local import procs
 from chaos.platforms.local.registry import Registry, RunRecord
 from chaos.platforms.local.watchdog import Watchdog
+from chaos.platforms.storagefs.mounts import MountRecord
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,21 @@ class RunGuard:
             if self.record is not None:
                 self.record.netns += [netns] if netns else []
                 self.record.links += list(links)
+                self.registry.save(self.record)
+
+    def storage_mounted(self, mount: MountRecord) -> None:
+        """Record a storage mount as its daemon starts, before the mount exists (a
+        :class:`~chaos.platforms.storagefs.mounts.MountLedger`)."""
+        with self._lock:
+            if self.record is not None:
+                self.record.mounts.append(mount)
+                self.registry.save(self.record)
+
+    def storage_unmounted(self, mount: MountRecord) -> None:
+        """Forget a storage mount verified gone. Idempotent."""
+        with self._lock:
+            if self.record is not None and mount in self.record.mounts:
+                self.record.mounts.remove(mount)
                 self.registry.save(self.record)
 
     def sweep(self) -> None:

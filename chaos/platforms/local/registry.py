@@ -38,6 +38,7 @@ from typing import Any
 from chaos.errors import SpecError
 from chaos.platforms.local import netns, procs
 from chaos.platforms.local.cgroup import NodeCgroups
+from chaos.platforms.storagefs import mounts as storage_mounts
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,8 @@ class RunRecord:
     cgroups: str | None = None
     netns: list[str] = field(default_factory=list)
     links: list[str] = field(default_factory=list)
+    mounts: list[storage_mounts.MountRecord] = field(default_factory=list)
+    """Storage mounts (FUSE, chaos.platforms.storagefs) made by the run, recorded as their daemon starts."""
     path: Path | None = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -83,7 +86,8 @@ class RunRecord:
                      started_at=float(_typed(raw, "started_at", (int, float))),
                      etcd=None if etcd is None else _pid_start(etcd),
                      cgroups=raw.get("cgroups") if isinstance(raw.get("cgroups"), str) else None,
-                     netns=_strings(raw.get("netns")), links=_strings(raw.get("links")), path=path)
+                     netns=_strings(raw.get("netns")), links=_strings(raw.get("links")),
+                     mounts=_mounts(raw.get("mounts")), path=path)
         if not _RUN_ID.fullmatch(record.run_id):
             raise ValueError(f"run_id {record.run_id!r}")
         return record
@@ -98,6 +102,8 @@ class RunRecord:
         words = [f"{tag} (PID {pid})" for pid, tag in sorted(found.items())]
         if self.etcd and self.etcd[0] not in found and procs.is_running(*self.etcd):
             words.append(f"etcd of {self.run_id} (PID {self.etcd[0]})")
+        words += [f"storage mount {m.mountpoint} (daemon PID {m.daemon_pid})" for m in self.mounts
+                  if storage_mounts.find(m.mountpoint, m.source) or procs.is_running(m.daemon_pid, m.daemon_start)]
         return words
 
 
@@ -116,6 +122,16 @@ def _pid_start(value: Any) -> tuple[int, int]:
 
 def _strings(value: Any) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _mounts(value: Any) -> list[storage_mounts.MountRecord]:
+    found = []
+    for raw in value if isinstance(value, list) else []:
+        try:
+            found.append(storage_mounts.MountRecord.from_json(raw))
+        except (ValueError, TypeError) as exc:
+            log.warning("ignoring a malformed storage mount in a run record: %s", exc)
+    return found
 
 
 @dataclass
@@ -287,9 +303,16 @@ class Registry:
 
 
 def reap_record(record: RunRecord, *, by: str) -> Reaped:
-    """Kill what ``record`` names (its runner being gone) and remove its cgroups and network
-    namespaces; blocks until the killed processes are gone. Idempotent."""
+    """Take down its storage mounts, kill what ``record`` names (its runner being gone) and
+    remove its cgroups and network namespaces; blocks until the killed processes are gone.
+    Idempotent."""
     reaped = Reaped(record.run_id, record.runner_pid, record.report_dir, by=by)
+    for mount in record.mounts:  # first: a process blocked in a held op is freed when its daemon goes
+        try:
+            reaped.removed += [f"storage mount {mount.mountpoint}: {what}"
+                               for what in storage_mounts.cleanup(mount, timeout_s=2.0)]
+        except OSError as exc:
+            reaped.errors.append(f"storage mount {mount.mountpoint}: {exc}")
     try:
         for pid, tag in procs.kill_run(record.run_id, started_after=record.runner_start).items():
             reaped.killed[pid] = tag.partition("/")[2] or tag
