@@ -7,10 +7,12 @@ from __future__ import annotations
 import pytest
 from scenario_settings import CADENCE
 
+from chaos.analysis.hang import HANG
+
 pytestmark = pytest.mark.slow
 
 
 def test_a_hung_rank_is_detected_at_the_collective_timeout(run_hypothesis):
     run = run_hypothesis("hung-rank", **CADENCE, pg_timeout_s=10.0)
-    detection = run.result().faults[0].hang
+    detection = run.result().faults[0].group(HANG)
     assert detection is not None and detection.causes == ["timeout"]

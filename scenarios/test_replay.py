@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from scenario_settings import CADENCE
 
+from chaos.analysis.replay import REPLAY
+
 pytestmark = pytest.mark.slow
 
 TRACE = Path(__file__).parent.parent / "examples" / "traces" / "spot-3.csv"
@@ -31,6 +33,6 @@ def test_a_replayed_trace_injects_each_preemption_at_its_offset(run_hypothesis, 
     run = run_hypothesis("replay", trace=str(TRACE), compress=COMPRESS.get(chaos_platform, 10.0),
                          **CADENCE,
                          rdzv_preset="fast")
-    replay = run.result().replay
-    assert replay is not None and replay["injected"] == 3 and replay["max_late_s"] <= 1.0
-    assert replay["goodput"] is not None
+    replay = run.result().group(REPLAY)
+    assert replay is not None and replay.injected == 3 and replay.max_late_s is not None and replay.max_late_s <= 1.0
+    assert replay.goodput is not None

@@ -11,6 +11,7 @@ import pytest
 
 from chaos.events import RunnerEv, Timeline
 from chaos.platforms.local import netns
+from chaos.platforms.local.agent import agent_command
 from chaos.platforms.local.guard import RunGuard
 from chaos.platforms.local.platform import LocalOptions, LocalPlatform, NetworkMode, exposed_listeners
 from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
@@ -47,8 +48,11 @@ def test_c10d_on_the_host_network_is_said_to_listen_on_every_interface():
 def test_nodes_on_the_host_network_use_loopback(tmp_path):
     p = platform(tmp_path, network=NetworkMode.HOST)
     p._c10d_port = 29400
-    cmd = p._command(C10D, "127.0.0.1", store_host=True)
+    cmd = agent_command(C10D, python="python", endpoint=p.rdzv_endpoint(C10D), address="127.0.0.1", store_host=True,
+                        script=(), checkpoint_dir=tmp_path)
     assert cmd[cmd.index("--local-addr") + 1] == "127.0.0.1"
+    assert cmd[cmd.index("--rdzv-endpoint") + 1] == "127.0.0.1:29400"
+    assert "is_host=1" in cmd[cmd.index("--rdzv-conf") + 1]
     assert p.interface_env(C10D) == {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
 
 

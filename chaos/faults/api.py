@@ -18,7 +18,8 @@ from chaos.errors import InjectionFailed
 from chaos.events import Event, FaultEv, Timeline, payload_json
 from chaos.events.fault_events import Injected, Observed, Planned, Reverted
 from chaos.options import validate
-from chaos.platforms.api import Capability, Hit, Platform
+from chaos.platforms.api import Hit, Platform
+from chaos.platforms.capabilities import Capability
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ StopCheck = Callable[[], "str | None"]
 class Fault(abc.ABC):
     kind: ClassVar[str] = "abstract"
     description: ClassVar[str] = ""
-    requires: ClassVar[Capability | None] = None
+    requires: ClassVar[type[Capability] | None] = None
     """The platform capability this fault needs (None: any platform can do it)."""
     platforms: ClassVar[tuple[str, ...]] = ()
     """The platforms this class is made for; () = any platform with the capability
@@ -103,7 +104,7 @@ class Fault(abc.ABC):
 
     def unavailable(self, platform: Platform) -> str | None:
         """Why this fault cannot be injected on ``platform`` here, or None."""
-        return platform.unavailable(self.requires) if self.requires is not None else None
+        return platform.lacks(self.requires) if self.requires is not None else None
 
     def aim_at(self, event: Event) -> None:
         """An armed fault learns the event that fired it before it is planned (e.g. a

@@ -16,7 +16,8 @@ from typing import ClassVar
 from chaos.events import Timeline
 from chaos.faults.api import Fault, FaultPlan, FaultRecord, pick_victim
 from chaos.options import option
-from chaos.platforms.api import Capability, Hit, Platform
+from chaos.platforms.api import Hit, Platform
+from chaos.platforms.capabilities import Capability, Freezer, Partitioner
 
 
 @dataclass
@@ -26,7 +27,7 @@ class Partition(Fault):
                                       flag="--duration", above=0, units="s")
     kind: ClassVar[str] = "partition"
     description: ClassVar[str] = "network black hole around one node: no packet in or out, no reset"
-    requires: ClassVar[Capability | None] = Capability.PARTITION
+    requires: ClassVar[type[Capability] | None] = Partitioner
 
     def plan(self, platform: Platform) -> FaultPlan:
         target = pick_victim(platform, self.node)
@@ -35,12 +36,12 @@ class Partition(Fault):
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         assert plan.target is not None
-        hit = platform.partition_node(plan.target)
+        hit = platform.capability(Partitioner).cut(plan.target)
         return FaultRecord(self.kind, plan.target, hit.at, hit, {"duration_s": self.duration_s})
 
     def _revert(self, platform: Platform, record: FaultRecord) -> Hit | None:
         assert record.target is not None
-        return platform.heal_node(record.target)
+        return platform.capability(Partitioner).heal(record.target)
 
 
 @dataclass
@@ -50,7 +51,7 @@ class Freeze(Fault):
                                       flag="--duration", above=0, units="s")
     kind: ClassVar[str] = "freeze"
     description: ClassVar[str] = "hung node: every process of one node stopped at once; sockets stay open"
-    requires: ClassVar[Capability | None] = Capability.FREEZE
+    requires: ClassVar[type[Capability] | None] = Freezer
 
     def plan(self, platform: Platform) -> FaultPlan:
         target = pick_victim(platform, self.node)
@@ -59,9 +60,9 @@ class Freeze(Fault):
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         assert plan.target is not None
-        hit = platform.freeze_node(plan.target)
+        hit = platform.capability(Freezer).freeze(plan.target)
         return FaultRecord(self.kind, plan.target, hit.at, hit, {"duration_s": self.duration_s})
 
     def _revert(self, platform: Platform, record: FaultRecord) -> Hit | None:
         assert record.target is not None
-        return platform.thaw_node(record.target)
+        return platform.capability(Freezer).thaw(record.target)

@@ -20,7 +20,8 @@ from chaos.errors import InjectionFailed
 from chaos.events import CheckpointEv, Event, Timeline, first
 from chaos.faults.api import Fault, FaultPlan, FaultRecord, pick_victim
 from chaos.options import option
-from chaos.platforms.api import Capability, Platform
+from chaos.platforms.api import Platform
+from chaos.platforms.capabilities import Capability, NodeAdder, StoreHost, WorkerKiller
 
 
 @dataclass
@@ -75,7 +76,7 @@ class WorkerCrash(Fault):
     local_rank: int = option(0, "which worker of the node dies (its LOCAL_RANK)", minimum=0)
     kind: ClassVar[str] = "worker-crash"
     description: ClassVar[str] = "one worker process of one node dies (SIGKILL); the node stays"
-    requires: ClassVar[Capability | None] = Capability.WORKER_CRASH
+    requires: ClassVar[type[Capability] | None] = WorkerKiller
 
     def plan(self, platform: Platform) -> FaultPlan:
         target = pick_victim(platform, self.node)
@@ -83,7 +84,7 @@ class WorkerCrash(Fault):
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         assert plan.target is not None
-        hit = platform.kill_worker(plan.target, local_rank=self.local_rank)
+        hit = platform.capability(WorkerKiller).kill_worker(plan.target, local_rank=self.local_rank)
         return FaultRecord(self.kind, plan.target, hit.at, hit, {"local_rank": self.local_rank})
 
 
@@ -94,7 +95,7 @@ class StoreHostLoss(Fault):
     kind: ClassVar[str] = "store-host-loss"
     description: ClassVar[str] = ("hard loss of the node hosting the c10d rendezvous TCPStore "
                                   "(a single point of failure)")
-    requires: ClassVar[Capability | None] = Capability.STORE_HOST
+    requires: ClassVar[type[Capability] | None] = StoreHost
 
     def plan(self, platform: Platform) -> FaultPlan:
         host = platform.store_host()
@@ -115,7 +116,7 @@ class ScaleUp(Fault):
 
     kind: ClassVar[str] = "scale-up"
     description: ClassVar[str] = "a node joins mid-run; the job re-forms a larger world"
-    requires: ClassVar[Capability | None] = Capability.SCALE_UP
+    requires: ClassVar[type[Capability] | None] = NodeAdder
 
     def plan(self, platform: Platform) -> FaultPlan:
         job = platform.job
@@ -125,5 +126,5 @@ class ScaleUp(Fault):
         return FaultPlan(self.kind, None, ("start one more node of the job",))
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
-        info = platform.add_node()
+        info = platform.capability(NodeAdder).add_node()
         return FaultRecord(self.kind, info.name, info.started_at, None, {"added": info.name})

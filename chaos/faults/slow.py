@@ -22,7 +22,8 @@ from chaos.errors import SpecError
 from chaos.events import Timeline
 from chaos.faults.api import Fault, FaultPlan, FaultRecord, pick_victim
 from chaos.options import option
-from chaos.platforms.api import Capability, Hit, Platform
+from chaos.platforms.api import Hit, Platform
+from chaos.platforms.capabilities import Capability, Slower, WorkerHanger
 
 MIN_STOP_S = 0.05
 """The shortest stop of a cycle: the reference trainer's pace tells a stop from a
@@ -46,7 +47,7 @@ class Straggler(Fault):
                                     units="s")
     kind: ClassVar[str] = "straggler"
     description: ClassVar[str] = "slow node: every process of one node runs 1/factor of the time (stop/continue)"
-    requires: ClassVar[Capability | None] = Capability.SLOW_DOWN
+    requires: ClassVar[type[Capability] | None] = Slower
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -73,13 +74,13 @@ class Straggler(Fault):
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         assert plan.target is not None
-        hit = platform.slow_node(plan.target, factor=self.factor, period_s=self.cycle_s)
+        hit = platform.capability(Slower).slow(plan.target, factor=self.factor, period_s=self.cycle_s)
         return FaultRecord(self.kind, plan.target, hit.at, hit,
                            {"factor": self.factor, "period_s": self.cycle_s, "duration_s": self.duration_s})
 
     def _revert(self, platform: Platform, record: FaultRecord) -> Hit | None:
         assert record.target is not None
-        return platform.restore_speed(record.target)
+        return platform.capability(Slower).restore(record.target)
 
 
 @dataclass
@@ -94,7 +95,7 @@ class HungRank(Fault):
     kind: ClassVar[str] = "hung-rank"
     description: ClassVar[str] = ("hung worker: one worker process stopped inside training (SIGSTOP), alive; "
                                   "its peers block in a collective until their timeout")
-    requires: ClassVar[Capability | None] = Capability.HANG_WORKER
+    requires: ClassVar[type[Capability] | None] = WorkerHanger
 
     def plan(self, platform: Platform) -> FaultPlan:
         target = pick_victim(platform, self.node)
@@ -104,7 +105,7 @@ class HungRank(Fault):
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         assert plan.target is not None
-        hit = platform.hang_worker(plan.target, local_rank=self.local_rank)
+        hit = platform.capability(WorkerHanger).hang(plan.target, local_rank=self.local_rank)
         return FaultRecord(self.kind, plan.target, hit.at, hit,
                            {"local_rank": self.local_rank, "pid": hit.pids[0] if hit.pids else None,
                             "pg_timeout_s": collective_timeout(platform)})
@@ -112,7 +113,7 @@ class HungRank(Fault):
     def _revert(self, platform: Platform, record: FaultRecord) -> Hit | None:
         assert record.target is not None
         pid = record.detail.get("pid")
-        return platform.resume_worker(record.target, int(pid)) if isinstance(pid, int) else None
+        return platform.capability(WorkerHanger).resume(record.target, int(pid)) if isinstance(pid, int) else None
 
 
 def collective_timeout(platform: Platform) -> float | None:

@@ -21,7 +21,8 @@ from typing import ClassVar
 from chaos.events import Timeline
 from chaos.faults.api import Fault, FaultPlan, FaultRecord, pick_victim
 from chaos.options import option
-from chaos.platforms.api import Capability, Platform
+from chaos.platforms.api import Platform
+from chaos.platforms.capabilities import Capability, NoticeSender
 
 AWS_NOTICE_S = 120.0
 AWS_TIMING: dict[str, float] = {"rebalance_lead_s": 10.0, "notice_s": AWS_NOTICE_S, "grace_s": 30.0}
@@ -41,7 +42,7 @@ class SpotInterruption(Fault):
     kind: ClassVar[str] = "spot-interruption"
     description: ClassVar[str] = ("AWS spot reclaim: rebalance recommendation, interruption notice, "
                                   "SIGTERM after the notice, SIGKILL after the grace period")
-    requires: ClassVar[Capability | None] = Capability.NOTICE
+    requires: ClassVar[type[Capability] | None] = NoticeSender
 
     @classmethod
     def aws_timing(cls, node: str | None = None) -> SpotInterruption:
@@ -59,12 +60,13 @@ class SpotInterruption(Fault):
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         assert plan.target is not None
+        notices = platform.capability(NoticeSender)
         detail: dict[str, object] = {"notice_s": self.notice_s, "grace_s": self.grace_s}
         if self.rebalance_lead_s is not None:
             terminate_at = time.time() + self.rebalance_lead_s + self.notice_s
-            detail["rebalance_at"] = platform.send_notice(plan.target, "rebalance", terminate_at=terminate_at).at
+            detail["rebalance_at"] = notices.send_notice(plan.target, "rebalance", terminate_at=terminate_at).at
             time.sleep(self.rebalance_lead_s)
-        notice = platform.send_notice(plan.target, "interruption", terminate_at=time.time() + self.notice_s)
+        notice = notices.send_notice(plan.target, "interruption", terminate_at=time.time() + self.notice_s)
         detail["notice_at"] = notice.at
         time.sleep(max(0.0, notice.at + self.notice_s - time.time()))
         hit = platform.kill_node(plan.target, graceful=True, grace_s=self.grace_s)

@@ -22,7 +22,8 @@ from typing import ClassVar
 from chaos.events import Timeline
 from chaos.faults.api import Fault, FaultPlan, FaultRecord
 from chaos.options import option
-from chaos.platforms.api import Capability, Hit, Platform, StoreOutage
+from chaos.platforms.api import Hit, Platform
+from chaos.platforms.capabilities import Capability, StoreOutage, StoreStopper
 
 
 @dataclass
@@ -34,7 +35,7 @@ class EtcdOutage(Fault):
                               flag="--store-outage")
     kind: ClassVar[str] = "etcd-outage"
     description: ClassVar[str] = "the rendezvous store (etcd) is down for N seconds, then returns with its data"
-    requires: ClassVar[Capability | None] = Capability.STORE_OUTAGE
+    requires: ClassVar[type[Capability] | None] = StoreStopper
 
     def plan(self, platform: Platform) -> FaultPlan:
         back = f"restart it after {self.duration_s:g}s" if self.duration_s is not None else "restart at teardown"
@@ -42,8 +43,8 @@ class EtcdOutage(Fault):
         return FaultPlan(self.kind, "etcd", (first, back))
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
-        hit = platform.stop_store(how=self.how)
+        hit = platform.capability(StoreStopper).stop_store(how=self.how)
         return FaultRecord(self.kind, "etcd", hit.at, hit, {"duration_s": self.duration_s, "how": self.how.value})
 
     def _revert(self, platform: Platform, record: FaultRecord) -> Hit | None:
-        return platform.start_store()
+        return platform.capability(StoreStopper).start_store()

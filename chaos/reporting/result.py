@@ -34,10 +34,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from chaos.analysis import recovery as analysis
-from chaos.analysis.groups import FaultMark, RunMark, fault_groups, measure_fault, measure_run, run_groups
+from chaos.analysis.groups import (
+    FaultGroup,
+    FaultMark,
+    GroupValue,
+    RunGroup,
+    RunMark,
+    fault_groups,
+    measure_fault,
+    measure_run,
+    run_groups,
+)
 from chaos.analysis.invariants import SplitBrain, split_brains
 from chaos.analysis.observation import ScriptObservation
 from chaos.analysis.recovery import Recovery
@@ -51,6 +61,7 @@ from chaos.faults.api import FaultRecord
 from chaos.spec import JobSpec
 
 log = logging.getLogger(__name__)
+V = TypeVar("V", bound=GroupValue)
 
 SCHEMA_VERSION = 2
 REPORT = "report.json"
@@ -72,6 +83,12 @@ class FaultResult:
     @property
     def recovery(self) -> Recovery:
         value: Recovery = self.measured["recovery"]
+        return value
+
+    def group(self, group: FaultGroup[V]) -> V | None:
+        """What ``group`` measured on this fault (None: it does not apply, or measured nothing):
+        ``fault.group(THROUGHPUT).drop``."""
+        value: V | None = self.measured.get(group.name)
         return value
 
     @property
@@ -183,6 +200,11 @@ class RunResult:
     @property
     def recoveries(self) -> list[Recovery]:
         return [f.recovery for f in self.faults]
+
+    def group(self, group: RunGroup[V]) -> V | None:
+        """What the run group ``group`` measured (None: nothing): ``result.group(REPLAY).goodput``."""
+        value: V | None = self.measured.get(group.name)
+        return value
 
     def to_json(self) -> dict[str, Any]:
         """report.json's object."""

@@ -29,7 +29,9 @@ from typing import Any, Protocol
 from chaos.errors import FaultUnavailable, InjectionFailed, PlatformError
 from chaos.events import NodeEv, Timeline
 from chaos.events.node_events import Lost
-from chaos.platforms.api import Capability, Hit, NodeInfo, NodeState, StoreOutage
+from chaos.platforms import capabilities as caps
+from chaos.platforms.api import Hit, NodeInfo, NodeState
+from chaos.platforms.capabilities import StoreOutage
 from chaos.platforms.kubernetes import manifests as m
 from chaos.platforms.kubernetes import podexec
 from chaos.platforms.kubernetes.actions import ClusterActions
@@ -89,30 +91,25 @@ class NodeFaults:
         self._store: StoreOutage | None = None
 
     # -- what can be done here ------------------------------------------------------------
-    def unavailable(self, capability: Capability) -> str | None:
+    def unavailable(self, capability: type[caps.Capability]) -> str | None:
+        """Why ``capability`` cannot be made on this cluster here and now (None: it can)."""
         p = self.p
-        if capability is Capability.PARTITION:
+        if capability is caps.Partitioner:
             return p.machine_ops.unavailable(MachineOp.PARTITION)
-        if capability is Capability.FREEZE:
+        if capability is caps.Freezer:
             return p.machine_ops.unavailable(MachineOp.FREEZE)
-        if capability is Capability.NOTICE:
-            return None if self.metadata_address() else (
-                "spot notices need an instance-metadata stand-in the pods can reach: pass --metadata-address "
-                "HOST[:PORTS] (this machine's address on the pods' network; the local cluster's profile has it)")
-        if capability is Capability.STORE_OUTAGE:
-            return None if p.settings.etcd_shell else (
-                f"stopping etcd runs a command in its pod, and the etcd image ({p.settings.etcd_image}) has no "
-                "shell (quay.io/coreos/etcd 3.5 is distroless): use an etcd image with /bin/sh and etcd_shell=True")
-        if capability is Capability.STORE_HOST and p.settings.job_kind is m.JobKind.STATEFULSET \
-                and not p.settings.dns:
+        if capability is caps.Slower:
+            return p.machine_ops.unavailable(MachineOp.SLOW)
+        if capability is caps.NoticeSender and not self.metadata_address():
+            return ("spot notices need an instance-metadata stand-in the pods can reach: pass --metadata-address "
+                    "HOST[:PORTS] (this machine's address on the pods' network; the local cluster's profile has it)")
+        if capability is caps.StoreStopper and not p.settings.etcd_shell:
+            return (f"stopping etcd runs a command in its pod, and the etcd image ({p.settings.etcd_image}) has no "
+                    "shell (quay.io/coreos/etcd 3.5 is distroless): use an etcd image with /bin/sh and etcd_shell=True")
+        if capability is caps.StoreHost and p.settings.job_kind is m.JobKind.STATEFULSET and not p.settings.dns:
             return ("a c10d store on a statefulset is named by worker-0's DNS name, and this cluster has no "
                     "DNS (a re-created worker-0 gets a new IP): run c10d where CoreDNS runs, or with a job operator")
-        if capability is Capability.SLOW_DOWN:
-            return p.machine_ops.unavailable(MachineOp.SLOW)
-        if capability in (Capability.WORKER_CRASH, Capability.HANG_WORKER, Capability.SCALE_UP,
-                          Capability.STORE_HOST):
-            return None
-        return f"{capability.value} is not supported on the {p.name} platform"
+        return None
 
     def metadata_address(self) -> str | None:
         """HOST[:PORTS] of the spot-notice stand-in: the option, else the cluster profile's."""
@@ -260,7 +257,7 @@ class NodeFaults:
     def send_notice(self, node: str, kind: str, *, terminate_at: float) -> Hit:
         p = self.p
         if p.notices is None:
-            raise FaultUnavailable(self.unavailable(Capability.NOTICE) or "the spot-notice stand-in is not running")
+            raise FaultUnavailable(self.unavailable(caps.NoticeSender) or "the spot-notice stand-in is not running")
         machine = p.machine_of(node)
         at = time.time()
         if kind == "rebalance":

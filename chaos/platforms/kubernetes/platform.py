@@ -30,10 +30,12 @@ from chaos.events import NodeEv, RunnerEv, Timeline
 from chaos.events.node_events import Provisioning
 from chaos.events.runner_events import ManifestsApplied
 from chaos.platforms import etcd_v2
-from chaos.platforms.api import Capability, Hit, NodeInfo, NodePool, NodeState, StoreOutage
+from chaos.platforms.api import Hit, NodeInfo, NodePool, NodeState
+from chaos.platforms.capabilities import Capability
 from chaos.platforms.kubernetes import jobs, node_faults
 from chaos.platforms.kubernetes import manifests as m
 from chaos.platforms.kubernetes.actions import ClusterActions, create_error
+from chaos.platforms.kubernetes.capabilities import kubernetes_capabilities
 from chaos.platforms.kubernetes.clients import make_clients
 from chaos.platforms.kubernetes.disruptions import PodDisruptions
 from chaos.platforms.kubernetes.logs import Instance, PodLogFollower
@@ -358,53 +360,14 @@ class KubernetesPlatform(PodDisruptions):
         return self.pods.instance(pod, self.settings.job_kind.container)
 
     # -- faults -----------------------------------------------------------------------
-    def unavailable(self, capability: Capability) -> str | None:
-        return self.node_faults.unavailable(capability)
+    def _offers(self) -> tuple[Capability, ...]:
+        return kubernetes_capabilities(self)
 
     def _kill_node(self, node: str, *, graceful: bool, grace_s: float) -> Hit:
         return self.node_faults.kill_node(node, graceful=graceful, grace_s=grace_s)
 
     def kill_plan(self, node: str, *, graceful: bool = False) -> tuple[str, ...]:
         return self.node_faults.kill_plan(node, graceful=graceful)
-
-    def _send_notice(self, node: str, kind: str, *, terminate_at: float) -> Hit:
-        return self.node_faults.send_notice(node, kind, terminate_at=terminate_at)
-
-    def _partition_node(self, node: str) -> Hit:
-        return self.node_faults.partition(node, on=True)
-
-    def _heal_node(self, node: str) -> Hit:
-        return self.node_faults.partition(node, on=False)
-
-    def _freeze_node(self, node: str) -> Hit:
-        return self.node_faults.freeze(node, on=True)
-
-    def _thaw_node(self, node: str) -> Hit:
-        return self.node_faults.freeze(node, on=False)
-
-    def _kill_worker(self, node: str, *, local_rank: int) -> Hit:
-        return self.node_faults.kill_worker(node, local_rank=local_rank)
-
-    def _hang_worker(self, node: str, *, local_rank: int) -> Hit:
-        return self.node_faults.hang_worker(node, local_rank=local_rank)
-
-    def _resume_worker(self, node: str, pid: int) -> Hit:
-        return self.node_faults.resume_worker(node, pid)
-
-    def _slow_node(self, node: str, *, factor: float, period_s: float) -> Hit:
-        return self.node_faults.slow(node, factor=factor, period_s=period_s)
-
-    def _restore_speed(self, node: str) -> Hit:
-        return self.node_faults.restore(node)
-
-    def _add_node(self) -> NodeInfo:
-        return self.node_faults.add_node()
-
-    def _stop_store(self, *, how: StoreOutage) -> Hit:
-        return self.node_faults.stop_store(how)
-
-    def _start_store(self) -> Hit:
-        return self.node_faults.start_store()
 
     def pool_lost(self, machine: str, pod: str | None) -> None:
         """A fault took ``machine``: the node pool replaces it (after its delay) if it replaces nodes."""

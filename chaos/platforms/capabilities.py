@@ -1,0 +1,255 @@
+"""What a platform can do to a job besides running it and losing a node: one small class each.
+
+Every platform can start a job, list its nodes and take one away (chaos.platforms.api).
+Everything else is a capability a platform may have: a spot notice, a partition, a
+freeze, a worker killed or hung, a node added, the store stopped, a node slowed. Each
+is a class here with the public methods every implementation shares (the target
+checked, the timeline event emitted: torchx's Scheduler pattern, per capability) and
+the hooks an implementation fills in. A platform offers the implementations it has
+(``Platform._offers``); what it lacks is derived from that, never listed: a fault that
+``requires`` a capability its platform does not offer is refused with the reason
+(``Platform.lacks``), and its scenario skips. An implementation may also be
+unavailable here and now (a partition without root): its ``unavailable()`` says why.
+
+Adding a capability: one class here, one implementation in each platform package that
+can make it, and the fault that ``requires`` it (docs/ARCHITECTURE.md, "Where to add").
+"""
+from __future__ import annotations
+
+import abc
+import enum
+from typing import ClassVar, Protocol
+
+from chaos.events import NodeEv, RunnerEv, Timeline
+from chaos.events.node_events import Acted, Notice, Restored, Slowed, WorkerActed
+from chaos.events.runner_events import StoreStopped
+from chaos.platforms.nodes import Hit, NodeInfo
+from chaos.spec import JobSpec
+
+
+class Host(Protocol):
+    """What a capability asks of its platform (chaos.platforms.api.Platform is one)."""
+
+    timeline: Timeline
+    job: JobSpec | None
+
+    def _require_node(self, node: str) -> NodeInfo:
+        """The live node ``node``; InjectionFailed when it is gone or unknown."""
+
+    def store_host(self) -> str | None: ...
+
+
+class Capability(abc.ABC):  # noqa: B024 - each kind below declares its own abstract hooks
+    """One thing a platform can do to a job; implemented per platform (see the module docstring)."""
+
+    title: ClassVar[str] = "a capability"
+    """What it is, in words: '<title> is not supported on the local platform'."""
+
+    def __init__(self, platform: Host) -> None:
+        self.platform = platform
+
+    def unavailable(self) -> str | None:
+        """Why this platform cannot do it here and now (None: it can)."""
+        return None
+
+
+class NoticeSender(Capability):
+    """Spot notices a node can observe (its instance-metadata service)."""
+
+    title = "spot notice"
+
+    def send_notice(self, node: str, kind: str, *, terminate_at: float) -> Hit:
+        """Publish a ``rebalance`` or ``interruption`` notice ``node`` can observe."""
+        self.platform._require_node(node)
+        hit = self._send(node, kind, terminate_at=terminate_at)
+        self.platform.timeline.emit(NodeEv.NOTICE, node, Notice(notice=kind, terminate_at=terminate_at), t=hit.at)
+        return hit
+
+    @abc.abstractmethod
+    def _send(self, node: str, kind: str, *, terminate_at: float) -> Hit: ...
+
+
+class Partitioner(Capability):
+    """A node's network cut off (every packet black-holed) and healed; its processes keep running."""
+
+    title = "network partition"
+
+    def cut(self, node: str) -> Hit:
+        self.platform._require_node(node)
+        hit = self._cut(node)
+        self.platform.timeline.emit(NodeEv.PARTITIONED, node, t=hit.at)
+        return hit
+
+    def heal(self, node: str) -> Hit:
+        """Undo ``cut``. Idempotent; a gone node is nothing to heal."""
+        hit = self._heal(node)
+        self.platform.timeline.emit(NodeEv.HEALED, node, t=hit.at)
+        return hit
+
+    @abc.abstractmethod
+    def _cut(self, node: str) -> Hit: ...
+
+    @abc.abstractmethod
+    def _heal(self, node: str) -> Hit: ...
+
+
+class Freezer(Capability):
+    """Every process of a node stopped at once (a hung host), sockets left open; and thawed."""
+
+    title = "node freeze"
+
+    def freeze(self, node: str) -> Hit:
+        self.platform._require_node(node)
+        hit = self._freeze(node)
+        self.platform.timeline.emit(NodeEv.FROZEN, node, Acted(action=hit.action, pids=hit.pids), t=hit.at)
+        return hit
+
+    def thaw(self, node: str) -> Hit:
+        """Undo ``freeze``. Idempotent."""
+        hit = self._thaw(node)
+        self.platform.timeline.emit(NodeEv.THAWED, node, t=hit.at)
+        return hit
+
+    @abc.abstractmethod
+    def _freeze(self, node: str) -> Hit: ...
+
+    @abc.abstractmethod
+    def _thaw(self, node: str) -> Hit: ...
+
+
+class WorkerKiller(Capability):
+    """One worker process of a node SIGKILLed; the node and its agent stay."""
+
+    title = "worker crash"
+
+    def kill_worker(self, node: str, *, local_rank: int = 0) -> Hit:
+        self.platform._require_node(node)
+        hit = self._kill(node, local_rank=local_rank)
+        self.platform.timeline.emit(NodeEv.WORKER_KILLED, node, WorkerActed(pids=hit.pids, local_rank=local_rank),
+                                    t=hit.at)
+        return hit
+
+    @abc.abstractmethod
+    def _kill(self, node: str, *, local_rank: int) -> Hit: ...
+
+
+class NodeAdder(Capability):
+    """One more node of the running job (scale-up). Blocks until its agent starts."""
+
+    title = "scale-up"
+
+    def add_node(self) -> NodeInfo:
+        from chaos.errors import PlatformError
+        if self.platform.job is None:
+            raise PlatformError("no job is running")
+        return self._add()
+
+    @abc.abstractmethod
+    def _add(self) -> NodeInfo: ...
+
+
+class StoreOutage(str, enum.Enum):
+    CRASH = "crash"
+    """The store process is killed: clients get connection refused at once."""
+    HANG = "hang"
+    """The store process is stopped: connections are accepted and never answered."""
+
+
+class StoreStopper(Capability):
+    """The rendezvous store (etcd) taken away, crashed or hung, and brought back with its data."""
+
+    title = "rendezvous store outage"
+
+    def stop_store(self, *, how: StoreOutage = StoreOutage.CRASH) -> Hit:
+        hit = self._stop(how=how)
+        self.platform.timeline.emit(RunnerEv.STORE_STOPPED, None, StoreStopped(action=hit.action, how=how.value),
+                                    t=hit.at)
+        return hit
+
+    def start_store(self) -> Hit:
+        """Bring the store back (restart, or resume a hung one); blocks until it serves. Idempotent."""
+        hit = self._start()
+        self.platform.timeline.emit(RunnerEv.STORE_STARTED, t=hit.at)
+        return hit
+
+    @abc.abstractmethod
+    def _stop(self, *, how: StoreOutage) -> Hit: ...
+
+    @abc.abstractmethod
+    def _start(self) -> Hit: ...
+
+
+class StoreHost(Capability):
+    """A c10d rendezvous store hosted by a node, that a fault can take away with its node."""
+
+    title = "a c10d rendezvous store hosted by a node"
+
+    def host(self) -> str | None:
+        """The node hosting the store (None: the store is no node: etcd)."""
+        return self.platform.store_host()
+
+
+class Slower(Capability):
+    """A node run at 1/factor of its speed (a stop/continue duty cycle), and back at full speed."""
+
+    title = "slowing a node down"
+
+    def slow(self, node: str, *, factor: float, period_s: float) -> Hit:
+        """Every process of ``node`` runs only 1/``factor`` of each ``period_s``, until ``restore``.
+        Returns at once (the slowing goes on in the background)."""
+        self.platform._require_node(node)
+        hit = self._slow(node, factor=factor, period_s=period_s)
+        self.platform.timeline.emit(NodeEv.SLOWED, node, Slowed.read(
+            {**hit.detail, "action": hit.action, "factor": factor, "period_s": period_s}), t=hit.at)
+        return hit
+
+    def restore(self, node: str) -> Hit:
+        """Undo ``slow``: full speed, nothing of the node left stopped. Idempotent."""
+        hit = self._restore(node)
+        self.platform.timeline.emit(NodeEv.RESTORED, node, Restored.read({**hit.detail, "action": hit.action}),
+                                    t=hit.at)
+        return hit
+
+    @abc.abstractmethod
+    def _slow(self, node: str, *, factor: float, period_s: float) -> Hit: ...
+
+    @abc.abstractmethod
+    def _restore(self, node: str) -> Hit: ...
+
+
+class WorkerHanger(Capability):
+    """One worker process stopped where it is (SIGSTOP): alive, its node and agent alive, its
+    peers blocked in their next collective; and continued."""
+
+    title = "hanging one worker"
+
+    def hang(self, node: str, *, local_rank: int = 0) -> Hit:
+        """``hit.pids`` is the worker."""
+        self.platform._require_node(node)
+        hit = self._hang(node, local_rank=local_rank)
+        self.platform.timeline.emit(NodeEv.WORKER_HUNG, node, WorkerActed(pids=hit.pids, local_rank=local_rank),
+                                    t=hit.at)
+        return hit
+
+    def resume(self, node: str, pid: int) -> Hit:
+        """Undo ``hang`` for the worker ``pid`` if it is still that process. Idempotent; a worker
+        its agent has killed meanwhile is nothing to resume."""
+        hit = self._resume(node, pid)
+        self.platform.timeline.emit(NodeEv.WORKER_RESUMED, node, Acted(action=hit.action, pids=hit.pids), t=hit.at)
+        return hit
+
+    @abc.abstractmethod
+    def _hang(self, node: str, *, local_rank: int) -> Hit: ...
+
+    @abc.abstractmethod
+    def _resume(self, node: str, pid: int) -> Hit: ...
+
+
+CAPABILITIES: tuple[type[Capability], ...] = (NoticeSender, Partitioner, Freezer, WorkerKiller, NodeAdder,
+                                              StoreStopper, StoreHost, Slower, WorkerHanger)
+"""Every capability a platform may offer (a platform's implementation subclasses one of them)."""
+
+
+def kind_of(impl: Capability) -> type[Capability]:
+    """The capability ``impl`` implements (the one of CAPABILITIES it subclasses)."""
+    return next(c for c in type(impl).__mro__ if c in CAPABILITIES)

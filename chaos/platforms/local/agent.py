@@ -1,0 +1,35 @@
+"""The command a local node runs: a torchrun agent and, under it, the reference trainer or a user's script."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from chaos.spec import JobSpec, RdzvBackend
+
+
+def agent_command(job: JobSpec, *, python: str, endpoint: str, address: str, store_host: bool,
+                  script: tuple[str, ...], checkpoint_dir: Path) -> list[str]:
+    """``torchrun`` (``python -m torch.distributed.run``) for one node of ``job``: its rendezvous at
+    ``endpoint``, the workers' master address ``address`` (where the reference trainer binds its
+    store), whether it hosts a c10d store, and what it runs (``script``, located, or the trainer)."""
+    cmd = [python, "-m", "torch.distributed.run",
+           "--nnodes", job.nodes, "--nproc-per-node", str(job.nproc_per_node),
+           "--rdzv-backend", job.rdzv.backend.value,
+           "--rdzv-endpoint", endpoint, "--rdzv-id", job.run_id,
+           "--max-restarts", str(job.max_restarts)]
+    # torchrun's --local-addr is the workers' MASTER_ADDR: the trainer binds its store there
+    cmd += ["--local-addr", address]
+    conf = job.rdzv.conf()
+    if job.rdzv.backend is RdzvBackend.C10D:
+        # Say who hosts the store, as a PyTorchJob does for worker-0: torch's own
+        # guess compares the endpoint with the host name's addresses, which in a
+        # node's network namespace are not the node's address.
+        conf["is_host"] = "1" if store_host else "0"
+    if conf:
+        cmd += ["--rdzv-conf", ",".join(f"{k}={v}" for k, v in conf.items())]
+    if job.monitor_interval is not None:
+        cmd += ["--monitor-interval", str(job.monitor_interval)]
+    if job.script:
+        # trainer.launch forces the script's process-group backend (one that hard-codes NCCL, on CPU)
+        shim = ["-m", "trainer.launch", "--backend", job.backend.value] if job.backend else []
+        return cmd + shim + list(script or job.script)
+    return cmd + ["-m", "trainer.train", "--checkpoint-dir", str(checkpoint_dir), *job.trainer_command_args()]

@@ -1,0 +1,45 @@
+"""What a platform says about its nodes, and what a fault hit: shared by the platform
+contract (chaos.platforms.api) and its capabilities (chaos.platforms.capabilities)."""
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class NodeState(enum.Enum):
+    STARTING = "starting"
+    RUNNING = "running"
+    LOST = "lost"          # taken away by a fault
+    EXITED = "exited"      # its agent ended on its own (job done or failed)
+    STOPPED = "stopped"    # stopped by the platform at the end of a run
+
+    def is_alive(self) -> bool:
+        return self in (NodeState.STARTING, NodeState.RUNNING)
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str
+    state: NodeState
+    started_at: float
+    agent_pid: int | None = None
+    replaces: str | None = None
+    exit_code: int | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """What a fault actually touched: the platform's side of a fault record."""
+
+    node: str
+    at: float
+    action: str
+    pids: tuple[int, ...] = ()
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def now() -> float:
+    return time.time()
