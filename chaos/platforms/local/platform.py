@@ -52,6 +52,7 @@ from chaos.platforms.local.hung import HungWorkers
 from chaos.platforms.local.imds import MetadataStandIn
 from chaos.platforms.local.relay import StallableRelay
 from chaos.platforms.local.slow import CgroupSwitch, SignalSwitch
+from chaos.platforms.local.torch_check import require_torch
 from chaos.platforms.slowdown import Slowdowns
 from chaos.spec import JobSpec, RdzvBackend, locate_script
 from chaos.waiting import eventually
@@ -206,6 +207,7 @@ class LocalPlatform(Platform):
 
     # -- lifecycle -------------------------------------------------------
     def _start(self, job: JobSpec) -> None:
+        require_torch(self.options.python)  # torch is not a dependency: say how to install it, not fail every node
         self._gpus = self._place_on_gpus(job)  # refused before anything starts
         # a relative script path means relative to here; the nodes run in the workdir
         self._script = locate_script(job.script) if job.script else ()
