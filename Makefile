@@ -65,7 +65,7 @@ scenarios: install
 # The toolkit as a new user gets it (no .venv needed): the wheel built from a copy of this clone,
 # installed into a fresh virtualenv under a temporary folder with the CPU torch (TORCH_SPEC), and
 # tests/userrepo/repo's scenario run against its own DDP script with `pytest userrepo/scenarios`;
-# no CUDA torch or nvidia-* package, nothing written into the clone, all removed after (~7 min here)
+# no CUDA torch or nvidia-* package, nothing written into the clone, all removed after (5.4 min here, loaded)
 user-test:
 	PYTHON="$(PYTHON)" TORCH_SPEC="$(TORCH_SPEC)" PIP_TORCH_ARGS="$(PIP_TORCH_ARGS)" tests/userrepo/check.sh
 
