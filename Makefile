@@ -18,13 +18,14 @@ PYTEST_ARGS ?=
 # 2-core machine, its verdicts unchanged. SCENARIO_WORKERS=0 runs it one job at a time.
 SCENARIO_WORKERS ?= $(shell [ "$$(nproc 2>/dev/null || echo 1)" -ge 2 ] && echo 2 || echo 0)
 
-.PHONY: install demo test test-quick scenarios lint clean help k8s-testenv browser-testenv pushgateway-testenv bench bench-quick
+.PHONY: install demo test test-quick scenarios user-test lint clean help k8s-testenv browser-testenv pushgateway-testenv bench bench-quick
 
 help:
 	@echo "make demo        set up, then run a real kill-node scenario on 2 local nodes"
 	@echo "make test        set up, then run the whole test suite (tests/ and scenarios/)"
 	@echo "make test-quick  the fast part: no real elastic jobs (marker 'slow' deselected)"
 	@echo "make scenarios   only the scenario catalog (pytest scenarios/)"
+	@echo "make user-test   as a new user: the wheel into a fresh virtualenv outside the clone, a user repository's scenario"
 	@echo "make lint        ruff, mypy --strict, import-linter layer contracts"
 	@echo "make install     only the setup (.venv, torch, toolkit, etcd)"
 	@echo "make bench       benchmarks -> bench/results.json, bench/RESULTS.md (about an hour)"
@@ -60,6 +61,13 @@ test-quick: install
 
 scenarios: install
 	$(BIN)/python -m pytest scenarios/ -n $(SCENARIO_WORKERS) $(PYTEST_ARGS)
+
+# The toolkit as a new user gets it (no .venv needed): the wheel built from a copy of this clone,
+# installed into a fresh virtualenv under a temporary folder with the CPU torch (TORCH_SPEC), and
+# tests/userrepo/repo's scenario run against its own DDP script with `pytest userrepo/scenarios`;
+# no CUDA torch or nvidia-* package, nothing written into the clone, all removed after (5.4 min here, loaded)
+user-test:
+	PYTHON="$(PYTHON)" TORCH_SPEC="$(TORCH_SPEC)" PIP_TORCH_ARGS="$(PIP_TORCH_ARGS)" tests/userrepo/check.sh
 
 lint: install
 	$(BIN)/ruff check chaos trainer tests scenarios bench

@@ -1,7 +1,7 @@
 """Goodput under a replayed preemption trace, at two checkpoint intervals.
 
 The question the seeds' users asked: what would our cluster's interruptions cost
-this job, with this checkpoint interval? ``examples/traces/spot-3.csv`` (three
+this job, with this checkpoint interval? ``chaos/faults/traces/spot-3.csv`` (three
 EC2 spot interruptions over 26 minutes) is replayed 30x faster onto the default
 2-node job (fast preset, replacements on) once per interval; each run's
 report.json ``replay`` block gives the goodput over the replay, and its faults
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-TRACE = Path(__file__).resolve().parent.parent / "examples" / "traces" / "spot-3.csv"
+TRACE = Path(__file__).resolve().parent.parent / "chaos" / "faults" / "traces" / "spot-3.csv"
 COMPRESS = 30.0
 INTERVALS = (10, 50)
 

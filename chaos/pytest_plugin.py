@@ -1,8 +1,9 @@
 """pytest plugin: run chaos scenarios as plain tests (registered under ``pytest11``).
 
 Options (group "chaos"): ``--platform`` picks where jobs run (default
-``local``), ``--chaos-reports`` where each test leaves its report folder, and
-every platform's own declared options, as ``elastic-chaos run --platform NAME``
+``local``), ``--chaos-reports`` where each test leaves its report folder (also
+the ini setting ``chaos_reports``; default ``reports/`` beside the ini file,
+else in the rootdir), and every platform's own declared options, as ``elastic-chaos run --platform NAME``
 offers them (``--etcd-binary``, ``--network``; ``--kubeconfig``,
 ``--kube-context``, ``--namespace``, ``--job-kind``, ``--trainer-image``, ...):
 session-wide values a scenario's keywords override.
@@ -16,15 +17,21 @@ Fixtures: ``run_hypothesis`` runs one hypothesis of the catalog
 (chaos.hypotheses: the same code ``elastic-chaos run`` runs) and fails the
 test with its verdict; ``start_job`` starts one elastic job for a scenario
 that drives the run itself. Both always stop the job (and its etcd) and write
-``reports/<test id>/`` with ``timeline.jsonl``, node logs and ``report.json``.
+``<reports>/<test id>/`` with ``timeline.jsonl``, node logs and ``report.json``.
+On the local platform a relative ``script=[...]`` path and ``workdir`` are taken
+from pytest's rootdir (not the current directory), so ``pytest repo/scenarios``
+from elsewhere runs the same. A setup problem (no etcd, no torch) fails the test
+with the message that says what to install, not a traceback.
 
 Reporting: a failed scenario's message ends with an "elastic-chaos" section
 (its report folder and the timeline slice around the fault), and each
 scenario test carries its recovery metrics as JUnit XML properties
-(``chaos.verdict``, ``chaos.report``, ``chaos.fault0.regain_s``, ...).
+(``chaos.verdict``, ``chaos.report``, ``chaos.fault0.regain_s``, ...). The
+terminal summary says where the session's report folders went.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Callable, Generator, Iterable, Iterator
@@ -46,6 +53,10 @@ MARKERS = {
     "aws": "runs against a real moto server standing in for AWS",
 }
 
+DEFAULT_REPORTS = "reports"
+"""The per-test report folders' parent when neither ``--chaos-reports`` nor the ini's
+``chaos_reports`` says otherwise: ``reports/`` in the rootdir."""
+
 _REPORT_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
 _RUNS_KEY = pytest.StashKey[list[ChaosRun]]()
 
@@ -54,8 +65,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("chaos", "elastic-chaos scenarios")
     group.addoption("--platform", default="local",
                     help="where scenario jobs run: local (default), kind, kubernetes, eks")
-    group.addoption("--chaos-reports", default="reports", type=Path, metavar="DIR",
-                    help="folder for per-test reports (default ./reports)")
+    group.addoption("--chaos-reports", default=None, type=Path, metavar="DIR",
+                    help="folder for per-test reports, relative to the current directory (default: the ini "
+                         "setting chaos_reports, else reports/ in the rootdir)")
+    parser.addini("chaos_reports", default=DEFAULT_REPORTS,
+                  help=f"elastic-chaos: folder for per-test report folders, relative to the ini file "
+                       f"(default {DEFAULT_REPORTS}); --chaos-reports overrides it")
     # every platform's declared options, as on `elastic-chaos run --platform NAME`:
     # a session-wide value, which a scenario's own keyword overrides
     from chaos.platforms import PLATFORMS, platform_option_classes
@@ -126,6 +141,7 @@ def pytest_runtest_makereport(item: pytest.Item,
         vars(report)["chaos_run"] = {
             "folder": item.nodeid.split("/", 1)[0] if "/" in item.nodeid else ".",
             "spent_s": sum(r.duration for r in phases),
+            "report": str(item.stash[_RUNS_KEY][0].report_dir),
             "start": min(r.start for r in phases), "stop": max(r.stop for r in phases)}
     return report
 
@@ -157,6 +173,21 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         side = f", {spent / 60:.1f} min of runs side by side" if spent > wall * 1.05 else ""
         terminalreporter.write_line(f"elastic-chaos: {len(runs)} chaos run(s) in {folder}/ on --platform "
                                     f"{platform} took {wall / 60:.1f} min{side}")
+    if isinstance(clock, _Clock) and clock.runs:
+        _announce_reports(terminalreporter, [r for runs in clock.runs.values() for r in runs])
+
+
+def _announce_reports(terminalreporter: Any, runs: list[dict[str, Any]]) -> None:
+    """Where the session's report folders went: one run's report.html, else their parent(s)."""
+    folders = sorted({str(r["report"]) for r in runs if r.get("report")})
+    if len(folders) == 1:
+        html = Path(folders[0]) / "report.html"
+        terminalreporter.write_line(f"elastic-chaos: report: {html if html.exists() else folders[0]}")
+        return
+    for parent in sorted({str(Path(f).parent) for f in folders}):
+        count = sum(1 for f in folders if str(Path(f).parent) == parent)
+        terminalreporter.write_line(f"elastic-chaos: {count} reports in {parent}{os.sep} "
+                                    f"(report.html in each test's folder)")
 
 
 def pytest_assertrepr_compare(config: pytest.Config, op: str, left: object, right: object) -> list[str] | None:
@@ -203,12 +234,61 @@ def chaos_platform(request: pytest.FixtureRequest) -> str:
     return name
 
 
+def reports_root(config: pytest.Config) -> Path:
+    """The parent of the per-test report folders: ``--chaos-reports`` (relative to the directory
+    pytest was started in), else the ini's ``chaos_reports`` (relative to the ini file), else
+    ``reports/`` in the rootdir."""
+    given: Path | None = config.getoption("--chaos-reports")
+    if given is not None:
+        return (config.invocation_params.dir / given.expanduser()).resolve()
+    setting = str(config.getini("chaos_reports") or DEFAULT_REPORTS)
+    base = config.inipath.parent if config.inipath is not None else config.rootpath
+    return (base / Path(setting).expanduser()).resolve()
+
+
+def from_rootdir(config: pytest.Config, platform: str, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with a relative ``script=[path, ...]`` and ``workdir`` taken from pytest's rootdir
+    on the local platform (its nodes run on this machine); elsewhere the path is the image's.
+    A script that is not there fails the test saying where it was looked for."""
+    if platform != "local":
+        return values
+    out = dict(values)
+    root = config.rootpath
+    script = [str(a) for a in out.get("script") or ()]
+    if script and script[0] and script[0] != "-m" and not script[0].startswith("-"):
+        path = Path(script[0]).expanduser()
+        if not path.is_absolute():
+            path = root / path
+            if not path.is_file():
+                pytest.fail(f"script {script[0]!r} not found: looked for {path} (script= paths are relative "
+                            f"to pytest's rootdir {root}, the folder of your pytest.ini/pyproject.toml; or give "
+                            "an absolute path, e.g. str(Path(__file__).parent / 'train.py'))", pytrace=False)
+        out["script"] = [str(path), *script[1:]]
+    workdir = out.get("workdir")
+    if workdir is not None and not Path(workdir).expanduser().is_absolute():
+        out["workdir"] = str(root / Path(workdir).expanduser())
+    return out
+
+
+@contextlib.contextmanager
+def _setup_errors_fail_the_test() -> Iterator[None]:
+    """A setup or usage problem (no etcd, no torch, a bad option) fails the test with its message,
+    which says what to do, instead of a traceback through the toolkit."""
+    from chaos.errors import SetupError, SpecError
+    try:
+        yield
+    except SetupError as exc:
+        pytest.fail(f"elastic-chaos cannot run this scenario here: {exc}", pytrace=False)
+    except SpecError as exc:
+        pytest.fail(f"elastic-chaos: {exc}", pytrace=False)
+
+
 @pytest.fixture
 def chaos_report_dir(request: pytest.FixtureRequest) -> Path:
-    """This test's report folder, ``<--chaos-reports>/<test id>`` (emptied first)."""
-    root: Path = request.config.getoption("--chaos-reports")
+    """This test's report folder, ``<reports>/<test id>`` (emptied first); ``<reports>`` is
+    ``--chaos-reports``, the ini's ``chaos_reports`` or ``reports/`` in the rootdir."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.nodeid).strip("_")
-    path = root.resolve() / safe
+    path = reports_root(request.config) / safe
     if path.exists():
         import shutil
         shutil.rmtree(path)
@@ -236,11 +316,14 @@ def start_job(request: pytest.FixtureRequest, chaos_platform: str,
         from chaos.platforms import platform_options
         if runs:
             raise RuntimeError("start_job starts one job per test")
-        s = settings(None, {**session_values(request.config, chaos_platform), **options}, chaos_platform)
-        run = ChaosRun(chaos_report_dir, platform=chaos_platform, scenario=request.node.nodeid,
-                       platform_options=platform_options(chaos_platform, s.platform))
-        runs.append(run)
-        run.start(s.job)
+        values = from_rootdir(request.config, chaos_platform, {**session_values(request.config, chaos_platform),
+                                                               **options})
+        with _setup_errors_fail_the_test():
+            s = settings(None, values, chaos_platform)
+            run = ChaosRun(chaos_report_dir, platform=chaos_platform, scenario=request.node.nodeid,
+                           platform_options=platform_options(chaos_platform, s.platform))
+            runs.append(run)
+            run.start(s.job)
         return run
 
     yield start
@@ -275,10 +358,12 @@ def run_hypothesis(request: pytest.FixtureRequest, chaos_platform: str,
         from chaos.hypotheses.execute import execute
         if runs:
             raise RuntimeError("run_hypothesis runs one hypothesis per test")
+        values = from_rootdir(request.config, chaos_platform, {**session_values(request.config, chaos_platform),
+                                                               **values})
         try:
-            result = execute(name, {**session_values(request.config, chaos_platform), **values},
-                             report_dir=chaos_report_dir, platform=chaos_platform, scenario=request.node.nodeid,
-                             on_start=runs.append)
+            with _setup_errors_fail_the_test():
+                result = execute(name, values, report_dir=chaos_report_dir, platform=chaos_platform,
+                                 scenario=request.node.nodeid, on_start=runs.append)
         except FaultUnavailable as exc:
             pytest.skip(f"{exc} (--platform {chaos_platform})")
         _record_metrics(request.node, result)

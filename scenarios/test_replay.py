@@ -1,10 +1,8 @@
-"""replay: a trace of three spot interruptions (examples/traces/spot-3.csv, EC2's interruption
+"""replay: a trace of three spot interruptions (the bundled chaos/faults/traces/spot-3.csv, EC2's interruption
 events as exported in docs/FAULTS.md) replayed 40x faster (10x on a cluster): exactly three preemptions, each within
 1 s of its compressed offset, each recovered from (or overtaken by the next), and the trace's cost
 in goodput in report.json's replay block."""
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 from scenario_settings import CADENCE
@@ -13,7 +11,7 @@ from chaos.analysis.replay import REPLAY
 
 pytestmark = pytest.mark.slow
 
-TRACE = Path(__file__).parent.parent / "examples" / "traces" / "spot-3.csv"
+TRACE = "spot-3"  # bundled: chaos/faults/traces/spot-3.csv
 
 
 # On Kubernetes a lost machine's pod is re-created only once the pod garbage collector has
@@ -30,7 +28,7 @@ COMPRESS = {"local": 40.0}
 
 
 def test_a_replayed_trace_injects_each_preemption_at_its_offset(run_hypothesis, chaos_platform):
-    run = run_hypothesis("replay", trace=str(TRACE), compress=COMPRESS.get(chaos_platform, 10.0),
+    run = run_hypothesis("replay", trace=TRACE, compress=COMPRESS.get(chaos_platform, 10.0),
                          **CADENCE,
                          rdzv_preset="fast")
     replay = run.result().group(REPLAY)

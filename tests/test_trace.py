@@ -2,14 +2,13 @@
 mapping onto the job's node slots."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from chaos.errors import SpecError
-from chaos.faults.trace import Bursts, ReplayBy, parse_trace, read_trace
-
-EXAMPLES = Path(__file__).parent.parent / "examples" / "traces"
+from chaos.faults.trace import BUNDLED, Bursts, ReplayBy, bundled, bundled_names, parse_trace, read_trace
 
 
 def test_iso_times_become_offsets_from_the_earliest_row():
@@ -74,9 +73,32 @@ def test_a_generated_trace_keeps_its_parameters_when_written_and_read(tmp_path):
     assert trace.source["generated"]["seed"] == "7" and trace.source["rows"] == 4 and len(trace.source["sha256"]) == 16
 
 
-def test_the_example_traces_read():
-    assert len(read_trace(EXAMPLES / "spot-3.csv")) == 3
-    assert read_trace(EXAMPLES / "k8s-burst.csv").slots(ReplayBy.GROUP, 2) == [0, 0, 0, 1]
+def test_the_bundled_traces_read_by_name():
+    assert len(read_trace(Path("spot-3"))) == 3
+    assert read_trace(Path("k8s-burst.csv")).slots(ReplayBy.GROUP, 2) == [0, 0, 0, 1]
+    assert read_trace(Path("spot-3")).source["file"] == str(BUNDLED / "spot-3.csv")
+    assert bundled_names() == ["k8s-burst", "spot-3"]
+
+
+def test_a_file_of_the_same_name_wins_over_a_bundled_trace(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("spot-3").write_text("offset_s,node\n5,a\n")
+    assert [p.offset_s for p in read_trace(Path("spot-3")).preemptions] == [5.0]
+
+
+def test_a_missing_trace_names_the_bundled_ones(tmp_path):
+    with pytest.raises(SpecError, match=r"cannot read it .*bundled example: k8s-burst, spot-3"):
+        read_trace(tmp_path / "spot-3")
+    with pytest.raises(SpecError, match=r"bundled example: k8s-burst, spot-3"):
+        read_trace(Path("spot-4"))
+
+
+def test_every_trace_a_help_text_names_is_bundled():
+    from chaos.cli import run, trace_cmd
+    # a name or file an example passes (not FILE, not the flags, not the file the example before it writes)
+    named = re.findall(r"(?:--trace|elastic-chaos trace) ([a-z][\w.-]*)", run.DESCRIPTION + trace_cmd.DESCRIPTION)
+    names = set(named) - {"bursts.csv"}
+    assert names and all(bundled(Path(n)) != Path(n) for n in names), names
 
 
 def test_the_replay_goodput_window_ends_where_the_replay_was_over():

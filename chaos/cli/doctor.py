@@ -1,6 +1,7 @@
 """``elastic-chaos doctor``: check that this machine can run the local platform.
 
-Checks torch (and whether it is a CPU or CUDA build), torchrun, python-etcd
+Checks torch (not a dependency of elastic-chaos: installed by you, and whether
+it is a CPU or CUDA build), torchrun, python-etcd
 and an etcd with the v2 API, and says what to do about each problem; shows the
 GPUs (driver, CUDA and NCCL versions, and how two local nodes would be placed on
 them), or "none" on a CPU machine. Exit 0 when everything needed is there, 2
@@ -22,6 +23,8 @@ def register(sub: Any) -> None:
 
 
 def _check_torch() -> str:
+    from chaos.platforms.local.torch_check import require_torch
+    require_torch()  # not a dependency of elastic-chaos: absent or too old, say how to install a CPU build
     torch = importlib.import_module("torch")
     build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU"
     gpus = torch.cuda.device_count() if torch.version.cuda else 0
@@ -73,8 +76,8 @@ def _check_etcd(binary: str | None) -> str:
 
 def main(args: argparse.Namespace) -> int:
     from chaos.errors import ChaosError
-    checks = [("torch", _check_torch, "install torch first: `make install` (CPU build here)"),
-              ("GPUs", _check_gpus, "install torch first"),
+    checks = [("torch", _check_torch, ""),
+              ("GPUs", _check_gpus, "install torch first (see the torch line)"),
               ("python-etcd", _check_python_etcd, "pip install python-etcd"),
               ("etcd", lambda: _check_etcd(args.etcd_binary), "")]
     ok = True

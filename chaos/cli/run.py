@@ -36,7 +36,7 @@ examples:
   elastic-chaos run kill-node --report-dir reports/nightly --overwrite   # replaces the last nightly run
   elastic-chaos run straggler --factor 2 --duration 20        # one node at half speed for 20 s
   elastic-chaos run hung-rank --pg-timeout 20                 # one worker stops; peers time out at 20 s
-  elastic-chaos run replay --trace examples/traces/spot-3.csv --compress 30
+  elastic-chaos run replay --trace spot-3 --compress 30         # a bundled trace (or --trace FILE.csv)
   elastic-chaos run replay --bursts 3 --burst-size 2 --seed 7 --compress 60 --pushgateway localhost:9091
 
 your own training script (everything after -- runs on every node, unchanged):

@@ -15,7 +15,7 @@ from typing import Any
 DESCRIPTION = __doc__ + """
 examples:
   elastic-chaos trace --bursts 3 --burst-size 2 --seed 7 -o bursts.csv
-  elastic-chaos trace examples/traces/k8s-burst.csv --compress 60 --replay-by group --nodes 2
+  elastic-chaos trace k8s-burst --compress 60 --replay-by group --nodes 2
   elastic-chaos run replay --trace bursts.csv --compress 60
 """
 
@@ -25,7 +25,8 @@ def register(sub: Any) -> None:
     from chaos.options import add_arguments
     p = sub.add_parser("trace", help="generate correlated preemption bursts, or check a trace for `run replay`",
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", nargs="?", type=Path, metavar="FILE", help="a trace to check (CSV: docs/FAULTS.md)")
+    p.add_argument("file", nargs="?", type=Path, metavar="FILE",
+                   help="a trace to check (CSV: docs/FAULTS.md), or a bundled example's name (spot-3, k8s-burst)")
     p.add_argument("-o", "--output", type=Path, help="write the generated trace here (default: stdout)")
     p.add_argument("--compress", type=float, default=30.0, help="time compression to show (default 30)")
     p.add_argument("--replay-by", choices=[b.value for b in ReplayBy], default=ReplayBy.NODE.value,

@@ -34,7 +34,8 @@ class ReplayOptions(Bursts):
     """A trace to replay (or the bursts to generate one) and how to map it onto the job."""
 
     trace: str | None = option(None, "CSV of preemptions to replay (columns time or offset_s, node, group: "
-                                     "docs/FAULTS.md); default: a generated trace of correlated bursts",
+                                     "docs/FAULTS.md), or a bundled example's name: spot-3, k8s-burst; "
+                                     "default: a generated trace of correlated bursts",
                                metavar="FILE")
     compress: float = option(30.0, "time compression: this many trace seconds pass in one second here",
                              above=0, maximum=1e6)

@@ -56,6 +56,8 @@ from chaos.platforms.local.imds import MetadataStandIn
 from chaos.platforms.local.node import LocalNode, Pending
 from chaos.platforms.local.options import LocalOptions, NetworkMode
 from chaos.platforms.local.relay import StallableRelay
+from chaos.platforms.local.threads import plan_threads, usable_cores
+from chaos.platforms.local.torch_check import require_torch
 from chaos.platforms.slowdown import Slowdowns
 from chaos.spec import JobSpec, RdzvBackend, locate_script
 from chaos.waiting import eventually
@@ -162,6 +164,7 @@ class LocalPlatform(Platform):
 
     # -- lifecycle -------------------------------------------------------
     def _start(self, job: JobSpec) -> None:
+        require_torch(self.options.python)  # torch is not a dependency: say how to install it, not fail every node
         self._gpus = self._place_on_gpus(job)  # refused before anything starts
         # a relative script path means relative to here; the nodes run in the workdir
         self._script = locate_script(job.script) if job.script else ()
@@ -333,6 +336,8 @@ class LocalPlatform(Platform):
                 alive = {n for n, r in self._nodes.items() if r.info.state.is_alive()}
                 env.update(self._gpus.assign(name, alive))
             env.update(job.node_env())
+            # the nodes share this machine's cores: OMP_NUM_THREADS so their threads fit (a user's own is kept)
+            env.update(plan_threads(usable_cores(), job.max_nodes, job.nproc_per_node, env).env)
             env.update({procs.TAG_VAR: tag, "LOGLEVEL": env.get("LOGLEVEL", "INFO"),
                         "PYTHONUNBUFFERED": "1", "ELASTIC_CHAOS_NODE_NAME": name,
                         "CHECKPOINT_DIR": str(self.checkpoint_dir),

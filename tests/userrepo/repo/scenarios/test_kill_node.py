@@ -1,0 +1,17 @@
+"""Our training script survives losing one of its two nodes, and loses at most one checkpoint interval."""
+
+EPOCH = r"epoch (?P<step>\d+)/"                              # train.py prints "epoch 7/1000 loss ..."
+RESUMED = r"resumed from \S+ at epoch (?P<step>\d+)"         # ... and this when it restores
+CHECKPOINT = "checkpoints/last.pt"                           # relative to the job's shared workdir
+
+
+def test_losing_a_node_costs_at_most_one_checkpoint_interval(run_hypothesis):
+    run = run_hypothesis(
+        "kill-node",
+        script=["train.py", "--save-every", "2", "--checkpoint", CHECKPOINT],  # from pytest's rootdir
+        progress_regex=EPOCH, resume_regex=RESUMED, checkpoint=CHECKPOINT, unit="epoch",
+        steady_steps=4, checkpoint_every=2,          # fault after 4 epochs; lose at most 2
+        replace_lost_nodes=False, last_call_timeout=3,
+    )
+    (fault,) = run.recoveries()
+    assert fault.lost_steps is not None and fault.lost_steps <= 2
