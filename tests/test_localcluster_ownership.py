@@ -291,3 +291,13 @@ def test_every_host_name_carries_the_clusters_id_and_fits_the_kernels_limits():
     assert names.alias("/r").startswith(ALIAS_PREFIX)
     with pytest.raises(ValueError):
         HostNames.for_id("eck8s0")
+
+
+def test_a_state_from_before_ids_names_the_fixed_names_it_made_and_an_empty_one_names_nothing():
+    """A cluster started by the code before ids can still be brought down: its state (no ``id``,
+    ``host_net: true``) is what says it made eck8s0 and the ELASTIC-CHAOS-K8S chains."""
+    old = {"procs": {}, "nodes": {"ec-node-1": {"index": 1}}, "host_net": True}
+    assert HostNames.of(old) == HostNames.legacy() and HostNames.of(old).veth(1) == "eck8sv1"
+    assert net.recorded_jumps(old) == net.jumps(HostNames.legacy())
+    assert net.recorded_jumps({"procs": {}, "nodes": {}}) == []
+    assert not ops.has_cluster({"procs": {}, "nodes": {}, "next_index": 1})
