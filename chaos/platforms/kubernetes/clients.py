@@ -1,9 +1,18 @@
 """The API objects a Kubernetes run uses: injected ones (tests aim them at a real API server), else
 built from a kubeconfig (or in-cluster credentials). The only place the platform imports the
-kubernetes client package."""
+kubernetes client package.
+
+Exec streams get an ApiClient of their own (:func:`exec_core_v1`): ``kubernetes.stream.stream()``
+swaps the call method of the ApiClient it is given for its websocket one while it opens the
+stream, so every other thread's request on that client in the meantime goes through the websocket
+path too. On the client the pod watch shared, a watch's list failed "Handshake status 400 Bad
+Request" and failed a scenario whose hypothesis held (issue 25).
+"""
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,3 +51,25 @@ def api_client_from_config(options: KubernetesOptions, client: Any, config: Any)
         raise SetupError(f"no usable Kubernetes credentials ({exc}); pass --kubeconfig PATH "
                          "(and --kube-context), set KUBECONFIG, or run inside the cluster") from exc
 
+
+
+@contextlib.contextmanager
+def exec_core_v1(core_v1: Any) -> Iterator[Any]:
+    """A CoreV1Api on a new ApiClient for one exec stream, closed when the block ends.
+
+    It shares only the configuration (server, credentials, TLS) with ``core_v1``'s client, so the
+    stream's swap of the call method touches no client another thread uses (a watch, a log
+    follower, a second exec: two overlapping swaps on one client can leave it swapped for good).
+    A ``core_v1`` without an ``api_client`` (not the kubernetes package's) is used as it is."""
+    source = getattr(core_v1, "api_client", None)
+    configuration = getattr(source, "configuration", None)
+    if configuration is None:
+        yield core_v1
+        return
+    from kubernetes import client
+    own: Any = client.ApiClient(configuration=configuration)
+    own.default_headers.update(getattr(source, "default_headers", None) or {})
+    try:
+        yield client.CoreV1Api(own)
+    finally:
+        own.close()

@@ -142,8 +142,8 @@ class LocalClusterMachines(Machines):
     def pod_processes(self, machine: str, pod_uid: str) -> dict[int, str] | None:
         if self.unavailable(MachineOp.LOSE) is not None:
             return None
-        from chaos.platforms.kubernetes.localcluster import node
-        return node.pod_pids(machine, pod_uid)
+        from chaos.platforms.kubernetes.localcluster import ops
+        return ops.pod_pids(self.layout, machine, pod_uid)
 
     def _lose(self, machine: str, once_dead: Callable[[], None] | None) -> float:
         from chaos.platforms.kubernetes.localcluster import ops

@@ -35,8 +35,7 @@ def default_root() -> Path:
 # control-plane servers bind 127.0.0.1; kubelets bind their node address inside
 # their own network namespace; the API server is reached from the node bridge
 # through a DNAT rule to 127.0.0.1 (see cluster_net).
-BRIDGE = "eck8s0"
-VETH_PREFIX = "eck8sv"
+# The bridge, veths, iptables chains and cgroups are named after the cluster's id: see names.py.
 HOST_NET = ipaddress.ip_network("10.87.0.0/24")
 HOST_IP = "10.87.0.1"
 POD_NETS = ipaddress.ip_network("10.88.0.0/16")
@@ -58,8 +57,6 @@ CAPACITY_LABEL = "eks.amazonaws.com/capacityType"
 SPOT_TAINT = "elastic-chaos/spot=true:NoSchedule"
 PROFILE_NAMESPACE, PROFILE_NAME = "kube-public", "elastic-chaos-cluster"
 """The ConfigMap that tells the toolkit what this cluster is (chaos.platforms.kubernetes.profile)."""
-# Not "elastic-chaos": the toolkit's local platform owns <hierarchy>/elastic-chaos/<run>/<node>.
-CGROUP_PARENT = "elastic-chaos-cluster"
 MAX_NODES = 200
 
 
@@ -149,10 +146,6 @@ class NodeAddr:
         return str(ipaddress.ip_network(f"10.88.{self.index}.0/24"))
 
     @property
-    def veth(self) -> str:
-        return f"{VETH_PREFIX}{self.index}"
-
-    @property
     def spot(self) -> bool:
         """Every node but the first is spot capacity (tainted: only pods that tolerate it run there)."""
         return self.index != 1
@@ -221,6 +214,9 @@ def run(args: Sequence[str], *, check: bool = True, timeout_s: float = 120.0, qu
         proc = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired as e:
         raise ClusterError(f"{' '.join(args)} did not finish in {timeout_s:.0f}s") from e
+    except FileNotFoundError as e:   # the command itself is not installed: a setup error, never a traceback
+        raise SetupError(f"{args[0]} is not installed (or not on PATH); `elastic-chaos cluster deps` names "
+                         "the Debian package to install") from e
     if check and proc.returncode != 0:
         raise ClusterError(f"{' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()[-800:]}")
     if not quiet and proc.returncode != 0:

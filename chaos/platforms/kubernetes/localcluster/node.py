@@ -4,9 +4,9 @@ A node is started as ``unshare --pid --net --mount`` around ``python3 -m
 chaos.platforms.kubernetes.localcluster _node-init`` (:func:`node_init`), which is PID 1 of the node's PID namespace.
 So the node is one process tree that a single SIGKILL ends at once, kubelet,
 containerd, shims and every container included: the instance is gone. It is
-also one cgroup subtree (``/elastic-chaos/NODE`` in every hierarchy; the
-kubelet's cgroup root is ``/elastic-chaos/NODE/pods``), which is how its host
-PIDs and its memory are read.
+also one cgroup subtree (``/PARENT/NODE`` in every hierarchy, PARENT the
+cluster's own ``elastic-chaos-cluster-<id>``; the kubelet's cgroup root is
+``/PARENT/NODE/pods``), which is how its host PIDs and its memory are read.
 
 In its mount namespace the node binds private folders over ``/run`` (containerd's
 shim sockets, the xtables lock), ``/var/lib`` (the kubelet's hard-coded
@@ -34,7 +34,6 @@ from typing import Any
 from chaos.platforms.kubernetes.localcluster.api import Api
 from chaos.platforms.kubernetes.localcluster.base import (
     CAPACITY_LABEL,
-    CGROUP_PARENT,
     KUBELET_PORT,
     SPOT_TAINT,
     ClusterError,
@@ -62,26 +61,27 @@ def hierarchies() -> list[Path]:
     return found
 
 
-def node_cgroups(name: str) -> list[Path]:
-    return [h / CGROUP_PARENT / name for h in hierarchies()]
+def node_cgroups(parent: str, name: str) -> list[Path]:
+    """The node's cgroup in every hierarchy: ``<hierarchy>/<parent>/<name>`` (``parent``: the cluster's own)."""
+    return [h / parent / name for h in hierarchies()]
 
 
-def make_cgroups(name: str) -> None:
-    """``/elastic-chaos/NAME/pods`` in every hierarchy (the kubelet needs its root in each), cpuset filled."""
+def make_cgroups(parent: str, name: str) -> None:
+    """``/PARENT/NAME/pods`` in every hierarchy (the kubelet needs its root in each), cpuset filled."""
     for h in hierarchies():
         path = h
-        for part in (CGROUP_PARENT, name, "pods"):
-            parent, path = path, path / part
+        for part in (parent, name, "pods"):
+            above, path = path, path / part
             path.mkdir(exist_ok=True)
             for knob in ("cpuset.cpus", "cpuset.mems"):
                 if (path / knob).exists() and not (path / knob).read_text().strip():
-                    (path / knob).write_text((parent / knob).read_text())
+                    (path / knob).write_text((above / knob).read_text())
 
 
-def cgroup_pids(name: str) -> list[int]:
+def cgroup_pids(parent: str, name: str) -> list[int]:
     """Host PIDs of every process in the node's cgroup subtree (read from its ``pids``-like hierarchy)."""
     pids: set[int] = set()
-    for top in node_cgroups(name):
+    for top in node_cgroups(parent, name):
         if not top.exists():
             continue
         for procs in top.rglob("cgroup.procs"):
@@ -90,20 +90,20 @@ def cgroup_pids(name: str) -> list[int]:
     return sorted(pids)
 
 
-def pod_pids(name: str, pod_uid: str) -> dict[int, str] | None:
+def pod_pids(parent: str, name: str, pod_uid: str) -> dict[int, str] | None:
     """Host PID -> command name of every process in the pod's cgroups on node ``name`` (the
     kubelet names them ``pod<UID>``, dashes as underscores under the systemd driver); None
     when no hierarchy of the node holds the pod (not there, or already removed)."""
     try:
-        return _pod_pids(name, pod_uid)
+        return _pod_pids(parent, name, pod_uid)
     except OSError:   # a cgroup removed while it was walked (the pod going away): cannot tell yet
         return None
 
 
-def _pod_pids(name: str, pod_uid: str) -> dict[int, str] | None:
+def _pod_pids(parent: str, name: str, pod_uid: str) -> dict[int, str] | None:
     marks = {f"pod{pod_uid}", f"pod{pod_uid.replace('-', '_')}"}
     found: dict[int, str] | None = None
-    for top in node_cgroups(name):
+    for top in node_cgroups(parent, name):
         if not top.exists():
             continue
         for d in top.rglob("pod*"):
@@ -125,17 +125,17 @@ def comm(pid: int) -> str:
         return ""
 
 
-def freezer_state(name: str) -> Path:
+def freezer_state(parent: str, name: str) -> Path:
     """The node's cgroup v1 ``freezer.state``; ClusterError when there is no freezer hierarchy."""
-    freezer = next((p for p in node_cgroups(name) if (p / "freezer.state").exists()), None)
+    freezer = next((p for p in node_cgroups(parent, name) if (p / "freezer.state").exists()), None)
     if freezer is None:
         raise ClusterError(f"{name} has no freezer cgroup (a cgroup v1 freezer hierarchy is needed to freeze a node)")
     return freezer / "freezer.state"
 
 
-def set_frozen(name: str, frozen: bool) -> None:
+def set_frozen(parent: str, name: str, frozen: bool) -> None:
     """The node's freezer cgroup to FROZEN or THAWED; blocks until the kernel says it is."""
-    state = freezer_state(name)
+    state = freezer_state(parent, name)
     want = "FROZEN" if frozen else "THAWED"
     state.write_text(want)
     deadline = time.monotonic() + 10
@@ -145,27 +145,35 @@ def set_frozen(name: str, frozen: bool) -> None:
         time.sleep(0.02)
 
 
-def remove_cgroups(name: str | None = None) -> list[Path]:
-    """rmdir the node's cgroups (every node's when ``name`` is None), deepest first; returns those left."""
+def remove_cgroups(parent: str, names: list[str], *, with_parent: bool = False) -> list[Path]:
+    """rmdir the cgroups of the nodes ``names`` (each subtree, deepest first), then, with
+    ``with_parent``, the parent itself (only: an rmdir, which fails while anything else is in it).
+    Nothing outside those subtrees is touched. Returns the folders left."""
     left = []
     for h in hierarchies():
-        top = h / CGROUP_PARENT / name if name else h / CGROUP_PARENT
-        if not top.exists():
-            continue
-        for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [top]:
+        for name in names:
+            top = h / parent / name
+            if not top.exists():
+                continue
+            for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [top]:
+                try:
+                    d.rmdir()
+                except OSError:
+                    left.append(d)
+        if with_parent and (h / parent).exists():
             try:
-                d.rmdir()
+                (h / parent).rmdir()
             except OSError:
-                left.append(d)
+                left.append(h / parent)
     return left
 
 
-def memory_bytes(name: str) -> int:
+def memory_bytes(parent: str, name: str) -> int:
     """Proportional set size (PSS) of the node's processes: shared binary text counted once across
     nodes. (The memory cgroup's charge is no measure here: pages are charged to whichever node
     touched them first.)"""
     total_kb = 0
-    for pid in cgroup_pids(name):
+    for pid in cgroup_pids(parent, name):
         with contextlib.suppress(OSError, ValueError):
             for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
                 if line.startswith("Pss:"):
@@ -175,13 +183,13 @@ def memory_bytes(name: str) -> int:
 
 # ---- configuration files -------------------------------------------------------------------------
 
-def node_config(layout: Layout, addr: NodeAddr, images: list[str]) -> dict[str, Any]:
+def node_config(layout: Layout, addr: NodeAddr, cgroup_parent: str, images: list[str]) -> dict[str, Any]:
     """Everything ``_node-init`` needs, written to ``NODE_DIR/node.json``; ``images``: tars to import."""
     d = layout.node_dir(addr.name)
     return {
         "name": addr.name,
         "dir": str(d),
-        "cgroups": [str(p) for p in node_cgroups(addr.name)],
+        "cgroups": [str(p) for p in node_cgroups(cgroup_parent, addr.name)],
         "containerd": ["containerd", "--config", str(d / "containerd.toml")],
         "socket": str(d / "containerd" / "containerd.sock"),
         "images": images,
@@ -210,7 +218,7 @@ def node_config(layout: Layout, addr: NodeAddr, images: list[str]) -> dict[str, 
     }
 
 
-def write_configs(layout: Layout, addr: NodeAddr, images: list[str]) -> None:
+def write_configs(layout: Layout, addr: NodeAddr, cgroup_parent: str, images: list[str]) -> None:
     """containerd.toml, kubelet.yaml, the CNI conflist and node.json in the node's folder."""
     d = layout.node_dir(addr.name)
     for sub in ["containerd", "kubelet/manifests", "cni/net.d", *PRIVATE_DIRS]:
@@ -219,14 +227,14 @@ def write_configs(layout: Layout, addr: NodeAddr, images: list[str]) -> None:
     (d / "containerd.toml").write_text(CONTAINERD_TOML.format(
         d=d, sandbox=(layout.images / "pause.ref").read_text().strip(), cni=CNI_BIN))
     (d / "kubelet.yaml").write_text(KUBELET_YAML.format(
-        d=d, ip=addr.ip, port=KUBELET_PORT, ca=layout.pki / "ca.crt", cgroup_root=f"/{CGROUP_PARENT}/{addr.name}/pods"))
+        d=d, ip=addr.ip, port=KUBELET_PORT, ca=layout.pki / "ca.crt", cgroup_root=f"/{cgroup_parent}/{addr.name}/pods"))
     (d / "cni" / "net.d" / "10-elastic-chaos.conflist").write_text(json.dumps({
         "cniVersion": "0.4.0", "name": "elastic-chaos",
         "plugins": [{"type": "bridge", "bridge": "cni0", "isGateway": True, "ipMasq": False, "hairpinMode": True,
                      "ipam": {"type": "host-local", "ranges": [[{"subnet": addr.pod_cidr}]],
                               "routes": [{"dst": "0.0.0.0/0"}], "dataDir": str(d / "cni" / "ipam")}}],
     }, indent=1))
-    (d / "node.json").write_text(json.dumps(node_config(layout, addr, images), indent=1))
+    (d / "node.json").write_text(json.dumps(node_config(layout, addr, cgroup_parent, images), indent=1))
 
 
 CONTAINERD_TOML = """\

@@ -2,7 +2,11 @@
 
 Contract of every operation: it blocks until done (or a bounded timeout, then
 ClusterError), takes the cluster lock, and records each resource in the state
-before making it, so :func:`down` can always undo it — after a crash too.
+before making it, so :func:`down` can always undo it — after a crash too. What
+it removes is only what the state names: host resources by the names of the
+cluster's own id (:mod:`names`), processes by PID and start time. Two clusters
+cannot share this machine's addresses and ports, so a second ``up`` (another
+checkout's) refuses and says whose cluster holds them.
 """
 
 from __future__ import annotations
@@ -23,15 +27,15 @@ from chaos.platforms.kubernetes.localcluster import net, node
 from chaos.platforms.kubernetes.localcluster.api import Api
 from chaos.platforms.kubernetes.localcluster.base import (
     API_PORT,
-    BRIDGE,
     CAPACITY_LABEL,
-    CGROUP_PARENT,
     CONTROLLER_MANAGER_PORT,
     ETCD_CLIENT_PORT,
     ETCD_PEER_PORT,
     HOST_IP,
+    HOST_NET,
     MAX_NODES,
     METADATA_PORTS,
+    POD_NETS,
     PROFILE_NAME,
     PROFILE_NAMESPACE,
     SCHEDULER_PORT,
@@ -50,7 +54,8 @@ from chaos.platforms.kubernetes.localcluster.base import (
     wait_gone,
 )
 from chaos.platforms.kubernetes.localcluster.control import COMPONENTS, start_component
-from chaos.platforms.kubernetes.localcluster.deps import check_ready_to_run
+from chaos.platforms.kubernetes.localcluster.deps import check_ready_to_run, require_commands
+from chaos.platforms.kubernetes.localcluster.names import HostNames, new_id
 from chaos.platforms.kubernetes.localcluster.pki import (
     BRIDGE_SERVER,
     LOCAL_SERVER,
@@ -92,7 +97,7 @@ def up(layout: Layout, nodes: int = 4, timeout_s: float = READY_TIMEOUT_S) -> No
     t0 = time.monotonic()
     with locked(layout):
         state = load_state(layout)
-        if state["procs"] or state["nodes"] or state.get("host_net"):
+        if has_cluster(state):
             broken = health(layout, state)
             if not broken:
                 _complete(layout, state, nodes, t0, timeout_s)
@@ -103,13 +108,21 @@ def up(layout: Layout, nodes: int = 4, timeout_s: float = READY_TIMEOUT_S) -> No
         _fresh_up(layout, state, nodes, t0, timeout_s)
 
 
+def has_cluster(state: dict[str, Any]) -> bool:
+    """True when the state records anything made (a process, a node, the host network, an id)."""
+    return bool(state["procs"] or state["nodes"] or state.get("host_net") or state.get("id"))
+
+
 def _fresh_up(layout: Layout, state: dict[str, Any], nodes: int, t0: float, timeout_s: float) -> None:
+    check_host_free()
     _check_ports()
+    names = HostNames.for_id(new_id())
+    state.update(id=names.cluster_id, host_net=net.host_record(names))
+    save_state(layout, state)   # the id and what carries it, before anything is made
     for d in (layout.run, layout.logs):
         d.mkdir(parents=True, exist_ok=True)
     make_control_plane_pki(layout)
-    net.setup_host(state)
-    save_state(layout, state)
+    net.setup_host(names, layout.root)
     start_component(layout, state, "etcd")
     save_state(layout, state)
     wait_for("etcd /health", _etcd_healthy, 30)
@@ -163,6 +176,18 @@ def profile(layout: Layout) -> dict[str, str]:
     }
 
 
+def check_host_free() -> None:
+    """Refuse (exit 2) when this machine's cluster addresses are held by anything but a cluster of
+    this folder: another checkout's cluster (its bridge's alias says where it lives), or something
+    else. Every local cluster uses the same ranges and ports, so two cannot run at once."""
+    held = net.foreign_holders()
+    if held:
+        raise ClusterError(f"another cluster (or program) holds the addresses a local cluster needs: "
+                           f"{'; '.join(held)}. Only one local cluster runs on a machine at a time (each uses "
+                           f"{HOST_NET}, {POD_NETS} and 127.0.0.1:{API_PORT}): bring that one down, or use it "
+                           "(its KUBECONFIG is in its folder)", exit_code=2)
+
+
 def _check_ports() -> None:
     for port in (API_PORT, ETCD_CLIENT_PORT, ETCD_PEER_PORT, CONTROLLER_MANAGER_PORT, SCHEDULER_PORT):
         with socket.socket() as s:
@@ -178,14 +203,15 @@ def _etcd_healthy() -> bool:
 
 def health(layout: Layout, state: dict[str, Any]) -> list[str]:
     """What is dead or missing in a recorded cluster (empty: healthy)."""
+    names = HostNames.of(state)
     broken = [c for c in COMPONENTS if not is_alive(state["procs"].get(c))]
-    if not net.link_exists(BRIDGE):
-        broken.append(f"bridge {BRIDGE}")
+    if not net.link_exists(names.bridge):
+        broken.append(f"bridge {names.bridge}")
     for name, rec in state["nodes"].items():
         if not is_alive(rec.get("init")):
             broken.append(name)
             continue
-        comms = {node.comm(pid) for pid in node.cgroup_pids(name)}
+        comms = {node.comm(pid) for pid in node.cgroup_pids(names.cgroup_parent, name)}
         broken += [f"{name}/{c}" for c in ("containerd", "kubelet") if c not in comms]
     return broken
 
@@ -211,25 +237,25 @@ def _peers(state: dict[str, Any], but: str) -> dict[NodeAddr, int]:
 def start_node(layout: Layout, state: dict[str, Any], template: Path | None) -> str:
     """Start one new node (next free index) and return its name; does not wait for Ready.
     Its containerd root is a clone of ``template``; without one, the node imports the images itself."""
-    addr = NodeAddr(int(state["next_index"]))
+    addr, names = NodeAddr(int(state["next_index"])), HostNames.of(state)
     if addr.index > MAX_NODES:
         raise ClusterError(f"node indexes are used up ({MAX_NODES}): `elastic-chaos cluster down` and up again")
     state["next_index"] = addr.index + 1
     state["nodes"][addr.name] = {"index": addr.index}
-    save_state(layout, state)
+    save_state(layout, state)   # before its cgroups and its veth (named after our id and its index) are made
     make_node_cert(layout, addr.name)
     write_kubeconfig(layout, layout.node_dir(addr.name) / "kubelet.kubeconfig", f"kubelet-{addr.name}", BRIDGE_SERVER)
-    node.make_cgroups(addr.name)
+    node.make_cgroups(names.cgroup_parent, addr.name)
     if template is not None:
         clone(template, layout.node_dir(addr.name) / "containerd" / "root")
         images = []
     else:
         images = [str(layout.images / t) for t in IMAGE_TARS]
-    node.write_configs(layout, addr, images)
+    node.write_configs(layout, addr, names.cgroup_parent, images)
     wrapper, init_pid = node.spawn_node(layout, addr)
     state["nodes"][addr.name].update(wrapper=node.record(wrapper.pid), init=node.record(init_pid))
     save_state(layout, state)
-    net.wire_node(addr, init_pid, _peers(state, addr.name))
+    net.wire_node(addr, names, init_pid, _peers(state, addr.name))
     assert wrapper.stdin is not None
     wrapper.stdin.write(b"go\n")
     wrapper.stdin.close()
@@ -289,42 +315,26 @@ def kill_node(state: dict[str, Any], name: str, *, graceful: bool) -> None:
         wait_gone(rec["init"], 10)
     stop(rec.get("wrapper"), grace_s=5)
     node.forget_ended()
-    _kill_cgroup(name)
+    _kill_cgroup(HostNames.of(state).cgroup_parent, name)
 
 
 def cleanup_node(state: dict[str, Any], name: str) -> None:
     """Remove a dead node's link, its routes (host and peers) and its cgroups. Idempotent."""
-    net.unwire_node(NodeAddr(node_index(name)), _peers(state, name))
-    wait_for(f"{name}'s cgroups removed", lambda: not node.remove_cgroups(name), 15, 0.2)
+    names = HostNames.of(state)
+    net.unwire_node(NodeAddr(node_index(name)), names, _peers(state, name))
+    wait_for(f"{name}'s cgroups removed", lambda: not node.remove_cgroups(names.cgroup_parent, [name]), 15, 0.2)
 
 
-def _kill_cgroup(name: str | None) -> None:
-    """SIGKILL whatever is left in our cgroups (they are ours: we made them) and wait until empty."""
+def _kill_cgroup(parent: str, name: str) -> None:
+    """SIGKILL whatever is left in the node's cgroup (ours: named after our id, made by us, the
+    node recorded in our state first) and wait until it is empty."""
     def empty() -> bool:
-        names = [name] if name else _cgroup_nodes()
-        pids = [p for n in names for p in node.cgroup_pids(n)]
+        pids = node.cgroup_pids(parent, name)
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         return not pids
-    wait_for("our cgroups to be empty", empty, 15, 0.2)
-
-
-def _cgroup_nodes() -> list[str]:
-    """Names of the node cgroups under our own parent (only ``ec-node-N``: nothing else is touched)."""
-    names: set[str] = set()
-    for h in node.hierarchies():
-        with contextlib.suppress(OSError):
-            names.update(p.name for p in (h / CGROUP_PARENT).iterdir() if p.is_dir() and _is_node_name(p.name))
-    return sorted(names)
-
-
-def _is_node_name(name: str) -> bool:
-    try:
-        node_index(name)
-    except ClusterError:
-        return False
-    return True
+    wait_for(f"{name}'s cgroup to be empty", empty, 15, 0.2)
 
 
 def lose_node(layout: Layout, name: str, *, once_dead: Callable[[], None] | None = None) -> float:
@@ -359,27 +369,39 @@ def set_partition(layout: Layout, name: str, partitioned: bool) -> None:
     """Link down (partitioned) or up (healed). Idempotent."""
     state = load_state(layout)
     _node_rec(state, name)
-    net.set_link(NodeAddr(node_index(name)), up=not partitioned)
+    net.set_link(NodeAddr(node_index(name)), HostNames.of(state), up=not partitioned)
 
 
 def set_frozen(layout: Layout, name: str, frozen: bool) -> None:
     """Freeze (or thaw) every process of the node at once: kubelet, containerd and its containers
     stop where they are, sockets stay open (a hung host). The cgroup v1 freezer of its subtree.
     Idempotent."""
-    _node_rec(load_state(layout), name)
-    node.set_frozen(name, frozen)
+    state = load_state(layout)
+    _node_rec(state, name)
+    node.set_frozen(HostNames.of(state).cgroup_parent, name, frozen)
 
 
 def freezer_state(layout: Layout, name: str) -> Path:
     """The node's ``freezer.state`` file (a straggler's duty cycle writes it directly)."""
-    _node_rec(load_state(layout), name)
-    return node.freezer_state(name)
+    state = load_state(layout)
+    _node_rec(state, name)
+    return node.freezer_state(HostNames.of(state).cgroup_parent, name)
 
 
 def node_pids(layout: Layout, name: str) -> dict[int, str]:
     """Host PID -> command name of every process of the node (init, containerd, kubelet, shims, containers)."""
-    _node_rec(load_state(layout), name)
-    return {pid: node.comm(pid) for pid in node.cgroup_pids(name)}
+    state = load_state(layout)
+    _node_rec(state, name)
+    return {pid: node.comm(pid) for pid in node.cgroup_pids(HostNames.of(state).cgroup_parent, name)}
+
+
+def pod_pids(layout: Layout, name: str, pod_uid: str) -> dict[int, str] | None:
+    """Host PID -> command name of every process of pod ``pod_uid`` on node ``name``; None when
+    the node does not hold it (not there, already removed, or no such node in this cluster)."""
+    state = load_state(layout)
+    if name not in state["nodes"]:
+        return None
+    return node.pod_pids(HostNames.of(state).cgroup_parent, name, pod_uid)
 
 
 # ---- down ------------------------------------------------------------------------------------------
@@ -396,15 +418,31 @@ def keep_logs(layout: Layout) -> Path:
     return kept
 
 
+class NoCluster(ClusterError):
+    """``down`` where no cluster's state is: nothing was touched (status's "down" exit code, 3)."""
+
+    def __init__(self, layout: Layout) -> None:
+        super().__init__(f"no cluster here: no state in {layout.run} (nothing was touched; "
+                         "ELASTIC_CHAOS_CLUSTER_DIR names another cluster's folder)", exit_code=3)
+
+
 def down(layout: Layout) -> None:
-    """Stop every process by PID and remove every namespace, link, rule, cgroup and file of the run.
-    Idempotent; works after a crashed ``up`` (state written before each resource is made)."""
+    """Stop every process by PID and remove every link, rule, cgroup and file the state records.
+    Idempotent; works after a crashed ``up`` (state written before each resource is made).
+    NoCluster (touching nothing, creating nothing) when there is no state;
+    SetupError (before anything is done) when a command it needs is missing."""
+    if not has_cluster(load_state(layout)):
+        raise NoCluster(layout)
+    require_commands(("iptables", "ip"), "to remove the cluster's network")
     with locked(layout):
-        _down(layout, load_state(layout))
+        state = load_state(layout)
+        if not has_cluster(state):   # brought down by another command while we waited for the lock
+            raise NoCluster(layout)
+        _down(layout, state)
 
 
 def _down(layout: Layout, state: dict[str, Any]) -> None:
-    t0 = time.monotonic()
+    t0, names = time.monotonic(), HostNames.of(state)
     for rec in state["nodes"].values():  # all nodes stop at once; each init stops kubelet and containerd
         with contextlib.suppress(ProcessLookupError):
             if is_alive(rec.get("init")):
@@ -415,10 +453,10 @@ def _down(layout: Layout, state: dict[str, Any]) -> None:
         progress(t0, f"nodes stopped: {', '.join(sorted(state['nodes'], key=node_index))}")
     for comp in [*reversed(COMPONENTS), "template-containerd"]:
         stop(state["procs"].get(comp), grace_s=10)
-    _kill_cgroup(None)
-    net.teardown_host()
-    wait_for("our cgroups removed", lambda: not node.remove_cgroups(), 15, 0.2)
-    progress(t0, "control plane stopped; bridge, veths, iptables rules and cgroups removed")
+    net.teardown_host(state)
+    wait_for("our cgroups removed", lambda: not node.remove_cgroups(
+        names.cgroup_parent, sorted(state["nodes"]), with_parent=names.cluster_id is not None), 15, 0.2)
+    progress(t0, f"control plane stopped; bridge {names.bridge}, its veths, iptables chains and cgroups removed")
     shutil.rmtree(layout.run, ignore_errors=True)
     with contextlib.suppress(FileNotFoundError):
         layout.kubeconfig.unlink()

@@ -21,11 +21,13 @@ from chaos.platforms.kubernetes.localcluster.base import (
     node_index,
 )
 from chaos.platforms.kubernetes.localcluster.control import COMPONENTS
+from chaos.platforms.kubernetes.localcluster.names import HostNames
 
 
 def collect(layout: Layout) -> dict[str, Any]:
     """The cluster as a dict: components {name: {pid, alive}}, nodes {name: {...}}, kubeconfig, image."""
     state = load_state(layout)
+    names = HostNames.of(state)
     ready: dict[str, bool] = {}
     api_error = ""
     if is_alive(state["procs"].get("kube-apiserver")):
@@ -36,16 +38,17 @@ def collect(layout: Layout) -> dict[str, Any]:
     nodes = {}
     for name in sorted(state["nodes"], key=node_index):
         rec, addr = state["nodes"][name], NodeAddr(node_index(name))
-        mem = node.memory_bytes(name)
+        mem = node.memory_bytes(names.cgroup_parent, name)
         nodes[name] = {
-            "ip": addr.ip, "pod_cidr": addr.pod_cidr, "link": addr.veth,
+            "ip": addr.ip, "pod_cidr": addr.pod_cidr, "link": names.veth(addr.index),
             "init_pid": rec.get("init", {}).get("pid"), "alive": is_alive(rec.get("init")),
-            "link_up": net.link_up(addr), "ready": ready.get(name),
+            "link_up": net.link_up(addr, names), "ready": ready.get(name),
             "memory_pss_mb": round(mem / 2**20),
         }
     trainer_ref = layout.images / "trainer.ref"
     return {
         "up": bool(state["procs"]),
+        "id": state.get("id"),
         "kubeconfig": str(layout.kubeconfig),
         "trainer_image": trainer_ref.read_text().strip() if trainer_ref.exists() else None,
         "components": {c: {"pid": state["procs"].get(c, {}).get("pid"), "alive": is_alive(state["procs"].get(c))}
@@ -70,7 +73,8 @@ def status(layout: Layout, as_json: bool = False) -> int:
     elif down:
         print("cluster down")
     else:
-        print(f"kubeconfig {info['kubeconfig']}   trainer image {info['trainer_image']}")
+        print(f"cluster {info['id'] or '(no id: started before ids)'}   kubeconfig {info['kubeconfig']}   "
+              f"trainer image {info['trainer_image']}")
         for comp, c in info["components"].items():
             print(f"{comp:24} pid {c['pid']!s:>8}  {'running' if c['alive'] else 'DEAD'}")
         for name, n in info["nodes"].items():
