@@ -205,7 +205,7 @@ def test_threads_left_behind_are_none():
 
 
 def test_a_straggler_slows_only_machines_that_can_stop_several_times_a_second(tmp_path: Path):
-    from chaos.platforms.kubernetes.kind import KindMachines
+    from chaos.platforms.kubernetes.kind_cluster import KindMachines
     from chaos.platforms.kubernetes.machines import FreezerSwitch
     kind = KindMachines("true", None)  # type: ignore[arg-type]  # no API call is made
     assert "pause" in (kind.unavailable(MachineOp.SLOW) or "")

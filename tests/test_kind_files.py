@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from chaos.platforms.kubernetes import manifests as m
-from chaos.platforms.kubernetes.kind import KindOptions
+from chaos.platforms.kubernetes.kind_cluster import KindOptions
 
 KIND = Path(__file__).resolve().parents[1] / "kind"
 

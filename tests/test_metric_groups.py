@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from chaos.analysis.groups import FaultGroup, FaultMark, fault_group, fault_groups, register, unregister
+from chaos.analysis.groups import FaultGroup, FaultMark, fault_group
 from chaos.analysis.metrics import Unit, metric
+from chaos.analysis.registry import fault_groups, register, unregister
 from chaos.events import Event, ProgressEv, read_timeline
 from chaos.reporting.failure import metric_properties
 from chaos.reporting.load import load_run, result_of_timeline

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.analysis import groups, recovery
+from chaos.analysis import recovery, registry
 from chaos.analysis.invariants import SplitBrain
 from chaos.analysis.metrics import Measured, MeasuredInt
 from chaos.analysis.observation import ScriptObservation
@@ -97,8 +97,8 @@ def test_one_declaration_decides_where_a_metric_shows(folder, monkeypatch):
     changed = tuple(dataclasses.replace(m, table=True, audit=True, failure=True, junit=False)
                     if m.key == "recovery_s" else m for m in METRICS)
     monkeypatch.setattr(recovery, "METRICS", changed)
-    registered = groups.fault_groups()
-    monkeypatch.setattr(groups, "_FAULT", [dataclasses.replace(g, metrics_=changed) if g.name == "recovery" else g
+    registered = registry.fault_groups()
+    monkeypatch.setattr(registry, "_FAULT", [dataclasses.replace(g, metrics_=changed) if g.name == "recovery" else g
                                            for g in registered])
     render_folder(folder, png=False)
     result = read_result(folder)
@@ -142,7 +142,7 @@ def test_the_failure_line_shows_the_phases_then_the_other_failure_metrics():
 def test_every_field_metric_of_an_analyzed_fault_remembers_its_recovery():
     run = load_run(RUNS / "kill-node-shrink")
     f = run.faults[0]
-    rec = analyze_fault(run.events, kind=f.kind, target=f.target, injected_at=f.injected_at)
+    rec = analyze_fault(run.events, kind=f.fault, target=f.target, injected_at=f.injected_at)
     for m in FIELD_METRICS:
         value = m.of(rec)
         if value is not None:

@@ -16,7 +16,8 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from chaos.analysis import groups, hang, recovery, throughput
+from chaos.analysis import hang, recovery, throughput
+from chaos.analysis import registry as groups
 from chaos.cli.main import main as cli
 from chaos.reporting import render_folder
 from chaos.reporting.load import load_run

@@ -188,7 +188,7 @@ def test_report_command_exit_codes(copy_run, tmp_path):
 def test_a_passive_watch_recording_renders_its_observed_loss(copy_run):
     result = render_folder(copy_run("watched-kill-node"), png=False)
     (fault,) = result.run.faults
-    assert fault.observed and fault.kind == "node-lost" and fault.target == "node-1"
+    assert fault.observed and fault.fault == "node-lost" and fault.target == "node-1"
     assert result.run.passed is True and result.run.platform == "etcd"
     html = result.html.read_text()
     assert "node-lost → node-1" in html and 'class="verdict passed"' in html

@@ -15,7 +15,8 @@ Markdown tables, JUnit properties, the audit, metrics.prom). A group is:
 
 ``FaultGroup`` measures one fault (``FaultMark``: what, where, when, its window);
 ``RunGroup`` measures a whole run (a replayed trace). Adding a group is one
-declaration and one ``register`` call (docs/ARCHITECTURE.md, "Where to add ...").
+declaration and one ``register`` call (chaos.analysis.registry; docs/ARCHITECTURE.md,
+"Where to add ...").
 """
 from __future__ import annotations
 
@@ -126,78 +127,3 @@ def run_group(name: str, title: str, value: type[V], *, measure: Callable[[Seque
               metrics: tuple[Metric, ...] | None = None) -> RunGroup[V]:
     """Declare a per-run group (register it with ``register``)."""
     return RunGroup(name, title, value, key, prom, metrics, measure, read)
-
-
-_FAULT: list[FaultGroup[Any]] = []
-_RUN: list[RunGroup[Any]] = []
-_LOADED: list[bool] = []
-
-
-def register(group: FaultGroup[Any] | RunGroup[Any]) -> None:
-    """Make ``group`` part of every report from now on. Idempotent; a different group under a
-    name already taken is a ValueError."""
-    _builtin()
-    taken = next((g for g in (*_FAULT, *_RUN) if g.name == group.name or g.key == group.key), None)
-    if taken is group:
-        return
-    if taken is not None:
-        raise ValueError(f"a metric group named {group.name!r} (key {group.key!r}) is registered already")
-    if isinstance(group, FaultGroup):
-        _FAULT.append(group)
-    else:
-        _RUN.append(group)
-
-
-def unregister(group: FaultGroup[Any] | RunGroup[Any]) -> None:
-    """Forget ``group`` (a test's toy group). Idempotent."""
-    if isinstance(group, FaultGroup):
-        if group in _FAULT:
-            _FAULT.remove(group)
-    elif group in _RUN:
-        _RUN.remove(group)
-
-
-def fault_groups() -> tuple[FaultGroup[Any], ...]:
-    """Every registered per-fault group, recovery first, in registration order."""
-    _builtin()
-    return tuple(_FAULT)
-
-
-def run_groups() -> tuple[RunGroup[Any], ...]:
-    """Every registered per-run group, in registration order."""
-    _builtin()
-    return tuple(_RUN)
-
-
-def measure_fault(events: Sequence[Event], mark: FaultMark) -> dict[str, Any]:
-    """Group name -> value for every group that applies to ``mark`` and measured something."""
-    out: dict[str, Any] = {}
-    for g in fault_groups():
-        if g.applies(mark.kind):
-            value = g.measure(events, mark)
-            if value is not None:
-                out[g.name] = value
-    return out
-
-
-def measure_run(events: Sequence[Event], mark: RunMark) -> dict[str, Any]:
-    """Group name -> value for every run group that measured something in ``events``."""
-    out: dict[str, Any] = {}
-    for g in run_groups():
-        value = g.measure(events, mark)
-        if value is not None:
-            out[g.name] = value
-    return out
-
-
-def _builtin() -> None:
-    """The built-in groups, registered first, on first use (their modules import this one)."""
-    if _LOADED:
-        return
-    _LOADED.append(True)
-    from chaos.analysis.hang import HANG
-    from chaos.analysis.recovery import RECOVERY
-    from chaos.analysis.replay import REPLAY
-    from chaos.analysis.throughput import THROUGHPUT
-    for g in (RECOVERY, THROUGHPUT, HANG, REPLAY):
-        register(g)

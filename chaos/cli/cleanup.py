@@ -69,7 +69,5 @@ def _aws(args: argparse.Namespace) -> Any:
 
 
 def _core(args: argparse.Namespace) -> Any:
-    from kubernetes import client
-
-    from chaos.platforms.kubernetes.discover import custom_objects_api  # the same credential rules as watch
-    return client.CoreV1Api(custom_objects_api(args.kubeconfig, args.kube_context).api_client)
+    from chaos.platforms.kubernetes.clients import core_v1_api  # the same credential rules as watch
+    return core_v1_api(args.kubeconfig, args.kube_context)

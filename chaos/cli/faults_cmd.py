@@ -34,7 +34,7 @@ def main(args: argparse.Namespace) -> int:
     for c in all_faults():
         where = tuple(p for p in c.platforms if p in platforms)
         if where:
-            by_place.setdefault(where, {})[c.kind] = c.description
+            by_place.setdefault(where, {})[c.name] = c.description
     for where, own in by_place.items():
         groups.append((f"made only on {', '.join(where)} (scenarios, elastic-chaos gameday)", own))
     width = max(len(name) for _, faults in groups for name in faults)

@@ -15,7 +15,7 @@ from typing import Any
 DESCRIPTION = __doc__ + """
 examples:
   elastic-chaos trace --bursts 3 --burst-size 2 --seed 7 -o bursts.csv
-  elastic-chaos trace k8s-burst --compress 60 --replay-by group --nodes 2
+  elastic-chaos trace k8s-burst --compress 60 --replay-by group --max-nodes 2
   elastic-chaos run replay --trace bursts.csv --compress 60
 """
 
@@ -31,7 +31,8 @@ def register(sub: Any) -> None:
     p.add_argument("--compress", type=float, default=30.0, help="time compression to show (default 30)")
     p.add_argument("--replay-by", choices=[b.value for b in ReplayBy], default=ReplayBy.NODE.value,
                    help="how preemptions map onto node slots (default node)")
-    p.add_argument("--nodes", type=int, default=2, help="the job's node count, for the slots (default 2)")
+    p.add_argument("--max-nodes", type=int, default=2, help="the job's largest node count (its slots); `run`'s "
+                   "--nodes is a range such as 1:2 (default 2)")
     add_arguments(p.add_argument_group("generated bursts"), Bursts)
     p.set_defaults(func=main)
 
@@ -40,8 +41,8 @@ def main(args: argparse.Namespace) -> int:
     from chaos.errors import SpecError
     from chaos.faults.trace import Bursts, ReplayBy, read_trace
     from chaos.options import given
-    if args.compress <= 0 or args.nodes < 1:
-        raise SpecError("--compress must be > 0 and --nodes >= 1")
+    if args.compress <= 0 or args.max_nodes < 1:
+        raise SpecError("--compress must be > 0 and --max-nodes >= 1")
     if args.file is None:
         text = Bursts(**given(args, Bursts)).generate().to_csv()
         if args.output is None:
@@ -51,9 +52,9 @@ def main(args: argparse.Namespace) -> int:
             print(f"wrote {args.output}")
         return 0
     trace = read_trace(args.file)
-    slots = trace.slots(ReplayBy(args.replay_by), args.nodes)
+    slots = trace.slots(ReplayBy(args.replay_by), args.max_nodes)
     print(f"{args.file}: {len(trace)} preemption(s) over {trace.preemptions[-1].offset_s:g} s; replayed at "
-          f"--compress {args.compress:g}, by {args.replay_by} onto {args.nodes} node slot(s):")
+          f"--compress {args.compress:g}, by {args.replay_by} onto {args.max_nodes} node slot(s):")
     for p, slot in zip(trace.preemptions, slots, strict=True):
         hits = f"slot {slot}" if slot is not None else "newest node"
         print(f"  +{p.offset_s:10.1f} s -> +{p.offset_s / args.compress:7.1f} s  {hits:<11}  "

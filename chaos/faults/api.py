@@ -24,18 +24,22 @@ from chaos.platforms.capabilities import Capability
 
 @dataclass(frozen=True)
 class FaultPlan:
-    kind: str
+    fault: str
+    """The fault's name (``kill-node``)."""
     target: str | None
     actions: tuple[str, ...]
     """Human-readable steps ``inject()`` would take, in order."""
 
     def describe(self) -> str:
-        return f"{self.kind} -> {self.target}: " + "; ".join(self.actions)
+        return f"{self.fault} -> {self.target}: " + "; ".join(self.actions)
 
 
 @dataclass(frozen=True)
 class FaultRecord:
-    kind: str
+    """What a fault hit, when, and its detail; report.json writes its ``fault`` as ``kind``."""
+
+    fault: str
+    """The fault's name (``kill-node``)."""
     target: str | None
     injected_at: float
     """When the fault hit (for a spot interruption: the SIGTERM, not the notice)."""
@@ -43,7 +47,7 @@ class FaultRecord:
     detail: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "target": self.target,
+        out: dict[str, Any] = {"kind": self.fault, "target": self.target,
                                "injected_at": round(self.injected_at, 6), **self.detail}
         if self.hit is not None:
             out["hit"] = {"action": self.hit.action, "pids": list(self.hit.pids), **self.hit.detail}
@@ -52,7 +56,7 @@ class FaultRecord:
     def event_payload(self) -> Injected:
         """The ``fault/injected`` event's payload: the fault, what it hit, and its detail."""
         return Injected.read({**{k: v for k, v in self.to_json().items() if k not in ("kind", "target", "injected_at")},
-                              "fault": self.kind})
+                              "fault": self.fault})
 
     @classmethod
     def from_event(cls, e: Event[Injected] | Event[Observed]) -> FaultRecord:
@@ -86,7 +90,8 @@ StopCheck = Callable[[], "str | None"]
 
 
 class Fault(abc.ABC):
-    kind: ClassVar[str] = "abstract"
+    name: ClassVar[str] = "abstract"
+    """The fault's name: what ``elastic-chaos run`` and report.json call it (``kill-node``)."""
     description: ClassVar[str] = ""
     requires: ClassVar[type[Capability] | None] = None
     """The platform capability this fault needs (None: any platform can do it)."""
@@ -128,7 +133,7 @@ class Fault(abc.ABC):
         names the event-trigger that fired it (an armed fault: a cascade is measured
         as part of the recovery it interrupted)."""
         plan = self.plan(platform)
-        timeline.emit(FaultEv.PLANNED, plan.target, Planned(fault=self.kind, actions=plan.actions))
+        timeline.emit(FaultEv.PLANNED, plan.target, Planned(fault=self.name, actions=plan.actions))
         record = self._inject(platform, plan, timeline)
         if trigger is not None:
             record = replace(record, detail={**record.detail, "trigger": trigger})
@@ -140,7 +145,7 @@ class Fault(abc.ABC):
         something to undo."""
         hit = self._revert(platform, record)
         if hit is not None:
-            timeline.emit(FaultEv.REVERTED, record.target, Reverted(fault=self.kind, action=hit.action), t=hit.at)
+            timeline.emit(FaultEv.REVERTED, record.target, Reverted(fault=self.name, action=hit.action), t=hit.at)
 
     def _revert(self, platform: Platform, record: FaultRecord) -> Hit | None:
         return None  # most faults have nothing to undo

@@ -68,7 +68,7 @@ class AwsFault(Fault):
         return list(self._chosen)
 
     def _choose(self, platform: Platform) -> tuple[AwsSide, list[Target]]:
-        owner, side = _aws(platform, self.kind)
+        owner, side = _aws(platform, self.name)
         if self.count < 1:
             raise SpecError("--count must be at least 1")
         self._chosen = side.choose(owner.aws_population(), self.count, spot_only=self.spot_only, names=self.targets)
@@ -82,7 +82,7 @@ class AwsFault(Fault):
         hit = Hit(node=first.name, at=at, action=action,
                   detail={"instances": [t.instance.id for t in chosen], "machines": [t.machine for t in chosen],
                           "pods": [p for t in chosen for p in t.pods], "dry_run": side.guard.dry_run})
-        return FaultRecord(self.kind, first.name, at, hit, detail=dict(detail))
+        return FaultRecord(self.name, first.name, at, hit, detail=dict(detail))
 
 
 def _experiment_detail(outcome: ExperimentOutcome) -> dict[str, object]:
@@ -97,7 +97,7 @@ class FisSpotInterruption(AwsFault):
 
     notice_s: float = 120.0
     """durationBeforeInterruption: from the experiment's start to the interruption (120..900)."""
-    kind: ClassVar[str] = "spot-interruption"
+    name: ClassVar[str] = "spot-interruption"
     description: ClassVar[str] = ("AWS FIS send-spot-instance-interruptions: rebalance recommendation, "
                                   "2-minute notice, interruption of the instance under a worker")
     spot_only: ClassVar[bool] = True
@@ -105,7 +105,7 @@ class FisSpotInterruption(AwsFault):
     def plan(self, platform: Platform) -> FaultPlan:
         side, chosen = self._choose(platform)
         names = ", ".join(t.describe() for t in chosen)
-        return FaultPlan(self.kind, chosen[0].name, (
+        return FaultPlan(self.name, chosen[0].name, (
             f"fis:CreateExperimentTemplate {SPOT_ACTION_NOTE} durationBeforeInterruption="
             f"{iso_duration(self.notice_s)} on {names}",
             "fis:StartExperiment; fis:GetExperiment every "
@@ -113,7 +113,7 @@ class FisSpotInterruption(AwsFault):
             "fis:DeleteExperimentTemplate"))
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
-        side, chosen = _aws(platform, self.kind)[1], self._chosen or self._choose(platform)[1]
+        side, chosen = _aws(platform, self.name)[1], self._chosen or self._choose(platform)[1]
         template = spot_interruption_template([side.arn(t.instance) for t in chosen], before_s=self.notice_s,
                                               role_arn=side.fis_role_arn or "", run_id=side.actions.run_id,
                                               stop_alarm_arn=self._stop_alarm_arn(side))
@@ -136,16 +136,16 @@ SPOT_ACTION_NOTE = "aws:ec2:send-spot-instance-interruptions"
 class TerminateInstance(AwsFault):
     """EC2 TerminateInstances on the instance under a worker: no notice."""
 
-    kind: ClassVar[str] = "terminate-instance"
+    name: ClassVar[str] = "terminate-instance"
     description: ClassVar[str] = "EC2 TerminateInstances on the instance under a worker (no notice)"
 
     def plan(self, platform: Platform) -> FaultPlan:
         _, chosen = self._choose(platform)
-        return FaultPlan(self.kind, chosen[0].name, tuple(
+        return FaultPlan(self.name, chosen[0].name, tuple(
             f"ec2:TerminateInstances {t.describe()}" for t in chosen))
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
-        side, chosen = _aws(platform, self.kind)[1], self._chosen or self._choose(platform)[1]
+        side, chosen = _aws(platform, self.name)[1], self._chosen or self._choose(platform)[1]
         at = side.actions.terminate([t.instance.id for t in chosen])
         return self._record(side, chosen, at, "ec2-terminate")
 
@@ -158,7 +158,7 @@ class InsufficientCapacity(AwsFault):
     """How long every launch of the group fails."""
     zones: tuple[str, ...] = ()
     """Zones to starve (default: every zone of the group)."""
-    kind: ClassVar[str] = "insufficient-capacity"
+    name: ClassVar[str] = "insufficient-capacity"
     description: ClassVar[str] = ("AWS FIS asg-insufficient-instance-capacity-error on the workers' group, then "
                                   "terminate a worker: no replacement can be had")
 
@@ -166,7 +166,7 @@ class InsufficientCapacity(AwsFault):
         side, chosen = self._choose(platform)
         group = self._group(side, chosen)
         zones = ",".join(self.zones or group.zones)
-        return FaultPlan(self.kind, chosen[0].name, (
+        return FaultPlan(self.name, chosen[0].name, (
             f"fis:CreateExperimentTemplate aws:ec2:asg-insufficient-instance-capacity-error on {group.name} "
             f"zones={zones} duration={iso_duration(self.duration_s)}",
             "fis:StartExperiment",
@@ -181,7 +181,7 @@ class InsufficientCapacity(AwsFault):
         return groups[0]
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
-        side, chosen = _aws(platform, self.kind)[1], self._chosen or self._choose(platform)[1]
+        side, chosen = _aws(platform, self.name)[1], self._chosen or self._choose(platform)[1]
         group = self._group(side, chosen)
         template = insufficient_capacity_template(group.arn, list(self.zones or group.zones),
                                                   duration_s=self.duration_s, role_arn=side.fis_role_arn or "",

@@ -27,7 +27,7 @@ def all_faults() -> list[type[Fault]]:
         module = importlib.import_module(name)
         for value in vars(module).values():
             if isinstance(value, type) and issubclass(value, Fault) and value.__module__ == name \
-                    and not value.__name__.startswith("_") and value.kind != "abstract" and value not in out:
+                    and not value.__name__.startswith("_") and value.name != "abstract" and value not in out:
                 out.append(value)
     return out
 
@@ -41,11 +41,11 @@ def fault_class(kind: str, platform: str) -> type[Fault]:
     """The class that makes ``kind`` on ``platform``: one made for that platform
     first, else one made through the Platform contract. SpecError naming the
     faults of that platform when there is none."""
-    candidates = [c for c in all_faults() if c.kind == kind and runs_on(c, platform)]
+    candidates = [c for c in all_faults() if c.name == kind and runs_on(c, platform)]
     candidates.sort(key=lambda c: not c.platforms)  # made-for-this-platform first
     if not candidates:
-        known = sorted({c.kind for c in all_faults() if runs_on(c, platform)})
-        elsewhere = sorted({p for c in all_faults() if c.kind == kind for p in c.platforms})
+        known = sorted({c.name for c in all_faults() if runs_on(c, platform)})
+        elsewhere = sorted({p for c in all_faults() if c.name == kind for p in c.platforms})
         suggest = "kubernetes" if "kubernetes" in elsewhere else (elsewhere or [""])[0]
         hint = f" ({kind} is made on {', '.join(elsewhere)}: --platform {suggest})" if elsewhere else ""
         raise SpecError(f"no fault {kind!r} on the {platform} platform{hint}; its faults: {', '.join(known)}")
@@ -54,4 +54,4 @@ def fault_class(kind: str, platform: str) -> type[Fault]:
 
 def faults_for(platform: str) -> dict[str, type[Fault]]:
     """Every fault kind ``platform`` can be asked for, with the class that makes it there."""
-    return {c.kind: fault_class(c.kind, platform) for c in all_faults() if runs_on(c, platform)}
+    return {c.name: fault_class(c.name, platform) for c in all_faults() if runs_on(c, platform)}

@@ -25,19 +25,19 @@ class Partition(Fault):
     node: str | None = None
     duration_s: float | None = option(None, "seconds until the partition heals (default: at the end of the run)",
                                       flag="--duration", above=0, units="s")
-    kind: ClassVar[str] = "partition"
+    name: ClassVar[str] = "partition"
     description: ClassVar[str] = "network black hole around one node: no packet in or out, no reset"
     requires: ClassVar[type[Capability] | None] = Partitioner
 
     def plan(self, platform: Platform) -> FaultPlan:
         target = pick_victim(platform, self.node)
         heal = f"heal after {self.duration_s:g}s" if self.duration_s is not None else "heal at teardown"
-        return FaultPlan(self.kind, target, (f"drop every frame to and from {target}", heal))
+        return FaultPlan(self.name, target, (f"drop every frame to and from {target}", heal))
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         assert plan.target is not None
         hit = platform.capability(Partitioner).cut(plan.target)
-        return FaultRecord(self.kind, plan.target, hit.at, hit, {"duration_s": self.duration_s})
+        return FaultRecord(self.name, plan.target, hit.at, hit, {"duration_s": self.duration_s})
 
     def _revert(self, platform: Platform, record: FaultRecord) -> Hit | None:
         assert record.target is not None
@@ -49,19 +49,19 @@ class Freeze(Fault):
     node: str | None = None
     duration_s: float | None = option(None, "seconds until the node thaws (default: at the end of the run)",
                                       flag="--duration", above=0, units="s")
-    kind: ClassVar[str] = "freeze"
+    name: ClassVar[str] = "freeze"
     description: ClassVar[str] = "hung node: every process of one node stopped at once; sockets stay open"
     requires: ClassVar[type[Capability] | None] = Freezer
 
     def plan(self, platform: Platform) -> FaultPlan:
         target = pick_victim(platform, self.node)
         thaw = f"thaw after {self.duration_s:g}s" if self.duration_s is not None else "thaw at teardown"
-        return FaultPlan(self.kind, target, (f"freeze every process of {target}", thaw))
+        return FaultPlan(self.name, target, (f"freeze every process of {target}", thaw))
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         assert plan.target is not None
         hit = platform.capability(Freezer).freeze(plan.target)
-        return FaultRecord(self.kind, plan.target, hit.at, hit, {"duration_s": self.duration_s})
+        return FaultRecord(self.name, plan.target, hit.at, hit, {"duration_s": self.duration_s})
 
     def _revert(self, platform: Platform, record: FaultRecord) -> Hit | None:
         assert record.target is not None

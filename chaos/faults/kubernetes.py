@@ -31,7 +31,7 @@ from chaos.faults.api import Fault, FaultPlan, FaultRecord, pick_victim
 from chaos.platforms.api import Hit, Platform
 
 if TYPE_CHECKING:
-    from chaos.platforms.kubernetes.kind import KindPlatform
+    from chaos.platforms.kubernetes.kind_cluster import KindPlatform
     from chaos.platforms.kubernetes.platform import KubernetesPlatform
 
 
@@ -47,7 +47,7 @@ def _k8s(platform: Platform, kind: str) -> KubernetesPlatform:
 
 
 def _kind(platform: Platform, kind: str) -> KindPlatform:
-    from chaos.platforms.kubernetes.kind import KindPlatform
+    from chaos.platforms.kubernetes.kind_cluster import KindPlatform
     if not isinstance(platform, KindPlatform):
         raise FaultUnavailable(f"{kind} stops a kind node's container: it needs --platform kind; "
                                f"this run uses {platform.name}")
@@ -64,25 +64,25 @@ class DeletePod(Fault):
 
     pod: str | None = None
     grace_s: int = 0
-    kind: ClassVar[str] = "delete-pod"
+    name: ClassVar[str] = "delete-pod"
     platforms: ClassVar[tuple[str, ...]] = KUBERNETES_PLATFORMS
     description: ClassVar[str] = "delete a worker pod with grace period 0 (force delete)"
     _uid: str | None = field(default=None, init=False, repr=False)
 
     def plan(self, platform: Platform) -> FaultPlan:
-        k8s = _k8s(platform, self.kind)
+        k8s = _k8s(platform, self.name)
         target = pick_victim(platform, self.pod)
         info = k8s.pods.get(target)
         self._uid = info.labels.get("uid") if info else None
         ns = k8s.settings.namespace
-        return FaultPlan(self.kind, target, (
+        return FaultPlan(self.name, target, (
             f"DELETE pod {ns}/{target} gracePeriodSeconds={self.grace_s} precondition uid={self._uid}",
             "wait until the pod is gone" + ("" if self.grace_s == 0 else f" (up to {self.grace_s}s + 30s)")))
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         assert plan.target is not None
-        hit = _k8s(platform, self.kind).delete_pod(plan.target, grace_s=self.grace_s, uid=self._uid)
-        return _record(self.kind, plan.target, hit)
+        hit = _k8s(platform, self.name).delete_pod(plan.target, grace_s=self.grace_s, uid=self._uid)
+        return _record(self.name, plan.target, hit)
 
 
 @dataclass
@@ -90,7 +90,7 @@ class DeletePodGraceful(DeletePod):
     """Delete one worker pod gracefully: SIGTERM, SIGKILL after ``grace_s``."""
 
     grace_s: int = 30
-    kind: ClassVar[str] = "delete-pod-graceful"
+    name: ClassVar[str] = "delete-pod-graceful"
     description: ClassVar[str] = "delete a worker pod gracefully (SIGTERM, SIGKILL after the grace period)"
 
 
@@ -100,21 +100,21 @@ class EvictPod(Fault):
 
     pod: str | None = None
     grace_s: int | None = None
-    kind: ClassVar[str] = "evict-pod"
+    name: ClassVar[str] = "evict-pod"
     platforms: ClassVar[tuple[str, ...]] = KUBERNETES_PLATFORMS
     description: ClassVar[str] = "evict a worker pod (Eviction API, as the autoscaler and drain do)"
 
     def plan(self, platform: Platform) -> FaultPlan:
-        k8s = _k8s(platform, self.kind)
+        k8s = _k8s(platform, self.name)
         target = pick_victim(platform, self.pod)
         grace = "the pod's grace period" if self.grace_s is None else f"grace {self.grace_s}s"
-        return FaultPlan(self.kind, target, (
+        return FaultPlan(self.name, target, (
             f"POST {k8s.actions.eviction_version()} Eviction for pod {k8s.settings.namespace}/{target} ({grace})",))
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         assert plan.target is not None
-        hit = _k8s(platform, self.kind).evict_pod(plan.target, grace_s=self.grace_s)
-        return _record(self.kind, plan.target, hit)
+        hit = _k8s(platform, self.name).evict_pod(plan.target, grace_s=self.grace_s)
+        return _record(self.name, plan.target, hit)
 
 
 @dataclass
@@ -129,7 +129,7 @@ class _MachineFault(Fault):
 
     def _resolve(self, platform: Platform) -> tuple[KubernetesPlatform, str, str | None]:
         """(platform, machine, the worker pod on it) -- resolved by plan(), reused by inject()."""
-        k8s = _k8s(platform, self.kind)
+        k8s = _k8s(platform, self.name)
         if self.machine:
             pods = k8s.pods_on(self.machine)
             self._aim = (self.machine, pods[0] if pods else None)
@@ -141,30 +141,30 @@ class _MachineFault(Fault):
     def _planned(self, platform: Platform) -> tuple[KubernetesPlatform, str, str | None]:
         if self._aim is None:
             return self._resolve(platform)
-        return _k8s(platform, self.kind), *self._aim
+        return _k8s(platform, self.name), *self._aim
 
     def _revert(self, platform: Platform, record: FaultRecord) -> Hit | None:
         machine = record.detail.get("machine")
         if not isinstance(machine, str):
             return None
-        return _k8s(platform, self.kind).cordon(machine, on=False)
+        return _k8s(platform, self.name).cordon(machine, on=False)
 
 
 @dataclass
 class CordonNode(_MachineFault):
     """Mark the node under a worker pod unschedulable; nothing running is touched."""
 
-    kind: ClassVar[str] = "cordon-node"
+    name: ClassVar[str] = "cordon-node"
     description: ClassVar[str] = "cordon the Kubernetes node under a worker pod (reverted: uncordon)"
 
     def plan(self, platform: Platform) -> FaultPlan:
         _, machine, _ = self._resolve(platform)
-        return FaultPlan(self.kind, machine, (f"PATCH node {machine} spec.unschedulable=true",))
+        return FaultPlan(self.name, machine, (f"PATCH node {machine} spec.unschedulable=true",))
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         assert plan.target is not None
-        hit = _k8s(platform, self.kind).cordon(plan.target)
-        return _record(self.kind, plan.target, hit, machine=plan.target)
+        hit = _k8s(platform, self.name).cordon(plan.target)
+        return _record(self.name, plan.target, hit, machine=plan.target)
 
 
 @dataclass
@@ -173,12 +173,12 @@ class DrainNode(_MachineFault):
 
     grace_s: int | None = None
     timeout_s: float = 120.0
-    kind: ClassVar[str] = "drain-node"
+    name: ClassVar[str] = "drain-node"
     description: ClassVar[str] = "drain the Kubernetes node under a worker pod (cordon + evict; reverted: uncordon)"
 
     def plan(self, platform: Platform) -> FaultPlan:
         k8s, machine, victim = self._resolve(platform)
-        return FaultPlan(self.kind, victim or machine, (
+        return FaultPlan(self.name, victim or machine, (
             f"PATCH node {machine} spec.unschedulable=true",
             f"POST {k8s.actions.eviction_version()} Eviction for every pod on {machine} "
             "but DaemonSet and mirror pods", f"wait up to {self.timeout_s:.0f}s until they are gone"))
@@ -186,24 +186,24 @@ class DrainNode(_MachineFault):
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         k8s, machine, victim = self._planned(platform)
         hit = k8s.drain(machine, grace_s=self.grace_s, timeout_s=self.timeout_s)
-        return _record(self.kind, victim or machine, hit, machine=machine)
+        return _record(self.name, victim or machine, hit, machine=machine)
 
 
 @dataclass
 class DeleteNode(_MachineFault):
     """Delete the Node object under a worker pod: the cluster forgets the machine."""
 
-    kind: ClassVar[str] = "delete-node"
+    name: ClassVar[str] = "delete-node"
     description: ClassVar[str] = "delete the Kubernetes Node object under a worker pod"
 
     def plan(self, platform: Platform) -> FaultPlan:
         _, machine, victim = self._resolve(platform)
-        return FaultPlan(self.kind, victim or machine, (f"DELETE node {machine}",))
+        return FaultPlan(self.name, victim or machine, (f"DELETE node {machine}",))
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         k8s, machine, victim = self._planned(platform)
         hit = k8s.delete_machine(machine)
-        return _record(self.kind, victim or machine, hit, machine=machine)
+        return _record(self.name, victim or machine, hit, machine=machine)
 
     def _revert(self, platform: Platform, record: FaultRecord) -> Hit | None:
         return None    # a live kubelet re-registers its node by itself; nothing to undo
@@ -214,24 +214,24 @@ class StopKindNode(_MachineFault):
     """Stop the kind node container under a worker pod (``docker kill``; graceful: ``docker stop``)."""
 
     graceful: bool = False
-    kind: ClassVar[str] = "stop-kind-node"
+    name: ClassVar[str] = "stop-kind-node"
     platforms: ClassVar[tuple[str, ...]] = ("kind",)
     description: ClassVar[str] = "stop the kind node container under a worker pod (reverted: docker start)"
 
     def plan(self, platform: Platform) -> FaultPlan:
-        kind_platform = _kind(platform, self.kind)
+        kind_platform = _kind(platform, self.name)
         _, machine, victim = self._resolve(platform)
-        return FaultPlan(self.kind, victim or machine, (" ".join(kind_platform.container_command(
+        return FaultPlan(self.name, victim or machine, (" ".join(kind_platform.container_command(
             "stop" if self.graceful else "kill", machine)),))
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
-        kind_platform = _kind(platform, self.kind)
+        kind_platform = _kind(platform, self.name)
         _, machine, victim = self._planned(platform)
         hit = kind_platform.stop_machine(machine, graceful=self.graceful)
-        return _record(self.kind, victim or machine, hit, machine=machine)
+        return _record(self.name, victim or machine, hit, machine=machine)
 
     def _revert(self, platform: Platform, record: FaultRecord) -> Hit | None:
         machine = record.detail.get("machine")
         if not isinstance(machine, str):
             return None
-        return _kind(platform, self.kind).start_machine(machine)
+        return _kind(platform, self.name).start_machine(machine)

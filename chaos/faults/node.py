@@ -29,24 +29,24 @@ class KillNode(Fault):
     """Hard node loss: every process of the node SIGKILLed at once."""
 
     node: str | None = None
-    kind: ClassVar[str] = "kill-node"
+    name: ClassVar[str] = "kill-node"
     description: ClassVar[str] = "hard node loss: every process of one node killed at once (SIGKILL)"
 
     def plan(self, platform: Platform) -> FaultPlan:
         target = pick_victim(platform, self.node)
-        return FaultPlan(self.kind, target, platform.kill_plan(target))
+        return FaultPlan(self.name, target, platform.kill_plan(target))
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         assert plan.target is not None
         hit = platform.kill_node(plan.target, graceful=False)
-        return FaultRecord(self.kind, plan.target, hit.at, hit)
+        return FaultRecord(self.name, plan.target, hit.at, hit)
 
 
 @dataclass
 class KillDuringCheckpoint(KillNode):
     """A hard kill of the node that is writing a checkpoint, while it writes."""
 
-    kind: ClassVar[str] = "kill-during-checkpoint"
+    name: ClassVar[str] = "kill-during-checkpoint"
     description: ClassVar[str] = ("hard kill of the node writing a checkpoint, fired by its "
                                   "'checkpoint started' event")
 
@@ -63,7 +63,7 @@ class KillDuringCheckpoint(KillNode):
         step = started[-1].data.step
         saved_first = first(timeline.events(), CheckpointEv.SAVED, node=plan.target, until=record.injected_at,
                             where=lambda e: e.data.step == step) is not None
-        return FaultRecord(self.kind, plan.target, record.injected_at, record.hit,
+        return FaultRecord(self.name, plan.target, record.injected_at, record.hit,
                            {"checkpoint_step": step, "during_write": not saved_first,
                             "checkpoint_path": started[-1].data.path})
 
@@ -74,25 +74,25 @@ class WorkerCrash(Fault):
 
     node: str | None = None
     local_rank: int = option(0, "which worker of the node dies (its LOCAL_RANK)", minimum=0)
-    kind: ClassVar[str] = "worker-crash"
+    name: ClassVar[str] = "worker-crash"
     description: ClassVar[str] = "one worker process of one node dies (SIGKILL); the node stays"
     requires: ClassVar[type[Capability] | None] = WorkerKiller
 
     def plan(self, platform: Platform) -> FaultPlan:
         target = pick_victim(platform, self.node)
-        return FaultPlan(self.kind, target, (f"SIGKILL the worker with LOCAL_RANK={self.local_rank} on {target}",))
+        return FaultPlan(self.name, target, (f"SIGKILL the worker with LOCAL_RANK={self.local_rank} on {target}",))
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         assert plan.target is not None
         hit = platform.capability(WorkerKiller).kill_worker(plan.target, local_rank=self.local_rank)
-        return FaultRecord(self.kind, plan.target, hit.at, hit, {"local_rank": self.local_rank})
+        return FaultRecord(self.name, plan.target, hit.at, hit, {"local_rank": self.local_rank})
 
 
 @dataclass
 class StoreHostLoss(Fault):
     """Hard loss of the node hosting the c10d rendezvous store."""
 
-    kind: ClassVar[str] = "store-host-loss"
+    name: ClassVar[str] = "store-host-loss"
     description: ClassVar[str] = ("hard loss of the node hosting the c10d rendezvous TCPStore "
                                   "(a single point of failure)")
     requires: ClassVar[type[Capability] | None] = StoreHost
@@ -102,19 +102,19 @@ class StoreHostLoss(Fault):
         if host is None:
             raise InjectionFailed("this job's rendezvous store is not hosted by a node (etcd-v2); "
                                   "store-host-loss needs --rdzv-backend c10d")
-        return FaultPlan(self.kind, host, (*platform.kill_plan(host), f"({host} hosts the c10d store)"))
+        return FaultPlan(self.name, host, (*platform.kill_plan(host), f"({host} hosts the c10d store)"))
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         assert plan.target is not None
         hit = platform.kill_node(plan.target, graceful=False)
-        return FaultRecord(self.kind, plan.target, hit.at, hit, {"store_host": True})
+        return FaultRecord(self.name, plan.target, hit.at, hit, {"store_host": True})
 
 
 @dataclass
 class ScaleUp(Fault):
     """A new node joins the running job (capacity came back, or the autoscaler added one)."""
 
-    kind: ClassVar[str] = "scale-up"
+    name: ClassVar[str] = "scale-up"
     description: ClassVar[str] = "a node joins mid-run; the job re-forms a larger world"
     requires: ClassVar[type[Capability] | None] = NodeAdder
 
@@ -123,8 +123,8 @@ class ScaleUp(Fault):
         if job is not None and len(platform.alive_nodes()) >= job.max_nodes:
             raise InjectionFailed(f"the job already runs {job.max_nodes} node(s), its maximum "
                                   f"(nodes {job.nodes}); start it with fewer (start_nodes) to scale up")
-        return FaultPlan(self.kind, None, ("start one more node of the job",))
+        return FaultPlan(self.name, None, ("start one more node of the job",))
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         info = platform.capability(NodeAdder).add_node()
-        return FaultRecord(self.kind, info.name, info.started_at, None, {"added": info.name})
+        return FaultRecord(self.name, info.name, info.started_at, None, {"added": info.name})

@@ -45,7 +45,7 @@ class Straggler(Fault):
     period_s: float | None = option(None, "one run/stop cycle (default 0.2 s, longer for a factor near 1 so "
                                           "that each stop lasts at least 50 ms)", flag="--period", above=0,
                                     units="s")
-    kind: ClassVar[str] = "straggler"
+    name: ClassVar[str] = "straggler"
     description: ClassVar[str] = "slow node: every process of one node runs 1/factor of the time (stop/continue)"
     requires: ClassVar[type[Capability] | None] = Slower
 
@@ -69,13 +69,13 @@ class Straggler(Fault):
         target = pick_victim(platform, self.node)
         run_s = self.cycle_s / self.factor
         until = f"full speed after {self.duration_s:g}s" if self.duration_s is not None else "full speed at teardown"
-        return FaultPlan(self.kind, target, (f"every {self.cycle_s:g}s, run every process of {target} for "
+        return FaultPlan(self.name, target, (f"every {self.cycle_s:g}s, run every process of {target} for "
                                              f"{run_s * 1000:.0f} ms and stop it for the rest", until))
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         assert plan.target is not None
         hit = platform.capability(Slower).slow(plan.target, factor=self.factor, period_s=self.cycle_s)
-        return FaultRecord(self.kind, plan.target, hit.at, hit,
+        return FaultRecord(self.name, plan.target, hit.at, hit,
                            {"factor": self.factor, "period_s": self.cycle_s, "duration_s": self.duration_s})
 
     def _revert(self, platform: Platform, record: FaultRecord) -> Hit | None:
@@ -92,7 +92,7 @@ class HungRank(Fault):
     duration_s: float | None = option(None, "seconds until the worker is continued (default: never; its agent "
                                             "kills it once its peers gave up)", flag="--duration", above=0,
                                       units="s")
-    kind: ClassVar[str] = "hung-rank"
+    name: ClassVar[str] = "hung-rank"
     description: ClassVar[str] = ("hung worker: one worker process stopped inside training (SIGSTOP), alive; "
                                   "its peers block in a collective until their timeout")
     requires: ClassVar[type[Capability] | None] = WorkerHanger
@@ -100,13 +100,13 @@ class HungRank(Fault):
     def plan(self, platform: Platform) -> FaultPlan:
         target = pick_victim(platform, self.node)
         resume = f"SIGCONT after {self.duration_s:g}s" if self.duration_s is not None else "SIGCONT at teardown"
-        return FaultPlan(self.kind, target, (f"SIGSTOP the worker with LOCAL_RANK={self.local_rank} on {target}",
+        return FaultPlan(self.name, target, (f"SIGSTOP the worker with LOCAL_RANK={self.local_rank} on {target}",
                                              f"{resume} if it is still alive"))
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         assert plan.target is not None
         hit = platform.capability(WorkerHanger).hang(plan.target, local_rank=self.local_rank)
-        return FaultRecord(self.kind, plan.target, hit.at, hit,
+        return FaultRecord(self.name, plan.target, hit.at, hit,
                            {"local_rank": self.local_rank, "pid": hit.pids[0] if hit.pids else None,
                             "pg_timeout_s": collective_timeout(platform)})
 

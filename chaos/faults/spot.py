@@ -39,7 +39,7 @@ class SpotInterruption(Fault):
                              minimum=0, units="s")
     grace_s: float = option(20.0, "seconds from SIGTERM to SIGKILL of whatever is left", flag="--grace",
                             minimum=0, units="s")
-    kind: ClassVar[str] = "spot-interruption"
+    name: ClassVar[str] = "spot-interruption"
     description: ClassVar[str] = ("AWS spot reclaim: rebalance recommendation, interruption notice, "
                                   "SIGTERM after the notice, SIGKILL after the grace period")
     requires: ClassVar[type[Capability] | None] = NoticeSender
@@ -56,7 +56,7 @@ class SpotInterruption(Fault):
             steps.append(f"publish a rebalance recommendation for {target}; wait {self.rebalance_lead_s:g}s")
         steps += [f"publish the interruption notice for {target}; wait {self.notice_s:g}s",
                   *platform.kill_plan(target, graceful=True), f"(grace period {self.grace_s:g}s)"]
-        return FaultPlan(self.kind, target, tuple(steps))
+        return FaultPlan(self.name, target, tuple(steps))
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         assert plan.target is not None
@@ -70,4 +70,4 @@ class SpotInterruption(Fault):
         detail["notice_at"] = notice.at
         time.sleep(max(0.0, notice.at + self.notice_s - time.time()))
         hit = platform.kill_node(plan.target, graceful=True, grace_s=self.grace_s)
-        return FaultRecord(self.kind, plan.target, hit.at, hit, detail)
+        return FaultRecord(self.name, plan.target, hit.at, hit, detail)

@@ -33,18 +33,18 @@ class EtcdOutage(Fault):
     how: StoreOutage = option(StoreOutage.CRASH, "crash: etcd is killed, connections are refused at once; "
                                                  "hang: it is stopped, connections are never answered",
                               flag="--store-outage")
-    kind: ClassVar[str] = "etcd-outage"
+    name: ClassVar[str] = "etcd-outage"
     description: ClassVar[str] = "the rendezvous store (etcd) is down for N seconds, then returns with its data"
     requires: ClassVar[type[Capability] | None] = StoreStopper
 
     def plan(self, platform: Platform) -> FaultPlan:
         back = f"restart it after {self.duration_s:g}s" if self.duration_s is not None else "restart at teardown"
         first = "SIGKILL etcd" if self.how is StoreOutage.CRASH else "SIGSTOP etcd"
-        return FaultPlan(self.kind, "etcd", (first, back))
+        return FaultPlan(self.name, "etcd", (first, back))
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         hit = platform.capability(StoreStopper).stop_store(how=self.how)
-        return FaultRecord(self.kind, "etcd", hit.at, hit, {"duration_s": self.duration_s, "how": self.how.value})
+        return FaultRecord(self.name, "etcd", hit.at, hit, {"duration_s": self.duration_s, "how": self.how.value})
 
     def _revert(self, platform: Platform, record: FaultRecord) -> Hit | None:
         return platform.capability(StoreStopper).start_store()

@@ -94,7 +94,7 @@ def run_gameday(platform: Platform, side: AwsSide, opts: GamedayOptions, out: Pr
         if plan.target not in population:   # it aims at a machine: count machines
             population = sorted({str(n.labels.get("machine")) for n in platform.alive_nodes()})
         check_blast_radius([str(plan.target)], population, side.limits)
-    out(f"game day: {fault.kind}, {len(chosen) or 1} target(s) within --max-nodes {side.limits.max_nodes} / "
+    out(f"game day: {fault.name}, {len(chosen) or 1} target(s) within --max-nodes {side.limits.max_nodes} / "
         f"--max-percent {side.limits.max_percent:g}")
     for line in [t.describe() for t in chosen] or [str(plan.target)]:
         out(f"  target: {line}")
@@ -156,7 +156,7 @@ def _live(platform: Platform, side: AwsSide, opts: GamedayOptions, stops: StopCo
     try:
         record = fault.inject(platform, timeline)
         result.record = record
-        out(f"injected {fault.kind} at {time.strftime('%H:%M:%S', time.localtime(record.injected_at))} "
+        out(f"injected {fault.name} at {time.strftime('%H:%M:%S', time.localtime(record.injected_at))} "
             f"on {record.target}")
         _await_replacement(opts, stops, watcher, timeline, record, result, out)
     finally:
@@ -215,7 +215,7 @@ def _revert(platform: Platform, fault: Fault, timeline: Timeline, result: Gameda
 def _write(opts: GamedayOptions, timeline: Timeline, result: GamedayResult, side: AwsSide) -> None:
     if opts.report_dir is None:
         return
-    report = {"schema_version": 1, "platform": "eks", "fault": opts.fault.kind, "code": result.code,
+    report = {"schema_version": 1, "platform": "eks", "fault": opts.fault.name, "code": result.code,
               "passed": result.code == 0, "reasons": result.reasons,
               "record": result.record.to_json() if result.record else None,
               "replacement": result.split.to_json() if result.split else None,

@@ -60,7 +60,7 @@ def _silent(t: Trial) -> None:
     rec = t.recover(record, extra_s=max(timeout, duration or 0.0))
     causes = collective_failures(t.run.timeline.events(), record)
     t.check_recovered(rec)
-    why = (f"the {record.kind} lasts {duration:g}s" if duration is not None else f"the {record.kind} lasts until "
+    why = (f"the {record.fault} lasts {duration:g}s" if duration is not None else f"the {record.fault} lasts until "
            "the end of the run") + f", the collective timeout is {timeout:g}s ({source})"
     if expect is Expect.STALL:
         t.verdict.require(rec.path is RecoveryPath.STALL and rec.restarts_used == 0,

@@ -13,7 +13,7 @@ from chaos.platforms.api import Platform
 PLATFORMS: dict[str, tuple[str, str]] = {
     "local": ("chaos.platforms.local.platform", "LocalPlatform"),
     "kubernetes": ("chaos.platforms.kubernetes.platform", "KubernetesPlatform"),
-    "kind": ("chaos.platforms.kubernetes.kind", "KindPlatform"),
+    "kind": ("chaos.platforms.kubernetes.kind_cluster", "KindPlatform"),
     "eks": ("chaos.platforms.aws.eks", "EksPlatform"),
 }
 

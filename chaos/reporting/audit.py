@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos.analysis.groups import fault_groups
 from chaos.analysis.metrics import Metric, Unit
+from chaos.analysis.registry import fault_groups
 from chaos.errors import SpecError
 from chaos.reporting.load import load_run
 from chaos.reporting.result import REPORT, TIMELINE, FaultResult
@@ -180,11 +180,11 @@ def aggregate(runs: Sequence[RunSummary]) -> list[Group]:
     for run in runs:
         kinds_seen: set[str] = set()
         for f in run.faults:
-            g = groups.setdefault((f.kind, run.platform), Group(f.kind, run.platform))
+            g = groups.setdefault((f.fault, run.platform), Group(f.fault, run.platform))
             g.faults.append(f)
-            if f.kind not in kinds_seen:
+            if f.fault not in kinds_seen:
                 g.runs.append(run)
-                kinds_seen.add(f.kind)
+                kinds_seen.add(f.fault)
     return sorted(groups.values(), key=lambda g: g.key)
 
 

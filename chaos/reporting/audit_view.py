@@ -96,7 +96,7 @@ def _run_link(run: RunSummary, out_dir: Path) -> str:
     rel = urllib.parse.quote(Path(os.path.relpath(target.resolve(), out_dir.resolve())).as_posix())
     rel = rel if rel.startswith("../") else "./" + rel   # a path, never read as a scheme
     verdict = "passed" if run.passed else "FAILED" if run.passed is False else "no verdict"
-    kinds = ", ".join(sorted({f.kind for f in run.faults})) or "no fault"
+    kinds = ", ".join(sorted({f.fault for f in run.faults})) or "no fault"
     return (f'<li><a href="{escape(rel)}">{escape(str(run.folder))}</a>: {escape(verdict)}, '
             f"{escape(run.platform)}, {escape(kinds)}</li>")
 

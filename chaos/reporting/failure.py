@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from chaos.analysis import recovery
-from chaos.analysis.groups import fault_groups, run_groups
 from chaos.analysis.recovery import RECOVERY, Recovery
+from chaos.analysis.registry import fault_groups, run_groups
 from chaos.events import Event, ProgressEv, payload_json
 from chaos.events.rdzv_events import RdzvState
 from chaos.reporting.result import RunResult
@@ -106,7 +106,7 @@ def metric_properties(result: RunResult, html: Path | None) -> list[tuple[str, s
         props.append(("chaos.report", str(html)))
     for i, fault in enumerate(result.faults):
         prefix = f"chaos.fault{i}"
-        props += [(f"{prefix}.kind", fault.record.kind), (f"{prefix}.target", str(fault.record.target))]
+        props += [(f"{prefix}.kind", fault.record.fault), (f"{prefix}.target", str(fault.record.target))]
         for g in fault_groups():
             value = fault.measured.get(g.name)
             if value is None:

@@ -151,7 +151,7 @@ def _advice(findings: Sequence[Finding], faults: Sequence[FaultResult]) -> str:
         fault = faults[f.fault_index]
         setting = f' <span class="setting">{escape(f.setting)}</span>' if f.setting else ""
         items.append(f'<li><b style="color:{PHASE_COLORS.get(f.phase, "#222")}">{escape(f.phase)}</b> '
-                     f'({escape(fault.kind)} on {escape(str(fault.target))}){setting}: {escape(f.text)}</li>')
+                     f'({escape(fault.fault)} on {escape(str(fault.target))}){setting}: {escape(f.text)}</li>')
     return f'<ul class="advice" id="advice">{"".join(items)}</ul>'
 
 
@@ -173,7 +173,7 @@ def _excerpts(excerpts: Sequence[tuple[FaultResult, list[Excerpt]]], t0: float) 
         return "<p>No fault, or no node logs: nothing to excerpt.</p>"
     out = []
     for fault, items in excerpts:
-        out.append(f"<h3>{escape(fault.kind)} on {escape(str(fault.target))} "
+        out.append(f"<h3>{escape(fault.fault)} on {escape(str(fault.target))} "
                    f"at +{fault.injected_at - t0:.1f}s</h3>")
         shown = [ex for ex in items if ex.lines]
         for ex in shown:
@@ -221,7 +221,7 @@ started {_when(run.t0)} · {duration:.1f} s{gp} · folder {escape(str(run.folder
 <h2>Recovery</h2>
 {_tables(run)}
 {_remarks(run)}
-<div class="chart">{phase_bars_svg([(f"{f.kind} → {f.target}", f.phases)
+<div class="chart">{phase_bars_svg([(f"{f.fault} → {f.target}", f.phases)
                                     for f in table.shown_faults(run.result)])}</div>
 <h2>Where the time went: tuning advice</h2>
 {_advice(findings, run.faults)}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from chaos.events import CheckpointEv
 from chaos.reporting.result import FaultResult
 from chaos.reporting.series import Series
 from chaos.reporting.svg import FAULT_COLOR, PHASE_COLORS, node_color
@@ -43,12 +44,12 @@ def write_png(path: Path, series: Series, faults: Sequence[FaultResult], t0: flo
             width = max(1.2, 3.5 - 1.2 * (nodes.index(s.node) if s.node in nodes else 0))  # lockstep ranks
             ax.plot([p[0] - t0 for p in s.points], [p[1] for p in s.points], lw=width,
                     color=node_color(nodes, s.node), label=label)
-        for t, step, kind in series.checkpoints:
-            ax.plot([t - t0], [step], "o", ms=4, color="#2ca02c" if kind == "loaded" else "#555")
+        for t, step, name in series.checkpoints:
+            ax.plot([t - t0], [step], "o", ms=4, color="#2ca02c" if name == CheckpointEv.LOADED.name else "#555")
         top = max(series.max_step, 1)
         for f in faults:
             ax.axvline(f.injected_at - t0, color=FAULT_COLOR, ls="--", lw=1.5)
-            ax.text(f.injected_at - t0, top * 1.02, f" {f.kind} → {f.target}", color=FAULT_COLOR,
+            ax.text(f.injected_at - t0, top * 1.02, f" {f.fault} → {f.target}", color=FAULT_COLOR,
                     fontsize=8, va="bottom")
             start = f.injected_at - t0
             for name, d in f.phases.items():

@@ -25,8 +25,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway, write_to_textfile
 
-from chaos.analysis.groups import fault_groups, run_groups
 from chaos.analysis.metrics import Metric, Unit
+from chaos.analysis.registry import fault_groups, run_groups
 from chaos.analysis.verdict import Check
 from chaos.reporting.result import FaultResult
 from chaos.reporting.run_report import RunReport
@@ -92,7 +92,7 @@ def registry(run: RunReport) -> CollectorRegistry:
     b = _Builder(labels)
     _run_families(b, run)
     for i, f in enumerate(res.faults):
-        fault = {"index": str(i), "fault": f.record.kind, "target": f.record.target or ""}
+        fault = {"index": str(i), "fault": f.record.fault, "target": f.record.target or ""}
         _fault_families(b, f, fault)
     for g in run_groups():
         value = res.measured.get(g.name)
@@ -133,7 +133,7 @@ def _fault_families(b: _Builder, f: FaultResult, fault: dict[str, str]) -> None:
     b.set(f"{PREFIX}_fault_injected_timestamp_seconds", "when the fault hit (Unix time)", f.record.injected_at,
           **fault)
     for g in fault_groups():
-        if g.applies(f.record.kind):
+        if g.applies(f.record.fault):
             b.declared(g.prom, g.metrics, f.measured.get(g.name), fault)
     b.set(f"{PREFIX}_fault_recovered", "1 when training resumed after the fault, 0 when it did not",
           int(f.recovery.recovered), **fault)

@@ -37,20 +37,11 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from chaos.analysis import recovery as analysis
-from chaos.analysis.groups import (
-    FaultGroup,
-    FaultMark,
-    GroupValue,
-    RunGroup,
-    RunMark,
-    fault_groups,
-    measure_fault,
-    measure_run,
-    run_groups,
-)
+from chaos.analysis.groups import FaultGroup, FaultMark, GroupValue, RunGroup, RunMark
 from chaos.analysis.invariants import SplitBrain, split_brains
 from chaos.analysis.observation import ScriptObservation
 from chaos.analysis.recovery import Recovery
+from chaos.analysis.registry import fault_groups, measure_fault, measure_run, run_groups
 from chaos.analysis.samples import SampleAccount, account_samples
 from chaos.analysis.verdict import Verdict
 from chaos.errors import SpecError
@@ -92,8 +83,9 @@ class FaultResult:
         return value
 
     @property
-    def kind(self) -> str:
-        return self.record.kind
+    def fault(self) -> str:
+        """The fault's name (``kill-node``)."""
+        return self.record.fault
 
     @property
     def target(self) -> str | None:
@@ -125,10 +117,10 @@ class FaultResult:
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> FaultResult:
         record = FaultRecord.from_json(raw)
-        mark = FaultMark(record.kind, record.target, record.injected_at, record.detail)
+        mark = FaultMark(record.fault, record.target, record.injected_at, record.detail)
         measured = {g.name: g.read(mark, raw[g.key]) for g in fault_groups()
                     if g.read is not None and isinstance(raw.get(g.key), dict)}
-        measured.setdefault("recovery", Recovery.from_json(record.kind, record.target, record.injected_at, {}))
+        measured.setdefault("recovery", Recovery.from_json(record.fault, record.target, record.injected_at, {}))
         return cls(record, measured)
 
 
@@ -287,7 +279,7 @@ def measure_faults(events: Sequence[Event], records: Sequence[FaultRecord], *,
     starts = [(r.injected_at, "trigger" in r.detail) for r in records]
     out = []
     for r in records:
-        mark = FaultMark(r.kind, r.target, r.injected_at, r.detail, until=analysis.window_end(r.injected_at, starts),
+        mark = FaultMark(r.fault, r.target, r.injected_at, r.detail, until=analysis.window_end(r.injected_at, starts),
                          max_restarts=max_restarts)
         out.append(FaultResult(r, measure_fault(events, mark)))
     return tuple(out)

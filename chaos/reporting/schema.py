@@ -16,8 +16,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from chaos.analysis.groups import fault_groups, run_groups
 from chaos.analysis.metrics import Metric
+from chaos.analysis.registry import fault_groups, run_groups
 from chaos.errors import SpecError
 
 Check = Callable[[Any], bool]

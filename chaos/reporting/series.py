@@ -58,7 +58,7 @@ class Lifetime:
     node: str
     start: float
     end: float
-    end_kind: str
+    ended: str
     """``lost`` (a fault), ``exited`` (on its own), ``stopped`` (end of run) or ``running``."""
     replaces: str | None = None
 
@@ -66,10 +66,11 @@ class Lifetime:
 @dataclass(frozen=True)
 class Marker:
     """A fault-source event: ``injected`` ones are the faults, others (reverted,
-    notice, ...) are drawn as small marks with their kind."""
+    notice, ...) are drawn as small marks with the event's name."""
 
     t: float
-    kind: str
+    event: str
+    """The fault event's name (``injected``, ``reverted``, ...)."""
     fault: str
     node: str | None
     detail: str
@@ -198,7 +199,7 @@ def _marker(e: Event) -> Marker:
     hit = data.get("hit")
     if isinstance(hit, dict) and hit.get("action"):
         detail = f"action={hit['action']}" + (f", {detail}" if detail else "")
-    return Marker(t=e.t, kind=e.type.name, fault=str(data.get("fault") or e.type.name), node=e.node,
+    return Marker(t=e.t, event=e.type.name, fault=str(data.get("fault") or e.type.name), node=e.node,
                   detail=detail[:200])
 
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from html import escape
 
 from chaos.analysis.recovery import PHASES
-from chaos.events import FaultEv
+from chaos.events import FaultEv, NodeEv
 from chaos.reporting.result import FaultResult
 from chaos.reporting.series import Series
 
@@ -165,7 +165,7 @@ def _phase_lane(faults: Sequence[FaultResult], sx: _Scale, top: float) -> str:
                 break
             out.append(f'<rect class="phase" x="{_f(sx.x(t))}" y="{_f(y)}" '
                        f'width="{_f(max(sx.x(t + d) - sx.x(t), 1.0))}" height="{bar_h}" '
-                       f'fill="{PHASE_COLORS[name]}">{_t(f"{f.kind} on {f.target}: {name} {d:.1f}s")}</rect>')
+                       f'fill="{PHASE_COLORS[name]}">{_t(f"{f.fault} on {f.target}: {name} {d:.1f}s")}</rect>')
             t += d
     return "".join(out)
 
@@ -192,17 +192,17 @@ def _node_lane(series: Series, node: str, sx: _Scale, top: float, nodes: Sequenc
         x0, x1 = sx.x(lt.start), sx.x(lt.end)
         tip = (f"{node}: started +{lt.start - sx.t0:.1f}s"
                + (f" replacing {lt.replaces}" if lt.replaces else "")
-               + f", {lt.end_kind} +{lt.end - sx.t0:.1f}s")
+               + f", {lt.ended} +{lt.end - sx.t0:.1f}s")
         out.append(f'<rect x="{_f(x0)}" y="{_f(top + 4)}" width="{_f(max(x1 - x0, 1.0))}" height="{NODE_H - 8}" '
                    f'rx="3" fill="{node_color(nodes, node)}" opacity="0.75">{_t(tip)}</rect>')
-        if lt.end_kind == "lost":
+        if lt.ended == NodeEv.LOST.name:
             out.append(f'<text x="{_f(x1 + 2)}" y="{_f(top + NODE_H - 4)}" font-size="11" '
                        f'fill="{FAULT_COLOR}">lost</text>')
     for m in series.node_marks:
         if m.node != node:
             continue
         x = sx.x(m.t)
-        tip = f"{node}: {m.kind}" + (f" ({m.detail})" if m.detail else "") + f" at +{m.t - sx.t0:.1f}s"
+        tip = f"{node}: {m.event}" + (f" ({m.detail})" if m.detail else "") + f" at +{m.t - sx.t0:.1f}s"
         out.append(f'<path class="node-mark" d="M{_f(x)},{_f(top + 1)} l5,8 l-5,8 l-5,-8 z" fill="#f2a541" '
                    f'stroke="#8a5a00" stroke-width="0.8">{_t(tip)}</path>')
     return "".join(out)
@@ -251,7 +251,7 @@ def _fault_lines(series: Series, faults: Sequence[FaultResult], sx: _Scale, bott
     last_x, row = -1e9, 0
     for f in faults:
         x = sx.x(f.injected_at)
-        label = f"{f.kind} → {f.target}" if f.target else f.kind
+        label = f"{f.fault} → {f.target}" if f.target else f.fault
         row = row + 1 if x - last_x < 7 * len(label) else 0  # stagger labels that would overlap
         last_x = x
         how = "observed" if f.observed else "injected"
@@ -261,10 +261,10 @@ def _fault_lines(series: Series, faults: Sequence[FaultResult], sx: _Scale, bott
                    f'fill="{FAULT_COLOR}">{escape(label)}</text>'
                    f'{_t(f"{label} {how} at +{f.injected_at - sx.t0:.1f}s")}</g>')
     for m in series.markers:
-        if m.kind == FaultEv.INJECTED.name:  # markers are fault events; the faults are drawn above
+        if m.event == FaultEv.INJECTED.name:  # markers are fault events; the faults are drawn above
             continue
         x = sx.x(m.t)
-        tip = f"fault {m.fault}: {m.kind}" + (f" on {m.node}" if m.node else "") + \
+        tip = f"fault {m.fault}: {m.event}" + (f" on {m.node}" if m.node else "") + \
             (f" ({m.detail})" if m.detail else "") + f" at +{m.t - sx.t0:.1f}s"
         out.append(f'<g class="fault-marker"><path d="M{_f(x - 5)},{TOP - 10} h10 l-5,8 z" fill="{FAULT_COLOR}"/>'
                    f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{TOP - 2}" y2="{_f(bottom)}" stroke="{FAULT_COLOR}" '

@@ -16,9 +16,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chaos.analysis.groups import FaultGroup, RunGroup, fault_groups, run_groups
+from chaos.analysis.groups import FaultGroup, RunGroup
 from chaos.analysis.metrics import Metric
 from chaos.analysis.recovery import RECOVERY, Recovery
+from chaos.analysis.registry import fault_groups, run_groups
 from chaos.events.runner_events import GpuPlacement
 from chaos.reporting.result import FaultResult, RunResult
 
@@ -77,7 +78,7 @@ class Table:
 def _replaced(f: FaultResult, group: FaultGroup[Any]) -> bool:
     """Whether another group measured on ``f`` shows instead of ``group``."""
     return any(group.name in g.instead_of and f.measured.get(g.name) is not None for g in fault_groups()
-               if g is not group and g.applies(f.record.kind))
+               if g is not group and g.applies(f.record.fault))
 
 
 def shown_faults(result: RunResult, group: FaultGroup[Any] = RECOVERY) -> list[FaultResult]:
@@ -92,7 +93,7 @@ def tables(result: RunResult) -> list[Table]:
     for g in fault_groups():
         faults = shown_faults(result, g)
         if faults and columns(g):
-            out.append(Table(g.name, g.title, [header(unit, g)] + [row(f.record.kind, f.record.target,
+            out.append(Table(g.name, g.title, [header(unit, g)] + [row(f.record.fault, f.record.target,
                                                                          f.measured[g.name], g) for f in faults]))
     for rg in run_groups():
         value = result.measured.get(rg.name)
@@ -121,7 +122,7 @@ def notes(result: RunResult) -> list[str]:
     out = []
     for g in fault_groups():
         for f in shown_faults(result, g):
-            out += [f"{f.record.kind} on {f.record.target}: {why}" for why in f.measured[g.name].missing]
+            out += [f"{f.record.fault} on {f.record.target}: {why}" for why in f.measured[g.name].missing]
     return out
 
 

@@ -48,12 +48,12 @@ class ArmedFault:
         self._fired.set()
         self.ledger.timeline.unsubscribe(self.on_event)
         self.fault.aim_at(event)
-        threading.Thread(target=self._fire, args=(event,), name=f"armed-{self.fault.kind}", daemon=True).start()
+        threading.Thread(target=self._fire, args=(event,), name=f"armed-{self.fault.name}", daemon=True).start()
 
     def _fire(self, event: Event) -> None:
         try:
             self.ledger.timeline.emit(FaultEv.TRIGGERED, event.node, Triggered(
-                fault=self.fault.kind, trigger=str(self.trigger),
+                fault=self.fault.name, trigger=str(self.trigger),
                 by={"source": event.type.source, "kind": event.type.name, "t": event.t}))
             self.record = self.ledger.inject(self.fault, trigger=str(self.trigger))
         except BaseException as exc:  # surfaced by wait()
@@ -65,7 +65,7 @@ class ArmedFault:
         """Block until the fault has been injected; raise if it failed or never fired."""
         if not self._done.wait(timeout):
             self.ledger.timeline.unsubscribe(self.on_event)
-            raise RecoveryTimeout(f"trigger '{self.trigger}' for {self.fault.kind}", timeout,
+            raise RecoveryTimeout(f"trigger '{self.trigger}' for {self.fault.name}", timeout,
                                   self.ledger.last_progress())
         if self.error is not None:
             raise self.error
@@ -91,14 +91,14 @@ class FaultLedger:
     def _available(self, fault: Fault) -> None:
         reason = fault.unavailable(self.platform)
         if reason is not None:
-            raise FaultUnavailable(f"{fault.kind}: {reason}")
+            raise FaultUnavailable(f"{fault.name}: {reason}")
 
     def inject(self, fault: Fault, *, trigger: str | None = None) -> FaultRecord:
         """Inject ``fault`` now; blocks as long as the fault takes to hit (a spot
         interruption waits out its notice). A fault with ``duration_s`` is reverted by
         a timer. ``trigger``: the armed trigger that fired it."""
         self._available(fault)
-        self.timeline.emit(RunnerEv.PHASE, None, Phase(phase="inject", fault=fault.kind))
+        self.timeline.emit(RunnerEv.PHASE, None, Phase(phase="inject", fault=fault.name))
         record = fault.inject(self.platform, self.timeline, trigger=trigger)
         applied = _Applied(fault, record)
         with self._lock:
@@ -114,7 +114,7 @@ class FaultLedger:
         """Inject ``fault`` when ``trigger`` matches a later event; returns at once."""
         self._available(fault)
         armed = ArmedFault(self, fault, trigger)
-        self.timeline.emit(FaultEv.ARMED, None, Armed(fault=fault.kind, trigger=str(trigger)))
+        self.timeline.emit(FaultEv.ARMED, None, Armed(fault=fault.name, trigger=str(trigger)))
         self.timeline.subscribe(armed.on_event)
         return armed
 
@@ -131,7 +131,7 @@ class FaultLedger:
             try:
                 self._revert(applied)
             except ChaosError as exc:
-                errors.append(f"reverting {applied.fault.kind}: {exc}")
+                errors.append(f"reverting {applied.fault.name}: {exc}")
         return errors
 
     def _revert(self, applied: _Applied) -> None:

@@ -283,18 +283,18 @@ class ChaosRun:
                           world_size: int | None = None) -> analysis.Recovery:
         """Block until progress passes the pre-fault step (and, if given, training
         runs at ``world_size``); then return the fault's Recovery."""
-        self.phase("recovering", fault=fault.kind, target=fault.target)
+        self.phase("recovering", fault=fault.fault, target=fault.target)
 
         def regained(e: Event) -> bool:
             if not (e.type == ProgressEv.STEP and e.t > fault.injected_at):
                 return False
             if world_size is not None and e.data.world_size != world_size:
                 return False
-            rec = analysis.analyze_fault(self.timeline.events(), kind=fault.kind, target=fault.target,
+            rec = analysis.analyze_fault(self.timeline.events(), kind=fault.fault, target=fault.target,
                                          injected_at=fault.injected_at)
             return rec.regain_s is not None
 
-        self.wait_for(f"recovery from {fault.kind} on {fault.target}"
+        self.wait_for(f"recovery from {fault.fault} on {fault.target}"
                       + (f" at world size {world_size}" if world_size else ""), regained, timeout)
         time.sleep(0.3)  # let the watchers flush the events around the regain
         return self.recovery(fault)
@@ -304,7 +304,7 @@ class ChaosRun:
         """Block until training runs at ``world_size`` again after ``fault`` (a
         replacement joined, or a scale-up formed the larger world)."""
         self.phase("awaiting_world_size", world_size=world_size)
-        self.wait_for(f"training at world size {world_size} after {fault.kind}",
+        self.wait_for(f"training at world size {world_size} after {fault.fault}",
                       trains_at_size(world_size, after=fault.injected_at), timeout)
         time.sleep(0.3)
         return self.recovery(fault)
@@ -314,7 +314,7 @@ class ChaosRun:
         is part of this recovery; an independent one ends its window."""
         events = self.timeline.events()
         until = analysis.window_end(fault.injected_at, [(f.injected_at, "trigger" in f.detail) for f in self.faults])
-        return analysis.analyze_fault(events, kind=fault.kind, target=fault.target,
+        return analysis.analyze_fault(events, kind=fault.fault, target=fault.target,
                                       injected_at=fault.injected_at, until=until,
                                       max_restarts=self.job.max_restarts if self.job else None)
 

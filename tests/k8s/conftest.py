@@ -118,7 +118,7 @@ def make_platform(admin: Any, namespace: str, sim: ClusterSim, job_etcd: Any,
 
     from chaos.events import Timeline
     from chaos.platforms.kubernetes import manifests as m
-    from chaos.platforms.kubernetes.kind import KindOptions, KindPlatform
+    from chaos.platforms.kubernetes.kind_cluster import KindOptions, KindPlatform
     from chaos.platforms.kubernetes.options import KubernetesOptions
     from chaos.platforms.kubernetes.platform import KubernetesPlatform
     made: list[Any] = []

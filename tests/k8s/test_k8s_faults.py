@@ -204,7 +204,7 @@ def ci_runner(admin, namespace):
 
 
 @pytest.mark.parametrize("fault", [DeletePod(), DeletePodGraceful(grace_s=5), EvictPod(), CordonNode(),
-                                   DrainNode(timeout_s=5), DeleteNode()], ids=lambda f: f.kind)
+                                   DrainNode(timeout_s=5), DeleteNode()], ids=lambda f: f.name)
 def test_an_rbac_denied_fault_fails_loudly_and_hits_nothing(k8s_api, ci_runner, make_platform, core,
                                                              namespace, fault):
     from k8s_testenv import api_client
@@ -270,6 +270,6 @@ def test_kubernetes_faults_refuse_other_platforms_with_the_reason(tmp_path):
     local = LocalPlatform(Timeline(), tmp_path)
     from chaos.faults.catalog import all_faults
     for cls in (c for c in all_faults() if "kubernetes" in c.platforms or "kind" in c.platforms):
-        name = cls.kind
+        name = cls.name
         with pytest.raises(FaultUnavailable, match=f"{name} .*kind"):
             cls().plan(local)

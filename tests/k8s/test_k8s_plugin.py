@@ -10,7 +10,7 @@ from chaos.errors import SpecError
 from chaos.hypotheses.api import settings
 from chaos.platforms import platform_options
 from chaos.platforms.kubernetes import manifests as m
-from chaos.platforms.kubernetes.kind import KindOptions
+from chaos.platforms.kubernetes.kind_cluster import KindOptions
 from chaos.platforms.kubernetes.options import KubernetesOptions, parse_toleration
 
 SCENARIO = """

@@ -73,3 +73,39 @@ def exec_core_v1(core_v1: Any) -> Iterator[Any]:
         yield client.CoreV1Api(own)
     finally:
         own.close()
+
+
+def custom_objects_api(kubeconfig: str | None, context: str | None) -> Any:
+    """A CustomObjectsApi from a kubeconfig (or in-cluster credentials)."""
+    try:
+        from kubernetes import client
+        from kubernetes import config as kube_config
+    except ImportError as exc:
+        raise SetupError("the kubernetes platform needs the kubernetes client: "
+                         "pip install 'elastic-chaos[kubernetes]' (make install does)") from exc
+    config: Any = kube_config  # untyped module
+    path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+    try:
+        if Path(path.split(os.pathsep)[0]).is_file():
+            return client.CustomObjectsApi(config.new_client_from_config(config_file=path, context=context))
+        config.load_incluster_config()
+        return client.CustomObjectsApi(client.ApiClient())
+    except Exception as exc:  # noqa: BLE001 - ConfigException and friends: say what to do
+        raise SetupError(f"no usable Kubernetes credentials ({exc}); pass --kubeconfig PATH "
+                         "(and --kube-context), set KUBECONFIG, or run inside the cluster") from exc
+
+
+def core_v1_api(kubeconfig: str | None, context: str | None) -> Any:
+    """A CoreV1Api from a kubeconfig (or in-cluster credentials), by the same rules."""
+    from kubernetes import client
+    return client.CoreV1Api(custom_objects_api(kubeconfig, context).api_client)
+
+
+def exec_stream() -> Any:
+    """kubernetes.stream.stream, which opens a pod exec's websocket (give it a client of its
+    own: ``exec_core_v1``)."""
+    try:
+        from kubernetes.stream import stream
+    except ImportError as exc:  # pragma: no cover - installed with the kubernetes extra
+        raise SetupError("exec needs the kubernetes client: pip install 'elastic-chaos[kubernetes]'") from exc
+    return stream

@@ -9,6 +9,8 @@ an address given with ``--etcd``). Only reads: a GET of the job object.
 """
 from __future__ import annotations
 
+__all__ = ["custom_objects_api", "etcd_endpoint", "locate"]
+
 import contextlib
 import os
 from collections.abc import Iterator
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import PlatformError, SetupError, SpecError
+from chaos.platforms.kubernetes.clients import custom_objects_api
 from chaos.platforms.kubernetes.portforward import PortForward
 from chaos.platforms.kubernetes.watch import api_message, api_status
 
@@ -173,23 +176,3 @@ def etcd_endpoint(rdzv: JobRendezvous, *, explicit: str | None, kubectl: str = "
         yield forward.endpoint
     finally:
         forward.stop()
-
-
-def custom_objects_api(kubeconfig: str | None, context: str | None) -> Any:
-    """A CustomObjectsApi from a kubeconfig (or in-cluster credentials)."""
-    try:
-        from kubernetes import client
-        from kubernetes import config as kube_config
-    except ImportError as exc:
-        raise SetupError("--platform kubernetes needs the kubernetes client: "
-                         "pip install 'elastic-chaos[kubernetes]' (make install does)") from exc
-    config: Any = kube_config  # untyped module
-    path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
-    try:
-        if Path(path.split(os.pathsep)[0]).is_file():
-            return client.CustomObjectsApi(config.new_client_from_config(config_file=path, context=context))
-        config.load_incluster_config()
-        return client.CustomObjectsApi(client.ApiClient())
-    except Exception as exc:  # noqa: BLE001 - ConfigException and friends: say what to do
-        raise SetupError(f"no usable Kubernetes credentials ({exc}); pass --kubeconfig PATH "
-                         "(and --kube-context), set KUBECONFIG, or run inside the cluster") from exc

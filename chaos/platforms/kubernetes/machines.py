@@ -13,7 +13,7 @@ with the reason (a scenario skips with it), never replaced by another fault.
   containerd, every container at once) and deletes its Node; ``add`` starts a
   new kubelet + containerd and returns once it is Ready; ``partition`` takes
   its link down; ``freeze`` freezes its cgroup.
-- kind's (``docker kill``/``docker start``) live in chaos.platforms.kubernetes.kind.
+- kind's (``docker kill``/``docker start``) live in chaos.platforms.kubernetes.kind_cluster.
 - :class:`NoMachines`: a cluster whose machines are not ours; the node faults
   fall back to what the API can do (delete the pod) where the fault says so.
 """

@@ -44,6 +44,7 @@ from chaos.platforms.kubernetes.scale import JobScaler
 from chaos.platforms.kubernetes.watch import api_status, read_json
 from chaos.platforms.slowdown import Slowdowns
 from chaos.spec import JobSpec
+from chaos.waiting import eventually
 
 log = logging.getLogger(__name__)
 
@@ -181,13 +182,11 @@ class NodeFaults:
             if "HTTP 404" not in str(exc):
                 raise
             return True
-        deadline = time.monotonic() + grace + 2.0
-        while time.monotonic() < deadline:
+        def ended() -> bool:
             obj = p.actions.get_pod(pod)
-            if obj is None or _container_ended(obj) or self._ended_on_machine(obj):
-                return True
-            time.sleep(0.2)
-        return False
+            return obj is None or _container_ended(obj) or self._ended_on_machine(obj)
+
+        return eventually(ended, timeout_s=grace + 2.0, interval_s=0.2)
 
     def _ended_on_machine(self, obj: m.Manifest) -> bool:
         """The machine shows no process of the pod's containers left (its sandbox's pause aside).
@@ -376,14 +375,16 @@ class NodeFaults:
 
     def _wait_etcd_serves(self, timeout_s: float) -> None:
         endpoint = self.p.etcd_endpoint()
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+
+        def serves() -> bool:
             try:
                 with urllib.request.urlopen(f"http://{endpoint}/v2/keys/?quorum=false", timeout=2):
-                    return
+                    return True
             except OSError:
-                time.sleep(0.2)
-        raise PlatformError(f"etcd at {endpoint} did not answer within {timeout_s:.0f}s of being resumed")
+                return False
+
+        if not eventually(serves, timeout_s=timeout_s, interval_s=0.2):
+            raise PlatformError(f"etcd at {endpoint} did not answer within {timeout_s:.0f}s of being resumed")
 
     # -- capacity ---------------------------------------------------------------------------------
     def add_node(self) -> NodeInfo:
@@ -397,15 +398,18 @@ class NodeFaults:
         name = m.worker_pod_name(p.job.run_id, replicas - 1)
         before = p.pods.get(name)
         p._scaler.scale(replicas)
-        deadline = time.monotonic() + p.options.start_timeout_s
-        while time.monotonic() < deadline:
+        def running() -> NodeInfo | None:
             info = p.pods.get(name)
             if info is not None and info is not before and info.state is NodeState.RUNNING \
                     and (before is None or info.labels.get("uid") != before.labels.get("uid")):
                 return info
-            time.sleep(0.2)
-        raise PlatformError(f"{name} was not running {p.options.start_timeout_s:.0f}s after scaling up: "
-                            f"{p.pods.describe()}")
+            return None
+
+        found = eventually(running, timeout_s=p.options.start_timeout_s, interval_s=0.2)
+        if found is None:
+            raise PlatformError(f"{name} was not running {p.options.start_timeout_s:.0f}s after scaling up: "
+                                f"{p.pods.describe()}")
+        return found
 
     def ensure_capacity(self, workers: int, *, headroom: int = 1) -> list[str]:
         """The cluster-autoscaler's scale-up for pending pods: where we can add machines, add

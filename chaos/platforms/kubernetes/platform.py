@@ -21,7 +21,6 @@ import datetime
 import logging
 import os
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -152,19 +151,23 @@ class KubernetesPlatform(PodDisruptions):
     def _wait_etcd_pod(self, job: JobSpec) -> m.Manifest:
         """Block until the run's etcd pod runs with an IP (the statefulset kind's workers are
         given it where there is no DNS); PlatformError with its state on timeout."""
-        deadline = time.monotonic() + self.options.start_timeout_s
         last: m.Manifest = {}
-        while time.monotonic() < deadline:
+
+        def running() -> m.Manifest | None:
+            nonlocal last
             pods = read_json(self.core.list_namespaced_pod(
                 self.settings.namespace, label_selector=m.run_selector(job.run_id, "etcd"),
                 _preload_content=False)).get("items") or []
-            live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
-            for pod in live:
+            for pod in (p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")):
                 last = pod
                 status = pod.get("status") or {}
                 if status.get("phase") == "Running" and status.get("podIP"):
                     return dict(pod)
-            time.sleep(0.3)
+            return None
+
+        found = eventually(running, timeout_s=self.options.start_timeout_s, interval_s=0.3)
+        if found is not None:
+            return found
         raise PlatformError(f"the etcd pod of {job.run_id} did not run within {self.options.start_timeout_s:.0f}s "
                             f"(last seen: {(last.get('status') or {}).get('phase', 'none')}); is there on-demand "
                             f"capacity for it (etcd_node_selector {dict(self.settings.etcd_node_selector)})?")

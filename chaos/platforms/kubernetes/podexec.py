@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaos.errors import InjectionFailed
-from chaos.platforms.kubernetes.clients import exec_core_v1
+from chaos.platforms.kubernetes.clients import exec_core_v1, exec_stream
 from chaos.platforms.kubernetes.manifests import ETCD_HOLD, ETCD_PID
 from chaos.platforms.kubernetes.watch import api_message, api_status
 
@@ -46,13 +46,8 @@ def exec_in(core_v1: Any, namespace: str, pod: str, container: str, script: str,
             timeout_s: float = 30.0) -> ExecResult:
     """Run ``sh -c script`` in the container; blocks until it ends (or ``timeout_s``). Safe beside
     other threads using ``core_v1``'s client: the stream opens on a client of its own."""
-    try:
-        from kubernetes.stream import stream
-    except ImportError as exc:  # pragma: no cover - installed with the kubernetes extra
-        from chaos.errors import SetupError
-        raise SetupError("exec needs the kubernetes client: pip install 'elastic-chaos[kubernetes]'") from exc
     with exec_core_v1(core_v1) as own:
-        return _exec(stream, own, namespace, pod, container, script, timeout_s)
+        return _exec(exec_stream(), own, namespace, pod, container, script, timeout_s)
 
 
 def _exec(stream: Any, core_v1: Any, namespace: str, pod: str, container: str, script: str,

@@ -34,7 +34,7 @@ from chaos.errors import PlatformError, SetupError
 from chaos.platforms.storagefs import control, mounts
 from chaos.platforms.storagefs.oplog import OpRecord, read_ops
 from chaos.platforms.storagefs.rules import Rule, SavePoint, from_json, to_json
-from chaos.waiting import WaitTimeout
+from chaos.waiting import WaitTimeout, eventually
 
 _CAP_SYS_ADMIN = 1 << 21
 
@@ -193,15 +193,17 @@ class StorageFs:
 
     def _wait_live(self, timeout_s: float) -> None:
         assert self._proc is not None and self.record is not None
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise SetupError(f"the storage daemon exited ({self._proc.returncode}) before {self.mountpoint} "
+        proc, record = self._proc, self.record
+
+        def live() -> bool:
+            if proc.poll() is not None:
+                raise SetupError(f"the storage daemon exited ({proc.returncode}) before {self.mountpoint} "
                                  f"was mounted: {self._log_tail()}")
-            if mounts.find(self.record.mountpoint, self.record.source) and self._socket.exists():
-                if self._call("status").get("initialized"):
-                    return
-            time.sleep(0.02)
+            return bool(mounts.find(record.mountpoint, record.source) and self._socket.exists()
+                        and self._call("status").get("initialized"))
+
+        if eventually(live, timeout_s=timeout_s, interval_s=0.02):
+            return
         raise SetupError(f"{self.mountpoint} was not mounted within {timeout_s:g}s; daemon log: {self._log_tail()}")
 
     def _log_tail(self) -> str:

@@ -19,10 +19,11 @@ import errno
 import os
 import re
 import signal
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+from chaos.waiting import eventually
 
 FSTYPE = "fuse.elastic-chaos"
 SOCKET_FOLDER_PREFIX = "ec-storagefs-"
@@ -169,11 +170,8 @@ def _stop_daemon(record: MountRecord, timeout_s: float) -> str | None:
             os.kill(pid, sig)
         except ProcessLookupError:
             return f"stopped its daemon (PID {pid})"
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            if start_time(pid) != record.daemon_start:
-                return f"stopped its daemon (PID {pid}{', SIGKILL' if sig == signal.SIGKILL else ''})"
-            time.sleep(0.05)
+        if eventually(lambda: start_time(pid) != record.daemon_start, timeout_s=wait_s, interval_s=0.05):
+            return f"stopped its daemon (PID {pid}{', SIGKILL' if sig == signal.SIGKILL else ''})"
     raise OSError(errno.EBUSY, f"its daemon (PID {pid}) survived SIGKILL")
 
 
