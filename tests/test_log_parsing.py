@@ -64,3 +64,18 @@ def test_agent_lines_carry_the_agents_own_time():
 def test_progress_lines_keep_the_trainers_timestamp():
     ev = parse_progress('noise ELASTIC_CHAOS {"ev": "step", "t": 12.5, "step": 3, "rank": 0}', "node-0")
     assert ev is not None and ev.t == 12.5 and payload_json(ev.data) == {"step": 3, "rank": 0}
+
+
+def test_a_progress_line_of_the_wrong_shape_is_said_once_and_the_follower_goes_on(tmp_path):
+    from chaos.events import Timeline
+    from chaos.watchers.logs import LogFollower
+    log = tmp_path / "node-0.log"
+    bad = 'ELASTIC_CHAOS {"ev": "step", "t": 1.0, "step": "three"}'
+    log.write_text(f"{bad}\n{bad}\n" + 'ELASTIC_CHAOS {"ev": "step", "t": 2.0, "step": 4}\n')
+    tl = Timeline()
+    follower = LogFollower(tl, lambda: {"node-0": log})
+    follower.poll()
+    follower.finish()
+    unparsed = tl.select(ProgressEv.UNPARSED)
+    assert len(unparsed) == 1 and "progress/step: field 'step' must be an integer" in (unparsed[0].data.why or "")
+    assert [e.data.step for e in tl.select(ProgressEv.STEP)] == [4]

@@ -2,7 +2,9 @@
 --progress-regex (watchers/script_lines.py), worker tracebacks and NCCL's watchdog lines."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from chaos.events.payload import Payload
 from chaos.events.types import Source, event_type
@@ -64,7 +66,8 @@ class ScriptNotice(Worker):
 
     notice: str | None = None
     """``rebalance`` or ``interruption`` (a trainer before 0.2 wrote it as ``kind``: see ``extra``)."""
-    detail: str | None = None
+    detail: Mapping[str, Any] | None = None
+    """What the metadata service said (its JSON object)."""
 
 
 @dataclass(frozen=True, kw_only=True)

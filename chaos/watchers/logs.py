@@ -31,7 +31,7 @@ from chaos.events import (
     field_value,
 )
 from chaos.events.agent_events import AgentError, RoundResult
-from chaos.events.progress_events import WorkerError
+from chaos.events.progress_events import Unparsed, WorkerError
 from chaos.watchers.api import Watcher
 from chaos.watchers.glog import glog_time
 from chaos.watchers.nccl import parse_nccl
@@ -141,8 +141,9 @@ _CHECKPOINT_TYPES: dict[str, EventType] = {
     "checkpoint_removed": CheckpointEv.REMOVED}
 
 
-def parse_progress(line: str, node: str) -> Event | None:
-    """A trainer.progress line -> a progress or checkpoint Event; None otherwise."""
+def read_progress(line: str, node: str) -> Event | None:
+    """A trainer.progress line -> a progress or checkpoint Event; None for any other line.
+    Raises PayloadError for a line whose fields do not have the types its event declares."""
     at = line.find(PREFIX)
     if at < 0:
         return None
@@ -150,12 +151,16 @@ def parse_progress(line: str, node: str) -> Event | None:
         record: dict[str, Any] = json.loads(line[at + len(PREFIX):])
         ev = str(record.pop("ev"))
         t = float(record.pop("t"))
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
-    try:  # the trainer's (or a script's) own fields, checked against the type's payload
-        return Event.make(_CHECKPOINT_TYPES.get(ev) or declared(Source.PROGRESS.value, ev), t, node, record)
-    except PayloadError as exc:
-        log.warning("%s: a trainer.progress line was not read: %s", node, exc)
+    return Event.make(_CHECKPOINT_TYPES.get(ev) or declared(Source.PROGRESS.value, ev), t, node, record)
+
+
+def parse_progress(line: str, node: str) -> Event | None:
+    """``read_progress``, with a line whose fields are of the wrong type read as no event."""
+    try:
+        return read_progress(line, node)
+    except PayloadError:
         return None
 
 
@@ -217,6 +222,8 @@ class LogFollower(Watcher):
         self._partial: dict[str, bytes] = {}
         self._agents: dict[str, _AgentParser] = {}
         self._last_raw: dict[tuple[Any, ...], float] = {}
+        self._unreadable: set[tuple[str, str]] = set()
+        """(node, event) whose trainer.progress line was said to be unreadable (once each)."""
         self._files: dict[str, BinaryIO] = {}
 
     def poll(self) -> None:
@@ -249,7 +256,11 @@ class LogFollower(Watcher):
         self._files.clear()
 
     def _handle(self, node: str, line: str) -> None:
-        event = parse_progress(line, node)
+        try:
+            event = read_progress(line, node)
+        except PayloadError as exc:   # a script's own fields of the wrong type: said once, not a watcher's death
+            self._say_unreadable(node, line, exc)
+            return
         if event is not None:
             self.timeline.add(event)
             return
@@ -273,6 +284,16 @@ class LogFollower(Watcher):
             raw = parse_raw(line, node, time.time())
             if raw is not None and self._first_of_its_kind(raw):
                 self.timeline.add(raw)
+
+    def _say_unreadable(self, node: str, line: str, exc: PayloadError) -> None:
+        what = str(exc).split(":", 1)[0]
+        if (node, what) in self._unreadable:
+            return
+        self._unreadable.add((node, what))
+        log.warning("%s: a trainer.progress line was not read: %s", node, exc)
+        self.timeline.emit(ProgressEv.UNPARSED, node, Unparsed(
+            option="trainer.progress", line=line[:200],
+            why=f"a trainer.progress line of {what} was not read (the same on later lines is not said again): {exc}"))
 
     def _first_of_its_kind(self, event: Event) -> bool:
         # a traceback repeats its error on several lines; keep one per node and burst
