@@ -165,3 +165,29 @@ def test_a_payload_of_another_type_is_refused_when_an_event_is_made():
     from chaos.events.node_events import Lost
     with pytest.raises(TypeError, match="carries Step, not Lost"):
         Event.make(ProgressEv.STEP, 1.0, "n", Lost(action="x"))
+
+
+def test_every_trainer_progress_line_of_the_recorded_runs_reads_as_its_declared_payload():
+    from chaos.watchers.logs import read_progress
+    lines = [line for log in sorted((ROOT / "tests" / "fixtures" / "runs").glob("*/nodes/*.log"))
+             for line in log.read_text(errors="replace").splitlines() if PREFIX in line]
+    assert len(lines) > 1000
+    read = [read_progress(line, "node-0") for line in lines]     # raises PayloadError on a wrong field
+    assert all(e is not None for e in read)
+
+
+def test_what_the_trainer_reports_on_a_spot_notice_reads_as_its_payload(capsys):
+    import io
+
+    from chaos.watchers.logs import read_progress
+    from trainer import progress
+    from trainer.spot_notice import Notice
+    out = io.StringIO()
+    progress._stream = out
+    try:
+        n = Notice("interruption", 1.0, {"action": "terminate", "time": "2026-11-26T00:06:32Z"})
+        progress.emit("notice", notice=n.kind, detail=n.detail)
+    finally:
+        progress._stream = None
+    e = read_progress(out.getvalue().strip(), "node-1")
+    assert e is not None and e.type == ProgressEv.NOTICE and e.data.detail["action"] == "terminate"
