@@ -40,7 +40,7 @@ from typing import Any
 
 import pytest
 
-from chaos.analysis.verdict import Verdict
+from chaos.analysis.verdict import Outcome, Verdict
 from chaos.options import add_arguments, declared
 from chaos.runner.run import ChaosRun
 
@@ -376,6 +376,12 @@ def run_hypothesis(request: pytest.FixtureRequest, chaos_platform: str,
                 held = "it held" if verdict.passed else f"it failed on {sorted(verdict.failed_checks())}"
                 pytest.fail(f"hypothesis {name} was expected to fail on {sorted(expected)}; {held}:\n{listing}",
                             pytrace=False)
+        elif verdict.outcome is Outcome.TOOLKIT_ERROR:
+            pytest.fail(f"elastic-chaos itself failed in {name}, so the run says nothing about the hypothesis "
+                        f"(report: {result.report_dir}):\n{listing}", pytrace=False)
+        elif verdict.outcome is Outcome.NOT_STEADY:
+            pytest.fail(f"{name}: the job was not steady before the fault, so no fault was injected and nothing "
+                        f"was tested (report: {result.report_dir}):\n{listing}", pytrace=False)
         elif not verdict.passed:
             pytest.fail(f"hypothesis {name} did not hold (report: {result.report_dir}):\n{listing}", pytrace=False)
         return result

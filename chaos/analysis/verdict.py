@@ -8,8 +8,43 @@ failed instead of matching prose; the reasons are for people.
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any
+
+STEADY_CHECK = "steady-state"
+"""The check a run makes before its fault: the job is steady (chaos.hypotheses.steady)."""
+TOOLKIT_CHECKS = frozenset({"watcher", "cleanup", "toolkit"})
+"""Checks that judge the toolkit itself (a watcher died, cleanup failed), never the hypothesis."""
+
+
+class Outcome(str, enum.Enum):
+    """What a run came to, and the exit code ``elastic-chaos run`` says it with."""
+
+    PASSED = "passed"
+    """The hypothesis held (exit 0)."""
+    FAILED = "failed"
+    """The hypothesis did not hold (exit 1)."""
+    NOT_STEADY = "not_steady"
+    """The job was not steady before the fault (crashed, restarted, not training at its size):
+    no fault was injected, no experiment was made (exit 3)."""
+    TOOLKIT_ERROR = "toolkit_error"
+    """The toolkit itself failed (a watcher died, cleanup failed): the run says nothing about the
+    job (exit 4)."""
+
+    @property
+    def exit_code(self) -> int:
+        return {Outcome.PASSED: 0, Outcome.FAILED: 1, Outcome.NOT_STEADY: 3, Outcome.TOOLKIT_ERROR: 4}[self]
+
+    def describe(self) -> str:
+        return {Outcome.PASSED: "PASSED", Outcome.FAILED: "FAILED",
+                Outcome.NOT_STEADY: "NOT STEADY (no experiment: the job was not steady before the fault)",
+                Outcome.TOOLKIT_ERROR: "TOOLKIT ERROR (the run says nothing about the job)"}[self]
+
+
+USAGE_EXIT = 2
+"""A usage or setup error: bad input, found before anything started (or mid-run: then no run)."""
+INTERRUPTED_EXIT = 130
 
 _PREFIXES: dict[str, bool | None] = {"ok": True, "FAILED": False, "not checked": None}
 """How a check's outcome begins its line."""
@@ -76,9 +111,21 @@ class Verdict:
         """The names of the checks that failed."""
         return {c.name for c in self.checks if c.ok is False}
 
+    @property
+    def outcome(self) -> Outcome:
+        """A failed toolkit check makes the run the toolkit's error whatever else failed; a failed
+        steady state means no experiment was made; otherwise the hypothesis passed or failed."""
+        failed = self.failed_checks()
+        if failed & TOOLKIT_CHECKS:
+            return Outcome.TOOLKIT_ERROR
+        if STEADY_CHECK in failed:
+            return Outcome.NOT_STEADY
+        return Outcome.FAILED if failed else Outcome.PASSED
+
     def to_json(self) -> dict[str, Any]:
-        """report.json's ``verdict``: ``passed``, ``reasons`` (lines) and ``checks``."""
-        return {"passed": self.passed, "reasons": self.reasons, "checks": [c.to_json() for c in self.checks]}
+        """report.json's ``verdict``: ``passed``, ``outcome``, ``reasons`` (lines) and ``checks``."""
+        return {"passed": self.passed, "outcome": self.outcome.value, "reasons": self.reasons,
+                "checks": [c.to_json() for c in self.checks]}
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> Verdict | None:

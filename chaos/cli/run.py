@@ -20,9 +20,18 @@ from chaos.options import add_arguments, given
 
 DESCRIPTION = """Start an elastic job on a platform (default: local), wait for steady training,
 inject FAULT, watch the job heal, check the fault's hypothesis, print the recovery
-table and the report folder. Exit 0: the hypothesis held; 1: it did not; 2: a usage
-or setup error. `elastic-chaos faults` lists the faults; `run FAULT --help` shows
-that fault's options.
+table and the report folder. `elastic-chaos faults` lists the faults; `run FAULT
+--help` shows that fault's options.
+
+exit codes:
+  0  the hypothesis held
+  1  the hypothesis did not hold
+  2  a usage or setup error (bad input: nothing was run)
+  3  not steady: the job was not steady before the fault (it crashed, restarted or did not
+     train at its size), so no fault was injected and no experiment was made
+  4  the toolkit failed (a watcher died, cleanup or the metrics push failed): the run says
+     nothing about the job
+  130 interrupted (Ctrl-C, SIGTERM)
 
 examples:
   elastic-chaos run kill-node --nodes 1:2 --checkpoint-every 20 --no-replace
@@ -155,6 +164,7 @@ def option_values(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(args: argparse.Namespace) -> int:
+    from chaos.analysis.verdict import Outcome
     from chaos.cli.pushgateway import push_report
     from chaos.hypotheses.execute import execute
     values = option_values(args)
@@ -162,7 +172,9 @@ def main(args: argparse.Namespace) -> int:
     run = execute(args.fault, values, report_dir=report_dir, platform=args.platform,
                   on_start=None if args.quiet else console, overwrite=args.overwrite)
     code = summarize(run)
-    return code if run.report is None or push_report(run.report, args.pushgateway) else 2
+    if run.report is not None and not push_report(run.report, args.pushgateway):
+        return Outcome.TOOLKIT_ERROR.exit_code   # the run's verdict stands; its metrics did not reach the gateway
+    return code
 
 
 def console(run: Any) -> None:
@@ -178,7 +190,8 @@ def default_report_dir(name: str) -> Path:
 
 def summarize(run: Any) -> int:
     """Print the tables of a closed run's report (from memory: report.json is not read back);
-    the exit code of its verdict."""
+    the exit code of its outcome (chaos.analysis.verdict.Outcome)."""
+    from chaos.analysis.verdict import Outcome
     from chaos.reporting.report import render_table
     report = run.report
     if report is None:
@@ -187,10 +200,11 @@ def summarize(run: Any) -> int:
         return 1
     print()
     print(render_table(report.result))
+    outcome = report.result.verdict.outcome if report.result.verdict else Outcome.FAILED
     print(f"\nreport folder: {report.folder}  (report.json, timeline.jsonl, nodes/*.log, summary.md)")
     if run.rendered is not None:
         print(f"report: {run.rendered.html.resolve()}")
     else:
         print(f"report.html was not written; render it with `elastic-chaos report {report.folder}`")
     sys.stdout.flush()
-    return 0 if report.result.passed else 1
+    return outcome.exit_code

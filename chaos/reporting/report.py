@@ -53,7 +53,7 @@ def render_table(result: RunResult) -> str:
         if t.group != "recovery":
             lines.append(t.title)
         lines += table.aligned(t.rows)
-    lines += ["", "verdict: " + ("PASSED" if result.passed else "FAILED")]
+    lines += ["", "verdict: " + (result.verdict.outcome.describe() if result.verdict else "FAILED")]
     reasons = result.verdict.reasons if result.verdict else ["no verdict was reached"]
     lines += [f"  {r}" for r in reasons]
     lines += [f"  note ({n.split(': ', 1)[0]}): {n.split(': ', 1)[1]}" for n in table.notes(result)]
