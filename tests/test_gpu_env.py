@@ -49,5 +49,6 @@ def test_two_nodes_on_one_gpu_share_it_with_a_host_id_each(tmp_path):
     assert a["NCCL_HOSTID"] != b["NCCL_HOSTID"]
     assert a["TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC"] == "1000"          # a job option, as node environment
     placement = placement_of(Timeline.load(tmp_path / "timeline.jsonl").events())
-    assert placement is not None and placement["mode"] == "shared" and "over sockets" in placement["note"]
+    assert placement is not None and placement.mode == "shared" and "over sockets" in (placement.note or "")
+    assert placement.slices == (("0",), ("0",)) and placement.gpus == ("0",)
     assert Timeline.load(tmp_path / "timeline.jsonl").select(RunnerEv.GPU_PLACEMENT)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from chaos.events import CheckpointEv, of, read_timeline
+from chaos.events import CheckpointEv, FaultEv, of, read_timeline
 
 pytestmark = pytest.mark.slow
 
@@ -168,3 +168,19 @@ def test_the_elastic_job_fixture_runs_a_script_in_its_shared_workdir_and_watches
     observed = job.observation()
     assert observed["checkpoint"]["saves_observed"] >= 2 and observed["resume"] == "resume_regex"
     assert job.workdir == workdir.resolve()
+
+
+def test_a_script_that_crashes_in_warm_up_is_not_steady_and_gets_no_fault(tmp_path):
+    out, report = run_cli(tmp_path, "kill-node", "--no-replace", *FAST, "--steady-steps", "25",
+                          "--checkpoint-every", "10", "--unit", "iteration", "--progress-regex", PROGRESS,
+                          "--checkpoint", "snapshot.pt", "--", str(PLAIN_DDP), "--save-every", "10",
+                          "--crash-once-at", "5")
+    assert out.returncode == 3, out.stdout + out.stderr                   # not steady: no experiment
+    data = load(report)
+    assert data["verdict"]["outcome"] == "not_steady" and data["faults"] == []
+    (check,) = [c for c in data["verdict"]["checks"] if c["name"] == "steady-state"]
+    assert "not steady before the fault, so no fault was injected" in check["reason"]
+    assert "restart(s) of its budget spent in warm-up" in check["reason"]
+    assert "crashed at iter 5 (a warm-up bug)" in check["reason"]        # the script's own line
+    read = read_timeline(report / "timeline.jsonl")
+    assert not of(read.events, FaultEv.INJECTED) and "NOT STEADY" in out.stdout

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from chaos.analysis.groups import FaultMark, fault_group
 from chaos.analysis.metrics import Metric, Unit, declared, measured, metric, phase
 from chaos.analysis.phases import Mark, Stall, chain, forced_shutdown, stall, unsettled_steps, worker_exit
+from chaos.analysis.steady import restarts_before
 from chaos.events import (
     AgentEv,
     CheckpointEv,
@@ -109,6 +110,9 @@ class Recovery:
                                     "admitted)", junit=True)
     restarts_used: int = metric("restarts", _N, "the most worker-group restarts one agent spent after the "
                                 "fault", default=0, table=True, junit=True)
+    restarts_before: int = metric("restarts before", _N, "the most worker-group restarts one agent spent "
+                                  "before the fault (in warm-up): a steady job has spent none", default=0,
+                                  junit=True)
     restart_budget: int | None = None
     """The job's max_restarts (each agent's budget)."""
     overtaken: bool = False
@@ -294,6 +298,10 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
     rec.replacement_s = _replacement(events, f, target, rec)
     rec.provision_s, rec.join_s, rec.rejoin_s = _machine_split(events, f, target, rec)
     rec.restarts_used = _restarts_used(events, f, until)
+    rec.restarts_before = restarts_before(events, f)
+    if rec.restarts_before:
+        rec.notes.append(f"{rec.restarts_before} worker-group restart(s) were spent before the fault (in warm-up): "
+                         "the job was not steady, and the fault met a smaller restart budget")
     end = rdzv.t if rdzv is not None else (regain.t if regain is not None else until)
     exited, killed = worker_exit(events, f, target, end), forced_shutdown(events, f, target, end)
     marks = {"detect": Mark(detect), "exit": exited, "shutdown": killed, "rendezvous": Mark(rdzv),

@@ -79,10 +79,10 @@ class GpuPlacement(Payload):
 
     mode: str | None = None
     """none / exclusive / shared."""
-    slices: tuple[tuple[int, ...], ...] = ()
+    slices: tuple[tuple[str, ...], ...] = ()
     own_host_ids: bool | None = None
     note: str | None = None
-    gpus: tuple[int, ...] = ()
+    gpus: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

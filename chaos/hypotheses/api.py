@@ -221,9 +221,12 @@ class Trial:
         self.run.start(job)
         return job
 
-    def steady(self) -> Event:
-        """Block until training reaches ``steady_steps``."""
-        return self.run.wait_for_step(self.opts.steady_steps, timeout=self.opts.timeout_s)
+    def steady(self, *, checkpoint_bound: bool = True) -> Event:
+        """Block until training reaches ``steady_steps``, then check the job is steady before the
+        fault (ChaosRun.wait_until_steady): NotSteady ends the trial with no fault injected.
+        ``checkpoint_bound``: the hypothesis bounds lost steps by the checkpoint interval."""
+        return self.run.wait_until_steady(self.opts.steady_steps, timeout=self.opts.timeout_s,
+                                          checkpoint_bound=checkpoint_bound)
 
     def inject(self, fault: Fault | None = None) -> FaultRecord:
         return self.run.inject(fault or self.fault())

@@ -10,13 +10,13 @@ from typing import Any
 from chaos.analysis import barrier
 from chaos.analysis.observation import checks as observation_checks
 from chaos.analysis.observation import log_tails
-from chaos.analysis.verdict import Check
+from chaos.analysis.verdict import STEADY_CHECK, Check
 from chaos.errors import FaultUnavailable, RecoveryTimeout, WatcherDied
 from chaos.events import ProgressEv
 from chaos.hypotheses.api import Trial, settings
 from chaos.hypotheses.catalog import get
 from chaos.platforms import platform_options
-from chaos.runner.run import ChaosRun, JobFailed
+from chaos.runner.run import ChaosRun, JobFailed, NotSteady
 
 
 def execute(name: str, values: Mapping[str, Any], *, report_dir: Path, platform: str = "local",
@@ -44,10 +44,15 @@ def execute(name: str, values: Mapping[str, Any], *, report_dir: Path, platform:
                 raise FaultUnavailable(f"{name}: {reason}")
         try:
             h.steps(trial)
+        except NotSteady as exc:     # checked before the fault: no fault was injected
+            trial.verdict.checks.append(_not_steady(run, exc))
         except JobFailed as exc:
             trial.verdict.checks.append(_job_failed(run, exc))
         except RecoveryTimeout as exc:
-            trial.verdict.fail(_timed_out(run, exc), check="in-time")
+            if run.faults:
+                trial.verdict.fail(_timed_out(run, exc), check="in-time")
+            else:   # still waiting for steady training when time ran out: no experiment was made
+                trial.verdict.fail(f"the job did not reach steady state: {exc}", check=STEADY_CHECK)
         except WatcherDied as exc:   # blind from then on: no other check can be made
             trial.verdict.fail(str(exc), check="watcher")
         else:
@@ -64,14 +69,29 @@ def _timed_out(run: ChaosRun, exc: RecoveryTimeout) -> str:
 
 
 def _job_failed(run: ChaosRun, exc: JobFailed) -> Check:
-    """The check of a job that died for good; one that never trained says so, with
-    the tail of every node's log (a script that crashes at start)."""
+    """The check of a job that died for good; one that died before any fault was never steady
+    (with the tail of every node's log: a script that crashes at start)."""
     reasons = "; ".join(exc.outcome.reasons)
-    if run.timeline.select(ProgressEv.STEP):
+    if run.faults:
         return Check("job-survives", False, f"the job failed permanently: {reasons}")
-    tails = "\n".join("    " + tail.replace("\n", "\n    ") for tail in log_tails(run.platform.node_logs()))
-    return Check("steady-state", False, f"the job never reached steady state: it failed permanently before "
-                                        f"a training step was seen ({reasons}). The nodes' last log lines:\n{tails}")
+    when = "after it trained, before the fault" if run.timeline.select(ProgressEv.STEP) else \
+        "before a training step was seen"
+    return Check(STEADY_CHECK, False, f"the job never reached steady state: it failed permanently {when} "
+                                      f"({reasons}), so no fault was injected. {_tails(run)}")
+
+
+def _not_steady(run: ChaosRun, exc: NotSteady) -> Check:
+    """The check of a job that was not steady before the fault: what, and the nodes' own lines."""
+    what = "; ".join(p.what for p in exc.problems)
+    failed = sorted({str(e.node) for p in exc.problems for e in p.evidence if e.node})
+    return Check(STEADY_CHECK, False, f"the job was not steady before the fault, so no fault was injected and "
+                                      f"nothing was tested: {what}. {_tails(run, only=failed or None)}")
+
+
+def _tails(run: ChaosRun, only: list[str] | None = None) -> str:
+    logs = {n: p for n, p in run.platform.node_logs().items() if only is None or n in only}
+    tails = "\n".join("    " + tail.replace("\n", "\n    ") for tail in log_tails(logs))
+    return f"The nodes' last log lines:\n{tails}"
 
 
 def _shared_checks(t: Trial) -> None:

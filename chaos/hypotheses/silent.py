@@ -168,7 +168,7 @@ def spot_interruption(t: Trial) -> None:
     # the local stand-in may send no rebalance recommendation; AWS FIS always sends one
     rebalance = not isinstance(fault, SpotInterruption) or fault.rebalance_lead_s is not None
     t.start()
-    t.steady()
+    t.steady(checkpoint_bound=False)    # the bound is the save on the notice, not the interval
     record = t.inject(fault)
     rec = t.recover(record)
     events = t.run.timeline.events()

@@ -30,7 +30,8 @@ class Line:
     t: float | None
     text: str
     level: str
-    """``agent`` (torchrun), ``progress`` (a step folded), ``error`` or ``plain``."""
+    """``agent`` (torchrun), ``progress`` (a step folded), ``error``, ``expected`` (an error a survivor
+    is expected to show after losing a peer: how it notices) or ``plain``."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,19 @@ class Excerpt:
     end: float
     lines: tuple[Line, ...]
     omitted: int
+
+    @property
+    def expected_errors(self) -> bool:
+        """Whether some lines are errors the fault is expected to cause (marked ``expected``)."""
+        return any(ln.level == "expected" for ln in self.lines)
+
+
+EXPECTED_NOTE = ("expected: after a peer is lost, a survivor's collective fails (connection closed or reset, "
+                 "or a timeout) and its agent sees the worker fail: that is how the job notices, not a bug")
+_COLLECTIVE_FAILED = re.compile(r"Connection (?:closed|reset) by peer|Read error|Broken pipe|timed out|"
+                                r"Timeout|NCCL|ProcessGroup|DistNetworkError|DistBackendError", re.I)
+_WORKER_LINE = re.compile(r"^\[rank\d+\]:")
+_AGENT_SAW_FAILURE = re.compile(r"failed \(exitcode: |Worker group FAILED|ChildFailedError")
 
 
 def timed_lines(path: Path, ref: float, max_bytes: int = 20_000_000,
@@ -85,9 +99,12 @@ def _kind(line: str) -> str:
     return "plain"
 
 
-def excerpt(node: str, path: Path, start: float, end: float, tz: datetime.tzinfo | None = None) -> Excerpt:
+def excerpt(node: str, path: Path, start: float, end: float, tz: datetime.tzinfo | None = None, *,
+            survivor_after: float | None = None) -> Excerpt:
     """The node's log lines timed within [start, end], step lines folded, at most MAX_LINES
-    (``tz``: the zone of the agents' log times)."""
+    (``tz``: the zone of the agents' log times). ``survivor_after``: the node survived a fault at
+    that time, so a collective's failure after it (its worker's traceback, its agent seeing the
+    worker fail) is marked ``expected``."""
     picked: list[Line] = []
     folded: list[tuple[float | None, str]] = []
 
@@ -109,12 +126,38 @@ def excerpt(node: str, path: Path, start: float, end: float, tz: datetime.tzinfo
         flush()
         picked.append(Line(t, text, _kind(text)))
     flush()
+    if survivor_after is not None:
+        picked = _mark_expected(picked, survivor_after)
     omitted = max(0, len(picked) - MAX_LINES)
     if omitted:
         half = MAX_LINES // 2
         picked = [*picked[:half], Line(None, f"... {omitted} line(s) omitted ...", "plain"),
                   *picked[-half:]]
     return Excerpt(node=node, start=start, end=end, lines=tuple(picked), omitted=omitted)
+
+
+def _mark_expected(lines: list[Line], after: float) -> list[Line]:
+    """A survivor's worker traceback that ends in a failed collective after the fault, and its
+    agent's lines that the worker failed, become ``expected``."""
+    out = list(lines)
+    i = 0
+    while i < len(out):
+        t = out[i].t
+        if t is not None and t >= after and _WORKER_LINE.match(out[i].text):
+            j = i
+            while j < len(out) and _WORKER_LINE.match(out[j].text):
+                j += 1
+            if any(_COLLECTIVE_FAILED.search(ln.text) for ln in out[i:j]):
+                out[i:j] = [Line(ln.t, ln.text, "expected") for ln in out[i:j]]
+                k = j
+                while k < len(out) and (_AGENT_SAW_FAILURE.search(out[k].text) or out[k].level == "error"):
+                    if _AGENT_SAW_FAILURE.search(out[k].text):
+                        out[k] = Line(out[k].t, out[k].text, "expected")
+                    k += 1
+            i = j
+        else:
+            i += 1
+    return out
 
 
 def _is_step(text: str) -> bool:

@@ -18,7 +18,7 @@ from html import escape
 from pathlib import Path
 
 from chaos.reporting import table
-from chaos.reporting.excerpts import Excerpt
+from chaos.reporting.excerpts import EXPECTED_NOTE, Excerpt
 from chaos.reporting.finding import Finding
 from chaos.reporting.result import FaultResult
 from chaos.reporting.run_report import RunReport
@@ -39,7 +39,8 @@ table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ddd;paddin
 th{background:#f5f5f5}td:first-child,td:nth-child(2){text-align:left}
 .advice li{margin:6px 0}.setting{font-family:monospace;background:#f1f3f4;padding:1px 4px;border-radius:3px}
 pre{background:#fafafa;border:1px solid #eee;padding:8px;font-size:11.5px;overflow-x:auto;margin:4px 0 12px}
-pre .agent{color:#1a4d8f}pre .error{color:#b3261e}pre .progress{color:#888}
+pre .agent{color:#1a4d8f}pre .error{color:#b3261e}pre .progress{color:#888}pre .expected{color:#8a6d00}
+.expected-note{font-size:12px;color:#8a6d00;margin:2px 0 6px}
 .legend span{display:inline-block;margin-right:14px;font-size:12px}
 .legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-1px;border-radius:2px}
 .chart{overflow-x:auto}
@@ -178,9 +179,10 @@ def _excerpts(excerpts: Sequence[tuple[FaultResult, list[Excerpt]]], t0: float) 
         shown = [ex for ex in items if ex.lines]
         for ex in shown:
             lines = "\n".join(f'<span class="{ln.level}">{escape(ln.text)}</span>' for ln in ex.lines)
+            note = f'<p class="expected-note">{escape(EXPECTED_NOTE)}</p>' if ex.expected_errors else ""
             out.append(f"<details{' open' if ex.node == fault.target or len(shown) <= 3 else ''}>"
                        f"<summary>{escape(ex.node)}: {len(ex.lines)} line(s) from +{ex.start - t0:.1f}s "
-                       f"to +{ex.end - t0:.1f}s</summary><pre>{lines}</pre></details>")
+                       f"to +{ex.end - t0:.1f}s</summary>{note}<pre>{lines}</pre></details>")
         quiet = [ex.node for ex in items if not ex.lines]
         if quiet:
             out.append(f'<p class="meta">No log lines in this window from {escape(", ".join(quiet))}.</p>')

@@ -71,6 +71,10 @@ def write_png(path: Path, series: Series, faults: Sequence[FaultResult], t0: flo
         if series.world_size:
             ax_ws.step([t - t0 for t, _ in series.world_size], [w for _, w in series.world_size],
                        where="post", color="#333")
+        for a, b in series.pauses:   # between two worlds, not a world of 0
+            ax_ws.axvspan(a - t0, b - t0, color="#eeeeee", zorder=3)
+            ax_ws.text((a + b) / 2 - t0, 0.5, "no training", fontsize=7, ha="center", color="#666", zorder=4,
+                       transform=ax_ws.get_xaxis_transform())
         ax_ws.set_ylabel("world size")
         ax_ws.set_xlabel("seconds since the run started")
         ax_ws.set_xlim(0, max(t1 - t0, 1.0))

@@ -54,7 +54,9 @@ def fault_excerpts(run: RunReport) -> list[tuple[FaultResult, list[Excerpt]]]:
     tz = log_timezone(run.platform)
     for f in run.faults:
         start, end = window(f.record.injected_at, f.recovery.regain_s)
-        out.append((f, [excerpt(node, path, start, end, tz) for node, path in run.node_logs.items()]))
+        out.append((f, [excerpt(node, path, start, end, tz,
+                                survivor_after=f.injected_at if node != f.target else None)
+                        for node, path in run.node_logs.items()]))
     return out
 
 

@@ -85,6 +85,10 @@ class Series:
     node_marks: list[Marker] = field(default_factory=list)
     """Other node events (a spot notice, ...), drawn on the node's lane."""
     world_size: list[tuple[float, int]] = field(default_factory=list)
+    """The world size training ran at, where it changed (only while it trained)."""
+    pauses: list[tuple[float, float]] = field(default_factory=list)
+    """(start, end) of each pause in training: no step for longer than max(2 s, 10 steady steps).
+    The world size then is not 0: the job is between two worlds (detecting, re-forming, restarting)."""
     checkpoints: list[tuple[float, int, str]] = field(default_factory=list)
     steady_step_s: float | None = None
 
@@ -110,7 +114,7 @@ def extract(events: list[Event], t_end: float) -> Series:
     out.markers = [_marker(e) for e in of(events, Source.FAULT) if e.type != FaultEv.PLANNED]
     out.node_marks = [_marker(e) for e in of(events, Source.NODE) if e.node is not None
                       and e.type not in (NodeEv.STARTED, NodeEv.LOST, NodeEv.EXITED)]
-    out.world_size = _world_size(events, out.steady_step_s)
+    out.world_size, out.pauses = _world_size(events, out.steady_step_s)
     out.checkpoints = _checkpoints(events)
     return out
 
@@ -203,22 +207,24 @@ def _marker(e: Event) -> Marker:
                   detail=detail[:200])
 
 
-def _world_size(events: list[Event], steady: float | None) -> list[tuple[float, int]]:
-    """World size as training runs at it; 0 across a pause in training (no step for
-    longer than max(2 s, 10 steady steps))."""
+def _world_size(events: list[Event], steady: float | None) -> tuple[list[tuple[float, int]],
+                                                                       list[tuple[float, float]]]:
+    """World size as training runs at it, and the pauses in training (no step for longer than
+    max(2 s, 10 steady steps))."""
     gap = max(2.0, 10 * (steady or 0.0))
     out: list[tuple[float, int]] = []
+    pauses: list[tuple[float, float]] = []
     last_t: float | None = None
     for e in of(events, ProgressEv.STEP):
         ws = e.data.world_size or 0
         if last_t is not None and e.t - last_t > gap:
-            out.append((last_t + (steady or 0.0), 0))
+            pauses.append((last_t, e.t))
         if not out or out[-1][1] != ws:
             out.append((e.t, ws))
         last_t = e.t
     if last_t is not None and out:
         out.append((last_t, out[-1][1]))
-    return out
+    return out, pauses
 
 
 def _checkpoints(events: list[Event]) -> list[tuple[float, int, str]]:

@@ -226,8 +226,16 @@ def _ws_lane(series: Series, sx: _Scale, top: float) -> str:
     labels = "".join(f'<text x="{_f(sx.x(t) + 3)}" y="{_f(y(ws) - 3)}" font-size="10" fill="#333">{ws}</text>'
                      for (t, ws), prev in zip(series.world_size, [(0.0, -1), *series.world_size], strict=False)
                      if ws != prev[1])
+    # a pause is not a world of 0: the job is between two worlds; the line is hidden under a band
+    bands = "".join(
+        f'<g class="pause"><rect x="{_f(sx.x(a))}" y="{_f(top + 2)}" width="{_f(max(sx.x(b) - sx.x(a), 1.0))}" '
+        f'height="{WS_H - 6}" fill="#eeeeee" stroke="#bbb" stroke-dasharray="3,2"/>'
+        f'<text x="{_f((sx.x(a) + sx.x(b)) / 2)}" y="{_f(top + WS_H / 2 + 3)}" font-size="10" fill="#666" '
+        f'text-anchor="middle">no training: between two worlds</text>'
+        f'{_t(f"no step from +{a - sx.t0:.1f}s to +{b - sx.t0:.1f}s: detecting, re-forming and restarting")}</g>'
+        for a, b in series.pauses)
     return (f'<path class="world-size" d="{"".join(d)}" fill="none" stroke="#333" stroke-width="1.5">'
-            f'{_t("world size: workers training")}</path>' + labels)
+            f'{_t("world size: ranks training")}</path>' + bands + labels)
 
 
 def _axis(sx: _Scale, y: float) -> str:

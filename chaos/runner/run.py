@@ -30,9 +30,10 @@ from chaos.analysis import recovery as analysis
 from chaos.analysis.invariants import SplitBrain, split_brains
 from chaos.analysis.observation import ScriptObservation
 from chaos.analysis.samples import SampleAccount, account_samples
+from chaos.analysis.steady import Unsteady, unsteady
 from chaos.analysis.verdict import Verdict
 from chaos.errors import ChaosError, RecoveryTimeout, WatcherDied
-from chaos.events import AgentEv, Event, ProgressEv, RunnerEv, Timeline
+from chaos.events import AgentEv, CheckpointEv, Event, ProgressEv, RunnerEv, Timeline
 from chaos.events.runner_events import Phase
 from chaos.faults.api import Fault, FaultRecord
 from chaos.faults.triggers import Trigger
@@ -61,6 +62,15 @@ class JobFailed(ChaosError):
     def __init__(self, message: str, outcome: analysis.JobOutcome) -> None:
         super().__init__(message)
         self.outcome = outcome
+
+
+class NotSteady(ChaosError):
+    """The job was not steady when a hypothesis was about to inject its fault (chaos.analysis.steady);
+    ``problems`` says how. No fault is injected: no experiment was made."""
+
+    def __init__(self, problems: list[Unsteady]) -> None:
+        super().__init__("the job is not steady: " + "; ".join(p.what for p in problems))
+        self.problems = problems
 
 
 class ChaosRun:
@@ -249,6 +259,25 @@ class ChaosRun:
         self.phase("steady_state", target_step=step)
         return self.wait_for(f"training step {step}",
                              lambda e: e.type == ProgressEv.STEP and e.data.step >= step, timeout)
+
+    def wait_until_steady(self, step: int, *, timeout: float = 120.0, checkpoint_bound: bool = True) -> Event:
+        """Steady state before a fault: block until some rank has completed ``step``, then check
+        that the job is steady (chaos.analysis.steady: at the size it was started with, no failure
+        since it started, a checkpoint saved where ``checkpoint_bound`` relies on one); NotSteady
+        says what is not so. The wait settles first: events of the step's instant are read."""
+        reached = self.wait_for_step(step, timeout)
+        time.sleep(0.3)   # let the followers read the lines written with the step (a failure beside it)
+        job = self.job
+        assert job is not None, "start the job first"
+        sees_saves = not job.script or job.observe.checkpoint is not None or bool(
+            self.timeline.select(CheckpointEv.SAVED))
+        problems = unsteady(self.timeline.events(), world_size=job.initial_nodes * job.nproc_per_node,
+                            checkpoint_every=job.checkpoint_every if checkpoint_bound else None,
+                            sees_saves=sees_saves)
+        if problems:
+            self.phase("not_steady")
+            raise NotSteady(problems)
+        return reached
 
     def wait_for_steps(self, count: int, timeout: float = 120.0) -> Event:
         """Block until training has advanced ``count`` steps past the latest one seen."""

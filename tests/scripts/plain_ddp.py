@@ -37,6 +37,8 @@ def main():
     p.add_argument("--snapshot", default="snapshot.pt")
     p.add_argument("--save-every", type=int, default=10)
     p.add_argument("--iter-time", type=float, default=0.2)
+    p.add_argument("--crash-once-at", type=int, default=0,
+                   help="the first incarnation of the last rank crashes at this iteration (a warm-up bug)")
     args = p.parse_args()
     signal.signal(signal.SIGTERM, on_sigterm)
 
@@ -64,6 +66,8 @@ def main():
         it += 1
         if rank == 0:
             print(f"[plain-ddp] iter={it:05d} world={world} loss={loss.item():.4f}", flush=True)
+        if it == args.crash_once_at and rank == world - 1 and os.environ.get("TORCHELASTIC_RESTART_COUNT") == "0":
+            raise RuntimeError(f"[plain-ddp] rank {rank} crashed at iter {it} (a warm-up bug)")
         if STOP["signal"]:
             save(args.snapshot, model, opt, it)  # told to go: every rank holds the same weights
             print(f"[plain-ddp] rank {rank} saved iter {it} on signal {STOP['signal']}", flush=True)

@@ -1,0 +1,77 @@
+"""Is the job steady? Checked before any fault: an experiment on an unsteady job tests nothing.
+
+Chaos Toolkit's model: the steady-state hypothesis is checked *before* the method. A job
+whose workers crashed and restarted during warm-up (a script's own race on a shared
+file, a missing module on one node) has spent restarts the fault would need, and a kill
+then ends it: that is not a verdict on recovery. So before a hypothesis injects its
+fault, the job must be
+
+- **formed at its size**: its latest steps run at the world size it was started with;
+- **free of failures since it started**: no worker or worker group failed, no node
+  exited or was lost (a restart to admit a node that joined late is formation, not a
+  failure);
+- **saving, where a bound needs it**: when a hypothesis bounds the steps a fault may cost
+  by the checkpoint interval and the job has passed two intervals, a checkpoint has been
+  saved (reported, or seen by the file watcher). Two, not one: a save due at the first
+  interval may still be being written when the step after it is logged.
+
+``unsteady`` returns what is not so, each with the events that show it.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from chaos.events import AgentEv, CheckpointEv, Event, NodeEv, ProgressEv, first, of
+
+
+@dataclass(frozen=True)
+class Unsteady:
+    """One way the job is not steady, in a sentence, with the events that show it."""
+
+    what: str
+    evidence: tuple[Event, ...] = ()
+
+
+def failures(events: Sequence[Event], *, until: float | None = None) -> list[Event]:
+    """Worker and worker-group failures, and nodes that exited or were lost, up to ``until``."""
+    return of(events, AgentEv.WORKER_FAILED, AgentEv.WORKER_GROUP_FAILED, NodeEv.EXITED, NodeEv.LOST, until=until)
+
+
+def restarts_before(events: Sequence[Event], until: float) -> int:
+    """The most worker-group restarts one agent spent up to ``until`` (its restart budget, used)."""
+    per_node: dict[str | None, int] = {}
+    for e in of(events, AgentEv.WORKER_GROUP_FAILED, until=until):
+        per_node[e.node] = per_node.get(e.node, 0) + 1
+    return max(per_node.values(), default=0)
+
+
+def unsteady(events: Sequence[Event], *, world_size: int, checkpoint_every: int | None = None,
+             sees_saves: bool = True) -> list[Unsteady]:
+    """What keeps the job from being steady now (see the module docstring); [] when it is.
+    ``world_size``: the ranks it was started with; ``checkpoint_every``: the interval a bound
+    relies on (None: no bound needs saves); ``sees_saves``: whether saves are observable at all
+    (a script that neither reports them nor has a --checkpoint path watched)."""
+    out: list[Unsteady] = []
+    steps = of(events, ProgressEv.STEP)
+    latest = steps[-1] if steps else None
+    if latest is None:
+        return [Unsteady("no training step was seen")]
+    if latest.data.world_size is not None and latest.data.world_size != world_size:
+        out.append(Unsteady(f"it trains at world size {latest.data.world_size}, not the {world_size} it was "
+                            "started with", (latest,)))
+    failed = failures(events, until=latest.t)
+    if failed:
+        spent = restarts_before(events, latest.t)
+        nodes = sorted({str(e.node) for e in failed})
+        out.append(Unsteady(f"it failed before the fault: {len(failed)} failure(s) on {', '.join(nodes)}"
+                            + (f", {spent} restart(s) of its budget spent in warm-up" if spent else "")
+                            + f" (first: {failed[0].type} on {failed[0].node})", tuple(failed[:6])))
+    if checkpoint_every is not None and sees_saves and latest.data.step >= 2 * checkpoint_every:
+        if first(events, CheckpointEv.SAVED, until=latest.t) is None:
+            out.append(Unsteady(f"no checkpoint was saved by step {latest.data.step}, two intervals in, though "
+                                f"the bound on lost progress is one checkpoint interval ({checkpoint_every}): "
+                                "is --checkpoint-every the script's own save interval?"))
+    return out
+
+

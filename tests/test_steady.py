@@ -1,0 +1,55 @@
+"""Steady state before the method: an unsteady job gets no fault (chaos.analysis.steady)."""
+from __future__ import annotations
+
+from chaos.analysis.steady import restarts_before, unsteady
+from chaos.analysis.verdict import Outcome, Verdict
+from chaos.events import AgentEv, CheckpointEv, Event, ProgressEv
+
+
+def step(t: float, n: int, ws: int = 2, node: str = "node-0") -> Event:
+    return Event.make(ProgressEv.STEP, t, node, {"step": n, "world_size": ws, "rank": 0})
+
+
+def test_a_job_training_at_its_size_with_saves_and_no_failure_is_steady():
+    ev = [step(1, 10), Event.make(CheckpointEv.SAVED, 2, "node-0", {"step": 20}), step(3, 30)]
+    assert unsteady(ev, world_size=2, checkpoint_every=20) == []
+
+
+def test_a_restart_to_admit_a_late_node_is_formation_not_a_failure():
+    ev = [step(1, 1, ws=1), Event.make(AgentEv.MEMBERSHIP_CHANGE, 2, "node-0", {"new_nodes": 1}),
+          Event.make(AgentEv.WORKERS_STOPPING, 2.1, "node-0"), step(3, 2, ws=2)]
+    assert unsteady(ev, world_size=2) == []
+
+
+def test_failures_in_warm_up_make_the_job_unsteady_and_count_the_restarts_spent():
+    ev = [step(1, 1), Event.make(AgentEv.WORKER_FAILED, 2, "node-1", {"exitcode": 1, "local_rank": 0}),
+          Event.make(AgentEv.WORKER_GROUP_FAILED, 2.1, "node-1", {"attempts_left": 2, "max_restarts": 3}),
+          Event.make(AgentEv.WORKER_GROUP_FAILED, 4, "node-1", {"attempts_left": 1, "max_restarts": 3}),
+          step(5, 3)]
+    (problem,) = unsteady(ev, world_size=2)
+    assert "failed before the fault" in problem.what and "2 restart(s) of its budget spent" in problem.what
+    assert {e.node for e in problem.evidence} == {"node-1"}
+    assert restarts_before(ev, until=5) == 2
+
+
+def test_a_job_at_another_size_than_it_was_started_with_is_unsteady():
+    (problem,) = unsteady([step(1, 5, ws=1)], world_size=2)
+    assert "world size 1, not the 2" in problem.what
+
+
+def test_a_bound_on_lost_steps_needs_a_checkpoint_where_saves_can_be_seen():
+    ev = [step(1, 45)]
+    (problem,) = unsteady(ev, world_size=2, checkpoint_every=20)
+    assert "no checkpoint was saved by step 45" in problem.what
+    assert unsteady(ev, world_size=2, checkpoint_every=20, sees_saves=False) == []
+    assert unsteady(ev, world_size=2, checkpoint_every=50) == []
+    # one interval in, the save due at step 20 may still be being written: not yet a problem
+    assert unsteady([step(1, 25)], world_size=2, checkpoint_every=20) == []
+
+
+def test_a_failed_steady_state_is_its_own_outcome_and_exit_code():
+    v = Verdict()
+    v.fail("the job was not steady", check="steady-state")
+    assert v.outcome is Outcome.NOT_STEADY and v.outcome.exit_code == 3
+    v.fail("a watcher died", check="watcher")
+    assert v.outcome is Outcome.TOOLKIT_ERROR and v.outcome.exit_code == 4
