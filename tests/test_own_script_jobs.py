@@ -97,7 +97,7 @@ raise FileNotFoundError("/data/train/shard-00000.tar: no such file")
 def test_a_script_that_crashes_at_start_never_reaches_steady_state_and_shows_the_node_log(tmp_path):
     script = tmp_path / "broken_train.py"
     script.write_text(CRASHES_AT_START)
-    out, _ = run_cli(tmp_path, "kill-node", "--nodes", "1:1", "--max-restarts", "0", *FAST,
+    out, _ = run_cli(tmp_path, "kill-node", "--nodes", "1:1", "--max-restarts", "0", *FAST, "--steady-steps", "5",
                      "--progress-regex", PROGRESS, "--", "broken_train.py")
     assert out.returncode == 1, out.stdout + out.stderr
     assert "the job never reached steady state" in out.stdout
