@@ -102,8 +102,9 @@ class Observation:
               r"a step in the script's own unit, e.g. 'epoch (?P<step>\d+)' (a 'world_size' group is read too)",
         metavar="REGEX")
     checkpoint: str | None = option(
-        None, "file or directory the script saves checkpoints to, relative to --workdir; each replacement "
-              "(new inode, mtime or size) is a checkpoint saved", metavar="PATH")
+        None, "file or directory the script saves checkpoints to, relative to --workdir (with "
+              "--node-local-workdir: to every node's own folder); each replacement (new inode, mtime or size) is "
+              "a checkpoint saved", metavar="PATH")
     resume_regex: str | None = option(
         None, "regex (named group 'step') for the line the script prints when it restores; without it the "
               "resumed step is inferred from the first progress after a restart, and the report says so",

@@ -173,7 +173,7 @@ def test_epoch_logging_with_a_glog_prefix_and_every_node_saving_on_its_own_disk(
 def test_a_tqdm_bar_redrawn_with_carriage_returns_and_one_file_per_epoch_without_a_resume_line(
         run_hypothesis: RunHypothesis, truth_dir: Path) -> None:
     run = run_hypothesis("kill-node", **JOB, replace_lost_nodes=False, env={"SHAPE_TRUTH": str(truth_dir)},
-                         script=shape("tqdm_bar_rank0_dir.py"), unit="epoch",
+                         script=shape("tqdm_bar_rank0_dir.py", "--batch-time", "0.15"), unit="epoch",
                          progress_regex=r"Epoch (?P<step>\d+): 100%", checkpoint="lightning_logs",
                          steady_steps=4, checkpoint_every=1)
     truth, rec = check_against_truth(run, truth_dir)
