@@ -51,13 +51,13 @@ PREFIX = "ELASTIC_CHAOS "  # trainer.progress.PREFIX; chaos does not import trai
 # glog header torch's elastic logger writes: I1122 08:18:31.027000 2869 path:line] msg
 _GLOG = re.compile(r"^([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6}) +(\d+) [^\]]*\] ?(.*)$")
 _LINE_END = re.compile(rb"\r\n|\r|\n")
+_TORCH_SOURCE = re.compile(r"(?:^|[\s/\\])torch[/\\]")
 
 
 def from_torch(line: str) -> bool:
     """Whether a glog-format line was written by torch's own code (the agent, the launcher),
     not by a script that logs in the same format: its ``path:line]`` is under ``torch/``."""
-    header = line.split("]", 1)[0]
-    return "torch/" in header or "torch\\" in header
+    return _TORCH_SOURCE.search(line.split("]", 1)[0]) is not None
 
 _AGENT_PATTERNS: list[tuple[EventType, re.Pattern[str]]] = [
     (AgentEv.WORKER_FAILED, re.compile(r"failed \(exitcode: (?P<exitcode>-?\d+)\) local_rank: (?P<local_rank>\d+) "
