@@ -102,8 +102,9 @@ class Observation:
               r"a step in the script's own unit, e.g. 'epoch (?P<step>\d+)' (a 'world_size' group is read too)",
         metavar="REGEX")
     checkpoint: str | None = option(
-        None, "file or directory the script saves checkpoints to, relative to --workdir; each replacement "
-              "(new inode, mtime or size) is a checkpoint saved", metavar="PATH")
+        None, "file or directory the script saves checkpoints to, relative to --workdir (with "
+              "--node-local-workdir: to every node's own folder); each replacement (new inode, mtime or size) is "
+              "a checkpoint saved", metavar="PATH")
     resume_regex: str | None = option(
         None, "regex (named group 'step') for the line the script prints when it restores; without it the "
               "resumed step is inferred from the first progress after a restart, and the report says so",
@@ -125,6 +126,26 @@ class Observation:
     def active(self) -> bool:
         """Whether anything is observed from the script's own output or files."""
         return bool(self.progress_regex or self.checkpoint or self.resume_regex)
+
+
+LOCAL_DIR_VAR = "ELASTIC_CHAOS_LOCAL_DIR"
+"""With ``node_local_workdir``: the node's own folder (its working directory), on every platform."""
+SHARED_DIR_VAR = "ELASTIC_CHAOS_SHARED_DIR"
+"""With ``node_local_workdir``: the job's shared workdir (data every node reads)."""
+
+REFERENCE_STEADY_STEPS = 50
+"""Where the reference trainer is hit by default: step 50, halfway between its checkpoints
+at 40 and 60 (every 20), so the fault costs real progress."""
+
+
+def default_steady_steps(job: JobSpec) -> int:
+    """How far training gets before the fault when ``--steady-steps`` is not given: the
+    reference trainer's 50 steps; a script, halfway between its 2nd and 3rd save by its
+    ``checkpoint_every`` (its save interval), the rule that gives the reference trainer's
+    50 from its 20, in the script's unit: 5 epochs for a script saving every 2."""
+    if not job.script:
+        return REFERENCE_STEADY_STEPS
+    return 2 * job.checkpoint_every + max(1, job.checkpoint_every // 2)
 
 
 def locate_script(argv: tuple[str, ...] | list[str], base: Path | None = None) -> tuple[str, ...]:
@@ -173,7 +194,10 @@ class JobSpec:
                                   "(torchrun --max-restarts)", minimum=0)
     monitor_interval: float | None = option(None, "seconds between the agent's checks of its workers "
                                                   "(torch: 0.1)", above=0, units="s")
-    checkpoint_every: int = option(20, "steps between checkpoints of the reference trainer", minimum=1)
+    checkpoint_every: int = option(20, "the reference trainer: steps between its checkpoints. A script: its own "
+                                       "save interval in --unit (elastic-chaos cannot change it), so the most "
+                                       "progress a fault may cost (the bounded-loss check) and, without "
+                                       "--steady-steps, where the fault lands", minimum=1)
     step_time: float = option(0.1, "minimum seconds per training step of the reference trainer",
                               minimum=0, units="s")
     pg_timeout_s: float | None = option(None, "the workers' collective timeout: a silent peer fails a "
@@ -202,6 +226,13 @@ class JobSpec:
     workdir: str | None = option(None, "the job's working directory, shared by every node like EFS/FSx: a "
                                        "script runs in it (default: a fresh workdir/ in the report folder)",
                                  metavar="DIR")
+    node_local_workdir: bool = option(
+        False, "give each node a working directory of its own instead of the shared workdir, as on a "
+               "cluster whose machines have local disks and no shared volume: what the script writes to "
+               "relative paths (a snapshot saved by every node's local rank 0) is its node's alone, a node "
+               "lost to a fault loses it, and its replacement starts with an empty one. The script finds "
+               "its node's folder in $ELASTIC_CHAOS_LOCAL_DIR (its working directory) and the shared "
+               "workdir in $ELASTIC_CHAOS_SHARED_DIR; --checkpoint is watched in every node's folder")
     backend: PgBackend | None = option(None, "force the process-group backend: the reference trainer's "
                                              "--backend; a script that hard-codes nccl runs on gloo (CPU) "
                                              "through trainer.launch")
@@ -220,6 +251,9 @@ class JobSpec:
                 raise SpecError(f"environment variable name {key!r} is not valid (letters, digits, _)")
         if self.start_nodes is not None and not self.min_nodes <= self.start_nodes <= self.max_nodes:
             raise SpecError(f"start_nodes {self.start_nodes} is outside nodes {self.nodes}")
+        if self.node_local_workdir and not self.script:
+            raise SpecError("node_local_workdir is for a training script (give it after `--`): the reference "
+                            "trainer keeps its checkpoints in the shared checkpoints/ folder")
 
     def trainer_command_args(self) -> list[str]:
         """The reference trainer's arguments for this job (every platform runs it so)."""

@@ -97,9 +97,9 @@ raise FileNotFoundError("/data/train/shard-00000.tar: no such file")
 def test_a_script_that_crashes_at_start_never_reaches_steady_state_and_shows_the_node_log(tmp_path):
     script = tmp_path / "broken_train.py"
     script.write_text(CRASHES_AT_START)
-    out, _ = run_cli(tmp_path, "kill-node", "--nodes", "1:1", "--max-restarts", "0", *FAST,
+    out, _ = run_cli(tmp_path, "kill-node", "--nodes", "1:1", "--max-restarts", "0", *FAST, "--steady-steps", "5",
                      "--progress-regex", PROGRESS, "--", "broken_train.py")
-    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.returncode == 3, out.stdout + out.stderr  # not steady: no experiment
     assert "the job never reached steady state" in out.stdout
     assert "FileNotFoundError: /data/train/shard-00000.tar: no such file" in out.stdout  # the node's log tail
     assert "Traceback" not in out.stderr
@@ -166,7 +166,8 @@ def test_the_elastic_job_fixture_runs_a_script_in_its_shared_workdir_and_watches
     assert recovery.resumed_from_step is not None and recovery.resumed_from_step % 5 == 0
     assert recovery.lost_steps is not None and recovery.lost_steps < 5
     observed = job.observation()
-    assert observed["checkpoint"]["saves_observed"] >= 2 and observed["resume"] == "resume_regex"
+    assert observed is not None and observed.checkpoint is not None
+    assert observed.checkpoint.saves_observed >= 2 and observed.resume == "resume_regex"
     assert job.workdir == workdir.resolve()
 
 

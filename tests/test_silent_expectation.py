@@ -21,7 +21,7 @@ def test_the_expectation_follows_the_timeout_that_applies(duration, timeout, exp
 
 
 def test_a_scripts_own_timeout_is_unknown_so_either_outcome_is_fine():
-    s = settings(get("freeze"), {"duration_s": 12.0, "script": ("x.py",)}, "local")
+    s = settings(get("freeze"), {"duration_s": 12.0, "script": ("x.py",), "steady_steps": 5}, "local")
     timeout, source, known = collective_timeout(s.job)
     assert not known and timeout == 1800.0 and "torch's gloo default" in source
     assert expectation(12.0, timeout, known) is Expect.EITHER

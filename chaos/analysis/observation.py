@@ -13,7 +13,7 @@ written is a wrong path, not a passing run).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,9 +76,11 @@ class ScriptObservation:
     checkpoint: CheckpointSeen | None = None
     notes: tuple[str, ...] = ()
     """What was inferred or could not be measured, in words."""
+    node_local: bool = False
+    """Each node worked in a folder of its own (JobSpec.node_local_workdir), lost with it."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"script": list(self.script), "workdir": self.workdir, "unit": self.unit,
+        return {"script": list(self.script), "workdir": self.workdir, "unit": self.unit, "node_local": self.node_local,
                 "progress_regex": self.progress_regex, "resume_regex": self.resume_regex,
                 "progress": self.progress, "steps_observed": self.steps_observed, "resume": self.resume,
                 "checkpoint": self.checkpoint.to_json() if self.checkpoint else None, "notes": list(self.notes)}
@@ -96,15 +98,19 @@ class ScriptObservation:
                    resume_regex=text("resume_regex"), progress=text("progress") or "none",
                    steps_observed=_count(raw.get("steps_observed")), resume=text("resume") or "",
                    checkpoint=CheckpointSeen.from_json(ckpt) if isinstance(ckpt, dict) else None,
-                   notes=tuple(str(n) for n in raw.get("notes") or [] if isinstance(n, str)))
+                   notes=tuple(str(n) for n in raw.get("notes") or [] if isinstance(n, str)),
+                   node_local=raw.get("node_local") is True)
 
 
 def _count(v: Any) -> int:
     return int(v) if isinstance(v, int) and not isinstance(v, bool) else 0
 
 
-def summarize(events: Sequence[Event], job: JobSpec | None, workdir: Path | None) -> ScriptObservation | None:
-    """report.json's ``observation`` block for a script job (None for the reference trainer)."""
+def summarize(events: Sequence[Event], job: JobSpec | None, workdir: Path | None, *,
+              node_workdirs: Mapping[str, Path] | None = None) -> ScriptObservation | None:
+    """report.json's ``observation`` block for a script job (None for the reference trainer).
+    ``node_workdirs``: each node's own folder where the checkpoint path was watched on
+    node-local disks (JobSpec.node_local_workdir)."""
     if job is None or not job.script:
         return None
     obs = job.observe
@@ -115,7 +121,8 @@ def summarize(events: Sequence[Event], job: JobSpec | None, workdir: Path | None
     notes: list[str] = [e.data.why or "" for e in of(events, ProgressEv.UNPARSED)]
     resume = _resume_source(loaded, obs.resume_regex)
     if by_regex:
-        notes.append("steps are timed when their log line was read (within ~0.1 s); the script stamps none")
+        notes.append("steps are timed by their node's log (when it last grew before the line was read, within "
+                     "~0.1 s); the script stamps none")
         if any(e.data.world_size_from == "agent" for e in by_regex):
             notes.append("world size is the agent's rendezvous result (nodes x nproc_per_node)")
         notes.append("exactly-once sample accounting needs sample ranges, which a log line does not "
@@ -123,11 +130,16 @@ def summarize(events: Sequence[Event], job: JobSpec | None, workdir: Path | None
     if resume.startswith("inferred"):
         notes.append("resumed step (and so lost progress) inferred from the first progress after each "
                      "restart: pass --resume-regex, or report loads with trainer.progress, to measure it")
+    if job.node_local_workdir:
+        notes.append("each node worked in a folder of its own, lost with the node (--node-local-workdir): "
+                     "a save is its node's; a lost node's saves went with it")
     return ScriptObservation(
+        node_local=job.node_local_workdir,
         script=tuple(job.script), workdir=str(workdir) if workdir else job.workdir, unit=obs.unit,
         progress_regex=obs.progress_regex, resume_regex=obs.resume_regex,
         progress=_progress_source(by_regex, reported), steps_observed=len(steps), resume=resume,
-        checkpoint=_checkpoint(events, obs.checkpoint, workdir), notes=tuple(notes))
+        checkpoint=_checkpoint(events, obs.checkpoint, workdir) if not job.node_local_workdir
+        else _node_local_checkpoint(events, obs.checkpoint, node_workdirs or {}), notes=tuple(notes))
 
 
 def _progress_source(by_regex: list[Event], reported: list[Event]) -> str:
@@ -160,6 +172,22 @@ def _checkpoint(events: Sequence[Event], path: str | None, workdir: Path | None)
                           files_in_workdir=tuple(_listing(workdir)) if never and workdir is not None else ())
 
 
+def _node_local_checkpoint(events: Sequence[Event], path: str | None,
+                           folders: Mapping[str, Path]) -> CheckpointSeen | None:
+    """The checkpoint path in every node's own folder: watched as ``<disks>/*/<path>``."""
+    if path is None or Path(path).is_absolute():
+        return _checkpoint(events, path, None)
+    observed = [e for e in of(events, CheckpointEv.SAVED) if e.data.via == "file"]
+    if not folders:
+        return CheckpointSeen(path=path, saves_observed=len(observed))
+    parent = next(iter(folders.values())).parent
+    never = not observed
+    listing = tuple(f"{node}/{name}" for node, folder in sorted(folders.items()) if folder.is_dir()
+                    for name in _listing(folder)) if never else ()
+    return CheckpointSeen(path=path, watched=str(parent / "*" / path), saves_observed=len(observed),
+                          never_written=never, files_in_workdir=listing)
+
+
 def _resolve(path: str, workdir: Path | None) -> Path | None:
     p = Path(path)
     if p.is_absolute():
@@ -186,7 +214,8 @@ def checks(seen: ScriptObservation | None) -> list[tuple[bool, str]]:
     ckpt = seen.checkpoint
     if ckpt and ckpt.path:
         if ckpt.watched is None:
-            out.append((True, f"checkpoint {ckpt.path!r} not watched: the job's workdir is not on this machine"))
+            where = "the nodes' own folders are" if seen.node_local else "the job's workdir is"
+            out.append((True, f"checkpoint {ckpt.path!r} not watched: {where} not on this machine"))
         elif ckpt.never_written:
             files = ", ".join(ckpt.files_in_workdir) or "nothing"
             out.append((False, f"the checkpoint path {ckpt.path!r} was written during the run: it never was "

@@ -510,13 +510,19 @@ class RootCause(enum.Enum):
     """A Python module the script imports is not installed where it runs."""
     OUT_OF_MEMORY = "out_of_memory"
     """Host or GPU memory ran out."""
+    CORRUPT_CHECKPOINT = "corrupt_checkpoint"
+    """torch.load of a checkpoint that is half written, or was written by two nodes at once."""
 
     def describe(self) -> str:
         return {RootCause.DISK_FULL: "the disk is full (ENOSPC)",
                 RootCause.PERMISSION_DENIED: "permission denied (EACCES)",
                 RootCause.MISSING_FILE: "a file or binary is missing (ENOENT)",
                 RootCause.MISSING_MODULE: "a Python module is missing",
-                RootCause.OUT_OF_MEMORY: "out of memory"}[self]
+                RootCause.OUT_OF_MEMORY: "out of memory",
+                RootCause.CORRUPT_CHECKPOINT: "a checkpoint it loaded is corrupt: half written, or written by "
+                                              "several nodes at once into one shared path (save through a "
+                                              "temporary file and a rename, from one rank; or give each node "
+                                              "its own folder: --node-local-workdir)"}[self]
 
 
 _RDZV_FAILED = (AgentEv.RENDEZVOUS_CLOSED, AgentEv.RENDEZVOUS_TIMEOUT, AgentEv.RENDEZVOUS_ERROR)

@@ -118,6 +118,18 @@ class AsgActivity(Payload):
     cause: str | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class DiskLost(Payload):
+    """A node's own disk went with it (JobSpec.node_local_workdir): what it held."""
+
+    path: str | None = None
+    files: tuple[str, ...] = ()
+    """Its files, relative to it (the first few)."""
+    count: int | None = None
+    size: int | None = None
+    """Bytes."""
+
+
 class NodeEv:
     """A node of the job as its platform sees it (platforms/api.py, local, kubernetes, aws;
     the watch's LossDetector for ``lost``)."""
@@ -126,6 +138,9 @@ class NodeEv:
     """A node (agent, pod) started; ``replaces`` names the node it stands in for."""
     LOST = event_type(Source.NODE, "lost", Lost)
     """A node was taken away (``action``: how; ``observed`` from a watch)."""
+    DISK_LOST = event_type(Source.NODE, "disk_lost", DiskLost)
+    """A lost node's own disk went with it (JobSpec.node_local_workdir; ``path``, ``count`` files,
+    ``size`` bytes, the first few ``files``): its local checkpoints are gone."""
     EXITED = event_type(Source.NODE, "exited", Exited)
     """A node's agent ended on its own (``exit_code``)."""
     PROVISIONING = event_type(Source.NODE, "provisioning", Provisioning)

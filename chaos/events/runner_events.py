@@ -86,6 +86,24 @@ class GpuPlacement(Payload):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Threads(Payload):
+    """How the local platform fitted the job's threads to this machine's cores
+    (chaos.platforms.local.threads): torch runs a thread per core in every worker."""
+
+    cores: int | None = None
+    workers: int | None = None
+    """Worker processes of the whole job on this machine (nodes x processes per node)."""
+    threads: int | None = None
+    """Threads each worker runs with on every node."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """What the platform set on every node (OMP_NUM_THREADS); empty: the user's value was kept."""
+    oversubscribed: bool | None = None
+    """Whether workers x threads still outnumber the cores."""
+    advice: str | None = None
+    """In words, for the report."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class ManifestsApplied(Payload):
     kinds: tuple[str, ...] = ()
     """The Kubernetes object kinds created."""
@@ -141,6 +159,11 @@ class RunnerEv:
     GPU_PLACEMENT = event_type(Source.RUNNER, "gpu_placement", GpuPlacement)
     """How the local platform gave nodes GPUs (``mode``: none / exclusive / shared, ``slices``,
     ``own_host_ids``, ``note``; chaos.platforms.local.gpus)."""
+    THREADS = event_type(Source.RUNNER, "threads", Threads)
+    """The local platform's nodes share this machine's cores and torch's default threads would
+    oversubscribe them (or the user's OMP_NUM_THREADS does): what it set on every node
+    (``env``), ``cores``, ``workers``, ``threads`` each, whether they still ``oversubscribed``,
+    and ``advice`` in words (the report's remarks say it)."""
     MANIFESTS_APPLIED = event_type(Source.RUNNER, "manifests_applied", ManifestsApplied)
     """Kubernetes: the job's objects were created (``kinds``, ``namespace``, ``job_kind``)."""
     STORE_STOPPED = event_type(Source.RUNNER, "store_stopped", StoreStopped)

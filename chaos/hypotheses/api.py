@@ -37,15 +37,26 @@ from chaos.faults.catalog import fault_class
 from chaos.options import declared, option, split, validate
 from chaos.platforms import platform_option_classes
 from chaos.runner.run import ChaosRun
-from chaos.spec import JOB_OPTION_CLASSES, PRESET_OPTION, JobSpec, Preset, job_from_options
+from chaos.spec import (
+    JOB_OPTION_CLASSES,
+    PRESET_OPTION,
+    REFERENCE_STEADY_STEPS,
+    JobSpec,
+    Preset,
+    default_steady_steps,
+    job_from_options,
+)
 
 
 @dataclass(frozen=True)
 class TrialOptions:
     """What every hypothesis takes besides the job, the fault and the platform."""
 
-    steady_steps: int = option(50, "steps trained before the fault (steady state); between two checkpoints "
-                                   "by default, so the fault costs real progress", minimum=1)
+    steady_steps: int | None = option(
+        None, "how far training gets before the fault (steady state), in the job's unit (--unit: a script's "
+              "epochs, iterations, ...). Default: the reference trainer 50 steps, between two of its checkpoints "
+              "so the fault costs real progress; a script halfway between its 2nd and 3rd save by "
+              "--checkpoint-every (a script gives one of the two: its pace is its own)", minimum=1)
     target: str | None = option(None, "node to hit (default: the newest live node)", metavar="NODE")
     timeout_s: float = option(180.0, "seconds to wait for each phase (steady state, recovery, ...)",
                               flag="--timeout", above=0, units="s")
@@ -159,9 +170,22 @@ def settings(h: Hypothesis | None, values: Mapping[str, Any], platform: str) -> 
     except SpecError as exc:
         raise SpecError(f"{str(exc).partition(';')[0]}; {platform} accepts: {', '.join(sorted(known))}") from None
     platform_kw = {k: v for kw in platform_kws for k, v in kw.items()}
-    return Settings(job=job_from_options(job_kw), trial=TrialOptions(**trial_kw), fault_class=made_by, fault=fault_kw,
+    job = job_from_options(job_kw)
+    if h is not None and job.script and trial_kw.get("steady_steps") is None and "checkpoint_every" not in job_kw:
+        raise SpecError(script_pace_unknown(job))
+    return Settings(job=job, trial=TrialOptions(**trial_kw), fault_class=made_by, fault=fault_kw,
                     params=h.params(**params_kw) if h is not None and h.params is not None else None,
                     platform=platform_kw)
+
+
+def script_pace_unknown(job: JobSpec) -> str:
+    """Why a script job needs ``--steady-steps`` or ``--checkpoint-every`` (the reference
+    trainer's 50 steps may be 50 epochs of a script)."""
+    unit = job.observe.unit
+    return (f"say when to inject into your script: --steady-steps N (how many {unit}s it completes before "
+            f"the fault) or --checkpoint-every N (its save interval in {unit}s: the fault then comes halfway "
+            f"between its 2nd and 3rd save, and a fault may cost at most N {unit}s); the reference trainer's "
+            f"{REFERENCE_STEADY_STEPS} steps could be {REFERENCE_STEADY_STEPS} of your {unit}s")
 
 
 @dataclass(frozen=True)
@@ -221,11 +245,17 @@ class Trial:
         self.run.start(job)
         return job
 
+    @property
+    def steady_steps(self) -> int:
+        """The step the fault waits for: ``--steady-steps``, else the job's default (chaos.spec)."""
+        given = self.opts.steady_steps
+        return given if given is not None else default_steady_steps(self.job)
+
     def steady(self, *, checkpoint_bound: bool = True) -> Event:
         """Block until training reaches ``steady_steps``, then check the job is steady before the
         fault (ChaosRun.wait_until_steady): NotSteady ends the trial with no fault injected.
         ``checkpoint_bound``: the hypothesis bounds lost steps by the checkpoint interval."""
-        return self.run.wait_until_steady(self.opts.steady_steps, timeout=self.opts.timeout_s,
+        return self.run.wait_until_steady(self.steady_steps, timeout=self.opts.timeout_s,
                                           checkpoint_bound=checkpoint_bound)
 
     def inject(self, fault: Fault | None = None) -> FaultRecord:

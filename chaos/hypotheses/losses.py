@@ -162,7 +162,7 @@ def kill_during_checkpoint(t: Trial) -> None:
     t.start(job)
     t.steady()
     for i in range(t.params.repetitions):
-        armed = t.run.arm(t.fault(), checkpoint_started(min_step=t.opts.steady_steps))
+        armed = t.run.arm(t.fault(), checkpoint_started(min_step=t.steady_steps))
         record = armed.wait(timeout=t.opts.timeout_s)
         rec = t.recover(record)
         step = record.detail.get("checkpoint_step")

@@ -123,6 +123,13 @@ class Platform(abc.ABC):
         script's checkpoint file can be watched), or None where it is not local."""
         return None
 
+    def node_workdirs(self) -> dict[str, Path] | None:
+        """Each live node's own working directory on this machine, when the job gives nodes
+        folders of their own (JobSpec.node_local_workdir; a lost node's is gone with it);
+        None where the nodes share ``job_workdir()`` or their own folders are not on this
+        machine (a pod's emptyDir)."""
+        return None
+
     def alive_nodes(self) -> list[NodeInfo]:
         return [n for n in self.nodes() if n.state.is_alive()]
 

@@ -112,7 +112,8 @@ def _missing(run: RunReport) -> str:
 
 
 def _remarks(run: RunReport) -> str:
-    lines = table.remarks((f.recovery for f in table.shown_faults(run.result)), run.result.placement)
+    lines = table.remarks((f.recovery for f in table.shown_faults(run.result)), run.result.placement,
+                          run.result.threads)
     if not lines:
         return ""
     return '<ul class="notes" id="notes">' + "".join(f"<li>{escape(m)}</li>" for m in lines) + "</ul>"

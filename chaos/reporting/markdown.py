@@ -31,7 +31,8 @@ def render_markdown(run: RunReport, findings: Sequence[Finding], *, goodput: flo
         lines += ["", f"## {title}", "", "| " + " | ".join(_cell(c) for c in header) + " |",
                   "|" + "|".join("---" for _ in header) + "|"]
         lines += ["| " + " | ".join(_cell(c) for c in r) + " |" for r in t.rows[1:]]
-    remarks = table.remarks((f.recovery for f in table.shown_faults(run.result)), run.result.placement)
+    remarks = table.remarks((f.recovery for f in table.shown_faults(run.result)), run.result.placement,
+                            run.result.threads)
     if remarks:
         lines += [""] + [f"- {r}" for r in remarks]
     if findings:

@@ -58,6 +58,6 @@ def render_table(result: RunResult) -> str:
     lines += [f"  {r}" for r in reasons]
     lines += [f"  note ({n.split(': ', 1)[0]}): {n.split(': ', 1)[1]}" for n in table.notes(result)]
     lines += [f"  {remark}" for remark in table.remarks([f.recovery for f in table.shown_faults(result)],
-                                                        result.placement)]
+                                                        result.placement, result.threads)]
     lines += [f"  note (script): {why}" for why in (result.observation.notes if result.observation else ())]
     return "\n".join(lines)

@@ -23,6 +23,8 @@ steps, duplicate and gap counts, summary), ``observation`` (a user script's job
 only, else null: chaos.analysis.observation.ScriptObservation), ``started_at``,
 ``finished_at``, ``timeline`` and ``node_logs`` (paths relative to the report
 folder), ``placement`` (the local platform on a GPU machine: how nodes got GPUs;
+null otherwise), ``threads`` (the local platform: OMP_NUM_THREADS set or advised because
+the nodes' threads would oversubscribe the cores, chaos.events.runner_events.Threads;
 null otherwise). Additive changes keep the version; renames bump it.
 
 Version 2 renamed the recovery phase ``replay`` (the steps trained again) to
@@ -47,7 +49,7 @@ from chaos.analysis.verdict import Verdict
 from chaos.errors import SpecError
 from chaos.events import Event, RunnerEv, last
 from chaos.events.payload import PayloadError
-from chaos.events.runner_events import GpuPlacement
+from chaos.events.runner_events import GpuPlacement, Threads
 from chaos.faults.api import FaultRecord
 from chaos.spec import JobSpec
 
@@ -179,6 +181,9 @@ class RunResult:
     timeline: str = TIMELINE
     placement: GpuPlacement | None = None
     """How the local platform placed the job on GPUs (mode, slices, note); None: no placement."""
+    threads: Threads | None = None
+    """How the local platform fitted the nodes' threads to the cores, when they would have
+    oversubscribed them (runner/threads); None: nothing to say."""
 
     @property
     def passed(self) -> bool:
@@ -221,6 +226,7 @@ class RunResult:
             "timeline": self.timeline,
             "node_logs": dict(self.node_logs),
             "placement": _placement_json(self.placement),
+            "threads": _placement_json(self.threads),
         })
         return out
 
@@ -251,7 +257,7 @@ class RunResult:
             started_at=_float(raw.get("started_at")), finished_at=_float(raw.get("finished_at")),
             node_logs={str(k): str(v) for k, v in logs.items()} if isinstance(logs, dict) else {},
             timeline=str(raw.get("timeline") or TIMELINE),
-            placement=_placement(raw.get("placement")))
+            placement=_placement(raw.get("placement")), threads=_threads(raw.get("threads")))
 
 
 def upgrade_v1(raw: dict[str, Any]) -> dict[str, Any]:
@@ -302,7 +308,7 @@ def build_result(events: Sequence[Event], records: Sequence[FaultRecord], *, sce
         split_brains=tuple(split_brains(events)), samples=Samples.of(samples), observation=observation,
         started_at=None if started_at is None else round(started_at, 3),
         finished_at=None if finished_at is None else round(finished_at, 3),
-        node_logs=dict(node_logs or {}), placement=placement_of(events))
+        node_logs=dict(node_logs or {}), placement=placement_of(events), threads=threads_of(events))
 
 
 def placement_of(events: Sequence[Event]) -> GpuPlacement | None:
@@ -311,7 +317,23 @@ def placement_of(events: Sequence[Event]) -> GpuPlacement | None:
     return e.data if e is not None else None
 
 
-def _placement_json(p: GpuPlacement | None) -> dict[str, Any] | None:
+def threads_of(events: Sequence[Event]) -> Threads | None:
+    """What the local platform said about the nodes' threads at start (runner/threads), if anything."""
+    e = last(events, RunnerEv.THREADS)
+    return e.data if e is not None else None
+
+
+def _threads(raw: Any) -> Threads | None:
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return Threads.read(raw)
+    except PayloadError as exc:
+        log.info("report.json's threads could not be read (%s); reading it as unknown", exc)
+        return None
+
+
+def _placement_json(p: GpuPlacement | Threads | None) -> dict[str, Any] | None:
     if p is None:
         return None
     from chaos.events import payload_json

@@ -63,6 +63,7 @@ TOP: dict[str, tuple[Check, str]] = {
     "node_logs": (_opt(lambda v: _dict(v) and all(_text(x) for x in v.values())),
                   "an object of strings or null"),
     "placement": (_opt(lambda v: _dict(v) and _opt(_text)(v.get("note"))), "an object (its note a string) or null"),
+    "threads": (_opt(lambda v: _dict(v) and _opt(_text)(v.get("advice"))), "an object (its advice a string) or null"),
 }
 VERDICT: dict[str, tuple[Check, str]] = {
     "passed": (_opt(lambda v: isinstance(v, bool)), "true, false or null"),

@@ -20,7 +20,7 @@ from chaos.analysis.groups import FaultGroup, RunGroup
 from chaos.analysis.metrics import Metric
 from chaos.analysis.recovery import RECOVERY, Recovery
 from chaos.analysis.registry import fault_groups, run_groups
-from chaos.events.runner_events import GpuPlacement
+from chaos.events.runner_events import GpuPlacement, Threads
 from chaos.reporting.result import FaultResult, RunResult
 
 
@@ -126,8 +126,11 @@ def notes(result: RunResult) -> list[str]:
     return out
 
 
-def remarks(recoveries: Iterable[Recovery], placement: GpuPlacement | None = None) -> list[str]:
-    """How each recovery went and what its numbers leave out (Recovery.notes), and how
-    the local platform placed the job on GPUs (report.json ``placement``)."""
+def remarks(recoveries: Iterable[Recovery], placement: GpuPlacement | None = None,
+            threads: Threads | None = None) -> list[str]:
+    """How each recovery went and what its numbers leave out (Recovery.notes), how the
+    local platform placed the job on GPUs (report.json ``placement``) and fitted its
+    threads to the cores (``threads``)."""
     out = [f"GPUs: {placement.note}"] if placement is not None and placement.note else []
+    out += [f"threads: {threads.advice}"] if threads is not None and threads.advice else []
     return out + [f"{r.fault_kind} on {r.target}: {note}" for r in recoveries for note in r.notes]

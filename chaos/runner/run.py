@@ -48,7 +48,7 @@ from chaos.runner.ledger import ArmedFault, FaultLedger
 from chaos.spec import JobSpec
 from chaos.waiting import eventually
 from chaos.watchers.api import Watcher
-from chaos.watchers.checkpoints import CheckpointWatcher
+from chaos.watchers.checkpoints import CheckpointWatcher, NodeRoots
 from chaos.watchers.logs import LogFollower
 from chaos.watchers.rendezvous import RendezvousWatcher
 from chaos.watchers.script_lines import ScriptLines
@@ -93,6 +93,8 @@ class ChaosRun:
         self._closed = False
         self.workdir: Path | None = None
         """The job's shared working directory on this machine (None where not local)."""
+        self.node_roots: NodeRoots | None = None
+        """Where a script's checkpoint path was watched on each node's own disk (node_local_workdir)."""
         self.report: RunReport | None = None
         """The run's report, made once when it closes (its result, events and node logs)."""
         self.rendered: RenderResult | None = None
@@ -114,11 +116,15 @@ class ChaosRun:
         self.phase("starting", nodes=job.nodes)
         self.platform.start(job)
         self.workdir = self.platform.job_workdir()
-        self.add_watcher(LogFollower(self.timeline, self.platform.node_logs,
-                                     ScriptLines(job.observe, job.nproc_per_node),
-                                     tz=self.platform.node_log_timezone()))
-        if job.observe.checkpoint and self.workdir is not None:  # a script's own checkpoint file
-            self.add_watcher(CheckpointWatcher(self.timeline, self.workdir / job.observe.checkpoint))
+        follower = LogFollower(self.timeline, self.platform.node_logs, ScriptLines(job.observe, job.nproc_per_node),
+                               tz=self.platform.node_log_timezone())
+        self.add_watcher(follower)
+        ckpt, read = job.observe.checkpoint, (lambda: follower.read_until)
+        if ckpt and job.node_local_workdir and not Path(ckpt).is_absolute():  # on every node's own disk
+            self.node_roots = NodeRoots(self.platform.node_workdirs, ckpt)
+            self.add_watcher(CheckpointWatcher(self.timeline, self.node_roots, read_until=read))
+        elif ckpt and self.workdir is not None:  # a script's own checkpoint file
+            self.add_watcher(CheckpointWatcher(self.timeline, self.workdir / ckpt, read_until=read))
         endpoint = self.platform.etcd_endpoint()
         if endpoint:
             self.add_watcher(RendezvousWatcher(self.timeline, endpoint, job.run_id, self._pid_to_node))
@@ -367,7 +373,8 @@ class ChaosRun:
         """What could be seen of a script job, and what not (report.json's
         ``observation``; None for the reference trainer)."""
         from chaos.analysis.observation import summarize
-        return summarize(self.timeline.events(), self.job, self.workdir)
+        return summarize(self.timeline.events(), self.job, self.workdir,
+                         node_workdirs=self.node_roots.seen if self.node_roots is not None else None)
 
     def split_brains(self) -> list[SplitBrain]:
         """Times two worlds of this job trained at once (see chaos.analysis.invariants)."""

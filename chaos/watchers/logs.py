@@ -1,16 +1,23 @@
 """Follow node logs: progress lines from the trainer, lifecycle lines from the agent.
 
 Each node's log file is read incrementally (new bytes only, partial lines kept
-for the next poll). Lines with the ``trainer.progress`` prefix become
-``progress``/``checkpoint`` events stamped with the trainer's own time;
-torchrun agent lines we understand become ``agent`` events stamped with the
-agent's own log time.
+for the next poll). A line ends at ``\n`` or ``\r``: a progress bar redraws itself
+with carriage returns and may print no newline for the whole run (tqdm, Lightning).
+Lines with the ``trainer.progress`` prefix become ``progress``/``checkpoint`` events
+stamped with the trainer's own time; torchrun agent lines we understand become
+``agent`` events stamped with the agent's own log time. Lines that carry no time
+of their own (a script's, a worker's traceback) are stamped when the log last grew
+before they were read (its mtime): no later than they were written's poll, and not
+as late as a loaded machine reads them. A script may log in the agent's own glog
+format (absl-style ``I0501 12:00:00.123456 4242 train.py:88] ...``): only lines
+from torch's own files are the agent's.
 """
 from __future__ import annotations
 
 import datetime
 import json
 import logging
+import os
 import re
 import time
 from collections.abc import Callable
@@ -43,6 +50,14 @@ PREFIX = "ELASTIC_CHAOS "  # trainer.progress.PREFIX; chaos does not import trai
 
 # glog header torch's elastic logger writes: I1122 08:18:31.027000 2869 path:line] msg
 _GLOG = re.compile(r"^([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6}) +(\d+) [^\]]*\] ?(.*)$")
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_TORCH_SOURCE = re.compile(r"(?:^|[\s/\\])torch[/\\]")
+
+
+def from_torch(line: str) -> bool:
+    """Whether a glog-format line was written by torch's own code (the agent, the launcher),
+    not by a script that logs in the same format: its ``path:line]`` is under ``torch/``."""
+    return _TORCH_SOURCE.search(line.split("]", 1)[0]) is not None
 
 _AGENT_PATTERNS: list[tuple[EventType, re.Pattern[str]]] = [
     (AgentEv.WORKER_FAILED, re.compile(r"failed \(exitcode: (?P<exitcode>-?\d+)\) local_rank: (?P<local_rank>\d+) "
@@ -83,7 +98,7 @@ _RAW_PATTERNS: list[tuple[EventType, re.Pattern[str]]] = [
     (ProgressEv.WORKER_ERROR,
      re.compile(r"^(?P<error>OSError|PermissionError|FileNotFoundError|ModuleNotFoundError|MemoryError|"
                 r"torch\.OutOfMemoryError|RuntimeError): ?(?P<message>.{0,240}(?:Errno|No space left|"
-                r"write failed|out of memory|No module named).{0,200})")),
+                r"write failed|out of memory|No module named|PytorchStreamReader failed).{0,200})")),
 ]
 
 # What a worker's error says about why it failed, beyond a collective: the cause a
@@ -94,12 +109,15 @@ _ROOT_CAUSES: list[tuple[str, re.Pattern[str]]] = [
     ("missing_file", re.compile(r"Errno 2\]|No such file or directory|FileNotFoundError|ENOENT")),
     ("missing_module", re.compile(r"ModuleNotFoundError|No module named")),
     ("out_of_memory", re.compile(r"out of memory|MemoryError|OutOfMemoryError|ENOMEM|Errno 12\]", re.I)),
+    # torch.load of a file half written, or written by two nodes at once (a shared path)
+    ("corrupt_checkpoint", re.compile(r"PytorchStreamReader failed|checkpoint file is corrupted|unpickling stack "
+                                      r"underflow|pickle data was truncated|invalid load key")),
 ]
 
 
 def root_cause(error: str, message: str) -> str | None:
-    """disk_full, permission_denied, missing_file, missing_module or out_of_memory when a
-    worker's error names one of them; None for anything else."""
+    """disk_full, permission_denied, missing_file, missing_module, out_of_memory or
+    corrupt_checkpoint when a worker's error names one of them; None for anything else."""
     text = f"{error}: {message}"
     return next((cause for cause, pattern in _ROOT_CAUSES if pattern.search(text)), None)
 
@@ -225,37 +243,51 @@ class LogFollower(Watcher):
         self._unreadable: set[tuple[str, str]] = set()
         """(node, event) whose trainer.progress line was said to be unreadable (once each)."""
         self._files: dict[str, BinaryIO] = {}
+        self._read_until = 0.0
 
     def poll(self) -> None:
+        began = time.time()
         for node, path in self._logs().items():
-            for line in self._new_lines(node, path):
-                self._handle(node, line)
+            lines, written = self._new_lines(node, path)
+            for line in lines:
+                self._handle(node, line, written)
+        self._read_until = began
 
-    def _new_lines(self, node: str, path: Path) -> list[str]:
+    @property
+    def read_until(self) -> float:
+        """Every line written to a node log before this time has been read and is on the
+        timeline (the start of the last complete poll; 0 before the first)."""
+        return self._read_until
+
+    def _new_lines(self, node: str, path: Path) -> tuple[list[str], float]:
+        """The node's complete new lines, and when the log last grew (its mtime when read,
+        never later than now): the latest any of them can have been written."""
         f = self._files.get(node)
         if f is None:  # kept open: reopening every log ten times a second is most of our cost
             try:
                 f = open(path, "rb")  # noqa: SIM115 - closed in finish()
             except FileNotFoundError:
-                return []
+                return [], 0.0
             f.seek(self._offsets.get(node, 0))
             self._files[node] = f
         chunk = f.read()
         if not chunk:
-            return []
+            return [], 0.0
+        written = min(time.time(), os.fstat(f.fileno()).st_mtime)
         self._offsets[node] = self._offsets.get(node, 0) + len(chunk)
         data = self._partial.pop(node, b"") + chunk
-        lines = data.split(b"\n")
+        lines = _LINE_END.split(data)  # a \r\n cut between two reads leaves an empty line: skipped
         if lines[-1]:
             self._partial[node] = lines[-1]
-        return [raw.decode("utf-8", "replace") for raw in lines[:-1]]
+        return [raw.decode("utf-8", "replace") for raw in lines[:-1] if raw], written
 
     def finish(self) -> None:
         for f in self._files.values():
             f.close()
         self._files.clear()
 
-    def _handle(self, node: str, line: str) -> None:
+    def _handle(self, node: str, line: str, written: float) -> None:
+        """One line of ``node``'s log; ``written``: the latest it can have been written."""
         try:
             event = read_progress(line, node)
         except PayloadError as exc:   # a script's own fields of the wrong type: said once, not a watcher's death
@@ -270,20 +302,23 @@ class LogFollower(Watcher):
             self.timeline.add(ev)
             if self._script is not None:
                 self._script.agent_event(ev)
-        if not parsed and not _GLOG.match(line):
+        glog = _GLOG.match(line) is not None
+        if parsed or (glog and from_torch(line)):
+            return
+        if not glog:
             nccl = parse_nccl(line, node, tz=self._tz)  # stamped with the watchdog's own time
             if nccl is not None:
                 if self._first_of_its_kind(nccl):
                     self.timeline.add(nccl)
                 return
-            if self._script is not None:
-                own = self._script.feed(node, line, time.time())
-                if own is not None:
-                    self.timeline.add(own)
-                    return
-            raw = parse_raw(line, node, time.time())
-            if raw is not None and self._first_of_its_kind(raw):
-                self.timeline.add(raw)
+        if self._script is not None:  # the script's own line, in whatever format it logs
+            own = self._script.feed(node, line, written)
+            if own is not None:
+                self.timeline.add(own)
+                return
+        raw = None if glog else parse_raw(line, node, written)
+        if raw is not None and self._first_of_its_kind(raw):
+            self.timeline.add(raw)
 
     def _say_unreadable(self, node: str, line: str, exc: PayloadError) -> None:
         what = str(exc).split(":", 1)[0]

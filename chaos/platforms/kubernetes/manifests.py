@@ -26,6 +26,9 @@ Every kind runs the same program (:func:`program`): the reference trainer with
 the job's arguments, or the user's script (through ``trainer.launch`` when a
 backend is forced), in the job's working directory on the shared volume, with
 ``TZ=UTC`` so the agents' log times are read in the zone they are written in.
+With ``node_local_workdir`` a worker works on a disk of its own instead: an
+``emptyDir`` per pod, kept across its container's restarts and gone with the pod
+(a lost machine, a deleted or evicted pod), so a re-created pod starts empty.
 
 Every object carries ``elastic-chaos/run-id`` so the platform finds (and
 deletes) exactly what one run created.
@@ -49,7 +52,10 @@ from chaos.platforms.kubernetes.settings import (
     eks_gpu_settings,
     kind_settings,
 )
-from chaos.spec import JobSpec
+from chaos.spec import LOCAL_DIR_VAR, SHARED_DIR_VAR, JobSpec
+
+NODE_DISK_MOUNT = "/node-disk"
+"""With JobSpec.node_local_workdir: the pod's emptyDir, its working directory (its node's own disk)."""
 
 RUN_LABEL = "elastic-chaos/run-id"
 ROLE_LABEL = "elastic-chaos/role"
@@ -289,6 +295,8 @@ def pod_template(job: JobSpec, settings: KubeSettings, command: list[str], args:
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": settings.shm_size}},
                     _checkpoint_volume(job.run_id, settings)],
     }
+    if job.node_local_workdir:  # the pod's own disk: kept across container restarts, gone with the pod
+        spec["volumes"].append({"name": "node-disk", "emptyDir": {}})
     if settings.tolerations:
         spec["tolerations"] = [t.to_manifest() for t in settings.tolerations]
     if settings.node_selector:
@@ -310,16 +318,20 @@ def worker_container(job: JobSpec, settings: KubeSettings, command: list[str], a
                      env: dict[str, str] | None = None) -> Manifest:
     values = {"PYTHONUNBUFFERED": "1", "LOGLEVEL": "INFO", "TZ": "UTC", "CHECKPOINT_DIR": checkpoint_dir(job),
               **(env or {}), **job.node_env()}
+    if job.node_local_workdir:
+        values.update({LOCAL_DIR_VAR: NODE_DISK_MOUNT, SHARED_DIR_VAR: workdir(job)})
     env_list: list[Manifest] = [{"name": k, "valueFrom": {"fieldRef": {"fieldPath": path}}}
                                 for k, path in FIELD_ENV.items()]
     env_list += [{"name": k, "value": v} for k, v in values.items()]
     container: Manifest = {
         "name": settings.job_kind.container, "image": settings.image,
         "imagePullPolicy": settings.image_pull_policy, "command": command, "args": args, "env": env_list,
-        "workingDir": workdir(job),
+        "workingDir": NODE_DISK_MOUNT if job.node_local_workdir else workdir(job),
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
                          {"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT}],
     }
+    if job.node_local_workdir:
+        container["volumeMounts"].append({"name": "node-disk", "mountPath": NODE_DISK_MOUNT})
     resources = _resources(settings)
     if resources:
         container["resources"] = resources
@@ -362,7 +374,8 @@ def to_yaml(docs: list[Manifest]) -> str:
 
 __all__ = [  # the settings live in k8s_settings; callers use them through this module too
     "CAPACITY_LABEL", "CHECKPOINT_MOUNT", "ETCD_HOLD", "ETCD_IMAGE", "ETCD_PID", "ETCD_PORT", "RUN_LABEL",
-    "ROLE_LABEL", "SPOT_TAINT", "TRAINER_IMAGE", "CheckpointStorage", "JobKind", "KubeSettings", "Manifest",
+    "NODE_DISK_MOUNT", "ROLE_LABEL", "SPOT_TAINT", "TRAINER_IMAGE", "CheckpointStorage", "JobKind", "KubeSettings",
+    "Manifest",
     "StorageKind", "Toleration", "check_run_id", "checkpoint_claim", "checkpoint_dir", "claim_name",
     "eks_gpu_settings", "elasticjob", "etcd_deployment", "etcd_name", "etcd_service", "initial_replicas",
     "job_manifest", "kind_settings", "pod_template", "program", "pytorchjob", "rdzv_endpoint",

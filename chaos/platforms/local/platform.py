@@ -49,6 +49,7 @@ from chaos.platforms.local import gpus, lifeline, netns, procs
 from chaos.platforms.local.agent import agent_command
 from chaos.platforms.local.capabilities import local_capabilities
 from chaos.platforms.local.cgroup import NodeCgroups, find_root
+from chaos.platforms.local.disks import FOLDER, NodeDisks
 from chaos.platforms.local.etcd import EtcdServer, free_port
 from chaos.platforms.local.guard import RunGuard
 from chaos.platforms.local.hung import HungWorkers
@@ -56,7 +57,7 @@ from chaos.platforms.local.imds import MetadataStandIn
 from chaos.platforms.local.node import LocalNode, Pending
 from chaos.platforms.local.options import LocalOptions, NetworkMode
 from chaos.platforms.local.relay import StallableRelay
-from chaos.platforms.local.threads import plan_threads, usable_cores
+from chaos.platforms.local.threads import announce, plan_threads, usable_cores
 from chaos.platforms.local.torch_check import require_torch
 from chaos.platforms.slowdown import Slowdowns
 from chaos.spec import JobSpec, RdzvBackend, locate_script
@@ -92,6 +93,8 @@ class LocalPlatform(Platform):
         self._gpus: gpus.Slots | None = None
         self.slowdowns = Slowdowns()
         self.hung = HungWorkers()
+        self.disks: NodeDisks | None = None
+        """Each node's own folder, lost with it (JobSpec.node_local_workdir)."""
 
     def node_pool(self) -> NodePool:
         return self.options
@@ -105,6 +108,9 @@ class LocalPlatform(Platform):
     @property
     def logs_dir(self) -> Path:
         return self.work_dir / "nodes"
+
+    def node_workdirs(self) -> dict[str, Path] | None:
+        return self.disks.live() if self.disks is not None else None
 
     def job_workdir(self) -> Path | None:
         """Where the nodes run (their current directory): the job's ``workdir``, by
@@ -169,11 +175,14 @@ class LocalPlatform(Platform):
         # a relative script path means relative to here; the nodes run in the workdir
         self._script = locate_script(job.script) if job.script else ()
         self._workdir = self._prepare_workdir(job)
+        self.disks = NodeDisks(self.work_dir / FOLDER, self.timeline) if job.node_local_workdir else None
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         self.guard = RunGuard(self.timeline, self.work_dir, job.run_id, self.options.state_dir)
         self.guard.open()  # before anything starts: a run that dies from here on is reaped
         self._setup_isolation(job)
+        announce(self.timeline, plan_threads(usable_cores(), job.max_nodes, job.nproc_per_node,
+                                             {**os.environ, **job.node_env()}))  # what _spawn sets, said once
         if job.rdzv.backend.needs_etcd():
             self.etcd = EtcdServer(self.work_dir / "etcd-data", binary=_opt_path(self.options.etcd_binary),
                                    log_path=self.work_dir / "etcd.log", env={procs.TAG_VAR: f"{job.run_id}/etcd"})
@@ -343,6 +352,10 @@ class LocalPlatform(Platform):
                         "CHECKPOINT_DIR": str(self.checkpoint_dir),
                         "AWS_EC2_METADATA_SERVICE_ENDPOINT": imds.endpoint})
             env.update(self.interface_env(job))
+            shared = self._workdir or self.work_dir
+            if self.disks is not None:  # the node works on a disk of its own
+                env.update(self.disks.env(name, shared))
+            cwd = self.disks.create(name) if self.disks is not None else shared
             cmd = agent_command(job, python=self.options.python, endpoint=self.rdzv_endpoint(job), address=rec_address,
                                 store_host=store_host, script=self._script, checkpoint_dir=self.checkpoint_dir)
             if self.network is not None:
@@ -352,7 +365,7 @@ class LocalPlatform(Platform):
             # a fresh log per node (names are never reused in a run); the agent dies with the runner
             with open(log_path, "wb") as logf:
                 proc = lifeline.popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      env=env, cwd=self._workdir or self.work_dir, start_new_session=True)
+                                      env=env, cwd=cwd, start_new_session=True)
             info = NodeInfo(name=name, state=NodeState.RUNNING, started_at=time.time(),
                             agent_pid=proc.pid, replaces=replaces,
                             labels={"address": rec_address})
@@ -433,6 +446,8 @@ class LocalPlatform(Platform):
         _reap(rec.proc)
         if rec.relay is not None:
             rec.relay.close()  # the node's sockets are gone with it
+        if self.disks is not None:
+            self.disks.lose(node)  # and its own disk
         with self._lock:
             rec.info = replace(rec.info, state=NodeState.LOST, exit_code=rec.proc.returncode)
             rec.fault_pending = False

@@ -13,12 +13,17 @@ with the 1 this module sets.
 :func:`plan_threads` decides, from the cores, the nodes, the processes per node
 and the environment the nodes would get, what to set: ``OMP_NUM_THREADS`` so the
 job's threads fit the cores, unless the user set it (then only advice).
+:func:`announce` puts a plan with advice on the run's timeline (``runner/threads``),
+so the report says what the nodes ran with and why.
 """
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+
+from chaos.events import RunnerEv, Timeline
+from chaos.events.runner_events import Threads
 
 VAR = "OMP_NUM_THREADS"
 
@@ -88,3 +93,14 @@ def _user_set(cores: int, workers: int, fit: int, given: str) -> ThreadPlan:
         f"{VAR}={given} (yours, kept): {workers} worker(s) x {threads} thread(s) = {workers * threads} on "
         f"{cores} core(s), oversubscribed, and steps slow down many times over; {VAR}={fit} fits, or leave it "
         f"unset and elastic-chaos sets it"))
+
+
+def announce(timeline: Timeline, plan: ThreadPlan) -> bool:
+    """Record ``plan`` as ``runner/threads`` when it has advice (the job's threads would
+    oversubscribe the cores, or still do); returns whether it did."""
+    if plan.advice is None:
+        return False
+    timeline.emit(RunnerEv.THREADS, None, Threads(cores=plan.cores, workers=plan.workers, threads=plan.threads,
+                                                  env=dict(plan.env), oversubscribed=plan.oversubscribed,
+                                                  advice=plan.advice))
+    return True

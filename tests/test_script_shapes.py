@@ -1,0 +1,193 @@
+"""The corpus of script shapes: unmodified training scripts written the ways people write
+them, each run under kill-node on real elastic jobs, the report checked against truth
+the test computes.
+
+Each script in tests/shapes/ prints its progress its own way (every batch, every epoch,
+through ``logging`` with a glog-style prefix, a tqdm bar redrawn with carriage returns),
+saves its own way (rank 0 through a rename, every node's local rank 0 on its own disk,
+one file per epoch in a directory, not at all) and resumes with or without a line that
+says so. Besides, it appends what it really did to a truth folder elastic-chaos never
+reads (tests/shapes/shape_truth.py). From that the test computes what the report must
+say: the step before the fault (every step the workers started before it completed),
+the step the restarted workers resumed from, what was lost, the world sizes, and every
+save with its step and node.
+
+One job per shape (2 nodes, last_call_timeout 3 s): about 4-6 minutes for the four on
+this 2-core machine under other load (see the report of the branch that added it).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chaos.analysis.recovery import Recovery
+from chaos.events import CheckpointEv, NodeEv, RunnerEv, first, of
+from chaos.runner.run import ChaosRun
+
+pytestmark = pytest.mark.slow
+
+SHAPES = Path(__file__).resolve().parent / "shapes"
+JOB = {"nodes": "1:2", "last_call_timeout": 3, "timeout_s": 200}
+SAVE_SETTLE_S = 1.0
+"""A save completed this long before teardown was certainly seen by the file watcher
+(it needs one still poll of 0.2 s after the write)."""
+
+
+@dataclass(frozen=True)
+class Truth:
+    """What the scripts recorded, split at the fault."""
+
+    records: tuple[dict[str, Any], ...]
+    fault_at: float
+
+    def of(self, ev: str, *, new: bool | None = None) -> list[dict[str, Any]]:
+        """Records of kind ``ev`` in time order; ``new``: only of workers started after the
+        fault (True) or before it (False)."""
+        out = [r for r in self.records if r["ev"] == ev and (new is None or (r["started"] > self.fault_at) == new)]
+        return sorted(out, key=lambda r: r["t"])
+
+    @property
+    def pre_step(self) -> int:
+        """The highest step the workers started before the fault completed."""
+        return max(r["step"] for r in self.of("step", new=False))
+
+    @property
+    def resumed_from(self) -> int:
+        """The step the first workers started after the fault restored."""
+        return int(self.of("resumed", new=True)[0]["step"])
+
+    @property
+    def world_before(self) -> int:
+        return int(self.of("step", new=False)[-1]["world"])
+
+    @property
+    def world_after(self) -> int:
+        return int(self.of("step", new=True)[0]["world"])
+
+    def saves(self, until: float) -> list[dict[str, Any]]:
+        return [r for r in self.of("saved") if r["t"] < until]
+
+
+def read_truth(folder: Path, fault_at: float) -> Truth:
+    records = [json.loads(line) for path in sorted(folder.glob("*.jsonl")) for line in path.read_text().splitlines()]
+    assert records, f"no truth was recorded in {folder}: did the script run?"
+    return Truth(tuple(records), fault_at)
+
+
+def shape(name: str, *args: str) -> list[str]:
+    return [str(SHAPES / name), *args]
+
+
+def check_against_truth(run: ChaosRun, truth_dir: Path) -> tuple[Truth, Recovery]:
+    """The report's recovery of the one fault equals what the script did: pre-fault step,
+    resumed step, lost steps, world size before and after."""
+    assert run.report is not None and len(run.report.faults) == 1
+    fault = run.report.faults[0]
+    truth = read_truth(truth_dir, fault.record.injected_at)
+    rec = fault.recovery
+    expected = {"pre_step": truth.pre_step, "resumed_from_step": truth.resumed_from,
+                "lost_steps": truth.pre_step - truth.resumed_from, "world_size_before": truth.world_before,
+                "world_size_after": truth.world_after}
+    reported = {k: getattr(rec, k) for k in expected}
+    assert reported == expected, f"report {reported} != truth {expected} ({run.report_dir})"
+    return truth, rec
+
+
+def check_saves(run: ChaosRun, truth: Truth, *, per_node: bool = False) -> list[Any]:
+    """Every save the script completed is one checkpoint/saved event of the file watcher,
+    with the step the script saved (and, on node-local disks, the node that wrote it)."""
+    events = run.timeline.events()
+    teardown = first(events, RunnerEv.PHASE, where=lambda e: e.data.phase == "teardown")
+    assert teardown is not None
+    saved = [e for e in of(events, CheckpointEv.SAVED) if e.data.via == "file"]
+    expected = truth.saves(until=teardown.t - SAVE_SETTLE_S)
+    assert expected, "the script saved nothing before teardown: the shape was not exercised"
+    unmatched = list(saved)
+    for want in expected:
+        match = next((e for e in unmatched if Path(e.data.path) == Path(want["path"])
+                      and e.t <= want["t"] + 0.05 and want["t"] - e.t < 2.0), None)
+        assert match is not None, f"save of step {want['step']} at {want['path']} ({want['node']}) not observed; " \
+                                  f"observed: {[(e.node, e.data.step, e.data.path) for e in saved]}"
+        assert match.data.step == want["step"], f"save of step {want['step']} reported as step {match.data.step}"
+        if per_node:
+            assert match.node == want["node"], f"save on {want['node']} attributed to {match.node}"
+        unmatched.remove(match)
+    late = [e for e in unmatched if e.t < teardown.t - SAVE_SETTLE_S]
+    assert not late, f"saves observed that the script never made: {[(e.node, e.data.step) for e in late]}"
+    return saved
+
+
+@pytest.fixture
+def truth_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "truth"
+    folder.mkdir()
+    return folder
+
+
+RunHypothesis = Callable[..., ChaosRun]
+
+
+def test_batch_prints_and_rank0_saves_through_a_rename_with_a_resume_line(run_hypothesis: RunHypothesis,
+                                                                          truth_dir: Path) -> None:
+    run = run_hypothesis("kill-node", **JOB, replace_lost_nodes=False, env={"SHAPE_TRUTH": str(truth_dir)},
+                         script=shape("batch_prints_rank0_rename.py", "--save-every", "10"),
+                         progress_regex=r"^step (?P<step>\d+) loss",
+                         resume_regex=r"loaded checkpoint .*\(step (?P<step>\d+)\)",
+                         checkpoint="checkpoint.pth.tar", steady_steps=25, checkpoint_every=10)
+    truth, rec = check_against_truth(run, truth_dir)
+    assert not any("inferred" in why for why in rec.missing)  # the script said where it resumed
+    saved = check_saves(run, truth)
+    assert all(e.node is None for e in saved)  # one shared file: no node wrote it alone
+    # two nodes share this machine's cores: what they ran with is said in the report
+    assert run.report is not None and run.report.result.threads is not None
+    assert f"threads: {run.report.result.threads.advice}" in (run.report_dir / "summary.md").read_text()
+
+
+def test_epoch_logging_with_a_glog_prefix_and_every_node_saving_on_its_own_disk(run_hypothesis: RunHypothesis,
+                                                                               truth_dir: Path) -> None:
+    run = run_hypothesis("kill-node", **JOB, env={"SHAPE_TRUTH": str(truth_dir)}, node_local_workdir=True,
+                         script=shape("epoch_logging_every_node.py", "--save-every", "2"), unit="epoch",
+                         progress_regex=r"\] epoch (?P<step>\d+) done", checkpoint="snapshot.pt",
+                         resume_regex=r"Resuming training from snapshot at epoch (?P<step>\d+)",
+                         checkpoint_every=2)
+    truth, rec = check_against_truth(run, truth_dir)
+    check_saves(run, truth, per_node=True)
+    target = run.report.faults[0].target if run.report else None
+    # the lost node's disk went with it; its replacement started on an empty one
+    local = truth.of("local_snapshot")
+    replacement = [r for r in local if r["node"] not in ("node-0", target)]
+    assert replacement and all(r["epoch"] is None for r in replacement), local
+    lost_folder = Path(next(r["folder"] for r in local if r["node"] == target))
+    assert not lost_folder.exists() or not any(lost_folder.iterdir()), f"{target}'s local disk outlived it"
+    [gone] = of(run.timeline.events(), NodeEv.DISK_LOST)
+    assert gone.node == target and "snapshot.pt" in gone.data.files  # and the timeline says what went
+    survivor = [r for r in truth.of("saved") if r["node"] == "node-0" and r["t"] < truth.fault_at]
+    assert truth.resumed_from == survivor[-1]["step"]  # the survivor's own snapshot, the newest left
+
+
+def test_a_tqdm_bar_redrawn_with_carriage_returns_and_one_file_per_epoch_without_a_resume_line(
+        run_hypothesis: RunHypothesis, truth_dir: Path) -> None:
+    run = run_hypothesis("kill-node", **JOB, replace_lost_nodes=False, env={"SHAPE_TRUTH": str(truth_dir)},
+                         script=shape("tqdm_bar_rank0_dir.py", "--batch-time", "0.15"), unit="epoch",
+                         progress_regex=r"Epoch (?P<step>\d+): 100%", checkpoint="lightning_logs",
+                         steady_steps=4, checkpoint_every=1)
+    truth, rec = check_against_truth(run, truth_dir)
+    assert any("inferred" in why for why in rec.missing)  # no resume line: inferred, and said so
+    check_saves(run, truth)
+
+
+def test_epoch_prints_and_no_checkpoint_lose_everything_and_the_bound_says_so(run_hypothesis: RunHypothesis,
+                                                                             truth_dir: Path) -> None:
+    # no --steady-steps: for a script it follows from --checkpoint-every (halfway into the 3rd interval)
+    run = run_hypothesis("kill-node", **JOB, replace_lost_nodes=False, env={"SHAPE_TRUTH": str(truth_dir)},
+                         script=shape("epoch_prints_no_checkpoint.py"), unit="epoch",
+                         progress_regex=r"^Epoch (?P<step>\d+) \|", checkpoint_every=2,
+                         expect_failed={"bounded-loss"})
+    truth, rec = check_against_truth(run, truth_dir)
+    assert truth.resumed_from == 0 and rec.lost_steps == truth.pre_step >= 5
+    assert not of(run.timeline.events(), CheckpointEv.SAVED)
