@@ -55,11 +55,16 @@ class Case:
     bench/gpu.py's."""
     platform: str = "local"
     """``local``, or ``cluster``: the kubernetes platform on the local cluster."""
+    leave_on_sigterm: bool = False
+    """The departing node leaves the rendezvous on SIGTERM (JobSpec.leave_on_sigterm): key suffix ``+leave``."""
 
     @property
     def key(self) -> str:
         where = "" if self.platform == "local" else f"{self.platform}:"
-        return f"{where}{self.backend}/{self.preset}/{self.fault}"
+        return f"{where}{self.backend}/{self.preset}/{self.fault}{LEAVE_SUFFIX if self.leave_on_sigterm else ''}"
+
+
+LEAVE_SUFFIX = "+leave"
 
 
 def unavailable(case: Case) -> str | None:
@@ -93,7 +98,7 @@ class CaseRun:
 def run_case(case: Case, reps: int, out: Path, say: Callable[[str], None]) -> CaseRun:
     job = preset(case.preset).apply(JobSpec(nodes="1:2", checkpoint_every=20, step_time=0.1, max_restarts=100,
                                             rdzv=RendezvousSpec(backend=RdzvBackend(case.backend)),
-                                            backend=case.pg_backend))
+                                            backend=case.pg_backend, leave_on_sigterm=case.leave_on_sigterm))
     platform, options = _platform(case)
     result = CaseRun([], [])
     timeout = 240.0
@@ -156,12 +161,19 @@ def case_result(case_run: CaseRun, floor_s: float | None) -> dict[str, Any]:
 
 def cases(quick: bool) -> list[Case]:
     if quick:
-        return [Case("etcd-v2", "fast", "kill-node")]
+        return [Case("etcd-v2", "fast", "kill-node"), *spot_pair("etcd-v2")]
     backends = ("etcd-v2", "c10d")
     presets = ("default", "fast")
     faults = ("kill-node", "spot-interruption", "partition")
     local = [Case(b, p, f) for b in backends for p in presets for f in faults]
-    return local + [Case("etcd-v2", "fast", f, platform="cluster") for f in CLUSTER_FAULTS]
+    leaving = [Case(b, "fast", "spot-interruption", leave_on_sigterm=True) for b in backends]
+    return local + leaving + [Case("etcd-v2", "fast", f, platform="cluster") for f in CLUSTER_FAULTS]
+
+
+def spot_pair(backend: str) -> list[Case]:
+    """A spot interruption with the fast preset, without and with the departing node leaving the rendezvous."""
+    return [Case(backend, "fast", "spot-interruption"),
+            Case(backend, "fast", "spot-interruption", leave_on_sigterm=True)]
 
 
 CLUSTER_FAULTS = ("kill-node", "delete-pod", "spot-interruption")

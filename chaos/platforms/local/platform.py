@@ -366,7 +366,7 @@ class LocalPlatform(Platform):
         return self._spawn(self.job)
 
     def _command(self, job: JobSpec, address: str, *, store_host: bool = False) -> list[str]:
-        cmd = [self.options.python, "-m", "torch.distributed.run",
+        cmd = [self.options.python, *job.launcher,
                "--nnodes", job.nodes, "--nproc-per-node", str(job.nproc_per_node),
                "--rdzv-backend", job.rdzv.backend.value,
                "--rdzv-endpoint", self.rdzv_endpoint(job), "--rdzv-id", job.run_id,
