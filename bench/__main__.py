@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import fidelity, floor, gpu, integrity, overhead, recovery, replay, report, scale
-from bench.findings import recovery_findings, scale_findings
+from bench import fidelity, floor, gpu, integrity, overhead, rdzv_scale, recovery, replay, report, scale
+from bench.findings import recovery_findings, scale_findings, spot_summary
 from chaos.signals import terminate_cleanly
 
 HERE = Path(__file__).parent
@@ -46,11 +46,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--merge", action="store_true", help="with --only or --replay: update those figures in "
                                                         "OUT/results.json")
     p.add_argument("--replay", action="store_true", help="only the replayed-trace goodput (bench/replay.py)")
+    p.add_argument("--scale-rdzv", action="store_true",
+                   help="only the rendezvous at scale (bench/rdzv_scale.py): the real scale bench at --sizes "
+                        "to check the harness against, then the harness over --rdzv-sizes; merged into "
+                        "OUT/results.json when it exists; rewrites chaos/scale/measured.json")
+    p.add_argument("--rdzv-sizes", default=None,
+                   help="comma-separated node counts for the rendezvous at scale (default "
+                        f"{','.join(map(str, rdzv_scale.SIZES))})")
     p.add_argument("--render", action="store_true",
                    help="measure nothing: re-render OUT/RESULTS.md and the plot from OUT/results.json")
     p.add_argument("--out", type=Path, default=HERE, help="where results.json and RESULTS.md go")
     p.add_argument("--runs", type=Path, help="where the runs' report folders go (default: a temp dir)")
     args = p.parse_args(argv)
+    if args.scale_rdzv and (args.quick or args.only or args.replay):
+        p.error("--scale-rdzv runs alone: without --quick, --only or --replay")
     if args.merge and not (args.only or args.replay):
         p.error("--merge needs --only or --replay")
     if args.merge and not (args.out / "results.json").exists():
@@ -78,10 +87,32 @@ def measure_recovery(args: argparse.Namespace, reps: int, runs: Path, floor_s: f
     return run_dirs
 
 
-def measure_rest(args: argparse.Namespace, runs: Path, run_dirs: list[Path], results: dict[str, Any]) -> None:
+def measure_scale(args: argparse.Namespace, runs: Path, results: dict[str, Any]) -> None:
     sizes = [int(s) for s in (args.sizes or ("2" if args.quick else "2,4,8,16")).split(",")]
     say(f"scale: {sizes}")
     results["scale"] = [scale.run_size(n, runs, say) for n in sizes]
+
+
+def measure_rdzv_scale(args: argparse.Namespace, runs: Path, results: dict[str, Any]) -> None:
+    """The harness over --rdzv-sizes, checked against the scale bench's real jobs; the shipped figures."""
+    began = time.monotonic()
+    sizes = [int(s) for s in (args.rdzv_sizes or ",".join(map(str, rdzv_scale.SIZES))).split(",")]
+    say(f"rendezvous at scale: {sizes} on {', '.join(rdzv_scale.BACKENDS)}")
+    validation = rdzv_scale.validate(results.get("scale") or [], runs, say)
+    swept = rdzv_scale.sweep(sizes, rdzv_scale.BACKENDS, runs, say)
+    figs = rdzv_scale.figures(swept)
+    results["rdzv_scale"] = {"date": datetime.date.today().isoformat(),
+                             "command": "python -m bench --scale-rdzv" if args.scale_rdzv else "make bench",
+                             "sizes": swept, "figures": figs.to_json(), "validation": validation,
+                             "wall_s": round(time.monotonic() - began)}
+    from chaos.scale.figures import save
+    say(f"wrote {save(figs)}")
+
+
+def measure_rest(args: argparse.Namespace, runs: Path, run_dirs: list[Path], results: dict[str, Any]) -> None:
+    measure_scale(args, runs, results)
+    if not args.quick:
+        measure_rdzv_scale(args, runs, results)
     integrity_reps = args.integrity_reps or (2 if args.quick else 20)
     say(f"checkpoint integrity: {integrity_reps} kills during checkpoint writes")
     results["integrity"] = integrity.kill_during_checkpoint(integrity_reps, runs, say)
@@ -111,6 +142,13 @@ def main(argv: list[str] | None = None) -> int:
     else:
         results.update(stamp)
 
+    if args.scale_rdzv:
+        if (args.out / "results.json").exists():
+            results = {**json.loads((args.out / "results.json").read_text()), **results}
+        measure_scale(args, runs, results)
+        measure_rdzv_scale(args, runs, results)
+        write(args.out, results, say)
+        return 0
     if args.replay:
         if args.merge:
             results["remeasured"].pop()   # the replay block carries its own date
@@ -135,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         results["wall_s"] = wall
     write(args.out, results, say)
+    for line in spot_summary(results):
+        say(line)
     return 0
 
 
@@ -155,10 +195,17 @@ def write(out: Path, results: dict[str, Any], say: Callable[[str], None]) -> Non
     results["findings"] = recovery_findings(results)
     if "scale" in results:
         results["scale_findings"] = scale_findings(results["scale"])
+    if "rdzv_scale" in results:
+        results["rdzv_scale"]["findings"] = rdzv_scale.findings(results["rdzv_scale"])
     out.mkdir(parents=True, exist_ok=True)
     plot_name = "recovery.png" if report.plot(results, out / "recovery.png") else None
+    rdzv_plot = None
+    if "rdzv_scale" in results:
+        from chaos.scale.figures import Figures
+        figs = Figures.from_json(results["rdzv_scale"]["figures"])
+        rdzv_plot = "rdzv_scale.png" if rdzv_scale.plot(figs, out / "rdzv_scale.png") else None
     report.write_json(results, out / "results.json")
-    report.write_markdown(results, out / "RESULTS.md", plot_name)
+    report.write_markdown(results, out / "RESULTS.md", plot_name, rdzv_plot)
     say(f"wrote {out / 'results.json'} and {out / 'RESULTS.md'}")
 
 

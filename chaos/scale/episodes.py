@@ -13,8 +13,10 @@ loss below leaves a world the rendezvous accepts, in this order:
    fail at once, as their collectives would: re-formation is loss -> every survivor in one round of
    the smaller world.
 
-Every episode records the share of this machine's cores that the harness and the store kept busy
-while it ran: above :data:`BUSY_LIMIT` a figure is limited by this machine, not by torch.
+Every episode records how long this machine was the limit while it ran (its cores, or one host
+process' interpreter lock, saturated: Harness.saturated_s): above :data:`LIMITED_SHARE` of the
+episode, its figure is limited by this machine, not by torch (an upper bound). And what the store
+did meanwhile -- operations, payload bytes, its CPU -- which does not depend on this machine.
 The first episode that does not complete within its timeout ends the size (``broke``).
 """
 from __future__ import annotations
@@ -30,8 +32,9 @@ from typing import Any
 
 from chaos.scale.harness import Formed, Harness, ScaleJob
 
-BUSY_LIMIT = 0.8
-"""Above this share of the machine's cores busy, an episode's figure says more about this machine than torch."""
+LIMITED_SHARE = 0.1
+"""An episode whose machine was saturated (Harness.saturated_s) for more than this share of its duration
+measured this machine, not torch: its figure is an upper bound."""
 
 LOSSES: tuple[tuple[str, float | None], ...] = (("1", None), ("1%", 0.01), ("10%", 0.10))
 """Loss sizes: one node, then fractions of N (at least one node)."""
@@ -67,13 +70,22 @@ class Episode:
     """To the last node's rendezvous complete in that world; None: not within the timeout."""
     rounds: int
     busy: float
-    """Share of this machine's cores the harness and the store used meanwhile."""
+    """Share of this machine's cores the harness and the store used meanwhile, on average."""
     errors: tuple[str, ...] = ()
     missing: int = 0
+    store_ops: int = 0
+    """Store operations of every node meanwhile (state reads and compare-and-sets, store gets and sets)."""
+    store_bytes: int = 0
+    """Payload bytes those moved."""
+    store_cpu_s: float = 0.0
+    """CPU the store spent meanwhile: its busy time, whatever the agents' machine."""
+    saturated_s: float = 0.0
+    """Seconds of it during which this machine was the limit (Harness.saturated_s)."""
+    elapsed_s: float = 0.0
 
     @property
     def limited(self) -> bool:
-        return self.busy > BUSY_LIMIT
+        return self.saturated_s > LIMITED_SHARE * max(self.elapsed_s, 1e-9)
 
 
 @dataclass(frozen=True)
@@ -91,10 +103,11 @@ class Steady:
     unplanned_rounds: int
     """Rendezvous rounds completed in the window though nothing was lost or joined."""
     busy: float
+    saturated_s: float = 0.0
 
     @property
     def limited(self) -> bool:
-        return self.busy > BUSY_LIMIT
+        return self.saturated_s > LIMITED_SHARE * self.window_s
 
 
 @dataclass(frozen=True)
@@ -125,17 +138,31 @@ class SizeResult:
 
 
 class _Meter:
-    """CPU of the harness and the store over an interval, as a share of this machine's cores."""
+    """CPU of the harness and the store, and the store's operations, over an episode."""
 
     def __init__(self, harness: Harness) -> None:
         self.h = harness
+        self.counts = harness.counts()
         self.t = time.monotonic()
         self.cpu = harness.cpu()
 
+    def saturated(self) -> tuple[float, float]:
+        """(seconds this machine was the limit, seconds elapsed) up to the last busy()."""
+        return self.h.saturated_s(self.t, self.t_end), round(self.t_end - self.t, 2)
+
     def busy(self) -> float:
+        """Share of this machine's cores used since the start (read when the episode ended)."""
         now, cpu = time.monotonic(), self.h.cpu()
+        self.t_end, self.cpu_end = now, cpu
         used = sum(cpu.values()) - sum(self.cpu.values())
         return round(used / max(1e-6, (now - self.t) * (os.cpu_count() or 1)), 3)
+
+    def store_work(self) -> tuple[int, int, float]:
+        """(operations, payload bytes, store CPU seconds) since the start, up to the last busy()."""
+        after = self.h.counts()
+        ops = sum(after["ops"].values()) - sum(self.counts["ops"].values())
+        moved = after["sent"] + after["received"] - self.counts["sent"] - self.counts["received"]
+        return ops, moved, round(self.cpu_end["store"] - self.cpu["store"], 3)
 
 
 def timeout_s(n: int) -> float:
@@ -147,32 +174,47 @@ class Sizer:
     """Runs the episodes of one size on one harness (see the module docstring)."""
 
     def __init__(self, harness: Harness, say: Callable[[str], None], *, steady_s: float,
-                 modes: tuple[str, ...] = MODES) -> None:
+                 modes: tuple[str, ...] = MODES, losses: tuple[tuple[str, float | None], ...] = LOSSES,
+                 offsets: list[float] | None = None) -> None:
         self.h = harness
         self.say = say
         self.steady_s = steady_s
         self.modes = modes
+        self.losses = losses
+        self.offsets = offsets
         self.n = harness.job.nodes
         self.alive = list(range(self.n))
         self.next_id = self.n
         self.episodes: list[Episode] = []
         self.rng = random.Random(self.n)
 
-    def _record(self, kind: str, label: str, nodes: int, world: int, formed: Formed, busy: float) -> Episode:
+    def _record(self, kind: str, label: str, nodes: int, world: int, formed: Formed, meter: _Meter) -> Episode:
+        busy = meter.busy()
         ep = Episode(kind, label, nodes, world, formed.seconds, formed.rounds, busy, formed.errors[:5],
-                     formed.missing)
+                     formed.missing, *meter.store_work(), *meter.saturated())
         self.episodes.append(ep)
+        errors = f", {len(formed.errors)} error(s): {formed.errors[0]}" if formed.errors else ""
         self.say(f"    {self.h.job.backend.value} N={self.n} {label}: {ep.seconds} s, {ep.rounds} round(s), "
-                 f"busy {busy:.0%}" + (f", {len(formed.errors)} error(s): {formed.errors[0]}" if formed.errors else ""))
+                 f"busy {busy:.0%} (saturated {ep.saturated_s} s), store {ep.store_ops} ops "
+                 f"{ep.store_bytes / 1e6:.1f} MB {ep.store_cpu_s} s CPU{errors}")
         return ep
 
-    def formation(self) -> Episode:
+    def formation(self, offsets: list[float] | None = None) -> Episode:
+        """Every node starts at once, or node i ``offsets[i]`` seconds after the first (a real job's
+        arrivals): measured from the last node's start."""
+        offsets = offsets or [0.0] * self.n
+        if len(offsets) != self.n:
+            raise ValueError(f"{len(offsets)} offsets for {self.n} nodes")
         self.h.spawn(self.alive, timeout_s=timeout_s(self.n))
         meter = _Meter(self.h)
         at = time.time() + 0.5
-        self.h.run_nodes(self.alive, at)
-        formed = self.h.wait_world(self.alive, self.n, at, timeout_s(self.n))
-        return self._record("formation", "formation", self.n, self.n, formed, meter.busy())
+        by_offset: dict[float, list[int]] = {}
+        for i, offset in zip(self.alive, sorted(offsets), strict=True):
+            by_offset.setdefault(offset, []).append(i)
+        for offset, ids in by_offset.items():
+            self.h.run_nodes(ids, at + offset)
+        formed = self.h.wait_world(self.alive, self.n, at + max(offsets), timeout_s(self.n) + max(offsets))
+        return self._record("formation", "formation", self.n, self.n, formed, meter)
 
     def steady(self) -> Steady:
         before_counts, meter = self.h.counts(), _Meter(self.h)
@@ -183,10 +225,11 @@ class Sizer:
         ops = {k: round((v - before_counts["ops"].get(k, 0)) / window, 1) for k, v in after_counts["ops"].items()}
         moved = (after_counts["sent"] + after_counts["received"]) - (before_counts["sent"] + before_counts["received"])
         rounds = {e["round"] for e in events if e["ev"] == "formed"}
+        busy = meter.busy()
         return Steady(round(window, 2), ops, round(moved / window, 1),
                       round((cpu1["store"] - cpu0["store"]) / window, 3),
                       round((cpu1["agents"] - cpu0["agents"]) / window / len(self.alive), 5),
-                      len(rounds), meter.busy())
+                      len(rounds), busy, meter.saturated()[0])
 
     def loss(self, mode: str, label: str, fraction: float | None) -> Episode:
         k = lost(self.n, fraction)
@@ -198,7 +241,7 @@ class Sizer:
         self.h.order(survivors, "fail", at)
         formed = self.h.wait_world(survivors, len(survivors), at, timeout_s(self.n))
         self.alive = survivors
-        return self._record("loss", f"{mode} {label}", k, len(survivors), formed, meter.busy())
+        return self._record("loss", f"{mode} {label}", k, len(survivors), formed, meter)
 
     def join(self, after: str, k: int) -> Episode:
         new = list(range(self.next_id, self.next_id + k))
@@ -210,16 +253,16 @@ class Sizer:
         everyone = self.alive + new
         formed = self.h.wait_world(everyone, len(everyone), at, timeout_s(self.n))
         self.alive = everyone
-        return self._record("join", f"join after {after}", k, len(everyone), formed, meter.busy())
+        return self._record("join", f"join after {after}", k, len(everyone), formed, meter)
 
     def run(self) -> tuple[list[Episode], Steady | None, str | None]:
         """Every episode in order; stops at the first that does not complete (the reason returned)."""
-        first = self.formation()
+        first = self.formation(self.offsets)
         if first.seconds is None:
             return self.episodes, None, _broke(first)
-        steady = self.steady()
+        steady = self.steady() if self.steady_s > 0 else None
         for mode in self.modes:
-            for label, fraction in LOSSES:
+            for label, fraction in self.losses:
                 if mode == "sigterm" and label not in SIGTERM_LOSSES:
                     continue
                 ep = self.loss(mode, label, fraction)
@@ -239,12 +282,15 @@ def _broke(ep: Episode) -> str:
 
 
 def measure_size(job: ScaleJob, work_dir: Path, say: Callable[[str], None], *, steady_s: float = 10.0,
-                 modes: tuple[str, ...] = MODES) -> SizeResult:
-    """Every episode for ``job`` on a fresh store and fresh processes. Blocks; raises HarnessError when a
+                 modes: tuple[str, ...] = MODES, losses: tuple[tuple[str, float | None], ...] = LOSSES,
+                 offsets: list[float] | None = None) -> SizeResult:
+    """Every episode for ``job`` on a fresh store and fresh processes (``steady_s`` 0: no steady window;
+    ``offsets``: the nodes' arrival times, see Sizer.formation). Blocks; raises HarnessError when a
     process or the store fails (not when the rendezvous does: that is ``broke``)."""
     began, load = time.monotonic(), os.getloadavg()[0]
     with Harness(job, work_dir) as h:
-        episodes, steady, broke = Sizer(h, say, steady_s=steady_s, modes=modes).run()
+        episodes, steady, broke = Sizer(h, say, steady_s=steady_s, modes=modes, losses=losses,
+                                        offsets=offsets).run()
     return SizeResult(job.backend.value, job.nodes, job.min_nodes, job.max_nodes, job.processes, tuple(episodes),
                       steady, round(load, 2), round(os.getloadavg()[0], 2), broke,
                       round(time.monotonic() - began, 1))

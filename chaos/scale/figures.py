@@ -42,7 +42,7 @@ class Point:
     nodes: int
     values: dict[str, float | None]
     limited: tuple[str, ...] = ()
-    """Figures this machine limited (its cores were busier than chaos.scale.episodes.BUSY_LIMIT)."""
+    """Figures this machine limited (chaos.scale.episodes.LIMITED_SHARE)."""
     load_avg: float | None = None
 
     def get(self, metric: str) -> float | None:

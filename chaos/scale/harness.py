@@ -34,6 +34,12 @@ from chaos.spec import RdzvBackend, RendezvousSpec
 log = logging.getLogger(__name__)
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+SAMPLE_S = 0.25
+"""How often the harness samples the CPU of the store and of its processes."""
+BUSY_CORES = 0.8
+"""Share of this machine's cores above which it, not torch, sets the pace."""
+BUSY_PROCESS = 0.9
+"""Share of one core above which a host process' agents wait for its interpreter lock."""
 
 
 class HarnessError(ChaosError):
@@ -53,6 +59,8 @@ class ScaleJob:
     monitor_interval: float = 0.1
     processes: int = 2
     """Host processes the agents are spread over (threads in each)."""
+    torch_event_names: bool = False
+    """Keep torch's ``inspect.stack()`` for every rendezvous event's name (chaos.scale.host.cheap_event_names)."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_nodes <= self.max_nodes or self.nodes < 1 or self.processes < 1:
@@ -154,6 +162,10 @@ class Harness:
         self._events: queue.Queue[dict[str, Any]] = queue.Queue()
         self.events: list[dict[str, Any]] = []
         """Every event read so far, in arrival order."""
+        self.samples: list[tuple[float, float, tuple[float, ...]]] = []
+        """(monotonic time, store CPU s, each host's CPU s) every SAMPLE_S while started."""
+        self._stop_sampling = threading.Event()
+        self._sampler: threading.Thread | None = None
 
     def __enter__(self) -> Harness:
         self.start()
@@ -181,9 +193,12 @@ class Harness:
                 cmd = [sys.executable, "-m", "chaos.scale.host", "agents", "--backend", self.job.backend.value,
                        "--endpoint", endpoint, "--run-id", self.run_id,
                        "--nodes", f"{self.job.min_nodes}:{self.job.max_nodes}", "--conf", conf,
-                       "--monitor-interval", str(self.job.monitor_interval)]
+                       "--monitor-interval", str(self.job.monitor_interval),
+                       *(["--torch-event-names"] if self.job.torch_event_names else [])]
                 self._hosts.append(_Process(cmd, self.work_dir / f"host-{i}.log", self._events))
             self._expect("ready", len(self._hosts), timeout_s=120)
+            self._sampler = threading.Thread(target=self._sample, name="scale-cpu-sampler", daemon=True)
+            self._sampler.start()
         except BaseException:
             self.stop()
             raise
@@ -206,8 +221,32 @@ class Harness:
             raise HarnessError(f"the c10d store exited at start; its log: {self._store.log_path}")
         return endpoint
 
+    def _sample(self) -> None:
+        while not self._stop_sampling.wait(SAMPLE_S):
+            store = self.store_pid
+            self.samples.append((time.monotonic(), proc_cpu_s(store) if store else 0.0,
+                                 tuple(proc_cpu_s(p) for p in self.host_pids)))
+
+    def saturated_s(self, since: float, until: float) -> float:
+        """Seconds between monotonic ``since`` and ``until`` during which this machine was the limit: its
+        cores more than BUSY_CORES busy with the harness and the store, or one host process above
+        BUSY_PROCESS of a core (its agents' threads share one interpreter lock)."""
+        cores = os.cpu_count() or 1
+        out = 0.0
+        pts = [x for x in self.samples if since - SAMPLE_S <= x[0] <= until + SAMPLE_S]
+        for (t0, s0, h0), (t1, s1, h1) in zip(pts, pts[1:], strict=False):
+            dt = t1 - t0
+            if dt <= 0 or len(h0) != len(h1):
+                continue
+            per_host = [(b - a) / dt for a, b in zip(h0, h1, strict=True)]
+            total = (s1 - s0 + sum(b - a for a, b in zip(h0, h1, strict=True))) / dt
+            if total > BUSY_CORES * cores or max(per_host, default=0.0) > BUSY_PROCESS:
+                out += dt
+        return round(out, 2)
+
     def stop(self) -> None:
         """Stop the host processes, then the store, by PID. Idempotent."""
+        self._stop_sampling.set()
         hosts, self._hosts = self._hosts, []
         for h in hosts:
             h.stop()
