@@ -163,14 +163,21 @@ def leave_findings(results: dict[str, Any]) -> list[str]:
         if ra is None or rb is None or not floor:
             continue
         left = {p: _median(with_, p) or 0.0 for p in ("detect", "rendezvous")}
-        restart = _median(with_, "restart") or 0.0
-        out.append(f"{key}{LEAVE_SUFFIX}: the rendezvous phase takes {rb:.1f} s instead of {ra:.1f} s "
-                   f"(recovery {with_.get('ratio_to_floor')}x the floor instead of {without.get('ratio_to_floor')}x; "
-                   f"goal <= {TARGET_RATIO}x: {'met' if _met(with_) else 'NOT met'}). Beyond the floor's "
-                   f"{floor:.1f} s remain: detect {left['detect']:.1f} s (the departing worker finishes its "
-                   f"step, saves and exits before the survivor's collective fails), rendezvous "
-                   f"{left['rendezvous']:.1f} s after that (last_call_timeout, >= 1 s in torch, "
-                   f"and the 1 s poll of a waiting node), restart {restart - floor:+.1f} s against the floor")
+        restart, restart_without = _median(with_, "restart") or 0.0, _median(without, "restart") or 0.0
+        text = (f"{key}{LEAVE_SUFFIX}: the rendezvous phase takes {rb:.1f} s instead of {ra:.1f} s "
+                f"(recovery {with_.get('ratio_to_floor')}x the floor instead of {without.get('ratio_to_floor')}x; "
+                f"goal <= {TARGET_RATIO}x: {'met' if _met(with_) else 'NOT met'}). Beyond the floor's "
+                f"{floor:.1f} s remain: detect {left['detect']:.1f} s (the departing worker finishes its "
+                f"step, saves and exits before the survivor's collective fails), rendezvous "
+                f"{left['rendezvous']:.1f} s after that (last_call_timeout, >= 1 s in torch, "
+                f"and the 1 s poll of a waiting node), restart {restart - floor:+.1f} s against the floor")
+        gone = _median(with_, "departed_exit_s")
+        if gone is not None and restart > restart_without + 0.5:
+            text += (f". The restart takes {restart:.1f} s here against {restart_without:.1f} s without leaving: "
+                     f"the departing node's agent exits {gone:.1f} s after SIGTERM (median), so the survivor, "
+                     "restarting sooner, shares this machine's cores with that teardown; on separate machines "
+                     "it would not")
+        out.append(text)
     return out
 
 

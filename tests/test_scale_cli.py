@@ -112,7 +112,8 @@ def test_missing_or_broken_figures_are_a_usage_error(tmp_path):
 
 def test_help_shows_an_example():
     out = cli("--help")
-    assert out.returncode == 0 and "elastic-chaos scale --nodes 512 --rdzv-backend c10d --rdzv-preset fast" in out.stdout
+    assert out.returncode == 0
+    assert "elastic-chaos scale --nodes 512 --rdzv-backend c10d --rdzv-preset fast" in out.stdout
 
 
 def test_the_shipped_figures_load_and_answer_for_both_backends():

@@ -157,7 +157,9 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _say(text: str) -> None:
-    print(f"{PREFIX} {text}", file=sys.stderr, flush=True)
+    now = time.time()
+    stamp = time.strftime("%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d} UTC"
+    print(f"{PREFIX} {text} (at {stamp})", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

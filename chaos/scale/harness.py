@@ -138,7 +138,13 @@ class _Process:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout_s)
-        self._stdin.close()
+        self._reader.join(timeout_s)
+        for stream in (self._stdin, self.proc.stdin, self.proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:  # a pipe whose reader is gone
+                pass
 
 
 def _pythonpath() -> str:
