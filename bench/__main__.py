@@ -39,7 +39,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a subset that runs in under 5 minutes")
     p.add_argument("--reps", type=int, help="repetitions per recovery case (default 5; quick 2)")
-    p.add_argument("--sizes", default=None, help="comma-separated node counts for the scale bench")
+    p.add_argument("--sizes", default=None, help="comma-separated node counts for the scale bench ('': none)")
     p.add_argument("--integrity-reps", type=int, help="kill-during-checkpoint repetitions (default 20; quick 2)")
     p.add_argument("--only", metavar="PATTERN",
                    help="only the recovery cases matching PATTERN (fnmatch, e.g. 'c10d/*/partition')")
@@ -52,7 +52,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         "OUT/results.json when it exists; rewrites chaos/scale/measured.json")
     p.add_argument("--rdzv-sizes", default=None,
                    help="comma-separated node counts for the rendezvous at scale (default "
-                        f"{','.join(map(str, rdzv_scale.SIZES))})")
+                        f"{','.join(map(str, rdzv_scale.SIZES))}; '': only the check against real torchrun)")
     p.add_argument("--render", action="store_true",
                    help="measure nothing: re-render OUT/RESULTS.md and the plot from OUT/results.json")
     p.add_argument("--out", type=Path, default=HERE, help="where results.json and RESULTS.md go")
@@ -88,23 +88,35 @@ def measure_recovery(args: argparse.Namespace, reps: int, runs: Path, floor_s: f
 
 
 def measure_scale(args: argparse.Namespace, runs: Path, results: dict[str, Any]) -> None:
-    sizes = [int(s) for s in (args.sizes or ("2" if args.quick else "2,4,8,16")).split(",")]
+    sizes = _sizes(args.sizes, "2" if args.quick else "2,4,8,16")
+    if not sizes:
+        say("scale: no sizes (--sizes ''): the real jobs are not run, the last ones are kept")
+        return
     say(f"scale: {sizes}")
     results["scale"] = [scale.run_size(n, runs, say) for n in sizes]
+
+
+def _sizes(given: str | None, default: str) -> list[int]:
+    """``--sizes``-style node counts; '' means none."""
+    return [int(s) for s in (default if given is None else given).split(",") if s.strip()]
 
 
 def measure_rdzv_scale(args: argparse.Namespace, runs: Path, results: dict[str, Any]) -> None:
     """The harness over --rdzv-sizes, checked against the scale bench's real jobs; the shipped figures."""
     began = time.monotonic()
-    sizes = [int(s) for s in (args.rdzv_sizes or ",".join(map(str, rdzv_scale.SIZES))).split(",")]
+    sizes = _sizes(args.rdzv_sizes, ",".join(map(str, rdzv_scale.SIZES)))
+    section = results.setdefault("rdzv_scale", {})
+    section["validation"] = rdzv_scale.validate(results.get("scale") or [], runs, say)
+    section["validated"] = datetime.date.today().isoformat()
+    if not sizes:
+        say("rendezvous at scale: no sizes (--rdzv-sizes ''): only the check against real torchrun, the sweep kept")
+        return
     say(f"rendezvous at scale: {sizes} on {', '.join(rdzv_scale.BACKENDS)}")
-    validation = rdzv_scale.validate(results.get("scale") or [], runs, say)
     swept = rdzv_scale.sweep(sizes, rdzv_scale.BACKENDS, runs, say)
     figs = rdzv_scale.figures(swept)
-    results["rdzv_scale"] = {"date": datetime.date.today().isoformat(),
-                             "command": "python -m bench --scale-rdzv" if args.scale_rdzv else "make bench",
-                             "sizes": swept, "figures": figs.to_json(), "validation": validation,
-                             "wall_s": round(time.monotonic() - began)}
+    section.update({"date": datetime.date.today().isoformat(),
+                    "command": "python -m bench --scale-rdzv" if args.scale_rdzv else "make bench",
+                    "sizes": swept, "figures": figs.to_json(), "wall_s": round(time.monotonic() - began)})
     from chaos.scale.figures import save
     say(f"wrote {save(figs)}")
 
@@ -195,12 +207,13 @@ def write(out: Path, results: dict[str, Any], say: Callable[[str], None]) -> Non
     results["findings"] = recovery_findings(results)
     if "scale" in results:
         results["scale_findings"] = scale_findings(results["scale"])
-    if "rdzv_scale" in results:
+    has_rdzv = bool((results.get("rdzv_scale") or {}).get("figures"))
+    if has_rdzv:
         results["rdzv_scale"]["findings"] = rdzv_scale.findings(results["rdzv_scale"])
     out.mkdir(parents=True, exist_ok=True)
     plot_name = "recovery.png" if report.plot(results, out / "recovery.png") else None
     rdzv_plot = None
-    if "rdzv_scale" in results:
+    if has_rdzv:
         from chaos.scale.figures import Figures
         figs = Figures.from_json(results["rdzv_scale"]["figures"])
         rdzv_plot = "rdzv_scale.png" if rdzv_scale.plot(figs, out / "rdzv_scale.png") else None

@@ -158,7 +158,7 @@ def _series(ax: Any, b: Any, metric: str, label: str, color: str, marker: str) -
 
 def markdown(results: dict[str, Any], plot_name: str | None) -> list[str]:
     section = results.get("rdzv_scale")
-    if not section:
+    if not section or "figures" not in section:
         return []
     figs = Figures.from_json(section["figures"])
     lines = ["## Rendezvous at scale", "",
@@ -215,15 +215,16 @@ def _size_table(backend: str, sizes: list[dict[str, Any]]) -> list[str]:
 
 def _fits_table(figs: Figures) -> list[str]:
     lines = ["### Fitted models", "",
-             "Least squares over the sizes this machine did not limit; the model with the smallest "
-             "leave-one-out error among a+bN, a+bN+cN·log2N, a+bN+cN² (chaos/scale/model.py).", "",
-             "| backend | figure | model | rms | max error | leave-one-out rms | fitted on N |",
-             "|---|---|---|---|---|---|---|"]
+             "Least squares over the sizes this machine did not limit (every size when fewer than 4 were not "
+             "limited, and the row says so); the model with the smallest leave-one-out error among a+bN, "
+             "a+bN+cN·log2N, a+bN+cN² (chaos/scale/model.py).", "",
+             "| backend | figure | model | rms | max error | leave-one-out rms | fitted on N | points |",
+             "|---|---|---|---|---|---|---|---|"]
     for backend, b in sorted(figs.backends.items()):
         for metric, f in b.fits.items():
             loo = "-" if f.loo_rms is None else f"{f.loo_rms:.3g}"
             lines.append(f"| {backend} | {metric} | {f.formula()} | {f.rms:.3g} | {f.max_error:.3g} | {loo} | "
-                         f"{int(f.n_min)}-{int(f.n_max)} |")
+                         f"{int(f.n_min)}-{int(f.n_max)} | {f.note} |")
     return lines + [""]
 
 

@@ -38,6 +38,36 @@ def test_after_sigterm_the_survivor_re_forms_before_the_keep_alive_could_expire(
     assert rec.rendezvous_s is not None and rec.rendezvous_s < least_expiry_s, rec.phases
 
 
+LEAVING = JobSpec(nodes="1:2", run_id="chaos-leave", leave_on_sigterm=True)
+
+
+def test_the_option_runs_every_platforms_agent_through_the_remedy(tmp_path):
+    from chaos.events import Timeline
+    from chaos.platforms.kubernetes import jobs
+    from chaos.platforms.kubernetes import manifests as m
+    from chaos.platforms.local.platform import LocalPlatform
+
+    local = LocalPlatform(Timeline(), tmp_path, LocalOptions(network=NetworkMode.HOST))
+    c10d = RendezvousSpec(backend=RdzvBackend.C10D)  # its endpoint needs no etcd started
+    leaving, plain = JobSpec(nodes="1:2", rdzv=c10d, leave_on_sigterm=True), JobSpec(nodes="1:2", rdzv=c10d)
+    assert local._command(leaving, "127.0.0.1")[1:3] == ["-m", "trainer.rdzv_leave"]
+    assert local._command(plain, "127.0.0.1")[1:3] == ["-m", "torch.distributed.run"]
+    for doc in (m.elasticjob(LEAVING, m.kind_settings()), m.pytorchjob(LEAVING, m.kind_settings())):
+        (container,) = doc["spec"][next(k for k in doc["spec"] if k.endswith("eplicaSpecs"))]["Worker"]["template"][
+            "spec"]["containers"]
+        assert container["command"] == ["python", "-m", "trainer.rdzv_leave"]
+    docs = jobs.job_manifests(LEAVING, m.KubeSettings(dns=False, etcd_shell=True), etcd_address="10.0.0.1")
+    (sts,) = [d for d in docs if d["kind"] == "StatefulSet"]
+    assert sts["spec"]["template"]["spec"]["containers"][0]["args"][:3] == ["python3", "-m", "trainer.rdzv_leave"]
+
+
+def test_the_option_is_off_by_default_and_on_the_command_line():
+    from chaos.options import declared
+
+    (d,) = [d for d in declared(JobSpec) if d.name == "leave_on_sigterm"]
+    assert d.default is False and d.flag == "--leave-on-sigterm" and "keep-alive" in d.meta.help
+
+
 def test_a_torch_without_the_exit_operation_is_refused(monkeypatch, capsys):
     """Simulated: the installed torch has the internals; the test deletes one (monkeypatch)."""
     from torch.distributed.elastic.rendezvous import dynamic_rendezvous

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,9 @@ EPISODE_METRICS: dict[str, str] = {
     "join_s": "join after hard 1",
 }
 """Figure -> the episode it is read from (chaos.scale.episodes labels)."""
+
+MIN_CLEAN_POINTS = 4
+"""Fewer sizes than this unlimited by the machine, and a figure is fitted on every size (and says so)."""
 
 STEADY_METRICS = ("store_ops_per_s", "store_bytes_per_s", "store_cpu", "agent_cpu")
 """Steady-state figures: store operations and payload bytes per second, the store's CPU (cores),
@@ -151,9 +154,16 @@ def backend_figures(backend: str, sizes: Sequence[dict[str, Any]]) -> BackendFig
     broken = sorted((int(s["nodes"]), str(s["broke"])) for s in sizes if s.get("broke"))
     fits = {}
     for metric in [*EPISODE_METRICS, *STEADY_METRICS]:
-        usable = [(p.nodes, v) for p in points if (v := p.get(metric)) is not None and metric not in p.limited]
+        measured = [(p.nodes, v, metric in p.limited) for p in points if (v := p.get(metric)) is not None]
+        clean = [(n, v) for n, v, limited in measured if not limited]
+        note = "fitted on the sizes this machine did not limit"
+        if len(clean) < MIN_CLEAN_POINTS:  # too few clean sizes: every size, said so
+            clean = [(n, v) for n, v, _ in measured]
+            limited = sum(1 for *_, lim in measured if lim)
+            note = (f"fitted on every size measured, {limited} of {len(measured)} limited by this machine: "
+                    "an upper bound") if limited else "fitted on every size measured"
         try:
-            fits[metric] = best_fit([n for n, _ in usable], [v for _, v in usable])
+            fits[metric] = replace(best_fit([n for n, _ in clean], [v for _, v in clean]), note=note)
         except FitError:
             continue
     return BackendFigures(backend, points, fits, broken[0][0] if broken else None, broken[0][1] if broken else None)

@@ -34,10 +34,10 @@ from chaos.spec import RdzvBackend, RendezvousSpec
 log = logging.getLogger(__name__)
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-SAMPLE_S = 0.25
+SAMPLE_S = 0.5
 """How often the harness samples the CPU of the store and of its processes."""
-BUSY_CORES = 0.8
-"""Share of this machine's cores above which it, not torch, sets the pace."""
+RUN_DELAY = 0.25
+"""Seconds per second a process' threads may wait, runnable, for a CPU before this machine sets the pace."""
 BUSY_PROCESS = 0.9
 """Share of one core above which a host process' agents wait for its interpreter lock."""
 
@@ -80,6 +80,32 @@ class Formed:
     errors: tuple[str, ...]
     missing: int
     """Nodes that had not formed that world when the wait ended (0 when it formed)."""
+
+
+def machine_busy_s() -> tuple[float, float]:
+    """(busy, total) CPU seconds of this machine so far, every process counted (/proc/stat)."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields) - idle) / CLOCK_TICKS, sum(fields) / CLOCK_TICKS
+
+
+def run_delay_s(pid: int) -> float:
+    """Seconds the threads of process ``pid`` spent runnable but waiting for a CPU, so far (schedstat);
+    0 for a gone one. Threads waiting for Python's interpreter lock sleep: they are not counted."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for tid in tasks:
+        try:
+            total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 1e9
 
 
 def proc_cpu_s(pid: int) -> float:
@@ -168,8 +194,9 @@ class Harness:
         self._events: queue.Queue[dict[str, Any]] = queue.Queue()
         self.events: list[dict[str, Any]] = []
         """Every event read so far, in arrival order."""
-        self.samples: list[tuple[float, float, tuple[float, ...]]] = []
-        """(monotonic time, store CPU s, each host's CPU s) every SAMPLE_S while started."""
+        self.samples: list[tuple[float, float, tuple[float, ...], tuple[float, ...]]] = []
+        """(monotonic time, the machine's busy share since the last sample, each host's CPU s, each
+        process' run delay s -- the store's first) every SAMPLE_S while started."""
         self._stop_sampling = threading.Event()
         self._sampler: threading.Thread | None = None
 
@@ -228,25 +255,29 @@ class Harness:
         return endpoint
 
     def _sample(self) -> None:
+        busy, total = machine_busy_s()
         while not self._stop_sampling.wait(SAMPLE_S):
-            store = self.store_pid
-            self.samples.append((time.monotonic(), proc_cpu_s(store) if store else 0.0,
-                                 tuple(proc_cpu_s(p) for p in self.host_pids)))
+            busy1, total1 = machine_busy_s()
+            share = (busy1 - busy) / (total1 - total) if total1 > total else 0.0
+            busy, total = busy1, total1
+            pids = [p for p in (self.store_pid, *self.host_pids) if p]
+            self.samples.append((time.monotonic(), share, tuple(proc_cpu_s(p) for p in self.host_pids),
+                                 tuple(run_delay_s(p) for p in pids)))
 
     def saturated_s(self, since: float, until: float) -> float:
-        """Seconds between monotonic ``since`` and ``until`` during which this machine was the limit: its
-        cores more than BUSY_CORES busy with the harness and the store, or one host process above
-        BUSY_PROCESS of a core (its agents' threads share one interpreter lock)."""
-        cores = os.cpu_count() or 1
+        """Seconds between monotonic ``since`` and ``until`` during which this machine was the limit: a
+        process of the harness or the store waited for a CPU more than RUN_DELAY of the time (the cores
+        were busy, with its work or anyone's), or one host process used more than BUSY_PROCESS of a core
+        (its agents' threads share one interpreter lock)."""
         out = 0.0
         pts = [x for x in self.samples if since - SAMPLE_S <= x[0] <= until + SAMPLE_S]
-        for (t0, s0, h0), (t1, s1, h1) in zip(pts, pts[1:], strict=False):
+        for (t0, _, h0, d0), (t1, _, h1, d1) in zip(pts, pts[1:], strict=False):
             dt = t1 - t0
-            if dt <= 0 or len(h0) != len(h1):
+            if dt <= 0 or len(h0) != len(h1) or len(d0) != len(d1):
                 continue
-            per_host = [(b - a) / dt for a, b in zip(h0, h1, strict=True)]
-            total = (s1 - s0 + sum(b - a for a, b in zip(h0, h1, strict=True))) / dt
-            if total > BUSY_CORES * cores or max(per_host, default=0.0) > BUSY_PROCESS:
+            cpu = max(((b - a) / dt for a, b in zip(h0, h1, strict=True)), default=0.0)
+            delay = max(((b - a) / dt for a, b in zip(d0, d1, strict=True)), default=0.0)
+            if cpu > BUSY_PROCESS or delay > RUN_DELAY:
                 out += dt
         return round(out, 2)
 

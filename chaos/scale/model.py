@@ -37,6 +37,8 @@ class Fit:
     n_min: float
     n_max: float
     """The range of N it was fitted on: beyond n_max a prediction is an extrapolation."""
+    note: str = ""
+    """What the points were (e.g. that some were limited by the measuring machine)."""
 
     def __call__(self, n: float) -> float:
         return sum(c * f(n) for c, f in zip(self.coef, MODELS[self.model], strict=True))
@@ -47,7 +49,7 @@ class Fit:
 
     def to_json(self) -> dict[str, object]:
         return {"model": self.model, "coef": list(self.coef), "rms": self.rms, "max_error": self.max_error,
-                "loo_rms": self.loo_rms, "n_min": self.n_min, "n_max": self.n_max}
+                "loo_rms": self.loo_rms, "n_min": self.n_min, "n_max": self.n_max, "note": self.note}
 
     @classmethod
     def from_json(cls, raw: dict[str, object]) -> Fit:
@@ -57,7 +59,8 @@ class Fit:
         loo = raw.get("loo_rms")
         return cls(model, tuple(float(c) for c in raw["coef"]),  # type: ignore[attr-defined]
                    float(raw["rms"]), float(raw["max_error"]),  # type: ignore[arg-type]
-                   None if loo is None else float(loo), float(raw["n_min"]), float(raw["n_max"]))  # type: ignore[arg-type]
+                   None if loo is None else float(loo), float(raw["n_min"]), float(raw["n_max"]),  # type: ignore[arg-type]
+                   str(raw.get("note") or ""))
 
 
 def _solve(a: list[list[float]], b: list[float]) -> list[float]:
