@@ -47,9 +47,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                                                         "OUT/results.json")
     p.add_argument("--replay", action="store_true", help="only the replayed-trace goodput (bench/replay.py)")
     p.add_argument("--scale-rdzv", action="store_true",
-                   help="only the rendezvous at scale (bench/rdzv_scale.py): the real scale bench at --sizes "
-                        "to check the harness against, then the harness over --rdzv-sizes; merged into "
-                        "OUT/results.json when it exists; rewrites chaos/scale/measured.json")
+                   help="only the rendezvous at scale (bench/rdzv_scale.py): the real scale bench's jobs at --sizes "
+                        "to check the harness against (kept apart: the Scale table is not replaced), then the "
+                        "harness over --rdzv-sizes; merged into OUT/results.json when it exists; rewrites "
+                        "chaos/scale/measured.json")
     p.add_argument("--rdzv-sizes", default=None,
                    help="comma-separated node counts for the rendezvous at scale (default "
                         f"{','.join(map(str, rdzv_scale.SIZES))}; '': only the check against real torchrun)")
@@ -106,19 +107,17 @@ def measure_rdzv_scale(args: argparse.Namespace, runs: Path, results: dict[str, 
     began = time.monotonic()
     sizes = _sizes(args.rdzv_sizes, ",".join(map(str, rdzv_scale.SIZES)))
     section = results.setdefault("rdzv_scale", {})
-    section["validation"] = rdzv_scale.validate(results.get("scale") or [], runs, say)
+    real = section.get("real") if args.scale_rdzv else results.get("scale")
+    section["validation"] = rdzv_scale.validate(real or [], runs, say)
     section["validated"] = datetime.date.today().isoformat()
     if not sizes:
         say("rendezvous at scale: no sizes (--rdzv-sizes ''): only the check against real torchrun, the sweep kept")
         return
     say(f"rendezvous at scale: {sizes} on {', '.join(rdzv_scale.BACKENDS)}")
     swept = rdzv_scale.sweep(sizes, rdzv_scale.BACKENDS, runs, say)
-    figs = rdzv_scale.figures(swept)
-    section.update({"date": datetime.date.today().isoformat(),
-                    "command": "python -m bench --scale-rdzv" if args.scale_rdzv else "make bench",
-                    "sizes": swept, "figures": figs.to_json(), "wall_s": round(time.monotonic() - began)})
-    from chaos.scale.figures import save
-    say(f"wrote {save(figs)}")
+    command = "python -m bench --scale-rdzv" if args.scale_rdzv else "make bench"
+    section.update({**rdzv_scale.where(), "command": command, "sizes": swept,
+                    "wall_s": round(time.monotonic() - began)})
 
 
 def measure_rest(args: argparse.Namespace, runs: Path, run_dirs: list[Path], results: dict[str, Any]) -> None:
@@ -157,7 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.scale_rdzv:
         if (args.out / "results.json").exists():
             results = {**json.loads((args.out / "results.json").read_text()), **results}
-        measure_scale(args, runs, results)
+        real: dict[str, Any] = {}  # the scale bench's real jobs, for the check only: its own table is kept
+        measure_scale(args, runs, real)
+        if "scale" in real:
+            results.setdefault("rdzv_scale", {})["real"] = real["scale"]
         measure_rdzv_scale(args, runs, results)
         write(args.out, results, say)
         return 0
@@ -207,9 +209,14 @@ def write(out: Path, results: dict[str, Any], say: Callable[[str], None]) -> Non
     results["findings"] = recovery_findings(results)
     if "scale" in results:
         results["scale_findings"] = scale_findings(results["scale"])
-    has_rdzv = bool((results.get("rdzv_scale") or {}).get("figures"))
-    if has_rdzv:
-        results["rdzv_scale"]["findings"] = rdzv_scale.findings(results["rdzv_scale"])
+    has_rdzv = bool((results.get("rdzv_scale") or {}).get("sizes"))
+    if has_rdzv:  # the shipped figures, derived here from the sizes for every path (a sweep, --render)
+        section = results["rdzv_scale"]
+        figs = rdzv_scale.figures(section["sizes"], section)
+        section["figures"] = figs.to_json()
+        section["findings"] = rdzv_scale.findings(section)
+        from chaos.scale.figures import save
+        say(f"wrote {save(figs)}")
     out.mkdir(parents=True, exist_ok=True)
     plot_name = "recovery.png" if report.plot(results, out / "recovery.png") else None
     rdzv_plot = None

@@ -92,12 +92,19 @@ def validate(real: list[dict[str, Any]], runs: Path, say: Callable[[str], None])
     return rows
 
 
-def figures(swept: dict[str, list[dict[str, Any]]]) -> Figures:
+def where() -> dict[str, Any]:
+    """What the figures were measured on: kept with them (``figures`` reads it back)."""
     import torch
 
-    knobs = preset(PRESET)
-    return Figures(datetime.date.today().isoformat(), platform.node(), os.cpu_count() or 1,
-                   torch.__version__.split("+")[0], PRESET,
+    return {"date": datetime.date.today().isoformat(), "machine": platform.node(), "cores": os.cpu_count() or 1,
+            "torch": torch.__version__.split("+")[0]}
+
+
+def figures(swept: dict[str, list[dict[str, Any]]], on: dict[str, Any]) -> Figures:
+    """The shipped figures from the sweep's sizes (``on``: where(), as recorded when they were measured)."""
+    knobs, here = preset(PRESET), where()
+    return Figures(str(on.get("date", here["date"])), str(on.get("machine", here["machine"])),
+                   int(on.get("cores", here["cores"])), str(on.get("torch", here["torch"])), PRESET,
                    {"keep_alive_interval": int(knobs.keep_alive_interval or 5),
                     "keep_alive_max_attempt": int(knobs.keep_alive_max_attempt or 3),
                     "last_call_timeout": int(knobs.last_call_timeout or 30), "join_timeout": 600},
@@ -215,7 +222,7 @@ def _size_table(backend: str, sizes: list[dict[str, Any]]) -> list[str]:
 
 def _fits_table(figs: Figures) -> list[str]:
     lines = ["### Fitted models", "",
-             "Least squares over the sizes this machine did not limit (every size when fewer than 4 were not "
+             "Least squares over the sizes this machine did not limit (every size when fewer than 5 were not "
              "limited, and the row says so); the model with the smallest leave-one-out error among a+bN, "
              "a+bN+cN·log2N, a+bN+cN² (chaos/scale/model.py).", "",
              "| backend | figure | model | rms | max error | leave-one-out rms | fitted on N | points |",
@@ -258,13 +265,14 @@ def findings(section: dict[str, Any]) -> list[str]:
     figs = Figures.from_json(section["figures"])
     out = []
     for backend, b in sorted(figs.backends.items()):
-        largest = b.largest
-        clean = [p.nodes for p in b.points if not p.limited]
-        out.append(f"{backend}: measured up to {largest} nodes"
-                   + (f"; this machine limited the figures from {min(set(p.nodes for p in b.points) - set(clean))} "
-                      "nodes on" if len(clean) < len(b.points) else "; this machine limited none")
-                   + (f"; broke at {b.broke_at} nodes: {b.broke_why}" if b.broke_at else ""))
+        shown = [m for m in EPISODE_METRICS]
+        total = sum(1 for p in b.points for m in shown if p.get(m) is not None)
+        limited = sum(1 for p in b.points for m in shown if p.get(m) is not None and m in p.limited)
+        out.append(f"{backend}: measured up to {b.largest} nodes; this machine limited {limited} of {total} "
+                   "episode figures (`*`)" + (f"; broke at {b.broke_at} nodes: {b.broke_why}" if b.broke_at else "")
+                   + _why_broke(b.broke_why or ""))
         out += _growth(backend, b)
+        out += _storm(backend, b)
         form = b.fits.get("formation_s")
         if form is not None:
             out.append(f"{backend} formation: {form.formula()} (rms {form.rms:.2g} s)")
@@ -272,19 +280,55 @@ def findings(section: dict[str, Any]) -> list[str]:
     return out
 
 
+def _why_broke(why: str) -> str:
+    """torch's code behind a failure the harness saw (matched on what the nodes reported)."""
+    if "assigned_ranks" in why:
+        return (". torch's cause: a participant whose heartbeat is older than keep_alive_interval x "
+                "keep_alive_max_attempt is removed by any node's sync (_BackendRendezvousStateHolder._sanitize), "
+                "even after its round completed (_remove_participant_epilogue reopens a round only when nobody is "
+                "left): nodes that read the state before and after see different worlds, rank 0's multi_get of "
+                "every role_info waits for a node that never writes it, and every node of the round fails after "
+                "the store's 60 s timeout (DistStoreError in SimpleElasticAgent._assign_worker_ranks). Heartbeats "
+                "came late because this machine could not run the re-formation's compare-and-set storm in real time")
+    if "0 round(s) completed" in why:
+        return (". torch's cause: every join is a compare-and-set of the whole state on one key, retried at once "
+                "when lost (_DistributedRendezvousOpExecutor.run), so N joining nodes make O(N^2) attempts; while "
+                "they queue, joined nodes' heartbeats (also compare-and-sets) age past keep_alive_interval x "
+                "keep_alive_max_attempt and _sanitize removes them again, so the round never holds min_nodes live "
+                "participants. On this machine the storm ran far slower than on N machines")
+    return ""
+
+
 def _growth(backend: str, b: Any) -> list[str]:
-    pts = [(p.nodes, p.get("store_bytes_per_s"), p.get("store_ops_per_s")) for p in b.points
-           if p.get("store_bytes_per_s") and "store_bytes_per_s" not in p.limited]
+    pts = [(p.nodes, p.get("store_bytes_per_s"), p.get("store_ops_per_s"), "store_bytes_per_s" in p.limited)
+           for p in b.points if p.get("store_bytes_per_s")]
     if len(pts) < 2:
         return []
-    (n0, b0, o0), (n1, b1, o1) = pts[0], pts[-1]
+    (n0, b0, o0, _), (n1, b1, o1, lim) = pts[0], pts[-1]
     bytes_exp = math.log(b1 / b0) / math.log(n1 / n0)
     ops_exp = math.log(o1 / o0) / math.log(n1 / n0) if o0 and o1 else float("nan")
+    caveat = " (the largest size limited by this machine)" if lim else ""
     return [f"{backend} store in steady state: operations grow as N^{ops_exp:.2f} and payload bytes as "
-            f"N^{bytes_exp:.2f} ({n0} -> {n1} nodes: {b0 / 1e6:.3g} -> {b1 / 1e6:.3g} MB/s). torch's cause: every "
+            f"N^{bytes_exp:.2f} ({n0} -> {n1} nodes{caveat}: {b0 / 1e6:.3g} -> {b1 / 1e6:.3g} MB/s). "
+            "torch's cause: every "
             "agent's monitor loop calls num_nodes_waiting(), which reads the whole rendezvous state at most once a "
             "second (cache_duration 1 s), and every keep-alive rewrites the whole state (all participants and "
             "their heartbeats) with a compare-and-set on one key: N agents x O(N) bytes each"]
+
+
+def _storm(backend: str, b: Any) -> list[str]:
+    ops, mb = b.measured("reform_hard_store_ops"), dict(b.measured("reform_hard_store_mb"))
+    if len(ops) < 2:
+        return []
+    (n0, o0), (n1, o1) = ops[0], ops[-1]
+    grow = math.log(o1 / o0) / math.log(n1 / n0) if o0 and o1 else float("nan")
+    bytes_grow = math.log(mb[n1] / mb[n0]) / math.log(n1 / n0) if mb.get(n0) and mb.get(n1) else float("nan")
+    return [f"{backend}: one re-formation after a hard loss costs the store {o0:.0f} operations "
+            f"({mb.get(n0, 0):.2g} MB) at {n0} nodes and {o1:.0f} ({mb.get(n1, 0):.4g} MB) at {n1}: operations "
+            f"grow as N^{grow:.1f}, bytes as "
+            f"N^{bytes_grow:.1f}. torch's cause: every survivor removes and re-adds itself with a compare-and-set of "
+            "the whole state (O(N) bytes), retried at once when lost, so when all start together each success costs "
+            "up to one attempt per contender: O(N^2) operations, O(N^3) bytes"]
 
 
 def _validation_finding(rows: list[dict[str, Any]]) -> list[str]:

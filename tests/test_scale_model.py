@@ -52,8 +52,13 @@ def test_too_few_points_are_refused():
         least_squares("a + b*N + c*N^2", [8, 8, 16], [1.0, 1.0, 2.0])
 
 
+def test_three_points_get_a_straight_line_not_a_curve_through_all_of_them():
+    chosen = best_fit([8, 16, 32], [1.0, 2.0, 5.0])
+    assert chosen.model == "a + b*N" and chosen.rms > 0
+
+
 def test_with_too_few_points_for_leave_one_out_the_residual_decides():
-    chosen = best_fit([8, 16, 32], [1.0, 2.0, 4.0])
+    chosen = best_fit([8, 16], [1.0, 2.0])
     assert chosen.loo_rms is None and chosen.model in MODELS
 
 

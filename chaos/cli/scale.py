@@ -64,7 +64,8 @@ def main(args: argparse.Namespace) -> int:
     sizes = sorted(p.nodes for p in b.points)
     print(f"Figures: torch {figs.torch}'s own rendezvous handlers, {sizes[0]}-{sizes[-1]} nodes hosted on one "
           f"machine ({figs.machine}, {figs.cores} cores), preset {figs.preset}, {figs.date} (`{figs.command}`)\n")
-    width = max(len(line.what) for line in lines)
+    traffic, work = ex.traffic(figs, backend, nodes), ex.store_work(figs, backend, nodes)
+    width = max(len(label) for label in [*(line.what for line in lines), *(t[0] for t in [*traffic, *work])])
     for line in lines:
         print(f"  {line.what.ljust(width)}  {_s(line.seconds):>9}  {line.how}")
     form = lines[0].seconds
@@ -74,7 +75,11 @@ def main(args: argparse.Namespace) -> int:
                    f"formation uses {share:.0%} of it")
         print(f"  {'join timeout'.ljust(width)}  {_s(float(k['join_timeout'])):>9}  {verdict}")
     print("\nThe store in steady state (every agent syncs the state once a second and heartbeats):")
-    for label, value, how in ex.traffic(figs, backend, nodes):
+    for label, value, how in traffic:
+        print(f"  {label.ljust(width)}  {_num(value):>9}  {how}")
+    print("\nWhat the store does for one formation and one re-formation (every node's compare-and-sets of the "
+          "whole state: its busy time bounds any cluster's):")
+    for label, value, how in work:
         print(f"  {label.ljust(width)}  {_num(value):>9}  {how}")
     if b.broke_at is not None:
         relation = "at or below" if b.broke_at <= nodes else "above"

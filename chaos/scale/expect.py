@@ -107,3 +107,14 @@ def traffic(figs: Figures, backend: str, nodes: int) -> list[tuple[str, float | 
             (("store operations per second", "store_ops_per_s"),
              ("store payload bytes per second", "store_bytes_per_s"),
              ("store CPU (cores)", "store_cpu"))]
+
+
+def store_work(figs: Figures, backend: str, nodes: int) -> list[tuple[str, float | None, str]]:
+    """What one formation and one re-formation after a hard loss cost the store: operations, payload MB,
+    the store's own CPU seconds (its busy time: no cluster re-forms faster than its store can serve)."""
+    b = figs.backend(backend)
+    out = []
+    for key, what in (("formation", "formation"), ("reform_hard", "re-formation after 1 node lost")):
+        for unit, label in (("ops", "operations"), ("mb", "payload MB"), ("cpu_s", "store CPU seconds")):
+            out.append((f"{what}: {label}", *estimate(b, f"{key}_store_{unit}", nodes)))
+    return out

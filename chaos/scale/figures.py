@@ -32,8 +32,13 @@ EPISODE_METRICS: dict[str, str] = {
 }
 """Figure -> the episode it is read from (chaos.scale.episodes labels)."""
 
-MIN_CLEAN_POINTS = 4
-"""Fewer sizes than this unlimited by the machine, and a figure is fitted on every size (and says so)."""
+MIN_CLEAN_POINTS = 5
+"""Fewer sizes than this unlimited by the machine (a three-term model needs five), and a figure is fitted
+on every size (and says so)."""
+
+STORE_WORK: dict[str, str] = {"formation": "formation", "reform_hard": "hard 1", "reform_leave": "leave 1",
+                              "join": "join after hard 1"}
+"""Episodes whose store work is kept: ``<key>_store_ops``, ``<key>_store_mb`` (payload), ``<key>_store_cpu_s``."""
 
 STEADY_METRICS = ("store_ops_per_s", "store_bytes_per_s", "store_cpu", "agent_cpu")
 """Steady-state figures: store operations and payload bytes per second, the store's CPU (cores),
@@ -137,6 +142,14 @@ def point(size: dict[str, Any]) -> Point:
         values[metric] = ep.get("seconds") if ep else None
         if ep and ep.get("limited"):
             limited.append(metric)
+    for key, label in STORE_WORK.items():
+        ep = by_label.get(label)
+        if ep and ep.get("seconds") is not None and "store_ops" in ep:
+            values[f"{key}_store_ops"] = float(ep["store_ops"])
+            values[f"{key}_store_mb"] = round(ep["store_bytes"] / 1e6, 3)
+            values[f"{key}_store_cpu_s"] = ep["store_cpu_s"]
+            if ep.get("limited"):
+                limited += [f"{key}_store_ops", f"{key}_store_mb", f"{key}_store_cpu_s"]
     steady = size.get("steady")
     if steady:
         values["store_ops_per_s"] = round(sum(steady["ops_per_s"].values()), 1)
@@ -153,7 +166,8 @@ def backend_figures(backend: str, sizes: Sequence[dict[str, Any]]) -> BackendFig
     points = tuple(sorted((point(s) for s in sizes), key=lambda p: p.nodes))
     broken = sorted((int(s["nodes"]), str(s["broke"])) for s in sizes if s.get("broke"))
     fits = {}
-    for metric in [*EPISODE_METRICS, *STEADY_METRICS]:
+    work = [f"{k}_store_{what}" for k in STORE_WORK for what in ("ops", "mb", "cpu_s")]
+    for metric in [*EPISODE_METRICS, *STEADY_METRICS, *work]:
         measured = [(p.nodes, v, metric in p.limited) for p in points if (v := p.get(metric)) is not None]
         clean = [(n, v) for n, v, limited in measured if not limited]
         note = "fitted on the sizes this machine did not limit"

@@ -1,6 +1,7 @@
 """Fit a figure over the job size N by least squares, and say which model fits and how well.
 
-Candidates (:data:`MODELS`): ``a + b*N``, ``a + b*N + c*N*log2(N)``, ``a + b*N + c*N^2``. Each is
+Candidates (:data:`MODELS`): ``a + b*N``, ``a + b*N + c*N*log2(N)``, ``a + b*N + c*N^2``,
+``a + b*N^2 + c*N^3`` (bytes through one key when every node rewrites it N times). Each is
 fitted by ordinary least squares (normal equations, solved here: no numpy in the toolkit's core).
 The one chosen has the smallest leave-one-out error -- each point predicted by a fit of the
 others -- which favours the model that extrapolates, not the one with most terms; with too few
@@ -18,6 +19,7 @@ MODELS: dict[str, Basis] = {
     "a + b*N": (lambda n: 1.0, lambda n: n),
     "a + b*N + c*N*log2(N)": (lambda n: 1.0, lambda n: n, lambda n: n * math.log2(max(n, 1.0))),
     "a + b*N + c*N^2": (lambda n: 1.0, lambda n: n, lambda n: n * n),
+    "a + b*N^2 + c*N^3": (lambda n: 1.0, lambda n: n * n, lambda n: n * n * n),
 }
 
 
@@ -117,9 +119,14 @@ def fit(model: str, ns: Sequence[float], ys: Sequence[float]) -> Fit:
 
 def best_fit(ns: Sequence[float], ys: Sequence[float]) -> Fit:
     """The candidate with the smallest leave-one-out error (the smallest residual where none could be
-    computed). Raises FitError when no candidate can be fitted."""
+    computed). A model is a candidate only with two distinct N more than its terms -- fewer, and it
+    passes through every point whatever the truth -- except the straight line, which needs two.
+    Raises FitError when no candidate can be fitted."""
     fits = []
-    for model in MODELS:
+    distinct = len(set(ns))
+    for model, basis in MODELS.items():
+        if len(basis) > 2 and distinct < len(basis) + 2:
+            continue
         try:
             fits.append(fit(model, ns, ys))
         except FitError:
