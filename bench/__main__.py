@@ -143,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     runs = args.runs or Path(tempfile.mkdtemp(prefix="elastic-chaos-bench-"))
     say(f"runs go to {runs}")
+    if args.scale_rdzv:
+        return scale_rdzv_only(args, runs)
     results: dict[str, Any] = (json.loads((args.out / "results.json").read_text()) if args.merge else
                                {"recovery": {}, "skipped": {}})
     results.update({"machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores)", "reps": reps})
@@ -153,16 +155,6 @@ def main(argv: list[str] | None = None) -> int:
     else:
         results.update(stamp)
 
-    if args.scale_rdzv:
-        if (args.out / "results.json").exists():
-            results = {**json.loads((args.out / "results.json").read_text()), **results}
-        real: dict[str, Any] = {}  # the scale bench's real jobs, for the check only: its own table is kept
-        measure_scale(args, runs, real)
-        if "scale" in real:
-            results.setdefault("rdzv_scale", {})["real"] = real["scale"]
-        measure_rdzv_scale(args, runs, results)
-        write(args.out, results, say)
-        return 0
     if args.replay:
         if args.merge:
             results["remeasured"].pop()   # the replay block carries its own date
@@ -192,6 +184,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def scale_rdzv_only(args: argparse.Namespace, runs: Path) -> int:
+    """``--scale-rdzv``: the rendezvous-at-scale section only, every other figure of OUT/results.json kept
+    as it is (the section carries its own date and command)."""
+    path = args.out / "results.json"
+    results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    real: dict[str, Any] = {}  # the scale bench's real jobs, for the check only: its own table is kept
+    measure_scale(args, runs, real)
+    if "scale" in real:
+        results.setdefault("rdzv_scale", {})["real"] = real["scale"]
+    measure_rdzv_scale(args, runs, results)
+    write(args.out, results, say)
+    return 0
+
+
 def render(out: Path) -> int:
     path = out / "results.json"
     try:
@@ -214,7 +220,7 @@ def write(out: Path, results: dict[str, Any], say: Callable[[str], None]) -> Non
         section = results["rdzv_scale"]
         figs = rdzv_scale.figures(section["sizes"], section)
         section["figures"] = figs.to_json()
-        section["findings"] = rdzv_scale.findings(section)
+        section["findings"] = rdzv_scale.findings(section) + rdzv_scale.recorded_finding(results)
         from chaos.scale.figures import save
         say(f"wrote {save(figs)}")
     out.mkdir(parents=True, exist_ok=True)

@@ -143,9 +143,9 @@ def spot_pairs(results: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[
 def spot_summary(results: dict[str, Any]) -> list[str]:
     """One line per spot-interruption pair: the floor, the recovery without and with the remedy, as ratios
     (what `make bench-quick` prints at its end)."""
-    floor = (results.get("floor_s") or {}).get("median")
     out = []
     for key, without, with_ in spot_pairs(results):
+        floor = _floor(results, with_)
         a, b = _median(without, "recovery_s"), _median(with_, "recovery_s")
         out.append(f"{key}: floor {floor} s | without leaving the rendezvous {_s(a)} = "
                    f"{without.get('ratio_to_floor')}x | with --leave-on-sigterm {_s(b)} = "
@@ -156,9 +156,9 @@ def spot_summary(results: dict[str, Any]) -> list[str]:
 
 def leave_findings(results: dict[str, Any]) -> list[str]:
     """What leaving the rendezvous on SIGTERM saved, and what is left above the floor."""
-    floor = (results.get("floor_s") or {}).get("median")
     out = []
     for key, without, with_ in spot_pairs(results):
+        floor = _floor(results, with_)
         ra, rb = _median(without, "rendezvous"), _median(with_, "rendezvous")
         if ra is None or rb is None or not floor:
             continue
@@ -179,6 +179,15 @@ def leave_findings(results: dict[str, Any]) -> list[str]:
                      "it would not")
         out.append(text)
     return out
+
+
+def _floor(results: dict[str, Any], case: dict[str, Any]) -> float | None:
+    """The floor a case's ratio was taken against: its own run's (``--merge``), else the results'."""
+    own = case.get("floor_s")
+    if isinstance(own, (int, float)):
+        return float(own)
+    median = (results.get("floor_s") or {}).get("median")
+    return float(median) if median is not None else None
 
 
 def _met(case: dict[str, Any]) -> bool:

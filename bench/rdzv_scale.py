@@ -134,19 +134,24 @@ def plot(figs: Figures, path: Path) -> bool:
         for metric, label in PLOTTED:
             _series(ax, b, metric, label, colors[metric], "o")
         ax.set(title=f"{backend}: rendezvous (preset {figs.preset})", xlabel="nodes", ylabel="seconds", xscale="log")
-        ax.legend(fontsize=8)
+        _legend(ax)
     ax = axes[2]
     for i, (backend, b) in enumerate(sorted(figs.backends.items())):
         _series(ax, b, "store_bytes_per_s", f"{backend} bytes/s", f"C{i + 4}", "s")
         _series(ax, b, "store_ops_per_s", f"{backend} ops/s", f"C{i + 4}", "^")
     ax.set(title="the store in steady state", xlabel="nodes", ylabel="per second", xscale="log", yscale="log")
-    ax.legend(fontsize=8)
+    _legend(ax)
     fig.suptitle(f"torch {figs.torch} dynamic rendezvous on {figs.cores} cores: filled markers measured, hollow "
                  f"where this machine was the limit; dashed: the fitted model")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return True
+
+
+def _legend(ax: Any) -> None:
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
 
 
 def _series(ax: Any, b: Any, metric: str, label: str, color: str, marker: str) -> None:
@@ -178,12 +183,14 @@ def markdown(results: dict[str, Any], plot_name: str | None) -> list[str]:
              f"the new world. `*`: this machine was saturated (its cores, or one harness process' interpreter lock) "
              f"for more than {LIMITED_SHARE:.0%} of the episode, so the figure is an upper bound set by the "
              "machine, not by torch.", ""]
+    lines += [f"- {note}" for note in section.get("notes", [])] + ([""] if section.get("notes") else [])
     for backend, sizes in section["sizes"].items():
         lines += _size_table(backend, sizes)
     lines += _fits_table(figs)
     if plot_name:
         lines += [f"![rendezvous at scale]({plot_name})", ""]
     lines += _validation_table(section.get("validation") or [])
+    lines += _recorded_table(recorded(results))
     lines += ["### Findings", ""] + [f"- {f}" for f in section.get("findings", [])] + [""]
     return lines
 
@@ -222,9 +229,11 @@ def _size_table(backend: str, sizes: list[dict[str, Any]]) -> list[str]:
 
 def _fits_table(figs: Figures) -> list[str]:
     lines = ["### Fitted models", "",
-             "Least squares over the sizes this machine did not limit (every size when fewer than 5 were not "
-             "limited, and the row says so); the model with the smallest leave-one-out error among a+bN, "
-             "a+bN+cN·log2N, a+bN+cN² (chaos/scale/model.py).", "",
+             "Least squares over the sizes this machine did not limit (every size when fewer than 2 were not "
+             "limited, and the row says so: an upper bound); counts and rates over every size (the row says how "
+             "many this machine limited); the model with the smallest leave-one-out error among "
+             "a+bN, a+bN+cN·log2N, a+bN+cN², a+bN²+cN³, the three-term ones only with five sizes or more "
+             "(chaos/scale/model.py).", "",
              "| backend | figure | model | rms | max error | leave-one-out rms | fitted on N | points |",
              "|---|---|---|---|---|---|---|---|"]
     for backend, b in sorted(figs.backends.items()):
@@ -255,6 +264,42 @@ def _validation_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines + [""]
 
 
+def recorded(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Re-formation after one hard kill in the scale bench's last real jobs (``results["scale"]``: detect +
+    rendezvous phases, kill -> the survivors' round complete) beside the harness' on etcd-v2 at the same N:
+    the validation replay's where there is one, else the sweep's ``hard 1`` (range N-10 %:N; for one lost
+    node the same rendezvous as N-1:N)."""
+    section = results.get("rdzv_scale") or {}
+    harness: dict[int, float] = {}
+    for size in (section.get("sizes") or {}).get("etcd-v2", []):
+        for ep in size.get("episodes", []):
+            if ep["label"] == "hard 1" and ep.get("seconds") is not None:
+                harness[int(size["nodes"])] = ep["seconds"]
+    for row in section.get("validation") or []:
+        if "error" not in row and row["reformation_s"]["harness"] is not None:
+            harness[int(row["nodes"])] = row["reformation_s"]["harness"]
+    rows = []
+    for real in results.get("scale") or []:
+        phases, n = real.get("phases") or {}, int(real["nodes"])
+        known = phases.get("detect") is not None and phases.get("rendezvous") is not None
+        if real.get("ok") and known and n in harness:
+            real_s = round(phases["detect"] + phases["rendezvous"], 2)
+            rows.append({"nodes": n, "real": real_s, "harness": harness[n], "diff": round(harness[n] - real_s, 2),
+                         "load": real.get("load_avg_1m")})
+    return rows
+
+
+def _recorded_table(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    lines = ["Re-formation after one hard kill in the scale bench's own last real jobs (the Scale table: detect + "
+             "rendezvous phases) beside the harness at the same N (the replay above, else the sweep's `hard 1`):", "",
+             "| N | real torchrun | harness | diff | within | load (real run) |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r['nodes']} | {r['real']} | {r['harness']} | {r['diff']} | "
+              f"{'yes' if abs(r['diff']) <= TOLERANCE_S else 'NO'} | {r['load']} |" for r in rows]
+    return lines + [""]
+
+
 def _tolerance_why() -> str:
     return ("a waiting node polls the state every 1 s and a killed node's last heartbeat lands 1-2 keep-alive "
             "intervals before the kill: each side draws both independently")
@@ -278,6 +323,19 @@ def findings(section: dict[str, Any]) -> list[str]:
             out.append(f"{backend} formation: {form.formula()} (rms {form.rms:.2g} s)")
     out += _validation_finding(section.get("validation") or [])
     return out
+
+
+def recorded_finding(results: dict[str, Any]) -> list[str]:
+    rows = recorded(results)
+    if not rows:
+        return []
+    ok = [r for r in rows if abs(r["diff"]) <= TOLERANCE_S]
+    return [f"re-formation after a hard kill: the harness is within {TOLERANCE_S} s of the scale bench's last real "
+            f"jobs on {len(ok)} of {len(rows)} sizes ({', '.join(_diff(r) for r in rows)})"]
+
+
+def _diff(row: dict[str, Any]) -> str:
+    return f"{row['nodes']} nodes: {row['diff']:+.2f} s"
 
 
 def _why_broke(why: str) -> str:

@@ -62,7 +62,7 @@ def estimate(b: BackendFigures, metric: str, nodes: int) -> tuple[float | None, 
         fit = b.fits.get(metric)
         if fit is None:
             return pts[-1][1], f"as measured at {pts[-1][0]} nodes, the largest size measured (no model fitted)"
-        caveat = " (an upper bound: this machine limited those sizes)" if "limited" in fit.note else ""
+        caveat = f" ({fit.note.removeprefix('fitted on ')})" if "limited" in fit.note else ""
         return max(0.0, fit(nodes)), (f"EXTRAPOLATED beyond the largest size measured ({pts[-1][0]}): {fit.model} "
                                       f"fitted on {int(fit.n_min)}-{int(fit.n_max)} nodes, rms {fit.rms:.3g}{caveat}")
     lo = max((p for p in pts if p[0] < nodes), default=None)

@@ -32,9 +32,9 @@ EPISODE_METRICS: dict[str, str] = {
 }
 """Figure -> the episode it is read from (chaos.scale.episodes labels)."""
 
-MIN_CLEAN_POINTS = 5
-"""Fewer sizes than this unlimited by the machine (a three-term model needs five), and a figure is fitted
-on every size (and says so)."""
+MIN_CLEAN_POINTS = 2
+"""Fewer sizes than this unlimited by the machine, and a figure is fitted on every size (and says so: an
+upper bound). With fewer than five, only the straight line is a candidate (chaos.scale.model.best_fit)."""
 
 STORE_WORK: dict[str, str] = {"formation": "formation", "reform_hard": "hard 1", "reform_leave": "leave 1",
                               "join": "join after hard 1"}
@@ -171,11 +171,14 @@ def backend_figures(backend: str, sizes: Sequence[dict[str, Any]]) -> BackendFig
         measured = [(p.nodes, v, metric in p.limited) for p in points if (v := p.get(metric)) is not None]
         clean = [(n, v) for n, v, limited in measured if not limited]
         note = "fitted on the sizes this machine did not limit"
-        if len(clean) < MIN_CLEAN_POINTS:  # too few clean sizes: every size, said so
+        if metric not in EPISODE_METRICS:  # counts and rates: a starved harness does less, never more, per second
+            clean = []
+        if len(clean) < MIN_CLEAN_POINTS:  # too few clean sizes for any model: every size, said so
             clean = [(n, v) for n, v, _ in measured]
             limited = sum(1 for *_, lim in measured if lim)
-            note = (f"fitted on every size measured, {limited} of {len(measured)} limited by this machine: "
-                    "an upper bound") if limited else "fitted on every size measured"
+            bound = ": an upper bound" if metric in EPISODE_METRICS else ""
+            note = (f"fitted on every size measured, {limited} of {len(measured)} limited by this machine"
+                    f"{bound}") if limited else "fitted on every size measured"
         try:
             fits[metric] = replace(best_fit([n for n, _ in clean], [v for _, v in clean]), note=note)
         except FitError:
