@@ -172,11 +172,14 @@ def leave_findings(results: dict[str, Any]) -> list[str]:
                 f"{left['rendezvous']:.1f} s after that (last_call_timeout, >= 1 s in torch, "
                 f"and the 1 s poll of a waiting node), restart {restart - floor:+.1f} s against the floor")
         gone = _median(with_, "departed_exit_s")
-        if gone is not None and restart > restart_without + 0.5:
-            text += (f". The restart takes {restart:.1f} s here against {restart_without:.1f} s without leaving: "
-                     f"the departing node's agent exits {gone:.1f} s after SIGTERM (median), so the survivor, "
-                     "restarting sooner, shares this machine's cores with that teardown; on separate machines "
-                     "it would not")
+        formed = sum(_median(with_, p) or 0.0 for p in ("detect", "exit", "rendezvous"))
+        if gone is not None and abs(restart - restart_without) > 0.5:
+            overlap = (f"still exiting {gone - formed:.1f} s after the survivor's new round formed, so the new worker "
+                       "shared this machine's cores with that teardown" if gone > formed else
+                       f"gone {formed - gone:.1f} s before the survivor's new round formed, so not its teardown")
+            text += (f". The restart took {restart:.1f} s against {restart_without:.1f} s without leaving; the "
+                     f"departing node's agent (exit {gone:.1f} s after SIGTERM, median) was {overlap}; a restart "
+                     f"is the floor's work ({floor:.1f} s in this run) and varies with the load on this machine")
         out.append(text)
     return out
 

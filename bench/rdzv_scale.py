@@ -17,6 +17,7 @@ import datetime
 import math
 import os
 import platform
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ from chaos.spec import JobSpec, RdzvBackend, preset
 SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)
 BACKENDS = ("etcd-v2", "c10d")
 PRESET = "fast"
+VALIDATION_REPEAT = 5
+"""Hard kills per size in the harness' replay of a real job: their median is compared."""
 TOLERANCE_S = 1.5
 """How far the harness may be from real torchrun on one measurement, and why (dynamic_rendezvous.py):
 a waiting node polls the state every 1 s (``_delay(seconds=1)`` on SYNC) and a node's last heartbeat
@@ -74,15 +77,15 @@ def validate(real: list[dict[str, Any]], runs: Path, say: Callable[[str], None])
         say(f"validation: harness replay of the real {n}-node job")
         try:
             result = measure_size(_job("etcd-v2", n, lo=n - 1), runs / f"rdzv-validate-{n}", say, steady_s=0,
-                                  modes=("hard",), losses=(("1", None),), offsets=rdzv.get("offsets_s")).to_json()
+                                  modes=("hard",), losses=(("1", None),), offsets=rdzv.get("offsets_s"),
+                                  repeat=VALIDATION_REPEAT).to_json()
         except HarnessError as exc:
             rows.append({"nodes": n, "error": str(exc)})
             continue
-        eps = {e["label"]: e for e in result["episodes"]}
         row: dict[str, Any] = {"nodes": n, "load_avg_real": r.get("load_avg_1m"), "load_before": result["load_before"]}
         for metric, label, real_key in (("formation_s", "formation", "formation_s"),
                                         ("reformation_s", "hard 1", "reformation_s")):
-            harness = (eps.get(label) or {}).get("seconds")
+            harness = _median([e["seconds"] for e in result["episodes"] if e["label"] == label])
             real_s = rdzv.get(real_key)
             row[metric] = {"real": real_s, "harness": harness,
                            "diff": None if harness is None or real_s is None else round(harness - real_s, 3)}
@@ -98,6 +101,11 @@ def where() -> dict[str, Any]:
 
     return {"date": datetime.date.today().isoformat(), "machine": platform.node(), "cores": os.cpu_count() or 1,
             "torch": torch.__version__.split("+")[0]}
+
+
+def _median(values: list[Any]) -> float | None:
+    known = sorted(v for v in values if v is not None)
+    return round(statistics.median(known), 3) if known else None
 
 
 def figures(swept: dict[str, list[dict[str, Any]]], on: dict[str, Any]) -> Figures:
@@ -249,7 +257,8 @@ def _validation_table(rows: list[dict[str, Any]]) -> list[str]:
         return ["### Against real torchrun", "", "Not measured in this run (it needs the scale bench's real jobs).", ""]
     lines = ["### Against real torchrun", "",
              "The scale bench's real jobs (N-1:N nodes, etcd-v2, fast) replayed in the harness: the same "
-             "nodes arriving at the offsets torchrun's agents logged, then one hard kill. Formation: the last "
+             f"nodes arriving at the offsets torchrun's agents logged, then {VALIDATION_REPEAT} hard kills (their "
+             "median; one kill in the real job). Formation: the last "
              "node's start -> every node's rendezvous complete in the world of N; re-formation: the kill -> every "
              f"survivor's rendezvous complete. Tolerance {TOLERANCE_S} s per measurement ({_tolerance_why()}).", "",
              "| N | formation real | harness | diff | re-formation real | harness | diff | within | load (real run) |",
@@ -279,6 +288,13 @@ def recorded(results: dict[str, Any]) -> list[dict[str, Any]]:
         if "error" not in row and row["reformation_s"]["harness"] is not None:
             harness[int(row["nodes"])] = row["reformation_s"]["harness"]
     rows = []
+    kill = (results.get("recovery") or {}).get("etcd-v2/fast/kill-node") or {}
+    d, r = (kill.get("detect") or {}).get("median"), (kill.get("rendezvous") or {}).get("median")
+    if d is not None and r is not None and 2 in harness:  # the recovery bench: the same 1:2 job, median of n
+        real_s = round(d + r, 2)
+        n_kills = (kill.get("recovery_s") or {}).get("n")
+        rows.append({"nodes": 2, "real": real_s, "harness": harness[2], "diff": round(harness[2] - real_s, 2),
+                     "load": f"recovery bench etcd-v2/fast/kill-node, median of {n_kills}"})
     for real in results.get("scale") or []:
         phases, n = real.get("phases") or {}, int(real["nodes"])
         known = phases.get("detect") is not None and phases.get("rendezvous") is not None

@@ -21,6 +21,7 @@ The first episode that does not complete within its timeout ends the size (``bro
 """
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import random
@@ -175,7 +176,8 @@ class Sizer:
 
     def __init__(self, harness: Harness, say: Callable[[str], None], *, steady_s: float,
                  modes: tuple[str, ...] = MODES, losses: tuple[tuple[str, float | None], ...] = LOSSES,
-                 offsets: list[float] | None = None) -> None:
+                 offsets: list[float] | None = None, repeat: int = 1) -> None:
+        self.repeat = repeat
         self.h = harness
         self.say = say
         self.steady_s = steady_s
@@ -261,17 +263,16 @@ class Sizer:
         if first.seconds is None:
             return self.episodes, None, _broke(first)
         steady = self.steady() if self.steady_s > 0 else None
-        for mode in self.modes:
-            for label, fraction in self.losses:
-                if mode == "sigterm" and label not in SIGTERM_LOSSES:
-                    continue
-                ep = self.loss(mode, label, fraction)
-                if ep.seconds is None:
-                    return self.episodes, steady, _broke(ep)
-                self.h.drain(1.0)  # the smaller world trains a moment before anyone arrives
-                ep = self.join(f"{mode} {label}", ep.nodes)
-                if ep.seconds is None:
-                    return self.episodes, steady, _broke(ep)
+        for mode, (label, fraction), _ in itertools.product(self.modes, self.losses, range(self.repeat)):
+            if mode == "sigterm" and label not in SIGTERM_LOSSES:
+                continue
+            ep = self.loss(mode, label, fraction)
+            if ep.seconds is None:
+                return self.episodes, steady, _broke(ep)
+            self.h.drain(1.0)  # the smaller world trains a moment before anyone arrives
+            ep = self.join(f"{mode} {label}", ep.nodes)
+            if ep.seconds is None:
+                return self.episodes, steady, _broke(ep)
         return self.episodes, steady, None
 
 
@@ -283,14 +284,15 @@ def _broke(ep: Episode) -> str:
 
 def measure_size(job: ScaleJob, work_dir: Path, say: Callable[[str], None], *, steady_s: float = 10.0,
                  modes: tuple[str, ...] = MODES, losses: tuple[tuple[str, float | None], ...] = LOSSES,
-                 offsets: list[float] | None = None) -> SizeResult:
+                 offsets: list[float] | None = None, repeat: int = 1) -> SizeResult:
     """Every episode for ``job`` on a fresh store and fresh processes (``steady_s`` 0: no steady window;
-    ``offsets``: the nodes' arrival times, see Sizer.formation). Blocks; raises HarnessError when a
-    process or the store fails (not when the rendezvous does: that is ``broke``)."""
+    ``offsets``: the nodes' arrival times, see Sizer.formation; ``repeat``: each loss and its join that many
+    times). Blocks; raises HarnessError when a process or the store fails (not when the rendezvous does:
+    that is ``broke``)."""
     began, load = time.monotonic(), os.getloadavg()[0]
     with Harness(job, work_dir) as h:
         episodes, steady, broke = Sizer(h, say, steady_s=steady_s, modes=modes, losses=losses,
-                                        offsets=offsets).run()
+                                        offsets=offsets, repeat=repeat).run()
     return SizeResult(job.backend.value, job.nodes, job.min_nodes, job.max_nodes, job.processes, tuple(episodes),
                       steady, round(load, 2), round(os.getloadavg()[0], 2), broke,
                       round(time.monotonic() - began, 1))
