@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import fidelity, floor, gpu, integrity, overhead, recovery, replay, report, scale
-from bench.findings import recovery_findings, scale_findings
+from bench import fidelity, floor, gpu, integrity, overhead, rdzv_scale, recovery, replay, report, scale
+from bench.findings import recovery_findings, scale_findings, spot_summary
 from chaos.signals import terminate_cleanly
 
 HERE = Path(__file__).parent
@@ -39,18 +39,28 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a subset that runs in under 5 minutes")
     p.add_argument("--reps", type=int, help="repetitions per recovery case (default 5; quick 2)")
-    p.add_argument("--sizes", default=None, help="comma-separated node counts for the scale bench")
+    p.add_argument("--sizes", default=None, help="comma-separated node counts for the scale bench ('': none)")
     p.add_argument("--integrity-reps", type=int, help="kill-during-checkpoint repetitions (default 20; quick 2)")
     p.add_argument("--only", metavar="PATTERN",
                    help="only the recovery cases matching PATTERN (fnmatch, e.g. 'c10d/*/partition')")
     p.add_argument("--merge", action="store_true", help="with --only or --replay: update those figures in "
                                                         "OUT/results.json")
     p.add_argument("--replay", action="store_true", help="only the replayed-trace goodput (bench/replay.py)")
+    p.add_argument("--scale-rdzv", action="store_true",
+                   help="only the rendezvous at scale (bench/rdzv_scale.py): the real scale bench's jobs at --sizes "
+                        "to check the harness against (kept apart: the Scale table is not replaced), then the "
+                        "harness over --rdzv-sizes; merged into OUT/results.json when it exists; rewrites "
+                        "chaos/scale/measured.json")
+    p.add_argument("--rdzv-sizes", default=None,
+                   help="comma-separated node counts for the rendezvous at scale (default "
+                        f"{','.join(map(str, rdzv_scale.SIZES))}; '': only the check against real torchrun)")
     p.add_argument("--render", action="store_true",
                    help="measure nothing: re-render OUT/RESULTS.md and the plot from OUT/results.json")
     p.add_argument("--out", type=Path, default=HERE, help="where results.json and RESULTS.md go")
     p.add_argument("--runs", type=Path, help="where the runs' report folders go (default: a temp dir)")
     args = p.parse_args(argv)
+    if args.scale_rdzv and (args.quick or args.only or args.replay):
+        p.error("--scale-rdzv runs alone: without --quick, --only or --replay")
     if args.merge and not (args.only or args.replay):
         p.error("--merge needs --only or --replay")
     if args.merge and not (args.out / "results.json").exists():
@@ -78,10 +88,42 @@ def measure_recovery(args: argparse.Namespace, reps: int, runs: Path, floor_s: f
     return run_dirs
 
 
-def measure_rest(args: argparse.Namespace, runs: Path, run_dirs: list[Path], results: dict[str, Any]) -> None:
-    sizes = [int(s) for s in (args.sizes or ("2" if args.quick else "2,4,8,16")).split(",")]
+def measure_scale(args: argparse.Namespace, runs: Path, results: dict[str, Any]) -> None:
+    sizes = _sizes(args.sizes, "2" if args.quick else "2,4,8,16")
+    if not sizes:
+        say("scale: no sizes (--sizes ''): the real jobs are not run, the last ones are kept")
+        return
     say(f"scale: {sizes}")
     results["scale"] = [scale.run_size(n, runs, say) for n in sizes]
+
+
+def _sizes(given: str | None, default: str) -> list[int]:
+    """``--sizes``-style node counts; '' means none."""
+    return [int(s) for s in (default if given is None else given).split(",") if s.strip()]
+
+
+def measure_rdzv_scale(args: argparse.Namespace, runs: Path, results: dict[str, Any]) -> None:
+    """The harness over --rdzv-sizes, checked against the scale bench's real jobs; the shipped figures."""
+    began = time.monotonic()
+    sizes = _sizes(args.rdzv_sizes, ",".join(map(str, rdzv_scale.SIZES)))
+    section = results.setdefault("rdzv_scale", {})
+    real = section.get("real") if args.scale_rdzv else results.get("scale")
+    section["validation"] = rdzv_scale.validate(real or [], runs, say)
+    section["validated"] = datetime.date.today().isoformat()
+    if not sizes:
+        say("rendezvous at scale: no sizes (--rdzv-sizes ''): only the check against real torchrun, the sweep kept")
+        return
+    say(f"rendezvous at scale: {sizes} on {', '.join(rdzv_scale.BACKENDS)}")
+    swept = rdzv_scale.sweep(sizes, rdzv_scale.BACKENDS, runs, say)
+    command = "python -m bench --scale-rdzv" if args.scale_rdzv else "make bench"
+    section.update({**rdzv_scale.where(), "command": command, "sizes": swept,
+                    "wall_s": round(time.monotonic() - began)})
+
+
+def measure_rest(args: argparse.Namespace, runs: Path, run_dirs: list[Path], results: dict[str, Any]) -> None:
+    measure_scale(args, runs, results)
+    if not args.quick:
+        measure_rdzv_scale(args, runs, results)
     integrity_reps = args.integrity_reps or (2 if args.quick else 20)
     say(f"checkpoint integrity: {integrity_reps} kills during checkpoint writes")
     results["integrity"] = integrity.kill_during_checkpoint(integrity_reps, runs, say)
@@ -101,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     runs = args.runs or Path(tempfile.mkdtemp(prefix="elastic-chaos-bench-"))
     say(f"runs go to {runs}")
+    if args.scale_rdzv:
+        return scale_rdzv_only(args, runs)
     results: dict[str, Any] = (json.loads((args.out / "results.json").read_text()) if args.merge else
                                {"recovery": {}, "skipped": {}})
     results.update({"machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores)", "reps": reps})
@@ -135,6 +179,22 @@ def main(argv: list[str] | None = None) -> int:
     else:
         results["wall_s"] = wall
     write(args.out, results, say)
+    for line in spot_summary(results):
+        say(line)
+    return 0
+
+
+def scale_rdzv_only(args: argparse.Namespace, runs: Path) -> int:
+    """``--scale-rdzv``: the rendezvous-at-scale section only, every other figure of OUT/results.json kept
+    as it is (the section carries its own date and command)."""
+    path = args.out / "results.json"
+    results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    real: dict[str, Any] = {}  # the scale bench's real jobs, for the check only: its own table is kept
+    measure_scale(args, runs, real)
+    if "scale" in real:
+        results.setdefault("rdzv_scale", {})["real"] = real["scale"]
+    measure_rdzv_scale(args, runs, results)
+    write(args.out, results, say)
     return 0
 
 
@@ -155,10 +215,23 @@ def write(out: Path, results: dict[str, Any], say: Callable[[str], None]) -> Non
     results["findings"] = recovery_findings(results)
     if "scale" in results:
         results["scale_findings"] = scale_findings(results["scale"])
+    has_rdzv = bool((results.get("rdzv_scale") or {}).get("sizes"))
+    if has_rdzv:  # the shipped figures, derived here from the sizes for every path (a sweep, --render)
+        section = results["rdzv_scale"]
+        figs = rdzv_scale.figures(section["sizes"], section)
+        section["figures"] = figs.to_json()
+        section["findings"] = rdzv_scale.findings(section) + rdzv_scale.recorded_finding(results)
+        from chaos.scale.figures import save
+        say(f"wrote {save(figs)}")
     out.mkdir(parents=True, exist_ok=True)
     plot_name = "recovery.png" if report.plot(results, out / "recovery.png") else None
+    rdzv_plot = None
+    if has_rdzv:
+        from chaos.scale.figures import Figures
+        figs = Figures.from_json(results["rdzv_scale"]["figures"])
+        rdzv_plot = "rdzv_scale.png" if rdzv_scale.plot(figs, out / "rdzv_scale.png") else None
     report.write_json(results, out / "results.json")
-    report.write_markdown(results, out / "RESULTS.md", plot_name)
+    report.write_markdown(results, out / "RESULTS.md", plot_name, rdzv_plot)
     say(f"wrote {out / 'results.json'} and {out / 'RESULTS.md'}")
 
 

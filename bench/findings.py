@@ -34,6 +34,7 @@ def recovery_findings(results: dict[str, Any]) -> list[str]:
                        f"defaults ({d / f:.1f}x faster)")
     out += _partition_detection(cases)
     out += _cluster_vs_local(cases)
+    out += leave_findings(results)
     fast_kill = cases.get("etcd-v2/fast/kill-node")
     if fast_kill and floor:
         ratio = fast_kill.get("ratio_to_floor")
@@ -127,3 +128,75 @@ def _cluster_vs_local(cases: dict[str, Any]) -> list[str]:
                    f"differs most ({diffs[worst]:+.1f} s)")
     return out
 
+
+
+LEAVE_SUFFIX = "+leave"
+
+
+def spot_pairs(results: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(key without the remedy, its case, the case with it) for every spot-interruption measured both ways."""
+    cases: dict[str, Any] = results.get("recovery", {})
+    return [(key, case, cases[key + LEAVE_SUFFIX]) for key, case in cases.items()
+            if key.endswith("/spot-interruption") and key + LEAVE_SUFFIX in cases]
+
+
+def spot_summary(results: dict[str, Any]) -> list[str]:
+    """One line per spot-interruption pair: the floor, the recovery without and with the remedy, as ratios
+    (what `make bench-quick` prints at its end)."""
+    out = []
+    for key, without, with_ in spot_pairs(results):
+        floor = _floor(results, with_)
+        a, b = _median(without, "recovery_s"), _median(with_, "recovery_s")
+        out.append(f"{key}: floor {floor} s | without leaving the rendezvous {_s(a)} = "
+                   f"{without.get('ratio_to_floor')}x | with --leave-on-sigterm {_s(b)} = "
+                   f"{with_.get('ratio_to_floor')}x the floor "
+                   f"(goal <= {TARGET_RATIO}x: {'met' if _met(with_) else 'NOT met'})")
+    return out
+
+
+def leave_findings(results: dict[str, Any]) -> list[str]:
+    """What leaving the rendezvous on SIGTERM saved, and what is left above the floor."""
+    out = []
+    for key, without, with_ in spot_pairs(results):
+        floor = _floor(results, with_)
+        ra, rb = _median(without, "rendezvous"), _median(with_, "rendezvous")
+        if ra is None or rb is None or not floor:
+            continue
+        left = {p: _median(with_, p) or 0.0 for p in ("detect", "rendezvous")}
+        restart, restart_without = _median(with_, "restart") or 0.0, _median(without, "restart") or 0.0
+        text = (f"{key}{LEAVE_SUFFIX}: the rendezvous phase takes {rb:.1f} s instead of {ra:.1f} s "
+                f"(recovery {with_.get('ratio_to_floor')}x the floor instead of {without.get('ratio_to_floor')}x; "
+                f"goal <= {TARGET_RATIO}x: {'met' if _met(with_) else 'NOT met'}). Beyond the floor's "
+                f"{floor:.1f} s remain: detect {left['detect']:.1f} s (the departing worker finishes its "
+                f"step, saves and exits before the survivor's collective fails), rendezvous "
+                f"{left['rendezvous']:.1f} s after that (last_call_timeout, >= 1 s in torch, "
+                f"and the 1 s poll of a waiting node), restart {restart - floor:+.1f} s against the floor")
+        gone = _median(with_, "departed_exit_s")
+        formed = sum(_median(with_, p) or 0.0 for p in ("detect", "exit", "rendezvous"))
+        if gone is not None and abs(restart - restart_without) > 0.5:
+            overlap = (f"still exiting {gone - formed:.1f} s after the survivor's new round formed, so the new worker "
+                       "shared this machine's cores with that teardown" if gone > formed else
+                       f"gone {formed - gone:.1f} s before the survivor's new round formed, so not its teardown")
+            text += (f". The restart took {restart:.1f} s against {restart_without:.1f} s without leaving; the "
+                     f"departing node's agent (exit {gone:.1f} s after SIGTERM, median) was {overlap}; a restart "
+                     f"is the floor's work ({floor:.1f} s in this run) and varies with the load on this machine")
+        out.append(text)
+    return out
+
+
+def _floor(results: dict[str, Any], case: dict[str, Any]) -> float | None:
+    """The floor a case's ratio was taken against: its own run's (``--merge``), else the results'."""
+    own = case.get("floor_s")
+    if isinstance(own, (int, float)):
+        return float(own)
+    median = (results.get("floor_s") or {}).get("median")
+    return float(median) if median is not None else None
+
+
+def _met(case: dict[str, Any]) -> bool:
+    ratio = case.get("ratio_to_floor")
+    return ratio is not None and ratio <= TARGET_RATIO
+
+
+def _s(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f} s"

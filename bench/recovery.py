@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from bench.stats import summary
 from chaos.analysis.recovery import PHASES, Recovery
 from chaos.errors import ChaosError
 from chaos.faults import KillNode, Partition, ScaleUp, SpotInterruption
-from chaos.faults.api import Fault
+from chaos.faults.api import Fault, FaultRecord
 from chaos.faults.kubernetes import DeletePod
 from chaos.platforms.local import netns
 from chaos.platforms.local.platform import LocalOptions, NetworkMode
@@ -55,11 +55,16 @@ class Case:
     bench/gpu.py's."""
     platform: str = "local"
     """``local``, or ``cluster``: the kubernetes platform on the local cluster."""
+    leave_on_sigterm: bool = False
+    """The departing node leaves the rendezvous on SIGTERM (JobSpec.leave_on_sigterm): key suffix ``+leave``."""
 
     @property
     def key(self) -> str:
         where = "" if self.platform == "local" else f"{self.platform}:"
-        return f"{where}{self.backend}/{self.preset}/{self.fault}"
+        return f"{where}{self.backend}/{self.preset}/{self.fault}{LEAVE_SUFFIX if self.leave_on_sigterm else ''}"
+
+
+LEAVE_SUFFIX = "+leave"
 
 
 def unavailable(case: Case) -> str | None:
@@ -88,12 +93,15 @@ class CaseRun:
     recoveries: list[Recovery]
     problems: list[str]
     """Why the case stopped early (a timeout, a split brain), if it did."""
+    departed_exit_s: list[float] = field(default_factory=list)
+    """Graceful faults: how long the hit node took to exit after SIGTERM (its teardown shares this
+    machine's cores with the survivors' restart)."""
 
 
 def run_case(case: Case, reps: int, out: Path, say: Callable[[str], None]) -> CaseRun:
     job = preset(case.preset).apply(JobSpec(nodes="1:2", checkpoint_every=20, step_time=0.1, max_restarts=100,
                                             rdzv=RendezvousSpec(backend=RdzvBackend(case.backend)),
-                                            backend=case.pg_backend))
+                                            backend=case.pg_backend, leave_on_sigterm=case.leave_on_sigterm))
     platform, options = _platform(case)
     result = CaseRun([], [])
     timeout = 240.0
@@ -103,8 +111,11 @@ def run_case(case: Case, reps: int, out: Path, say: Callable[[str], None]) -> Ca
             run.start(job)
             run.wait_for_step(30, timeout=timeout)
             for i in range(reps):
-                rec = _one_repetition(run, case, timeout, last=i + 1 == reps)
+                rec, fault = _one_repetition(run, case, timeout, last=i + 1 == reps)
                 result.recoveries.append(rec)
+                exited = (fault.hit.detail or {}).get("exited_within_grace_s") if fault.hit else None
+                if isinstance(exited, (int, float)):
+                    result.departed_exit_s.append(float(exited))
                 say(f"  {case.key} #{i + 1}: recovery {_s(rec.recovery_s)} "
                     f"({', '.join(f'{p} {v:.1f}' for p, v in rec.phases.items() if v is not None)})")
                 if run.split_brains():
@@ -119,9 +130,9 @@ class SplitBrainSeen(Exception):
     pass
 
 
-def _one_repetition(run: ChaosRun, case: Case, timeout: float, *, last: bool) -> Recovery:
+def _one_repetition(run: ChaosRun, case: Case, timeout: float, *, last: bool) -> tuple[Recovery, FaultRecord]:
     """Hit the newest node, measure the survivor's recovery, then regrow to 2 nodes."""
-    fault = run.inject(FAULTS[case.fault]())
+    fault = hit = run.inject(FAULTS[case.fault]())
     rec = run.wait_for_recovery(fault, timeout=timeout)
     if not last:
         if fault.target in {n.name for n in run.platform.alive_nodes()}:
@@ -131,7 +142,7 @@ def _one_repetition(run: ChaosRun, case: Case, timeout: float, *, last: bool) ->
         # (a deleted pod is re-created by its controller at once: the world regrows by itself)
         run.wait_for_world_size(fault, 2, timeout=timeout)
         run.wait_for_steps(10, timeout=timeout)
-    return rec
+    return rec, hit
 
 
 def run_folder(case: Case) -> str:
@@ -151,17 +162,26 @@ def case_result(case_run: CaseRun, floor_s: float | None) -> dict[str, Any]:
     out["lost_steps"] = summary(r.lost_steps for r in recs)
     median = out["recovery_s"]["median"]
     out["ratio_to_floor"] = round(median / floor_s, 2) if median is not None and floor_s else None
+    if case_run.departed_exit_s:
+        out["departed_exit_s"] = summary(case_run.departed_exit_s)
     return out
 
 
 def cases(quick: bool) -> list[Case]:
-    if quick:
-        return [Case("etcd-v2", "fast", "kill-node")]
+    if quick:  # the spot pair (without / with leaving the rendezvous) in place of kill-node: under 5 minutes
+        return spot_pair("etcd-v2")
     backends = ("etcd-v2", "c10d")
     presets = ("default", "fast")
     faults = ("kill-node", "spot-interruption", "partition")
     local = [Case(b, p, f) for b in backends for p in presets for f in faults]
-    return local + [Case("etcd-v2", "fast", f, platform="cluster") for f in CLUSTER_FAULTS]
+    leaving = [Case(b, "fast", "spot-interruption", leave_on_sigterm=True) for b in backends]
+    return local + leaving + [Case("etcd-v2", "fast", f, platform="cluster") for f in CLUSTER_FAULTS]
+
+
+def spot_pair(backend: str) -> list[Case]:
+    """A spot interruption with the fast preset, without and with the departing node leaving the rendezvous."""
+    return [Case(backend, "fast", "spot-interruption"),
+            Case(backend, "fast", "spot-interruption", leave_on_sigterm=True)]
 
 
 CLUSTER_FAULTS = ("kill-node", "delete-pod", "spot-interruption")

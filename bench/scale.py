@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import ChaosError
-from chaos.events import ProgressEv
+from chaos.events import AgentEv, Event, ProgressEv
+from chaos.events.timeline import of
 from chaos.faults import KillNode
 from chaos.platforms.local.platform import LocalOptions, LocalPlatform
 from chaos.runner.run import ChaosRun
@@ -36,6 +37,32 @@ def node_memory_mb(platform: LocalPlatform) -> float:
     alive = platform.alive_nodes()
     per_node = [sum(rss_mb(p) for p in platform.node_pids(n.name)) for n in alive]
     return sum(per_node) / len(per_node) if per_node else 0.0
+
+
+def rendezvous_figures(events: list[Event], n: int, fault_t: float, victim: str | None) -> dict[str, Any]:
+    """The rendezvous alone, as torchrun's agents logged it (what bench/rdzv_scale.py's harness is
+    checked against): when each node first started to rendezvous (``offsets_s`` from the first),
+    the last node's start -> every node's rendezvous complete in the world of ``n`` (``formation_s``),
+    and the fault -> every survivor's rendezvous complete in the world of ``n - 1`` (``reformation_s``)."""
+    starts: dict[str, float] = {}
+    for e in of(events, AgentEv.RENDEZVOUS_STARTED):
+        if e.node is not None:
+            starts.setdefault(e.node, e.t)
+    completes = of(events, AgentEv.RENDEZVOUS_COMPLETE)
+    formed: dict[str, float] = {}
+    for c in completes:
+        if c.node is not None and c.data.group_world_size == n:
+            formed.setdefault(c.node, c.t)
+    reformed: dict[str, float] = {}
+    for c in completes:
+        if c.node is not None and c.node != victim and c.t >= fault_t and c.data.group_world_size == n - 1:
+            reformed.setdefault(c.node, c.t)
+    first = min(starts.values(), default=0.0)
+    out: dict[str, Any] = {"offsets_s": sorted(round(t - first, 3) for t in starts.values())}
+    out["formation_s"] = round(max(formed.values()) - max(starts.values()), 3) \
+        if len(formed) == n and len(starts) == n else None
+    out["reformation_s"] = round(max(reformed.values()) - fault_t, 3) if len(reformed) == n - 1 else None
+    return out
 
 
 def run_size(n: int, out: Path, say: Callable[[str], None], timeout: float = 600.0) -> dict[str, Any]:
@@ -59,6 +86,7 @@ def run_size(n: int, out: Path, say: Callable[[str], None], timeout: float = 600
             result["recovery_s"] = round(rec.recovery_s, 2) if rec.recovery_s is not None else None
             result["phases"] = {k: (round(v, 2) if v is not None else None) for k, v in rec.phases.items()}
             result["ok"] = True
+            result["rdzv"] = rendezvous_figures(run.timeline.events(), n, fault.injected_at, fault.target)
     except ChaosError as exc:
         result["ok"] = False
         result["error"] = str(exc).splitlines()[0][:300]

@@ -236,6 +236,10 @@ class JobSpec:
     backend: PgBackend | None = option(None, "force the process-group backend: the reference trainer's "
                                              "--backend; a script that hard-codes nccl runs on gloo (CPU) "
                                              "through trainer.launch")
+    leave_on_sigterm: bool = option(False, "on SIGTERM (a spot interruption, a pod deletion) a node's agent leaves the "
+                                           "rendezvous once its workers stopped, so the survivors re-form without "
+                                           "waiting for its keep-alive to expire (trainer.rdzv_leave: relies on torch "
+                                           "internals, checked at start; etcd-v2 and c10d)")
     share_agent_store: bool = option(False, "let torchrun's agents share their TCPStore with the workers "
                                             "(torch's default since 2.4; off because torch 2.13 then never "
                                             "tells a node joining a survivor-led round the store address)",
@@ -263,6 +267,12 @@ class JobSpec:
         if self.pg_timeout_s is not None:
             args += ["--pg-timeout", f"{self.pg_timeout_s:g}"]
         return [*args, *self.trainer_args]
+
+    @property
+    def launcher(self) -> tuple[str, str]:
+        """``python`` arguments that start a node's agent: torchrun, or torchrun leaving the rendezvous
+        on SIGTERM (``leave_on_sigterm``; trainer.rdzv_leave takes torchrun's arguments)."""
+        return ("-m", "trainer.rdzv_leave") if self.leave_on_sigterm else ("-m", "torch.distributed.run")
 
     @property
     def initial_nodes(self) -> int:

@@ -206,3 +206,43 @@ def test_the_replay_block_runs_one_replay_per_interval_and_renders_a_table(tmp_p
     assert "| 10 steps | 0.5 | 3 (skipped 0) | 5, 5, 5 | 16.0 | PASSED |" in md
     assert "| 50 steps | 0.3 | 3 (skipped 0) | 25, 25, 25 | 16.0 | PASSED |" in md
     assert "Not measured yet" in "\n".join(replay.markdown({}))
+
+
+def test_the_spot_pair_is_summed_up_beside_the_floor_with_and_without_leaving():
+    results = {"floor_s": summary([2.0]),
+               "recovery": {"etcd-v2/fast/spot-interruption": case(0.6, 5.2, 2.2, 0.0, 8.0, 4.0),
+                            "etcd-v2/fast/spot-interruption+leave": {**case(0.6, 1.4, 4.0, 0.0, 6.0, 3.0),
+                                                                     "departed_exit_s": summary([4.5])}}}
+    (line,) = report.spot_summary(results)
+    assert line == ("etcd-v2/fast/spot-interruption: floor 2.0 s | without leaving the rendezvous 8.0 s = 4.0x "
+                    "| with --leave-on-sigterm 6.0 s = 3.0x the floor (goal <= 1.5x: NOT met)")
+    (finding,) = [f for f in recovery_findings(results) if "+leave: the rendezvous phase takes" in f]
+    assert "the rendezvous phase takes 1.4 s instead of 5.2 s" in finding
+    assert "exit 4.5 s after SIGTERM" in finding and "still exiting 2.5 s after the survivor's new round" in finding
+
+
+def test_the_rendezvous_at_scale_section_renders_from_the_figures(tmp_path):
+    from bench import rdzv_scale
+    from chaos.scale.figures import Figures, backend_figures
+
+    def ep(label, seconds, limited=False):
+        return {"label": label, "seconds": seconds, "limited": limited, "rounds": 1}
+
+    sizes = [{"nodes": n, "load_before": 1.0, "broke": None,
+              "episodes": [ep("formation", 1 + n / 100), ep("hard 1", 5 + n / 500, n >= 64)],
+              "steady": {"ops_per_s": {"state_get": float(n)}, "bytes_per_s": 50.0 * n * n, "store_cpu": 0.01,
+                         "agent_cpu": 0.002, "limited": False}} for n in (8, 16, 32, 64, 128)]
+    figs = Figures("2026-11-25", "box", 2, "2.13.0", "fast", {"keep_alive_interval": 1, "keep_alive_max_attempt": 4,
+                                                             "last_call_timeout": 1, "join_timeout": 600},
+                   {"c10d": backend_figures("c10d", sizes)})
+    section = {"date": "2026-11-25", "command": "python -m bench --scale-rdzv", "wall_s": 1, "figures": figs.to_json(),
+               "sizes": {"c10d": sizes}, "validation": [{"nodes": 2, "load_avg_real": 1.0, "load_before": 1.0,
+                                                         "formation_s": {"real": 3.2, "harness": 3.0, "diff": -0.2},
+                                                         "reformation_s": {"real": 6.5, "harness": 6.1, "diff": -0.4},
+                                                         "within": True}]}
+    section["findings"] = rdzv_scale.findings(section)
+    text = "\n".join(rdzv_scale.markdown({"rdzv_scale": section}, "rdzv_scale.png"))
+    assert "## Rendezvous at scale" in text and "| 128 | 2.3 | 5.3* |" in text
+    assert "payload bytes as N^2.00" in text
+    assert "agrees with real torchrun within 1.5 s on 1 of 1 sizes" in text
+    assert rdzv_scale.plot(figs, tmp_path / "p.png") and (tmp_path / "p.png").stat().st_size > 0

@@ -31,6 +31,7 @@ EPILOG = r"""examples:
   elastic-chaos trace --bursts 3 -o bursts.csv   # correlated preemptions for `run replay --trace`
   elastic-chaos manifest --platform kubernetes --job-kind pytorchjob --nodes 1:4
   elastic-chaos timeouts --rdzv-preset fast --backend nccl
+  elastic-chaos scale --nodes 512 --rdzv-backend c10d --rdzv-preset fast   # what a 512-node rendezvous costs
   elastic-chaos cluster up   # a local 4-node Kubernetes cluster (root, no Docker)
 """
 
@@ -58,6 +59,7 @@ def build_parser(words: list[str] | None = None) -> argparse.ArgumentParser:
         reap,
         report_cmd,
         run,
+        scale,
         timeouts,
         trace_cmd,
         watch,
@@ -81,6 +83,7 @@ def build_parser(words: list[str] | None = None) -> argparse.ArgumentParser:
     reap.register(sub)
     manifest.register(sub)
     timeouts.register(sub)
+    scale.register(sub)
     cluster.register(sub)
     trace_cmd.register(sub)
     return parser

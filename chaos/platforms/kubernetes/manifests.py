@@ -217,7 +217,7 @@ def rdzv_endpoint(job: JobSpec, settings: KubeSettings, etcd_address: str | None
 
 def elasticjob(job: JobSpec, settings: KubeSettings, *, env: dict[str, str] | None = None) -> Manifest:
     args = [f"--rdzv_backend={job.rdzv.backend.value}", *_launcher_args(job, settings)]
-    template = pod_template(job, settings, ["python", "-m", "torch.distributed.run"], args, env=env)
+    template = pod_template(job, settings, ["python", *job.launcher], args, env=env)
     return {
         "apiVersion": JobKind.ELASTICJOB.api_version, "kind": JobKind.ELASTICJOB.kind,
         "metadata": _meta(job.run_id, job.run_id, "job", settings),
@@ -238,7 +238,7 @@ def pytorchjob(job: JobSpec, settings: KubeSettings, *, env: dict[str, str] | No
     conf = job.rdzv.conf()
     if conf:
         policy["rdzvConf"] = [{"key": k, "value": v} for k, v in conf.items()]
-    template = pod_template(job, settings, ["python", "-m", "torch.distributed.run"],
+    template = pod_template(job, settings, ["python", *job.launcher],
                             _launcher_args(job, settings, rdzv_in_args=False), env=env)
     return {
         "apiVersion": JobKind.PYTORCHJOB.api_version, "kind": JobKind.PYTORCHJOB.kind,

@@ -115,7 +115,7 @@ def store_host(job: JobSpec, settings: KubeSettings) -> str:
 def statefulset(job: JobSpec, settings: KubeSettings, *, etcd_address: str | None,
                 env: dict[str, str]) -> Manifest:
     command = ["/bin/sh", "-c", SUPERVISOR, "elastic-chaos-agent"]
-    args = ["python3", "-m", "torch.distributed.run", *torchrun_args(job, settings, etcd_address)]
+    args = ["python3", *job.launcher, *torchrun_args(job, settings, etcd_address)]
     template = pod_template(job, settings, command, args, env=env)
     pod = template["spec"]
     pod["enableServiceLinks"] = False     # no Service environment: nothing here uses it

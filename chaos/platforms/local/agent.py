@@ -11,7 +11,7 @@ def agent_command(job: JobSpec, *, python: str, endpoint: str, address: str, sto
     """``torchrun`` (``python -m torch.distributed.run``) for one node of ``job``: its rendezvous at
     ``endpoint``, the workers' master address ``address`` (where the reference trainer binds its
     store), whether it hosts a c10d store, and what it runs (``script``, located, or the trainer)."""
-    cmd = [python, "-m", "torch.distributed.run",
+    cmd = [python, *job.launcher,
            "--nnodes", job.nodes, "--nproc-per-node", str(job.nproc_per_node),
            "--rdzv-backend", job.rdzv.backend.value,
            "--rdzv-endpoint", endpoint, "--rdzv-id", job.run_id,

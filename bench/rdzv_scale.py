@@ -1,0 +1,416 @@
+"""Rendezvous at scale: torch's own handlers for 8 ... 1,024+ nodes (chaos.scale), checked against torchrun.
+
+``sweep`` runs chaos.scale.episodes for every size and backend (fast preset): formation,
+re-formation after losing 1 node / 1 % / 10 % (hard, leaving, torch's SIGTERM path), joins, the
+store's traffic and CPU, the harness' own CPU per node. A backend's sweep stops at the first size
+that broke (an episode that did not complete): a larger one would break as well.
+
+``validate`` replays each real torchrun job of the scale bench (bench/scale.py: N-1:N nodes, fast,
+etcd-v2) in the harness -- the same nodes arriving at the same offsets, then one hard kill -- and
+compares the rendezvous figures as torchrun's agents logged them with the harness' own.
+
+``figures`` turns the sweep into chaos/scale/measured.json (what ``elastic-chaos scale`` reads).
+"""
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import platform
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from chaos.scale.episodes import LIMITED_SHARE, elastic_range, measure_size, processes_for
+from chaos.scale.figures import EPISODE_METRICS, Figures, backend_figures
+from chaos.scale.harness import HarnessError, ScaleJob
+from chaos.spec import JobSpec, RdzvBackend, preset
+
+SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)
+BACKENDS = ("etcd-v2", "c10d")
+PRESET = "fast"
+VALIDATION_REPEAT = 5
+"""Hard kills per size in the harness' replay of a real job: their median is compared."""
+TOLERANCE_S = 1.5
+"""How far the harness may be from real torchrun on one measurement, and why (dynamic_rendezvous.py):
+a waiting node polls the state every 1 s (``_delay(seconds=1)`` on SYNC) and a node's last heartbeat
+before a kill lands 1 to 2 keep-alive intervals (1 s with fast) before it; each side of a comparison
+draws both phases independently, so one measurement each can differ by up to 2 s, with a standard
+deviation of about 0.6 s: 1.5 s is 2.5 of those."""
+
+
+def _job(backend: str, n: int, lo: int | None = None) -> ScaleJob:
+    rdzv = preset(PRESET).apply(JobSpec()).rdzv
+    lo_, hi = elastic_range(n) if lo is None else (lo, n)
+    return ScaleJob(RdzvBackend(backend), n, lo_, hi, rdzv=rdzv, processes=processes_for(n))
+
+
+def sweep(sizes: list[int], backends: tuple[str, ...], runs: Path, say: Callable[[str], None], *,
+          steady_s: float = 10.0) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for backend in backends:
+        out[backend] = []
+        for n in sizes:
+            say(f"rendezvous at scale: {backend}, {n} nodes (load {os.getloadavg()[0]:.2f})")
+            try:
+                size = measure_size(_job(backend, n), runs / f"rdzv-{backend}-{n}", say, steady_s=steady_s).to_json()
+            except HarnessError as exc:
+                size = {"backend": backend, "nodes": n, "episodes": [], "steady": None,
+                        "broke": f"the harness itself failed: {exc}"}
+            out[backend].append(size)
+            if size.get("broke"):
+                say(f"  {backend} broke at {n} nodes: {size['broke']}; larger sizes not tried")
+                break
+    return out
+
+
+def validate(real: list[dict[str, Any]], runs: Path, say: Callable[[str], None]) -> list[dict[str, Any]]:
+    """One row per real scale-bench size that logged its rendezvous: real vs harness, formation (from the
+    last node's start) and re-formation after one hard kill."""
+    rows = []
+    for r in real:
+        rdzv = r.get("rdzv") or {}
+        n = int(r["nodes"])
+        if not r.get("ok") or rdzv.get("formation_s") is None or n < 2:
+            continue
+        say(f"validation: harness replay of the real {n}-node job")
+        try:
+            result = measure_size(_job("etcd-v2", n, lo=n - 1), runs / f"rdzv-validate-{n}", say, steady_s=0,
+                                  modes=("hard",), losses=(("1", None),), offsets=rdzv.get("offsets_s"),
+                                  repeat=VALIDATION_REPEAT).to_json()
+        except HarnessError as exc:
+            rows.append({"nodes": n, "error": str(exc)})
+            continue
+        row: dict[str, Any] = {"nodes": n, "load_avg_real": r.get("load_avg_1m"), "load_before": result["load_before"]}
+        for metric, label, real_key in (("formation_s", "formation", "formation_s"),
+                                        ("reformation_s", "hard 1", "reformation_s")):
+            harness = _median([e["seconds"] for e in result["episodes"] if e["label"] == label])
+            real_s = rdzv.get(real_key)
+            row[metric] = {"real": real_s, "harness": harness,
+                           "diff": None if harness is None or real_s is None else round(harness - real_s, 3)}
+        row["within"] = all(v["diff"] is not None and abs(v["diff"]) <= TOLERANCE_S
+                            for k, v in row.items() if isinstance(v, dict))
+        rows.append(row)
+    return rows
+
+
+def where() -> dict[str, Any]:
+    """What the figures were measured on: kept with them (``figures`` reads it back)."""
+    import torch
+
+    return {"date": datetime.date.today().isoformat(), "machine": platform.node(), "cores": os.cpu_count() or 1,
+            "torch": torch.__version__.split("+")[0]}
+
+
+def _median(values: list[Any]) -> float | None:
+    known = sorted(v for v in values if v is not None)
+    return round(statistics.median(known), 3) if known else None
+
+
+def figures(swept: dict[str, list[dict[str, Any]]], on: dict[str, Any]) -> Figures:
+    """The shipped figures from the sweep's sizes (``on``: where(), as recorded when they were measured)."""
+    knobs, here = preset(PRESET), where()
+    return Figures(str(on.get("date", here["date"])), str(on.get("machine", here["machine"])),
+                   int(on.get("cores", here["cores"])), str(on.get("torch", here["torch"])), PRESET,
+                   {"keep_alive_interval": int(knobs.keep_alive_interval or 5),
+                    "keep_alive_max_attempt": int(knobs.keep_alive_max_attempt or 3),
+                    "last_call_timeout": int(knobs.last_call_timeout or 30), "join_timeout": 600},
+                   {b: backend_figures(b, sizes) for b, sizes in swept.items() if sizes})
+
+
+# -- the report ----------------------------------------------------------------------
+PLOTTED = (("formation_s", "formation"), ("reform_hard_s", "1 lost (hard)"),
+           ("reform_leave_s", "1 left (leave)"), ("join_s", "1 joins"))
+
+
+def plot(figs: Figures, path: Path) -> bool:
+    """Seconds per episode and store bytes/s over N, per backend, fitted models dashed; hollow markers
+    where this machine was the limit."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    if not figs.backends:
+        return False
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    colors = dict(zip([m for m, _ in PLOTTED], ["C0", "C3", "C2", "C1"], strict=True))
+    for col, (backend, b) in enumerate(sorted(figs.backends.items())):
+        ax = axes[col]
+        for metric, label in PLOTTED:
+            _series(ax, b, metric, label, colors[metric], "o")
+        ax.set(title=f"{backend}: rendezvous (preset {figs.preset})", xlabel="nodes", ylabel="seconds", xscale="log")
+        _legend(ax)
+    ax = axes[2]
+    for i, (backend, b) in enumerate(sorted(figs.backends.items())):
+        _series(ax, b, "store_bytes_per_s", f"{backend} bytes/s", f"C{i + 4}", "s")
+        _series(ax, b, "store_ops_per_s", f"{backend} ops/s", f"C{i + 4}", "^")
+    ax.set(title="the store in steady state", xlabel="nodes", ylabel="per second", xscale="log", yscale="log")
+    _legend(ax)
+    fig.suptitle(f"torch {figs.torch} dynamic rendezvous on {figs.cores} cores: filled markers measured, hollow "
+                 f"where this machine was the limit; dashed: the fitted model")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return True
+
+
+def _legend(ax: Any) -> None:
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+
+
+def _series(ax: Any, b: Any, metric: str, label: str, color: str, marker: str) -> None:
+    pts = [(p.nodes, p.get(metric), metric in p.limited) for p in b.points if p.get(metric) is not None]
+    if not pts:
+        return
+    ax.plot([n for n, _, _ in pts], [v for _, v, _ in pts], color=color, linewidth=0.8, label=label)
+    for n, v, limited in pts:
+        ax.plot([n], [v], marker=marker, color=color, markerfacecolor="none" if limited else color)
+    fit = b.fits.get(metric)
+    if fit is not None:
+        lo, hi = min(n for n, _, _ in pts), max(n for n, _, _ in pts) * 2
+        xs = [lo * (hi / lo) ** (i / 40) for i in range(41)]
+        ax.plot(xs, [max(fit(x), 1e-9) for x in xs], color=color, linestyle="--", linewidth=0.7)
+
+
+def markdown(results: dict[str, Any], plot_name: str | None) -> list[str]:
+    section = results.get("rdzv_scale")
+    if not section or "figures" not in section:
+        return []
+    figs = Figures.from_json(section["figures"])
+    lines = ["## Rendezvous at scale", "",
+             f"torch {figs.torch}'s own rendezvous handlers and agent loop (`DynamicRendezvousHandler` over etcd-v2 "
+             f"and over c10d's TCPStore, `SimpleElasticAgent.run` with its monitor loop and keep-alive timer) for "
+             f"N nodes without workers, as threads of a few processes on this machine ({figs.cores} cores): "
+             "chaos/scale. Preset "
+             f"{figs.preset}; job range N-10 %:N; measured {section.get('date')} by `{section.get('command')}` "
+             f"({section.get('wall_s')} s). Seconds from the event to the last node's rendezvous complete in "
+             f"the new world. `*`: this machine was saturated (its cores, or one harness process' interpreter lock) "
+             f"for more than {LIMITED_SHARE:.0%} of the episode, so the figure is an upper bound set by the "
+             "machine, not by torch.", ""]
+    lines += [f"- {note}" for note in section.get("notes", [])] + ([""] if section.get("notes") else [])
+    for backend, sizes in section["sizes"].items():
+        lines += _size_table(backend, sizes)
+    lines += _fits_table(figs)
+    if plot_name:
+        lines += [f"![rendezvous at scale]({plot_name})", ""]
+    lines += _validation_table(section.get("validation") or [])
+    lines += _recorded_table(recorded(results))
+    lines += ["### Findings", ""] + [f"- {f}" for f in section.get("findings", [])] + [""]
+    return lines
+
+
+def _cell(ep: dict[str, Any] | None) -> str:
+    if ep is None:
+        return "-"
+    if ep.get("seconds") is None:
+        return "FAILED"
+    return f"{ep['seconds']:.1f}{'*' if ep.get('limited') else ''}"
+
+
+def _size_table(backend: str, sizes: list[dict[str, Any]]) -> list[str]:
+    labels = list(EPISODE_METRICS.values())
+    lines = [f"### {backend}", "",
+             "| N | " + " | ".join(labels) + " | store ops/s | store MB/s | store CPU | harness CPU/node | load | "
+             "result |", "|---|" + "---|" * (len(labels) + 6)]
+    for s in sizes:
+        eps = {e["label"]: e for e in s.get("episodes", [])}
+        st = s.get("steady") or {}
+        mark = "*" if st.get("limited") else ""
+        ops = f"{sum(st['ops_per_s'].values()):.0f}{mark}" if st else "-"
+        mb = f"{st['bytes_per_s'] / 1e6:.2f}{mark}" if st else "-"
+        cpu = f"{st['store_cpu']:.2f}{mark}" if st else "-"
+        per = f"{1000 * st['agent_cpu']:.1f} m{mark}" if st else "-"
+        lines.append(f"| {s['nodes']} | " + " | ".join(_cell(eps.get(label)) for label in labels)
+                     + f" | {ops} | {mb} | {cpu} | {per} | {s.get('load_before', '-')} | "
+                     f"{'ok' if not s.get('broke') else 'broke: ' + str(s['broke'])[:160]} |")
+    lines += ["", "Columns are episodes (`hard`: heartbeats stop; `leave`: SIGTERM with trainer.rdzv_leave; "
+                  "`sigterm`: torch's own SIGTERM path; `join after X`: as many new nodes as X lost). Steady state "
+                  "over the window after formation: store operations (state reads and compare-and-sets, store "
+                  "get/set of the rank assignment) and payload bytes per second summed over nodes, the store's "
+                  "CPU in cores, the harness' CPU per node in millicores.", ""]
+    return lines
+
+
+def _fits_table(figs: Figures) -> list[str]:
+    lines = ["### Fitted models", "",
+             "Least squares over the sizes this machine did not limit (every size when fewer than 2 were not "
+             "limited, and the row says so: an upper bound); counts and rates over every size (the row says how "
+             "many this machine limited); the model with the smallest leave-one-out error among "
+             "a+bN, a+bN+cN·log2N, a+bN+cN², a+bN²+cN³, the three-term ones only with five sizes or more "
+             "(chaos/scale/model.py).", "",
+             "| backend | figure | model | rms | max error | leave-one-out rms | fitted on N | points |",
+             "|---|---|---|---|---|---|---|---|"]
+    for backend, b in sorted(figs.backends.items()):
+        for metric, f in b.fits.items():
+            loo = "-" if f.loo_rms is None else f"{f.loo_rms:.3g}"
+            lines.append(f"| {backend} | {metric} | {f.formula()} | {f.rms:.3g} | {f.max_error:.3g} | {loo} | "
+                         f"{int(f.n_min)}-{int(f.n_max)} | {f.note} |")
+    return lines + [""]
+
+
+def _validation_table(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return ["### Against real torchrun", "", "Not measured in this run (it needs the scale bench's real jobs).", ""]
+    lines = ["### Against real torchrun", "",
+             "The scale bench's real jobs (N-1:N nodes, etcd-v2, fast) replayed in the harness: the same "
+             f"nodes arriving at the offsets torchrun's agents logged, then {VALIDATION_REPEAT} hard kills (their "
+             "median; one kill in the real job). Formation: the last "
+             "node's start -> every node's rendezvous complete in the world of N; re-formation: the kill -> every "
+             f"survivor's rendezvous complete. Tolerance {TOLERANCE_S} s per measurement ({_tolerance_why()}).", "",
+             "| N | formation real | harness | diff | re-formation real | harness | diff | within | load (real run) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['nodes']} | harness failed: {r['error'][:120]} |" + " |" * 7)
+            continue
+        f, g = r["formation_s"], r["reformation_s"]
+        lines.append(f"| {r['nodes']} | {f['real']} | {f['harness']} | {f['diff']} | {g['real']} | {g['harness']} | "
+                     f"{g['diff']} | {'yes' if r['within'] else 'NO'} | {r.get('load_avg_real')} |")
+    return lines + [""]
+
+
+def recorded(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Re-formation after one hard kill in the scale bench's last real jobs (``results["scale"]``: detect +
+    rendezvous phases, kill -> the survivors' round complete) beside the harness' on etcd-v2 at the same N:
+    the validation replay's where there is one, else the sweep's ``hard 1`` (range N-10 %:N; for one lost
+    node the same rendezvous as N-1:N)."""
+    section = results.get("rdzv_scale") or {}
+    harness: dict[int, float] = {}
+    for size in (section.get("sizes") or {}).get("etcd-v2", []):
+        for ep in size.get("episodes", []):
+            if ep["label"] == "hard 1" and ep.get("seconds") is not None:
+                harness[int(size["nodes"])] = ep["seconds"]
+    for row in section.get("validation") or []:
+        if "error" not in row and row["reformation_s"]["harness"] is not None:
+            harness[int(row["nodes"])] = row["reformation_s"]["harness"]
+    rows = []
+    kill = (results.get("recovery") or {}).get("etcd-v2/fast/kill-node") or {}
+    d, r = (kill.get("detect") or {}).get("median"), (kill.get("rendezvous") or {}).get("median")
+    if d is not None and r is not None and 2 in harness:  # the recovery bench: the same 1:2 job, median of n
+        real_s = round(d + r, 2)
+        n_kills = (kill.get("recovery_s") or {}).get("n")
+        rows.append({"nodes": 2, "real": real_s, "harness": harness[2], "diff": round(harness[2] - real_s, 2),
+                     "load": f"recovery bench etcd-v2/fast/kill-node, median of {n_kills}"})
+    for real in results.get("scale") or []:
+        phases, n = real.get("phases") or {}, int(real["nodes"])
+        known = phases.get("detect") is not None and phases.get("rendezvous") is not None
+        if real.get("ok") and known and n in harness:
+            real_s = round(phases["detect"] + phases["rendezvous"], 2)
+            rows.append({"nodes": n, "real": real_s, "harness": harness[n], "diff": round(harness[n] - real_s, 2),
+                         "load": real.get("load_avg_1m")})
+    return rows
+
+
+def _recorded_table(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    lines = ["Re-formation after one hard kill in the scale bench's own last real jobs (the Scale table: detect + "
+             "rendezvous phases) beside the harness at the same N (the replay above, else the sweep's `hard 1`):", "",
+             "| N | real torchrun | harness | diff | within | load (real run) |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r['nodes']} | {r['real']} | {r['harness']} | {r['diff']} | "
+              f"{'yes' if abs(r['diff']) <= TOLERANCE_S else 'NO'} | {r['load']} |" for r in rows]
+    return lines + [""]
+
+
+def _tolerance_why() -> str:
+    return ("a waiting node polls the state every 1 s and a killed node's last heartbeat lands 1-2 keep-alive "
+            "intervals before the kill: each side draws both independently")
+
+
+def findings(section: dict[str, Any]) -> list[str]:
+    """Plain-language findings from the figures (nothing hard-coded)."""
+    figs = Figures.from_json(section["figures"])
+    out = []
+    for backend, b in sorted(figs.backends.items()):
+        shown = [m for m in EPISODE_METRICS]
+        total = sum(1 for p in b.points for m in shown if p.get(m) is not None)
+        limited = sum(1 for p in b.points for m in shown if p.get(m) is not None and m in p.limited)
+        out.append(f"{backend}: measured up to {b.largest} nodes; this machine limited {limited} of {total} "
+                   "episode figures (`*`)" + (f"; broke at {b.broke_at} nodes: {b.broke_why}" if b.broke_at else "")
+                   + _why_broke(b.broke_why or ""))
+        out += _growth(backend, b)
+        out += _storm(backend, b)
+        form = b.fits.get("formation_s")
+        if form is not None:
+            out.append(f"{backend} formation: {form.formula()} (rms {form.rms:.2g} s)")
+    out += _validation_finding(section.get("validation") or [])
+    return out
+
+
+def recorded_finding(results: dict[str, Any]) -> list[str]:
+    rows = recorded(results)
+    if not rows:
+        return []
+    ok = [r for r in rows if abs(r["diff"]) <= TOLERANCE_S]
+    return [f"re-formation after a hard kill: the harness is within {TOLERANCE_S} s of the scale bench's last real "
+            f"jobs on {len(ok)} of {len(rows)} sizes ({', '.join(_diff(r) for r in rows)})"]
+
+
+def _diff(row: dict[str, Any]) -> str:
+    return f"{row['nodes']} nodes: {row['diff']:+.2f} s"
+
+
+def _why_broke(why: str) -> str:
+    """torch's code behind a failure the harness saw (matched on what the nodes reported)."""
+    if "assigned_ranks" in why:
+        return (". torch's cause: a participant whose heartbeat is older than keep_alive_interval x "
+                "keep_alive_max_attempt is removed by any node's sync (_BackendRendezvousStateHolder._sanitize), "
+                "even after its round completed (_remove_participant_epilogue reopens a round only when nobody is "
+                "left): nodes that read the state before and after see different worlds, rank 0's multi_get of "
+                "every role_info waits for a node that never writes it, and every node of the round fails after "
+                "the store's 60 s timeout (DistStoreError in SimpleElasticAgent._assign_worker_ranks). Heartbeats "
+                "came late because this machine could not run the re-formation's compare-and-set storm in real time")
+    if "0 round(s) completed" in why:
+        return (". torch's cause: every join is a compare-and-set of the whole state on one key, retried at once "
+                "when lost (_DistributedRendezvousOpExecutor.run), so N joining nodes make O(N^2) attempts; while "
+                "they queue, joined nodes' heartbeats (also compare-and-sets) age past keep_alive_interval x "
+                "keep_alive_max_attempt and _sanitize removes them again, so the round never holds min_nodes live "
+                "participants. On this machine the storm ran far slower than on N machines")
+    return ""
+
+
+def _growth(backend: str, b: Any) -> list[str]:
+    pts = [(p.nodes, p.get("store_bytes_per_s"), p.get("store_ops_per_s"), "store_bytes_per_s" in p.limited)
+           for p in b.points if p.get("store_bytes_per_s")]
+    if len(pts) < 2:
+        return []
+    (n0, b0, o0, _), (n1, b1, o1, lim) = pts[0], pts[-1]
+    bytes_exp = math.log(b1 / b0) / math.log(n1 / n0)
+    ops_exp = math.log(o1 / o0) / math.log(n1 / n0) if o0 and o1 else float("nan")
+    caveat = " (the largest size limited by this machine)" if lim else ""
+    return [f"{backend} store in steady state: operations grow as N^{ops_exp:.2f} and payload bytes as "
+            f"N^{bytes_exp:.2f} ({n0} -> {n1} nodes{caveat}: {b0 / 1e6:.3g} -> {b1 / 1e6:.3g} MB/s). "
+            "torch's cause: every "
+            "agent's monitor loop calls num_nodes_waiting(), which reads the whole rendezvous state at most once a "
+            "second (cache_duration 1 s), and every keep-alive rewrites the whole state (all participants and "
+            "their heartbeats) with a compare-and-set on one key: N agents x O(N) bytes each"]
+
+
+def _storm(backend: str, b: Any) -> list[str]:
+    ops, mb = b.measured("reform_hard_store_ops"), dict(b.measured("reform_hard_store_mb"))
+    if len(ops) < 2:
+        return []
+    (n0, o0), (n1, o1) = ops[0], ops[-1]
+    grow = math.log(o1 / o0) / math.log(n1 / n0) if o0 and o1 else float("nan")
+    bytes_grow = math.log(mb[n1] / mb[n0]) / math.log(n1 / n0) if mb.get(n0) and mb.get(n1) else float("nan")
+    return [f"{backend}: one re-formation after a hard loss costs the store {o0:.0f} operations "
+            f"({mb.get(n0, 0):.2g} MB) at {n0} nodes and {o1:.0f} ({mb.get(n1, 0):.4g} MB) at {n1}: operations "
+            f"grow as N^{grow:.1f}, bytes as "
+            f"N^{bytes_grow:.1f}. torch's cause: every survivor removes and re-adds itself with a compare-and-set of "
+            "the whole state (O(N) bytes), retried at once when lost, so when all start together each success costs "
+            "up to one attempt per contender: O(N^2) operations, O(N^3) bytes"]
+
+
+def _validation_finding(rows: list[dict[str, Any]]) -> list[str]:
+    done = [r for r in rows if "error" not in r]
+    if not done:
+        return []
+    ok = [r for r in done if r["within"]]
+    worst = max((abs(v["diff"]) for r in done for v in (r["formation_s"], r["reformation_s"])
+                 if v["diff"] is not None), default=None)
+    return [f"the harness agrees with real torchrun within {TOLERANCE_S} s on {len(ok)} of {len(done)} sizes "
+            f"({', '.join(str(r['nodes']) for r in done)} nodes); worst difference {worst} s"]

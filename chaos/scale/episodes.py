@@ -1,0 +1,303 @@
+"""What the rendezvous scale harness measures for one job size, episode by episode.
+
+One job of N hollow agents (:mod:`chaos.scale.hollow`), elastic range ``N - 10 %:N`` so that every
+loss below leaves a world the rendezvous accepts, in this order:
+
+1. **formation**: every node starts at once -> all N in one completed round.
+2. **steady state** for a window: store operations and payload bytes per second, the store's CPU,
+   the harness' CPU per node, and rounds nobody asked for (a live node declared dead).
+3. **losses**, each followed by a **join** of as many new nodes (back to N, a steady-state join):
+   hard (the node's heartbeats stop: a machine lost), ``leave`` (SIGTERM with trainer.rdzv_leave:
+   the node leaves the rendezvous), ``sigterm`` (torch's own SIGTERM path: the agent stops without
+   leaving); of 1 node, 1 % and 10 % of N (at least one). At the loss the survivors' worker groups
+   fail at once, as their collectives would: re-formation is loss -> every survivor in one round of
+   the smaller world.
+
+Every episode records how long this machine was the limit while it ran (its cores, or one host
+process' interpreter lock, saturated: Harness.saturated_s): above :data:`LIMITED_SHARE` of the
+episode, its figure is limited by this machine, not by torch (an upper bound). And what the store
+did meanwhile -- operations, payload bytes, its CPU -- which does not depend on this machine.
+The first episode that does not complete within its timeout ends the size (``broke``).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaos.scale.harness import Formed, Harness, ScaleJob
+
+LIMITED_SHARE = 0.1
+"""An episode whose machine was saturated (Harness.saturated_s) for more than this share of its duration
+measured this machine, not torch: its figure is an upper bound."""
+
+LOSSES: tuple[tuple[str, float | None], ...] = (("1", None), ("1%", 0.01), ("10%", 0.10))
+"""Loss sizes: one node, then fractions of N (at least one node)."""
+
+MODES = ("hard", "leave", "sigterm")
+"""How a lost node goes: heartbeats stop; SIGTERM and leave (the remedy); torch's own SIGTERM path."""
+
+SIGTERM_LOSSES = ("1",)
+"""torch's own SIGTERM path is measured for one node only: in rendezvous terms it is the hard loss."""
+
+
+def lost(n: int, fraction: float | None) -> int:
+    """Nodes lost for a loss size: one, or ``fraction`` of ``n`` rounded (at least one)."""
+    return 1 if fraction is None else max(1, round(n * fraction))
+
+
+def elastic_range(n: int) -> tuple[int, int]:
+    """MIN:MAX of the simulated job: room for the largest loss below N."""
+    return max(1, n - lost(n, LOSSES[-1][1])), n
+
+
+@dataclass(frozen=True)
+class Episode:
+    kind: str
+    """formation, loss or join."""
+    label: str
+    """e.g. ``formation``, ``hard 1%``, ``join after hard 1%``."""
+    nodes: int
+    """Nodes lost or joined (N for the formation)."""
+    world: int
+    """The world size it ends in."""
+    seconds: float | None
+    """To the last node's rendezvous complete in that world; None: not within the timeout."""
+    rounds: int
+    busy: float
+    """Share of this machine's cores the harness and the store used meanwhile, on average."""
+    errors: tuple[str, ...] = ()
+    missing: int = 0
+    store_ops: int = 0
+    """Store operations of every node meanwhile (state reads and compare-and-sets, store gets and sets)."""
+    store_bytes: int = 0
+    """Payload bytes those moved."""
+    store_cpu_s: float = 0.0
+    """CPU the store spent meanwhile: its busy time, whatever the agents' machine."""
+    saturated_s: float = 0.0
+    """Seconds of it during which this machine was the limit (Harness.saturated_s)."""
+    elapsed_s: float = 0.0
+
+    @property
+    def limited(self) -> bool:
+        return self.saturated_s > LIMITED_SHARE * max(self.elapsed_s, 1e-9)
+
+
+@dataclass(frozen=True)
+class Steady:
+    """A steady-state window: what the store served and what it cost."""
+
+    window_s: float
+    ops_per_s: dict[str, float]
+    bytes_per_s: float
+    """Payload bytes sent and received by all nodes, per second."""
+    store_cpu: float
+    """The store's CPU, in cores (etcd, or the c10d store process)."""
+    agent_cpu: float
+    """The harness' CPU per node, in cores: what each simulated torchrun agent costs."""
+    unplanned_rounds: int
+    """Rendezvous rounds completed in the window though nothing was lost or joined."""
+    busy: float
+    saturated_s: float = 0.0
+
+    @property
+    def limited(self) -> bool:
+        return self.saturated_s > LIMITED_SHARE * self.window_s
+
+
+@dataclass(frozen=True)
+class SizeResult:
+    backend: str
+    nodes: int
+    min_nodes: int
+    max_nodes: int
+    processes: int
+    episodes: tuple[Episode, ...] = ()
+    steady: Steady | None = None
+    load_before: float = 0.0
+    load_after: float = 0.0
+    broke: str | None = None
+    """The first episode that did not complete, with what was seen; None: every episode completed."""
+    wall_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def episode(self, label: str) -> Episode | None:
+        return next((e for e in self.episodes if e.label == label), None)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["episodes"] = [{**asdict(e), "limited": e.limited} for e in self.episodes]
+        if self.steady is not None:
+            d["steady"] = {**asdict(self.steady), "limited": self.steady.limited}
+        return d
+
+
+class _Meter:
+    """CPU of the harness and the store, and the store's operations, over an episode."""
+
+    def __init__(self, harness: Harness) -> None:
+        self.h = harness
+        self.counts = harness.counts()
+        self.t = time.monotonic()
+        self.cpu = harness.cpu()
+
+    def saturated(self) -> tuple[float, float]:
+        """(seconds this machine was the limit, seconds elapsed) up to the last busy()."""
+        return self.h.saturated_s(self.t, self.t_end), round(self.t_end - self.t, 2)
+
+    def busy(self) -> float:
+        """Share of this machine's cores used since the start (read when the episode ended)."""
+        now, cpu = time.monotonic(), self.h.cpu()
+        self.t_end, self.cpu_end = now, cpu
+        used = sum(cpu.values()) - sum(self.cpu.values())
+        return round(used / max(1e-6, (now - self.t) * (os.cpu_count() or 1)), 3)
+
+    def store_work(self) -> tuple[int, int, float]:
+        """(operations, payload bytes, store CPU seconds) since the start, up to the last busy()."""
+        after = self.h.counts()
+        ops = sum(after["ops"].values()) - sum(self.counts["ops"].values())
+        moved = after["sent"] + after["received"] - self.counts["sent"] - self.counts["received"]
+        return ops, moved, round(self.cpu_end["store"] - self.cpu["store"], 3)
+
+
+def timeout_s(n: int) -> float:
+    """How long one episode may take before the size counts as broken: generous, bounded."""
+    return 90.0 + 0.25 * n
+
+
+class Sizer:
+    """Runs the episodes of one size on one harness (see the module docstring)."""
+
+    def __init__(self, harness: Harness, say: Callable[[str], None], *, steady_s: float,
+                 modes: tuple[str, ...] = MODES, losses: tuple[tuple[str, float | None], ...] = LOSSES,
+                 offsets: list[float] | None = None, repeat: int = 1) -> None:
+        self.repeat = repeat
+        self.h = harness
+        self.say = say
+        self.steady_s = steady_s
+        self.modes = modes
+        self.losses = losses
+        self.offsets = offsets
+        self.n = harness.job.nodes
+        self.alive = list(range(self.n))
+        self.next_id = self.n
+        self.episodes: list[Episode] = []
+        self.rng = random.Random(self.n)
+
+    def _record(self, kind: str, label: str, nodes: int, world: int, formed: Formed, meter: _Meter) -> Episode:
+        busy = meter.busy()
+        ep = Episode(kind, label, nodes, world, formed.seconds, formed.rounds, busy, formed.errors[:5],
+                     formed.missing, *meter.store_work(), *meter.saturated())
+        self.episodes.append(ep)
+        errors = f", {len(formed.errors)} error(s): {formed.errors[0]}" if formed.errors else ""
+        self.say(f"    {self.h.job.backend.value} N={self.n} {label}: {ep.seconds} s, {ep.rounds} round(s), "
+                 f"busy {busy:.0%} (saturated {ep.saturated_s} s), store {ep.store_ops} ops "
+                 f"{ep.store_bytes / 1e6:.1f} MB {ep.store_cpu_s} s CPU{errors}")
+        return ep
+
+    def formation(self, offsets: list[float] | None = None) -> Episode:
+        """Every node starts at once, or node i ``offsets[i]`` seconds after the first (a real job's
+        arrivals): measured from the last node's start."""
+        offsets = offsets or [0.0] * self.n
+        if len(offsets) != self.n:
+            raise ValueError(f"{len(offsets)} offsets for {self.n} nodes")
+        self.h.spawn(self.alive, timeout_s=timeout_s(self.n))
+        meter = _Meter(self.h)
+        at = time.time() + 0.5
+        by_offset: dict[float, list[int]] = {}
+        for i, offset in zip(self.alive, sorted(offsets), strict=True):
+            by_offset.setdefault(offset, []).append(i)
+        for offset, ids in by_offset.items():
+            self.h.run_nodes(ids, at + offset)
+        formed = self.h.wait_world(self.alive, self.n, at + max(offsets), timeout_s(self.n) + max(offsets))
+        return self._record("formation", "formation", self.n, self.n, formed, meter)
+
+    def steady(self) -> Steady:
+        before_counts, meter = self.h.counts(), _Meter(self.h)
+        began = time.monotonic()
+        events = self.h.drain(self.steady_s)
+        after_counts, window = self.h.counts(), time.monotonic() - began
+        cpu0, cpu1 = meter.cpu, self.h.cpu()
+        ops = {k: round((v - before_counts["ops"].get(k, 0)) / window, 1) for k, v in after_counts["ops"].items()}
+        moved = (after_counts["sent"] + after_counts["received"]) - (before_counts["sent"] + before_counts["received"])
+        rounds = {e["round"] for e in events if e["ev"] == "formed"}
+        busy = meter.busy()
+        return Steady(round(window, 2), ops, round(moved / window, 1),
+                      round((cpu1["store"] - cpu0["store"]) / window, 3),
+                      round((cpu1["agents"] - cpu0["agents"]) / window / len(self.alive), 5),
+                      len(rounds), busy, meter.saturated()[0])
+
+    def loss(self, mode: str, label: str, fraction: float | None) -> Episode:
+        k = lost(self.n, fraction)
+        victims = sorted(self.rng.sample(self.alive, k))
+        survivors = [i for i in self.alive if i not in victims]
+        meter = _Meter(self.h)
+        at = time.time() + 0.3
+        self.h.order(victims, "kill" if mode == "hard" else "sigterm", at, leave=mode == "leave")
+        self.h.order(survivors, "fail", at)
+        formed = self.h.wait_world(survivors, len(survivors), at, timeout_s(self.n))
+        self.alive = survivors
+        return self._record("loss", f"{mode} {label}", k, len(survivors), formed, meter)
+
+    def join(self, after: str, k: int) -> Episode:
+        new = list(range(self.next_id, self.next_id + k))
+        self.next_id += k
+        self.h.spawn(new, timeout_s=timeout_s(self.n))
+        meter = _Meter(self.h)
+        at = time.time() + 0.3
+        self.h.run_nodes(new, at)
+        everyone = self.alive + new
+        formed = self.h.wait_world(everyone, len(everyone), at, timeout_s(self.n))
+        self.alive = everyone
+        return self._record("join", f"join after {after}", k, len(everyone), formed, meter)
+
+    def run(self) -> tuple[list[Episode], Steady | None, str | None]:
+        """Every episode in order; stops at the first that does not complete (the reason returned)."""
+        first = self.formation(self.offsets)
+        if first.seconds is None:
+            return self.episodes, None, _broke(first)
+        steady = self.steady() if self.steady_s > 0 else None
+        for mode, (label, fraction), _ in itertools.product(self.modes, self.losses, range(self.repeat)):
+            if mode == "sigterm" and label not in SIGTERM_LOSSES:
+                continue
+            ep = self.loss(mode, label, fraction)
+            if ep.seconds is None:
+                return self.episodes, steady, _broke(ep)
+            self.h.drain(1.0)  # the smaller world trains a moment before anyone arrives
+            ep = self.join(f"{mode} {label}", ep.nodes)
+            if ep.seconds is None:
+                return self.episodes, steady, _broke(ep)
+        return self.episodes, steady, None
+
+
+def _broke(ep: Episode) -> str:
+    seen = f"; first errors: {'; '.join(ep.errors[:2])}" if ep.errors else ""
+    return (f"{ep.label}: {ep.missing} node(s) had not formed the world of {ep.world} after the episode's "
+            f"timeout ({ep.rounds} round(s) completed meanwhile){seen}")
+
+
+def measure_size(job: ScaleJob, work_dir: Path, say: Callable[[str], None], *, steady_s: float = 10.0,
+                 modes: tuple[str, ...] = MODES, losses: tuple[tuple[str, float | None], ...] = LOSSES,
+                 offsets: list[float] | None = None, repeat: int = 1) -> SizeResult:
+    """Every episode for ``job`` on a fresh store and fresh processes (``steady_s`` 0: no steady window;
+    ``offsets``: the nodes' arrival times, see Sizer.formation; ``repeat``: each loss and its join that many
+    times). Blocks; raises HarnessError when a process or the store fails (not when the rendezvous does:
+    that is ``broke``)."""
+    began, load = time.monotonic(), os.getloadavg()[0]
+    with Harness(job, work_dir) as h:
+        episodes, steady, broke = Sizer(h, say, steady_s=steady_s, modes=modes, losses=losses,
+                                        offsets=offsets, repeat=repeat).run()
+    return SizeResult(job.backend.value, job.nodes, job.min_nodes, job.max_nodes, job.processes, tuple(episodes),
+                      steady, round(load, 2), round(os.getloadavg()[0], 2), broke,
+                      round(time.monotonic() - began, 1))
+
+
+def processes_for(n: int) -> int:
+    """Host processes for ``n`` nodes: one per core (the GIL), fewer for small jobs."""
+    return max(1, min(os.cpu_count() or 1, math.ceil(n / 4)))

@@ -1,0 +1,120 @@
+"""What a job of N nodes should expect from its rendezvous, from the measured figures.
+
+For each figure: the measured value at N when N was measured; between two measured sizes, the
+straight line between them; beyond the largest size measured (or measured without the machine
+limiting it), the fitted model -- an extrapolation, and said so. The figures were measured with one
+preset (``fast``); for other settings the parts that are timeouts are replaced by the job's own:
+re-formation after a hard loss waits out the dead node's keep-alive (``keep_alive_interval x
+keep_alive_max_attempt``) and then the last call; after a node left (trainer.rdzv_leave) only the
+last call. What remains -- the rendezvous' own work at that size -- is the measured part.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chaos.options import option, validate
+from chaos.scale.figures import BackendFigures, Figures
+from chaos.spec import RendezvousSpec
+
+TORCH_DEFAULTS = {"keep_alive_interval": 5, "keep_alive_max_attempt": 3, "last_call_timeout": 30,
+                  "join_timeout": 600}
+"""torch 2.13's values for the knobs a RendezvousSpec leaves None (dynamic_rendezvous.py)."""
+
+
+@dataclass(frozen=True)
+class Question:
+    """``elastic-chaos scale``'s own options (the rendezvous ones are RendezvousSpec's)."""
+
+    nodes: int | None = option(None, "nodes in the job (its world size); required", minimum=1, metavar="N")
+    figures: str | None = option(None, "measured figures to use (default: the ones shipped with the toolkit, "
+                                        "written by `python -m bench --scale-rdzv`)", metavar="PATH")
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+@dataclass(frozen=True)
+class Line:
+    what: str
+    seconds: float | None
+    how: str
+    """Where the figure comes from, in words: measured, interpolated, extrapolated, the preset."""
+
+
+def knobs(rdzv: RendezvousSpec) -> dict[str, int]:
+    """The job's rendezvous timeouts, torch's defaults where it leaves them unset."""
+    return {k: int(getattr(rdzv, k)) if getattr(rdzv, k) is not None else v for k, v in TORCH_DEFAULTS.items()}
+
+
+def estimate(b: BackendFigures, metric: str, nodes: int) -> tuple[float | None, str]:
+    """A figure at ``nodes`` and how it was obtained (see the module docstring)."""
+    pts = b.measured(metric)
+    if not pts:
+        return None, "not measured"
+    limited = {p.nodes for p in b.points if metric in p.limited}
+    exact = dict(pts)
+    if nodes in exact:
+        limit = " (this machine was the limit)" if nodes in limited else ""
+        return exact[nodes], f"measured at {nodes} nodes{limit}"
+    if nodes < pts[0][0]:
+        return pts[0][1], f"as measured at {pts[0][0]} nodes, the smallest size measured"
+    if nodes > pts[-1][0]:
+        fit = b.fits.get(metric)
+        if fit is None:
+            return pts[-1][1], f"as measured at {pts[-1][0]} nodes, the largest size measured (no model fitted)"
+        caveat = f" ({fit.note.removeprefix('fitted on ')})" if "limited" in fit.note else ""
+        return max(0.0, fit(nodes)), (f"EXTRAPOLATED beyond the largest size measured ({pts[-1][0]}): {fit.model} "
+                                      f"fitted on {int(fit.n_min)}-{int(fit.n_max)} nodes, rms {fit.rms:.3g}{caveat}")
+    lo = max((p for p in pts if p[0] < nodes), default=None)
+    hi = min((p for p in pts if p[0] > nodes), default=None)
+    if lo is None or hi is None:
+        return None, "not measured near this size"
+    value = lo[1] + (hi[1] - lo[1]) * (nodes - lo[0]) / (hi[0] - lo[0])
+    caveat = " (this machine was the limit there)" if lo[0] in limited or hi[0] in limited else ""
+    return value, f"interpolated between the {lo[0]}- and {hi[0]}-node measurements{caveat}"
+
+
+def expect(figs: Figures, backend: str, nodes: int, rdzv: RendezvousSpec) -> list[Line]:
+    """The lines ``elastic-chaos scale`` prints, in order. Raises SpecError for an unmeasured backend."""
+    b = figs.backend(backend)
+    job, measured = knobs(rdzv), {**TORCH_DEFAULTS, **figs.rdzv}
+    expiry, measured_expiry = (k["keep_alive_interval"] * k["keep_alive_max_attempt"] for k in (job, measured))
+    shift_last_call = job["last_call_timeout"] - measured["last_call_timeout"]
+    same = expiry == measured_expiry and shift_last_call == 0
+    lines = []
+    form, how = estimate(b, "formation_s", nodes)
+    lines.append(Line("formation (every node joins one round)", form, how))
+    hard, how = estimate(b, "reform_hard_s", nodes)
+    if hard is not None and not same:
+        work = max(0.0, hard - measured_expiry - measured["last_call_timeout"])
+        hard = expiry + job["last_call_timeout"] + work
+        how = (f"the job's keep-alive expiry {expiry} s + last call {job['last_call_timeout']} s + the rendezvous' "
+               f"own work {work:.1f} s ({how} with {figs.preset})")
+    lines.append(Line("re-formation after 1 node lost (hard)", hard, how))
+    left, how = estimate(b, "reform_leave_s", nodes)
+    if left is not None and shift_last_call:
+        left, how = max(0.0, left + shift_last_call), f"{how} with {figs.preset}, last call replaced by the job's"
+    lines.append(Line("re-formation after 1 node left (--leave-on-sigterm)", left, how))
+    join, how = estimate(b, "join_s", nodes)
+    lines.append(Line("a node joining the running job", join, how))
+    return lines
+
+
+def traffic(figs: Figures, backend: str, nodes: int) -> list[tuple[str, float | None, str]]:
+    """The store's load in steady state at ``nodes``: operations/s, bytes/s, its CPU (cores)."""
+    b = figs.backend(backend)
+    return [(label, *estimate(b, metric, nodes)) for label, metric in
+            (("store operations per second", "store_ops_per_s"),
+             ("store payload bytes per second", "store_bytes_per_s"),
+             ("store CPU (cores)", "store_cpu"))]
+
+
+def store_work(figs: Figures, backend: str, nodes: int) -> list[tuple[str, float | None, str]]:
+    """What one formation and one re-formation after a hard loss cost the store: operations, payload MB,
+    the store's own CPU seconds (its busy time: no cluster re-forms faster than its store can serve)."""
+    b = figs.backend(backend)
+    out = []
+    for key, what in (("formation", "formation"), ("reform_hard", "re-formation after 1 node lost")):
+        for unit, label in (("ops", "operations"), ("mb", "payload MB"), ("cpu_s", "store CPU seconds")):
+            out.append((f"{what}: {label}", *estimate(b, f"{key}_store_{unit}", nodes)))
+    return out

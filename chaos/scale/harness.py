@@ -1,0 +1,396 @@
+"""The rendezvous scale harness' plumbing: a store, a few processes of hollow agents, their events.
+
+:class:`Harness` starts the rendezvous store the way the toolkit does -- a real etcd on 127.0.0.1
+(:class:`~chaos.platforms.local.etcd.EtcdServer`) for etcd-v2, or torch's c10d TCPStore in a
+process of its own (as the first agent would host it) -- then ``processes`` host processes
+(:mod:`chaos.scale.host`) that run the agents in threads, node ``i`` in process ``i % processes``.
+Every process dies with this one (the kernel's death signal) and is stopped by its PID.
+
+The harness sends orders with a time to act at, reads every event into memory, and answers the
+questions the episodes ask (:meth:`wait_world`: when did these nodes form a world of this size?).
+CPU is read from ``/proc/PID/stat`` of the store and of the host processes.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from chaos.errors import ChaosError
+from chaos.platforms.local import lifeline
+from chaos.platforms.local.etcd import EtcdServer, free_port
+from chaos.spec import RdzvBackend, RendezvousSpec
+
+log = logging.getLogger(__name__)
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+SAMPLE_S = 0.5
+"""How often the harness samples the CPU of the store and of its processes."""
+RUN_DELAY = 0.25
+"""Seconds per second a process' threads may wait, runnable, for a CPU before this machine sets the pace."""
+BUSY_PROCESS = 0.9
+"""Share of one core above which a host process' agents wait for its interpreter lock."""
+
+
+class HarnessError(ChaosError):
+    """A host process or the store failed; the message says which and where its log is."""
+
+
+@dataclass(frozen=True)
+class ScaleJob:
+    """A simulated job: its size, its elastic range and rendezvous settings, and how it is hosted here."""
+
+    backend: RdzvBackend
+    nodes: int
+    min_nodes: int
+    max_nodes: int
+    rdzv: RendezvousSpec = field(default_factory=RendezvousSpec)
+    """The rendezvous knobs (a preset's); its backend is ignored for ``backend``."""
+    monitor_interval: float = 0.1
+    processes: int = 2
+    """Host processes the agents are spread over (threads in each)."""
+    torch_event_names: bool = False
+    """Keep torch's ``inspect.stack()`` for every rendezvous event's name (chaos.scale.host.cheap_event_names)."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_nodes <= self.max_nodes or self.nodes < 1 or self.processes < 1:
+            raise ValueError(f"a job of {self.nodes} nodes in {self.min_nodes}:{self.max_nodes} on "
+                             f"{self.processes} processes cannot run")
+
+
+@dataclass(frozen=True)
+class Formed:
+    """Nodes forming a world of an expected size after a time: when the last of them had, how many
+    rounds it took, and what went wrong on the way."""
+
+    seconds: float | None
+    """From ``since`` to the last node's rendezvous complete in that world; None: not within the timeout."""
+    rounds: int
+    """Distinct rendezvous rounds completed in the meantime (1: formed at once)."""
+    errors: tuple[str, ...]
+    missing: int
+    """Nodes that had not formed that world when the wait ended (0 when it formed)."""
+
+
+def machine_busy_s() -> tuple[float, float]:
+    """(busy, total) CPU seconds of this machine so far, every process counted (/proc/stat)."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields) - idle) / CLOCK_TICKS, sum(fields) / CLOCK_TICKS
+
+
+def run_delay_s(pid: int) -> float:
+    """Seconds the threads of process ``pid`` spent runnable but waiting for a CPU, so far (schedstat);
+    0 for a gone one. Threads waiting for Python's interpreter lock sleep: they are not counted."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for tid in tasks:
+        try:
+            total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 1e9
+
+
+def proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads); 0 for a gone one."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+class _Process:
+    """A host process, its stdin, and a thread that reads its events into a queue."""
+
+    def __init__(self, cmd: list[str], log_path: Path, events: queue.Queue[dict[str, Any]]) -> None:
+        self.log_path = log_path
+        with open(log_path, "wb") as err:
+            self.proc = lifeline.popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                       env={**os.environ, "PYTHONPATH": _pythonpath()})
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._stdin: TextIO = open(self.proc.stdin.fileno(), "w", closefd=False)
+        self._reader = threading.Thread(target=self._read, args=(self.proc.stdout, events), daemon=True,
+                                        name=f"scale-host-{self.proc.pid}")
+        self._reader.start()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def send(self, cmd: dict[str, Any]) -> None:
+        try:
+            self._stdin.write(json.dumps(cmd) + "\n")
+            self._stdin.flush()
+        except (BrokenPipeError, ValueError) as exc:
+            raise HarnessError(f"host process {self.pid} is gone ({exc}); its log: {self.log_path}") from exc
+
+    def _read(self, out: Any, events: queue.Queue[dict[str, Any]]) -> None:
+        for raw in out:
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                continue
+            event["pid"] = event.get("pid", self.pid)
+            events.put(event)
+        events.put({"ev": "exited", "id": None, "t": time.time(), "pid": self.pid})
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Ask it to exit, then SIGKILL it by PID if it has not. Idempotent."""
+        if self.proc.poll() is None:
+            try:
+                self.send({"cmd": "exit"})
+            except HarnessError:
+                pass
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout_s)
+        self._reader.join(timeout_s)
+        for stream in (self._stdin, self.proc.stdin, self.proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:  # a pipe whose reader is gone
+                pass
+
+
+def _pythonpath() -> str:
+    """This toolkit's root first, so host processes import the same chaos/ and trainer/."""
+    root = str(Path(__file__).resolve().parents[2])
+    return os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
+class Harness:
+    """The store and the host processes of one simulated job; a context manager. Blocks in ``start``
+    until every process answered (or raises HarnessError); ``stop`` is idempotent."""
+
+    def __init__(self, job: ScaleJob, work_dir: Path, *, etcd_binary: str | None = None) -> None:
+        self.job = job
+        self.work_dir = work_dir
+        self.run_id = f"scale-{uuid.uuid4().hex[:8]}"
+        self._etcd_binary = etcd_binary
+        self._etcd: EtcdServer | None = None
+        self._store: _Process | None = None
+        self._hosts: list[_Process] = []
+        self._events: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.events: list[dict[str, Any]] = []
+        """Every event read so far, in arrival order."""
+        self.samples: list[tuple[float, float, tuple[float, ...], tuple[float, ...]]] = []
+        """(monotonic time, the machine's busy share since the last sample, each host's CPU s, each
+        process' run delay s -- the store's first) every SAMPLE_S while started."""
+        self._stop_sampling = threading.Event()
+        self._sampler: threading.Thread | None = None
+
+    def __enter__(self) -> Harness:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def store_pid(self) -> int | None:
+        if self._etcd is not None:
+            return self._etcd.pid
+        return self._store.pid if self._store is not None else None
+
+    @property
+    def host_pids(self) -> list[int]:
+        return [h.pid for h in self._hosts]
+
+    def start(self) -> None:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            endpoint = self._start_store()
+            conf = ",".join(f"{k}={v}" for k, v in self.job.rdzv.conf().items())
+            for i in range(self.job.processes):
+                cmd = [sys.executable, "-m", "chaos.scale.host", "agents", "--backend", self.job.backend.value,
+                       "--endpoint", endpoint, "--run-id", self.run_id,
+                       "--nodes", f"{self.job.min_nodes}:{self.job.max_nodes}", "--conf", conf,
+                       "--monitor-interval", str(self.job.monitor_interval),
+                       *(["--torch-event-names"] if self.job.torch_event_names else [])]
+                self._hosts.append(_Process(cmd, self.work_dir / f"host-{i}.log", self._events))
+            self._expect("ready", len(self._hosts), timeout_s=120)
+            self._sampler = threading.Thread(target=self._sample, name="scale-cpu-sampler", daemon=True)
+            self._sampler.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_store(self) -> str:
+        if self.job.backend is RdzvBackend.ETCD_V2:
+            self._etcd = EtcdServer(self.work_dir / "etcd-data", binary=Path(self._etcd_binary)
+                                    if self._etcd_binary else None)
+            self._etcd.start()
+            return self._etcd.endpoint
+        endpoint = f"127.0.0.1:{free_port()}"
+        ready: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._store = _Process([sys.executable, "-m", "chaos.scale.host", "store", "--endpoint", endpoint,
+                                "--run-id", self.run_id], self.work_dir / "store.log", ready)
+        try:
+            event = ready.get(timeout=60)
+        except queue.Empty:
+            raise HarnessError(f"the c10d store did not start within 60 s; its log: {self._store.log_path}") from None
+        if event["ev"] != "ready":
+            raise HarnessError(f"the c10d store exited at start; its log: {self._store.log_path}")
+        return endpoint
+
+    def _sample(self) -> None:
+        busy, total = machine_busy_s()
+        while not self._stop_sampling.wait(SAMPLE_S):
+            busy1, total1 = machine_busy_s()
+            share = (busy1 - busy) / (total1 - total) if total1 > total else 0.0
+            busy, total = busy1, total1
+            pids = [p for p in (self.store_pid, *self.host_pids) if p]
+            self.samples.append((time.monotonic(), share, tuple(proc_cpu_s(p) for p in self.host_pids),
+                                 tuple(run_delay_s(p) for p in pids)))
+
+    def saturated_s(self, since: float, until: float) -> float:
+        """Seconds between monotonic ``since`` and ``until`` during which this machine was the limit: a
+        process of the harness or the store waited for a CPU more than RUN_DELAY of the time (the cores
+        were busy, with its work or anyone's), or one host process used more than BUSY_PROCESS of a core
+        (its agents' threads share one interpreter lock)."""
+        out = 0.0
+        pts = [x for x in self.samples if since - SAMPLE_S <= x[0] <= until + SAMPLE_S]
+        for (t0, _, h0, d0), (t1, _, h1, d1) in zip(pts, pts[1:], strict=False):
+            dt = t1 - t0
+            if dt <= 0 or len(h0) != len(h1) or len(d0) != len(d1):
+                continue
+            cpu = max(((b - a) / dt for a, b in zip(h0, h1, strict=True)), default=0.0)
+            delay = max(((b - a) / dt for a, b in zip(d0, d1, strict=True)), default=0.0)
+            if cpu > BUSY_PROCESS or delay > RUN_DELAY:
+                out += dt
+        return round(out, 2)
+
+    def stop(self) -> None:
+        """Stop the host processes, then the store, by PID. Idempotent."""
+        self._stop_sampling.set()
+        hosts, self._hosts = self._hosts, []
+        for h in hosts:
+            h.stop()
+        if self._store is not None:
+            self._store.stop()
+            self._store = None
+        if self._etcd is not None:
+            self._etcd.stop()
+            self._etcd = None
+
+    # -- orders --------------------------------------------------------------
+    def _by_host(self, ids: Iterable[int]) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        for i in ids:
+            out.setdefault(i % len(self._hosts), []).append(i)
+        return out
+
+    def spawn(self, ids: list[int], timeout_s: float = 600.0) -> None:
+        """Make nodes ``ids`` (handlers connected to the store), not started. Blocks until every host said so."""
+        parts = self._by_host(ids)
+        for h, part in parts.items():
+            self._hosts[h].send({"cmd": "spawn", "ids": part})
+        self._expect("spawned", len(parts), timeout_s=timeout_s)
+
+    def run_nodes(self, ids: list[int], at: float) -> None:
+        """Nodes ``ids`` run from time ``at``. Not blocking."""
+        for h, part in self._by_host(ids).items():
+            self._hosts[h].send({"cmd": "start", "ids": part, "at": at})
+
+    def order(self, ids: list[int], what: str, at: float, *, leave: bool = False) -> None:
+        """``fail``, ``kill`` or ``sigterm`` (``leave``: the remedy) for nodes ``ids`` at time ``at``. Not blocking."""
+        for h, part in self._by_host(ids).items():
+            self._hosts[h].send({"cmd": "order", "ids": part, "order": what, "at": at, "leave": leave})
+
+    def counts(self, timeout_s: float = 60.0) -> dict[str, Any]:
+        """The store operations and payload bytes of every host, summed."""
+        for h in self._hosts:
+            h.send({"cmd": "stats"})
+        total: dict[str, Any] = {"ops": {}, "sent": 0, "received": 0}
+        for event in self._expect("stats", len(self._hosts), timeout_s=timeout_s):
+            c = event["counts"]
+            for op, n in c["ops"].items():
+                total["ops"][op] = total["ops"].get(op, 0) + n
+            total["sent"] += c["sent"]
+            total["received"] += c["received"]
+        return total
+
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds so far: ``store`` (etcd, or the c10d store process) and ``agents`` (the host processes)."""
+        store = self.store_pid
+        return {"store": proc_cpu_s(store) if store else 0.0,
+                "agents": sum(proc_cpu_s(p) for p in self.host_pids)}
+
+    # -- events --------------------------------------------------------------
+    def _next(self, timeout_s: float) -> dict[str, Any] | None:
+        try:
+            event = self._events.get(timeout=max(0.0, timeout_s))
+        except queue.Empty:
+            return None
+        self.events.append(event)
+        if event["ev"] in ("fatal", "exited"):
+            raise HarnessError(f"host process {event['pid']} {event['ev']}: {event.get('error', '')}; logs in "
+                               f"{self.work_dir}")
+        return event
+
+    def _expect(self, ev: str, n: int, timeout_s: float) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout_s
+        got: list[dict[str, Any]] = []
+        while len(got) < n:
+            event = self._next(deadline - time.monotonic())
+            if event is None:
+                raise HarnessError(f"{n - len(got)} of {n} host processes did not answer {ev!r} within "
+                                   f"{timeout_s:.0f} s; logs in {self.work_dir}")
+            if event["ev"] == ev:
+                got.append(event)
+        return got
+
+    def wait_world(self, ids: list[int], world: int, since: float, timeout_s: float) -> Formed:
+        """Block until every node of ``ids`` completed a rendezvous of the same round into a world of
+        ``world`` nodes after ``since``, or ``timeout_s`` passed (seconds then None)."""
+        want = set(ids)
+        last: dict[int, dict[str, Any]] = {}
+        rounds: set[Any] = set()
+        errors: list[str] = []
+        deadline = time.monotonic() + timeout_s
+        pending = [e for e in self.events if e["ev"] in ("formed", "ended")]  # read while waiting for others
+        while True:
+            done = [last.get(i) for i in want]
+            if all(e is not None and e["world"] == world for e in done) and \
+                    len({e["round"] for e in done if e is not None}) == 1:
+                t = max(e["t"] for e in done if e is not None)
+                return Formed(round(t - since, 3), len(rounds), tuple(errors), 0)
+            event = pending.pop(0) if pending else self._next(deadline - time.monotonic())
+            if event is None:
+                missing = sum(1 for e in done if e is None or e["world"] != world)
+                return Formed(None, len(rounds), tuple(errors), missing)
+            if event["ev"] == "formed" and event["t"] >= since:
+                rounds.add(event["round"])
+                if event["id"] in want:
+                    last[event["id"]] = event
+            elif event["ev"] == "ended" and event.get("how") == "error" and event["t"] >= since:
+                errors.append(f"node {event['id']}: {event.get('error')}")
+
+    def drain(self, seconds: float) -> list[dict[str, Any]]:
+        """The events of the next ``seconds`` (blocks that long)."""
+        out = []
+        deadline = time.monotonic() + seconds
+        while (event := self._next(deadline - time.monotonic())) is not None:
+            out.append(event)
+        return out

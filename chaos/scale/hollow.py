@@ -1,0 +1,255 @@
+"""A torchrun agent without workers: torch's own agent loop and rendezvous handler, in a thread.
+
+:class:`HollowAgent` is torch's ``SimpleElasticAgent`` with the four hooks that touch worker
+processes filled by stand-ins, so everything else is torch 2.13's own code, as torchrun runs it:
+``run()`` and its monitor loop (every ``monitor_interval``: check the workers, then
+``num_nodes_waiting()``, which syncs the rendezvous state at most once a second), ``_rendezvous``
+(``next_rendezvous``: the exit and join operations over the backend, then the rank assignment
+through the store), the keep-alive timer ``next_rendezvous`` starts, and the restart on a failed
+worker group or on nodes waiting. Handlers are made as torch's registry makes them
+(``create_backend`` + ``create_handler``), with counting wrappers around the backend and the store.
+
+What stands in for the workers, and how a node is lost:
+
+- ``fail``: the group's workers failed (a survivor's collective saw the dead peer): the next check
+  returns FAILED and torch restarts the group (stop, rendezvous, start).
+- ``kill``: the node is gone at once (a hard loss): its keep-alive timer is stopped and its loop
+  ends; it never writes to the rendezvous again, as a SIGKILLed machine.
+- ``sigterm``: the next check raises torch's ``SignalException(SIGTERM)``, as torchrun's signal
+  handler does; ``run()`` takes its own signal path. With ``leave``, trainer.rdzv_leave's
+  ``leave()`` (the remedy) then removes the node from the rendezvous; then the timer stops (the
+  process would exit).
+"""
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from torch.distributed import Store  # type: ignore[attr-defined]
+from torch.distributed.elastic.agent.server.api import (
+    RunResult,
+    SimpleElasticAgent,
+    WorkerGroup,
+    WorkerSpec,
+    WorkerState,
+)
+from torch.distributed.elastic.multiprocessing.api import SignalException
+from torch.distributed.elastic.rendezvous import RendezvousParameters
+from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
+    DynamicRendezvousHandler,
+    RendezvousBackend,
+    create_handler,
+)
+
+from trainer import rdzv_leave
+
+Emit = Callable[..., None]
+ORDERS = ("fail", "kill", "sigterm")
+
+
+class Counts:
+    """Store operations and payload bytes, per kind of operation; shared by a process' agents."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.ops: Counter[str] = Counter()
+        self.sent = 0
+        self.received = 0
+
+    def add(self, op: str, *, sent: int = 0, received: int = 0, n: int = 1) -> None:
+        with self._lock:
+            self.ops[op] += n
+            self.sent += sent
+            self.received += received
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {"ops": dict(self.ops), "sent": self.sent, "received": self.received}
+
+
+def _b64(n: int) -> int:
+    return 4 * ((n + 2) // 3)
+
+
+class CountingBackend(RendezvousBackend):
+    """torch's backend, counting what each call moves: the state is base64 on the wire for both. On a
+    lost compare-and-set, etcd-v2 reads the state again (a second request); c10d's compare_set returns it."""
+
+    def __init__(self, inner: RendezvousBackend, counts: Counts) -> None:
+        self._inner = inner
+        self._counts = counts
+
+    @property
+    def name(self) -> str:
+        return self._inner.name
+
+    def get_state(self) -> Any:
+        got = self._inner.get_state()
+        self._counts.add("state_get", received=_b64(len(got[0])) if got else 0)
+        return got
+
+    def set_state(self, state: bytes, token: Any = None) -> Any:
+        out = self._inner.set_state(state, token)
+        back = _b64(len(out[0])) if out else 0
+        sent = _b64(len(state)) + (len(token) if isinstance(token, bytes) else 0)  # c10d sends the old state
+        if out is not None and not out[2]:
+            self._counts.add("state_set_lost", sent=sent, received=back)
+            if self._inner.name == "etcd-v2":
+                self._counts.add("state_get", received=back)
+        else:
+            self._counts.add("state_set", sent=sent, received=back)
+        return out
+
+
+class CountingStore(Store):
+    """The store handed to the rendezvous (torch's EtcdStore or TCPStore), counting operations and bytes:
+    the rank assignment and MASTER_ADDR/PORT of every round go through it."""
+
+    def __init__(self, inner: Store, counts: Counts) -> None:
+        super().__init__()
+        self._inner = inner
+        self._counts = counts
+
+    def set(self, key: str, value: Any) -> None:
+        self._counts.add("store_set", sent=len(key) + len(value))
+        self._inner.set(key, value)
+
+    def get(self, key: str) -> bytes:
+        value: bytes = self._inner.get(key)
+        self._counts.add("store_get", sent=len(key), received=len(value))
+        return value
+
+    def multi_get(self, keys: list[str]) -> list[bytes]:
+        values: list[bytes] = self._inner.multi_get(keys)
+        self._counts.add("store_get", sent=sum(map(len, keys)), received=sum(map(len, values)), n=len(keys))
+        return values
+
+    def multi_set(self, keys: list[str], values: list[Any]) -> None:
+        self._counts.add("store_set", sent=sum(map(len, keys)) + sum(map(len, values)), n=len(keys))
+        self._inner.multi_set(keys, values)  # type: ignore[attr-defined]
+
+    def add(self, key: str, amount: int) -> int:
+        self._counts.add("store_add", sent=len(key))
+        result: int = self._inner.add(key, amount)
+        return result
+
+    def wait(self, keys: list[str], *args: Any) -> None:
+        self._counts.add("store_wait", sent=sum(map(len, keys)))
+        self._inner.wait(keys, *args)
+
+    def check(self, keys: list[str]) -> bool:
+        self._counts.add("store_check", sent=sum(map(len, keys)))
+        return bool(self._inner.check(keys))
+
+
+def make_handler(params: RendezvousParameters, counts: Counts) -> DynamicRendezvousHandler:
+    """A handler made as torch's registry makes it for etcd-v2 and c10d, the backend and store counted."""
+    if params.backend == "etcd-v2":
+        from torch.distributed.elastic.rendezvous.etcd_rendezvous_backend import create_backend
+    elif params.backend == "c10d":
+        from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import create_backend  # type: ignore[assignment]
+    else:
+        raise ValueError(f"rendezvous backend {params.backend!r}: etcd-v2 or c10d")
+    backend, store = create_backend(params)
+    return create_handler(CountingStore(store, counts), CountingBackend(backend, counts), params)
+
+
+class Killed(Exception):
+    """Ends a hollow agent's loop: the node is gone (hard loss)."""
+
+
+class HollowAgent(SimpleElasticAgent):
+    """torch's agent loop without worker processes (see the module docstring); one per simulated node."""
+
+    def __init__(self, index: int, spec: WorkerSpec, emit: Emit) -> None:
+        super().__init__(spec, exit_barrier_timeout=1)
+        self.index = index
+        self._emit = emit
+        self._order: str | None = None
+        self.leave = False
+        """With ``sigterm``: leave the rendezvous (trainer.rdzv_leave) as the remedy does."""
+
+    @property
+    def handler(self) -> DynamicRendezvousHandler:
+        handler = self.get_worker_group().spec.rdzv_handler
+        assert isinstance(handler, DynamicRendezvousHandler)
+        return handler
+
+    def order(self, what: str, *, leave: bool = False) -> None:
+        """Act at the next check of the workers (``kill`` stops the keep-alive now). Not blocking."""
+        if what not in ORDERS:
+            raise ValueError(f"order {what!r}: one of {ORDERS}")
+        self.leave = leave
+        if what == "kill":
+            self.handler._stop_heartbeats()
+        self._order = what
+
+    def life(self) -> None:
+        """The node's whole life: ``run()`` until it is lost or fails; reports how it ended. Blocks."""
+        try:
+            self.run()
+            self._emit("ended", self.index, how="finished")
+        except Killed:
+            self._emit("ended", self.index, how="kill")
+        except SignalException:
+            self._emit("ended", self.index, how="leave" if self.leave else "sigterm")
+        except Exception as exc:  # a rendezvous that timed out or closed, a store that went away
+            self._emit("ended", self.index, how="error", error=f"{type(exc).__name__}: {exc}"[:300])
+        finally:
+            self.handler._stop_heartbeats()
+
+    def run(self, role: str = "default") -> Any:
+        """torch's run(); when it ends on SIGTERM and this node is to leave, trainer.rdzv_leave's
+        ``leave()`` runs, as in the remedy's wrapper (``leaving_run``, tested on real jobs)."""
+        try:
+            return SimpleElasticAgent.run(self, role)
+        except SignalException as exc:
+            if self.leave and exc.sigval in rdzv_leave.LEAVE_ON:
+                rdzv_leave.leave(self.handler)
+            raise
+
+    # -- torch's hooks -------------------------------------------------------
+    def _rendezvous(self, worker_group: WorkerGroup) -> None:
+        self._emit("rdzv_started", self.index)
+        super()._rendezvous(worker_group)
+        state = getattr(self.handler, "_state_holder", None)
+        self._emit("formed", self.index, round=getattr(getattr(state, "state", None), "round", None),
+                   rank=worker_group.group_rank, world=worker_group.group_world_size)
+
+    def _start_workers(self, worker_group: WorkerGroup) -> dict[int, Any]:
+        return {w.local_rank: None for w in worker_group.workers}
+
+    def _stop_workers(self, worker_group: WorkerGroup, is_restart: bool = False) -> None:
+        pass
+
+    def _monitor_workers(self, worker_group: WorkerGroup) -> RunResult:
+        order, self._order = self._order, None
+        if order == "fail":
+            return RunResult(state=WorkerState.FAILED)
+        if order == "kill":
+            raise Killed()
+        if order == "sigterm":
+            raise SignalException(f"Process {threading.get_ident()} got signal: {signal.SIGTERM}",
+                                  sigval=signal.SIGTERM)
+        return RunResult(state=WorkerState.HEALTHY)
+
+    def _shutdown(self, death_sig: signal.Signals = signal.SIGTERM, timeout: int = 30) -> None:
+        pass
+
+
+def hollow_agent(index: int, params: RendezvousParameters, counts: Counts, emit: Emit, *,
+                 monitor_interval: float) -> HollowAgent:
+    """A node: its handler (connected to the backend now) and its agent, not started."""
+    spec = WorkerSpec(role="default", local_world_size=1, rdzv_handler=make_handler(params, counts),
+                      entrypoint="hollow", max_restarts=1_000_000, monitor_interval=monitor_interval)
+    return HollowAgent(index, spec, emit)
+
+
+def sleep_until(t: float) -> None:
+    delay = t - time.time()
+    if delay > 0:
+        time.sleep(delay)

@@ -1,0 +1,74 @@
+"""The rendezvous scale harness at small N, on both backends: torch's own agents and handlers (no workers)
+against a real etcd / a real c10d TCPStore on loopback. What forms and re-forms is asserted; how fast is
+the bench's business (bench/rdzv_scale.py)."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from chaos.scale.episodes import measure_size
+from chaos.scale.harness import Harness, ScaleJob, proc_cpu_s
+from chaos.spec import JobSpec, RdzvBackend, preset
+
+pytestmark = pytest.mark.slow
+
+FAST = preset("fast").apply(JobSpec()).rdzv
+
+
+@pytest.mark.parametrize("backend", [RdzvBackend.ETCD_V2, RdzvBackend.C10D])
+def test_agents_form_then_re_form_without_a_lost_node_and_with_a_newcomer(tmp_path, backend):
+    job = ScaleJob(backend, 4, 2, 4, rdzv=FAST, processes=2)
+    with Harness(job, tmp_path / "h") as h:
+        ids = [0, 1, 2, 3]
+        h.spawn(ids)
+        at = time.time() + 0.3
+        h.run_nodes(ids, at)
+        formed = h.wait_world(ids, 4, at, timeout_s=120)
+        assert formed.seconds is not None and formed.errors == ()
+
+        at = time.time() + 0.2
+        h.order([3], "kill", at)
+        h.order([0, 1, 2], "fail", at)
+        reformed = h.wait_world([0, 1, 2], 3, at, timeout_s=120)
+        assert reformed.seconds is not None and reformed.missing == 0
+        ranks = {e["id"]: e["rank"] for e in h.events if e["ev"] == "formed" and e["t"] >= at and e["world"] == 3}
+        assert sorted(ranks.values()) == [0, 1, 2]
+
+        h.spawn([4])
+        at = time.time() + 0.2
+        h.run_nodes([4], at)
+        assert h.wait_world([0, 1, 2, 4], 4, at, timeout_s=120).seconds is not None
+
+        counts = h.counts()
+        assert counts["ops"]["state_get"] > 0 and counts["ops"]["state_set"] > 0 and counts["received"] > 0
+        assert h.store_pid is not None and proc_cpu_s(h.store_pid) > 0
+        pids = [h.store_pid, *h.host_pids]
+    assert all(proc_cpu_s(p) == 0.0 for p in pids)  # stopped by PID: nothing left
+
+
+@pytest.mark.parametrize("backend", [RdzvBackend.ETCD_V2, RdzvBackend.C10D])
+def test_a_leaving_node_is_gone_from_the_next_world(tmp_path, backend):
+    job = ScaleJob(backend, 3, 2, 3, rdzv=FAST, processes=1)
+    with Harness(job, tmp_path / "h") as h:
+        h.spawn([0, 1, 2])
+        at = time.time() + 0.3
+        h.run_nodes([0, 1, 2], at)
+        assert h.wait_world([0, 1, 2], 3, at, timeout_s=120).seconds is not None
+        at = time.time() + 0.2
+        h.order([2], "sigterm", at, leave=True)
+        h.order([0, 1], "fail", at)
+        assert h.wait_world([0, 1], 2, at, timeout_s=120).seconds is not None
+        ended = [e for e in h.events if e["ev"] == "ended" and e["id"] == 2]
+        assert [e["how"] for e in ended] == ["leave"]
+
+
+def test_one_size_runs_every_episode_and_reports_the_store(tmp_path):
+    job = ScaleJob(RdzvBackend.C10D, 4, 3, 4, rdzv=FAST, processes=2)
+    result = measure_size(job, tmp_path / "m", lambda _: None, steady_s=2.0, modes=("hard", "leave"),
+                          losses=(("1", None),))
+    assert result.broke is None
+    assert [e.label for e in result.episodes] == ["formation", "hard 1", "join after hard 1", "leave 1",
+                                                  "join after leave 1"]
+    assert all(e.seconds is not None and e.store_ops > 0 for e in result.episodes)
+    assert result.steady is not None and result.steady.ops_per_s and result.steady.agent_cpu > 0
