@@ -42,7 +42,6 @@ LEAVING = JobSpec(nodes="1:2", run_id="chaos-leave", leave_on_sigterm=True)
 
 
 def test_the_option_runs_every_platforms_agent_through_the_remedy(tmp_path):
-    from chaos.events import Timeline
     from chaos.platforms.kubernetes import jobs
     from chaos.platforms.kubernetes import manifests as m
     from chaos.platforms.local.agent import agent_command
