@@ -124,6 +124,8 @@ def main(args: argparse.Namespace) -> int:
     if not (args.job or args.selector or args.tag):
         raise SpecError("say what may be hit: --job NAME (or --selector LABELS) and/or --tag KEY=VALUE")
     from chaos.cli import gameday_setup
+    from chaos.cli.pushgateway import preflight
+    preflight(args.pushgateway)
     with gameday_setup.session(args, parse_tags(args.tag)) as (platform, side, opts):
         from chaos.gameday.runner import run_gameday
         result = run_gameday(platform, side, opts)

@@ -165,9 +165,10 @@ def option_values(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(args: argparse.Namespace) -> int:
     from chaos.analysis.verdict import Outcome
-    from chaos.cli.pushgateway import push_report
+    from chaos.cli.pushgateway import preflight, push_report
     from chaos.hypotheses.execute import execute
     values = option_values(args)
+    preflight(args.pushgateway)
     report_dir = args.report_dir or default_report_dir(args.fault)
     run = execute(args.fault, values, report_dir=report_dir, platform=args.platform,
                   on_start=None if args.quiet else console, overwrite=args.overwrite)

@@ -34,7 +34,7 @@ from chaos.errors import FaultUnavailable, SpecError
 from chaos.events import Event
 from chaos.faults.api import Fault, FaultRecord
 from chaos.faults.catalog import fault_class
-from chaos.options import declared, option, split, validate
+from chaos.options import DAY_S, MAX_STEPS, declared, option, split, validate
 from chaos.platforms import platform_option_classes
 from chaos.runner.run import ChaosRun
 from chaos.spec import JOB_OPTION_CLASSES, PRESET_OPTION, JobSpec, Preset, job_from_options
@@ -45,10 +45,10 @@ class TrialOptions:
     """What every hypothesis takes besides the job, the fault and the platform."""
 
     steady_steps: int = option(50, "steps trained before the fault (steady state); between two checkpoints "
-                                   "by default, so the fault costs real progress", minimum=1)
+                                   "by default, so the fault costs real progress", minimum=1, maximum=MAX_STEPS)
     target: str | None = option(None, "node to hit (default: the newest live node)", metavar="NODE")
     timeout_s: float = option(180.0, "seconds to wait for each phase (steady state, recovery, ...)",
-                              flag="--timeout", above=0, units="s")
+                              flag="--timeout", above=0, units="s", maximum=DAY_S)
 
     def __post_init__(self) -> None:
         validate(self)

@@ -13,7 +13,7 @@ goodput (chaos.analysis.replay).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from chaos.analysis.replay import REPLAY_OVER, replay_goodput
 from chaos.events import FaultEv
 from chaos.events.fault_events import Replayed, Skipped
 from chaos.faults.api import FaultRecord, pick_victim
-from chaos.faults.trace import Bursts, ReplayBy, Trace, read_trace
+from chaos.faults.trace import Bursts, Replaying, Trace, read_trace
 from chaos.hypotheses.api import Trial, hypothesis
 from chaos.options import option, validate
 
@@ -30,27 +30,32 @@ ON_TIME_S = 1.0
 
 
 @dataclass(frozen=True)
-class ReplayOptions(Bursts):
-    """A trace to replay (or the bursts to generate one) and how to map it onto the job."""
+class ReplayOptions(Replaying, Bursts):
+    """A trace to replay (or the bursts to generate one) and how to map it onto the job.
+
+    The trace is read (or generated) when the options are made, before a run starts: a file
+    that cannot be read, or a replay longer than a day at its compression, is a SpecError
+    then, not a report folder with a failed verdict."""
 
     trace: str | None = option(None, "CSV of preemptions to replay (columns time or offset_s, node, group: "
                                      "docs/FAULTS.md), or a bundled example's name: spot-3, k8s-burst; "
                                      "default: a generated trace of correlated bursts",
                                metavar="FILE")
-    compress: float = option(30.0, "time compression: this many trace seconds pass in one second here",
-                             above=0, maximum=1e6)
-    replay_by: ReplayBy = option(ReplayBy.NODE, "how preemptions map onto the job's nodes: node (each trace "
-                                                "node is a slot), group (each group is a slot), any (the newest "
-                                                "live node)")
     total_loss: bool = option(False, "inject a preemption even when it leaves fewer than the job's minimum "
                                      "nodes alive (default: skip it and record why)")
+    _loaded: Trace | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        Bursts.__post_init__(self)
         validate(self)
+        trace = read_trace(Path(self.trace).expanduser()) if self.trace else self.generate()
+        self.check_span(trace)
+        object.__setattr__(self, "_loaded", trace)
 
     def load(self) -> Trace:
-        """The trace file's preemptions, else the generated bursts."""
-        return read_trace(Path(self.trace).expanduser()) if self.trace else self.generate()
+        """The trace file's preemptions (as read when the options were made), else the generated bursts."""
+        assert self._loaded is not None
+        return self._loaded
 
 
 @hypothesis("replay", "preemptions at the times a trace gives (--trace FILE, or generated correlated bursts), "
