@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
+import functools
 import math
 import types
 import typing
@@ -118,6 +119,12 @@ class Declared:
 
 def declared(cls: type) -> list[Declared]:
     """The declared options of dataclass ``cls``, in field order."""
+    return list(_declared(cls))
+
+
+@functools.cache
+def _declared(cls: type) -> tuple[Declared, ...]:
+    """Resolved once per class: every dataclass' ``__post_init__`` asks (type hints are slow)."""
     hints = typing.get_type_hints(cls)
     out = []
     for f in dataclasses.fields(cls):
@@ -127,7 +134,7 @@ def declared(cls: type) -> list[Declared]:
         default = f.default if f.default is not MISSING else (
             f.default_factory() if f.default_factory is not MISSING else MISSING)
         out.append(Declared(f.name, hints[f.name], default, meta))
-    return out
+    return tuple(out)
 
 
 def _strip_optional(tp: Any) -> Any:

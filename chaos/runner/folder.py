@@ -55,6 +55,21 @@ def prepare(path: Path, *, overwrite: bool = False) -> Path:
     folder when it is missing. Not idempotent by design: a second call for the
     same folder after a run has written there refuses it.
     """
+    path = check(path, overwrite=overwrite)
+    if any((path / m).exists() for m in RUN_MARKERS):
+        _delete_old_run(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SpecError(f"cannot create report folder {path}: {exc.strerror}; pick a folder you can write "
+                        "(--report-dir)") from None
+    _check_writable(path)
+    return path
+
+
+def check(path: Path, *, overwrite: bool = False) -> Path:
+    """Every refusal of :func:`prepare` (its SpecErrors), with nothing created, deleted or
+    written; returns ``path`` absolute. For ``run --dry-run``."""
     path = Path(os.path.abspath(path.expanduser()))
     _refuse_never_ours(path)
     _refuse_file_on_the_way(path)
@@ -64,15 +79,9 @@ def prepare(path: Path, *, overwrite: bool = False) -> Path:
                         "mix its evidence with the old one's. Pick a new folder (--report-dir), or pass "
                         "--overwrite to delete the old run first")
     if used:
-        _delete_old_run(path)
+        _old_run(path)
     else:
         _refuse_other_files(path)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SpecError(f"cannot create report folder {path}: {exc.strerror}; pick a folder you can write "
-                        "(--report-dir)") from None
-    _check_writable(path)
     return path
 
 
@@ -123,7 +132,8 @@ def _check_writable(path: Path) -> None:
                         "(--report-dir)") from None
 
 
-def _delete_old_run(path: Path) -> None:
+def _old_run(path: Path) -> dict[str, Path]:
+    """The entries of a folder that holds a run, when --overwrite may delete them all."""
     entries = {p.name: p for p in path.iterdir()}
     if not any(name in entries for name in _OURS):
         raise SpecError(f"{path} holds {', '.join(n for n in RUN_MARKERS if n in entries)} but no report.json or "
@@ -133,7 +143,11 @@ def _delete_old_run(path: Path) -> None:
     if foreign:
         raise SpecError(f"report folder {path} also holds {', '.join(foreign)}, which no run writes; --overwrite "
                         "deletes only a run's own files. Move them away or pick a new folder (--report-dir)")
-    for entry in entries.values():
+    return entries
+
+
+def _delete_old_run(path: Path) -> None:
+    for entry in _old_run(path).values():
         try:
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry)

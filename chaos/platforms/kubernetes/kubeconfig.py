@@ -67,8 +67,9 @@ def _yaml(text: str, path: Path) -> Any:
     except ImportError as exc:   # the kubernetes client needs PyYAML: without it nothing can run here anyway
         raise SpecError("the kubernetes platform needs the kubernetes client (and PyYAML): "
                         "pip install 'elastic-chaos[kubernetes]'") from exc
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # libyaml refuses deep nesting at once
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f"line {mark.line + 1}" if mark is not None else "line unknown"
