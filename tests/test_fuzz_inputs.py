@@ -295,9 +295,14 @@ def test_report_and_audit_of_fuzzed_folders_end_cleanly(tmp_path_factory, data):
         (bad / "timeline.jsonl").write_bytes(data.draw(st.sampled_from([
             b"[" * 100_000 + b"\n", b"\xff\xfe\n", b'{"t": 1e400, "source": "x"}\n', b""]), label="timeline"))
     assert_clean(cli("report", str(bad), "--no-png"), (0, 1, 2))
-    code, out, err = result = cli("audit", str(root / "runs"), "--html", str(root / "audit.html"))
-    assert_clean(result, (0, 1))                   # the good run is audited whatever the bad one holds
-    assert str(good) in (root / "audit.json").read_text()
+    flags = []
+    for flag in data.draw(st.lists(st.sampled_from(["--tolerance", "--min-delta", "--score-half"]), max_size=2,
+                                   unique=True), label="audit flags"):
+        flags += [flag, data.draw(_number, label=flag)]
+    code, out, err = result = cli("audit", str(root / "runs"), "--html", str(root / "audit.html"), *flags)
+    assert_clean(result, (0, 1, 2) if flags else (0, 1))   # the good run is audited whatever the bad one holds
+    if code != 2:
+        assert str(good) in (root / "audit.json").read_text()
 
 
 def test_the_typed_loaders_raise_only_spec_errors(tmp_path):

@@ -17,10 +17,27 @@ Exit 0 when no regression was flagged, 1 when one was, 2 when no run was found
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from chaos.errors import SpecError
+from chaos.options import DAY_S, add_arguments, given, option, validate
+
+
+@dataclass(frozen=True)
+class AuditSettings:
+    """How regressions are judged and faults scored (docs/REPORTS.md)."""
+
+    tolerance: float = option(0.2, "a p50 more than this fraction above the baseline's is a regression",
+                              minimum=0, maximum=100)
+    min_delta: float = option(1.0, "...and at least this many seconds above it", minimum=0, maximum=DAY_S,
+                              units="s")
+    score_half: float = option(60.0, "regain seconds at which a fault scores 1/2", above=0, maximum=DAY_S,
+                               units="s")
+
+    def __post_init__(self) -> None:
+        validate(self)
 
 
 def register(sub: Any) -> None:
@@ -34,12 +51,7 @@ def register(sub: Any) -> None:
                    help="report folders to compare against (regressions are flagged)")
     p.add_argument("--html", type=Path, default=Path("reports/audit.html"),
                    help="where to write the HTML (default reports/audit.html; audit.json beside it)")
-    p.add_argument("--tolerance", type=float, default=0.2,
-                   help="a p50 more than this fraction above the baseline's is a regression (default 0.2)")
-    p.add_argument("--min-delta", type=float, default=1.0,
-                   help="...and at least this many seconds above it (default 1.0)")
-    p.add_argument("--score-half", type=float, default=60.0,
-                   help="regain seconds at which a fault scores 1/2 (default 60)")
+    add_arguments(p, AuditSettings)
     p.set_defaults(func=main)
 
 
@@ -60,8 +72,8 @@ def _summaries(paths: list[Path], what: str) -> tuple[list[Any], list[Any]]:
 def main(args: argparse.Namespace) -> int:
     from chaos.reporting import audit, audit_view, replay_audit
     from chaos.reporting.schema import dumps
-    if args.tolerance < 0 or args.min_delta < 0 or args.score_half <= 0:
-        raise SpecError("--tolerance and --min-delta must be >= 0, --score-half > 0")
+    judged = AuditSettings(**given(args, AuditSettings))
+    args.tolerance, args.min_delta, args.score_half = judged.tolerance, judged.min_delta, judged.score_half
     runs, skipped = _summaries(args.dirs, "audit")
     baseline = _summaries(args.baseline, "baseline")[0] if args.baseline else []
     groups = audit.aggregate(runs)
