@@ -26,6 +26,11 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=120, env=dict(os.environ))
 
 
+def test_an_etcd_binary_that_is_no_executable_is_refused_before_a_report_folder_is_made(tmp_path):
+    out = cli("run", "kill-node", "--etcd-binary", str(tmp_path / "nope"), "--report-dir", str(tmp_path / "r"))
+    assert out.returncode == 2 and "not an executable file" in out.stderr and not (tmp_path / "r").exists()
+
+
 def fake_run(folder: Path, *, passed: bool = True, regain: float = 10.0, checks: list[dict] | None = None) -> Path:
     """A kill-node run's report.json with the given verdict and regain."""
     folder.mkdir(parents=True)
@@ -147,8 +152,11 @@ def test_a_run_stopped_by_a_bad_input_mid_run_is_a_usage_error_and_no_run(tmp_pa
 
 def test_a_setup_error_met_by_run_exits_2_and_leaves_no_run_for_audit(tmp_path):
     # before: exit 2, yet report.json said FAILED ("run aborted: SetupError") and audit counted a failure
-    out = cli("run", "kill-node", "--etcd-binary", str(tmp_path / "nope"), "--report-dir", str(tmp_path / "r"))
-    assert out.returncode == 2 and "Traceback" not in out.stderr
+    fake = tmp_path / "etcd"   # an etcd 3.6: refused when the platform starts, once the report folder exists
+    fake.write_text("#!/bin/sh\necho 'etcd Version: 3.6.1'\n")
+    fake.chmod(0o755)
+    out = cli("run", "kill-node", "--etcd-binary", str(fake), "--report-dir", str(tmp_path / "r"))
+    assert out.returncode == 2 and "Traceback" not in out.stderr and "3.6" in out.stderr
     two_good_runs(tmp_path / "more")
     shutil.move(str(tmp_path / "r"), str(tmp_path / "more" / "r"))
     group, skipped, _ = kill_node_group(tmp_path / "more")

@@ -45,3 +45,6 @@ class LocalOptions(NodePool):
 
     def __post_init__(self) -> None:
         validate(self)
+        if self.etcd_binary is not None:   # a path that is no executable is refused before a run starts
+            from chaos.platforms.local.etcd import find_binary
+            find_binary(self.etcd_binary)
