@@ -157,3 +157,32 @@ def test_a_scenario_failed_by_the_toolkits_error_is_not_a_failed_hypothesis(pyte
             assert _check_of(ValueError("the scenario's own bug")) == "test"
     """)
     pytester.runpytest("-p", "no:randomly").assert_outcomes(passed=1)
+
+
+def test_run_exits_with_the_outcome_its_report_json_holds():
+    from chaos.cli.main import _exit_code_of
+    assert _exit_code_of("run", InjectionFailed("403: pods/eviction is forbidden")) == Outcome.TOOLKIT_ERROR.exit_code
+    assert _exit_code_of("run", WatcherDied("LogFollower", OSError("gone"))) == 4
+    assert _exit_code_of("run", SpecError("trace t.csv:2: not UTF-8")) == 2
+    assert _exit_code_of("run", FaultUnavailable("partition needs root")) == 2
+    assert _exit_code_of("report", PlatformError("x")) == 2          # no run: a usage or setup error
+
+
+def test_a_bug_of_the_toolkit_exits_4_with_its_traceback_never_as_a_verdict(monkeypatch, capsys):
+    import signal
+
+    from chaos.cli import faults_cmd
+    from chaos.cli.main import main
+
+    def broken(args: object) -> int:
+        raise KeyError("a bug")
+
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    monkeypatch.setattr(faults_cmd, "main", broken)
+    try:
+        assert main(["faults"]) == 4
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "KeyError: 'a bug'" in err and "internal error" in err
