@@ -47,6 +47,7 @@ examples:
   elastic-chaos run hung-rank --pg-timeout 20                 # one worker stops; peers time out at 20 s
   elastic-chaos run replay --trace spot-3 --compress 30         # a bundled trace (or --trace FILE.csv)
   elastic-chaos run replay --bursts 3 --burst-size 2 --seed 7 --compress 60 --pushgateway localhost:9091
+  elastic-chaos run replay --trace my-fleet.csv --compress 20 --dry-run   # every check a run makes; starts nothing
 
 your own training script (everything after -- runs on every node, unchanged):
   elastic-chaos run kill-node --progress-regex 'epoch (?P<step>\\d+)' --checkpoint snapshot.pt \\
