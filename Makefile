@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 # 2-core machine, its verdicts unchanged. SCENARIO_WORKERS=0 runs it one job at a time.
 SCENARIO_WORKERS ?= $(shell [ "$$(nproc 2>/dev/null || echo 1)" -ge 2 ] && echo 2 || echo 0)
 
-.PHONY: install demo test test-quick scenarios user-test lint clean help k8s-testenv browser-testenv pushgateway-testenv bench bench-quick
+.PHONY: install demo test test-quick scenarios user-test lint clean help k8s-testenv browser-testenv pushgateway-testenv bench bench-quick soak
 
 help:
 	@echo "make demo        set up, then run a real kill-node scenario on 2 local nodes"
@@ -30,6 +30,8 @@ help:
 	@echo "make install     only the setup (.venv, torch, toolkit, etcd)"
 	@echo "make bench       benchmarks -> bench/results.json, bench/RESULTS.md (about an hour)"
 	@echo "make bench-quick a subset of the benchmarks in under 5 minutes (writes to bench/quick/)"
+	@echo "make soak        the scenario catalog SOAK_RUNS (5) times back to back, the cluster's SOAK_CLUSTER_RUNS (3)"
+	@echo "                 times where root with a cluster up: pass/fail and metric spread per scenario -> bench/RESULTS.md"
 	@echo "make k8s-testenv build the kube-apiserver the k8s_api tests run against (once, ~10 min, shared with cluster-up)"
 	@echo "make cluster-up  a real 4-node Kubernetes 1.20 cluster here, no Docker (root; .cluster/kubeconfig)"
 	@echo "make cluster-test the scenario catalog on it (--platform kubernetes; up first, down after when needed)"
@@ -112,3 +114,13 @@ bench: install
 
 bench-quick: install
 	$(BIN)/python -m bench --quick --out bench/quick
+
+# Our own flakiness: the local catalog SOAK_RUNS times back to back (and, as root with `make cluster-up`
+# done, the cluster catalog SOAK_CLUSTER_RUNS times); per scenario pass/fail counts, flaky ones and the
+# spread of regain and lost steps -> bench/results.json ("soak") and bench/RESULTS.md. SOAK_K selects
+# scenarios (pytest -k). About 8 min per local catalog run here; exit 1 when a scenario was flaky.
+SOAK_RUNS ?= 5
+SOAK_CLUSTER_RUNS ?= 3
+soak: install
+	SOAK_RUNS=$(SOAK_RUNS) SOAK_CLUSTER_RUNS=$(SOAK_CLUSTER_RUNS) SOAK_K="$(SOAK_K)" SCENARIO_WORKERS=$(SCENARIO_WORKERS) \
+		$(BIN)/python -m bench.soak

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
+import functools
 import math
 import types
 import typing
@@ -28,6 +29,17 @@ from typing import Any, Protocol
 from chaos.errors import SpecError
 
 _KEY = "chaos.option"
+
+DAY_S = 86_400.0
+"""The longest wait, duration or timeout an option accepts unless its meaning says less: no
+run of this toolkit lasts a day, and a timer of a day is far inside threading.TIMEOUT_MAX."""
+WEEK_S = 7 * DAY_S
+"""For what may span a long soak (repeated faults' --run-for)."""
+MAX_STEPS = 10_000_000
+"""The most training steps an option may count (a step of 0.1 s: eleven days)."""
+MAX_NODES = 1024
+"""The most nodes (or worker processes per node) a job may ask for."""
+MAX_SEED = 2**32 - 1
 
 
 @dataclass(frozen=True)
@@ -101,19 +113,18 @@ class Declared:
         base = self.base_type
         if isinstance(base, type) and issubclass(base, enum.Enum):
             return "one of " + ", ".join(str(m.value) for m in base)
-        parts = []
-        if self.meta.minimum is not None:
-            parts.append(f">= {self.meta.minimum:g}")
-        if self.meta.above is not None:
-            parts.append(f"> {self.meta.above:g}")
-        if self.meta.maximum is not None:
-            parts.append(f"<= {self.meta.maximum:g}")
         kind = {int: "a whole number", float: "a finite number"}.get(base, "")
-        return " ".join([kind, " and ".join(parts)]).strip() or "any value"
+        return " ".join([kind, _range_text(self)]).strip() or "any value"
 
 
 def declared(cls: type) -> list[Declared]:
     """The declared options of dataclass ``cls``, in field order."""
+    return list(_declared(cls))
+
+
+@functools.cache
+def _declared(cls: type) -> tuple[Declared, ...]:
+    """Resolved once per class: every dataclass' ``__post_init__`` asks (type hints are slow)."""
     hints = typing.get_type_hints(cls)
     out = []
     for f in dataclasses.fields(cls):
@@ -123,7 +134,7 @@ def declared(cls: type) -> list[Declared]:
         default = f.default if f.default is not MISSING else (
             f.default_factory() if f.default_factory is not MISSING else MISSING)
         out.append(Declared(f.name, hints[f.name], default, meta))
-    return out
+    return tuple(out)
 
 
 def _strip_optional(tp: Any) -> Any:
@@ -241,7 +252,7 @@ def add_arguments(group: ArgumentGroup, cls: type, *,
 
 def _add(group: ArgumentGroup, d: Declared, shown: Any) -> None:
     # argparse %-formats help: a declared help may say "92%"
-    help_text = (d.meta.help + _default_text(shown, d.meta.units)).replace("%", "%%")
+    help_text = (d.meta.help + _default_text(shown, d.meta.units, _range_text(d))).replace("%", "%%")
     base = d.base_type
     if base is bool:
         if d.meta.off_flag:
@@ -263,14 +274,31 @@ def _add(group: ArgumentGroup, d: Declared, shown: Any) -> None:
                        metavar=None if choices else metavar, help=help_text)
 
 
-def _default_text(value: Any, units: str) -> str:
-    if value is MISSING or value is None or value == () or value is False:
-        return ""
+def _default_text(value: Any, units: str, allowed: str = "") -> str:
+    shown = value is not MISSING and value is not None and value != () and value is not False
     if isinstance(value, enum.Enum):
         value = value.value
     if isinstance(value, float):
         value = f"{value:g}"
-    return f" (default {value}{units})"
+    parts = [f"default {value}{units}"] if shown else []
+    if allowed:
+        parts.append(allowed)
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _range_text(d: Declared) -> str:
+    """A number's range for its help (``> 0 and <= 86400``); empty for other types."""
+    if d.base_type not in (int, float):
+        return ""
+    m = d.meta
+    parts = []
+    if m.minimum is not None:
+        parts.append(f">= {m.minimum:g}")
+    if m.above is not None:
+        parts.append(f"> {m.above:g}")
+    if m.maximum is not None:
+        parts.append(f"<= {m.maximum:g}")
+    return " and ".join(parts)
 
 
 def _parser(d: Declared) -> Callable[[str], Any]:

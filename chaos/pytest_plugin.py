@@ -59,6 +59,8 @@ DEFAULT_REPORTS = "reports"
 
 _REPORT_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
 _RUNS_KEY = pytest.StashKey[list[ChaosRun]]()
+_ERROR_KEY = pytest.StashKey[dict[str, BaseException]]()
+"""The exception that failed each phase of a test (its verdict's check says whose it was)."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -133,6 +135,8 @@ def pytest_runtest_makereport(item: pytest.Item,
                               call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     item.stash.setdefault(_REPORT_KEY, {})[report.when] = report
+    if call.excinfo is not None:
+        item.stash.setdefault(_ERROR_KEY, {})[report.when] = call.excinfo.value
     if report.when == "call" and report.failed:
         _add_failure_context(item, report)
     if report.when == "teardown" and item.stash.get(_RUNS_KEY, None):
@@ -413,4 +417,14 @@ def _verdict_of(item: pytest.Item) -> Verdict:
         return v
     if call.skipped:
         return Verdict.failed("skipped", check="test")
-    return Verdict.failed(_failure_message(call), check="test")
+    return Verdict.failed(_failure_message(call), check=_check_of(item.stash.get(_ERROR_KEY, {}).get("call")))
+
+
+def _check_of(exc: BaseException | None) -> str:
+    """A test failed by the toolkit's own error (a watcher died, a fault it could not inject, a
+    bad option) is that error's check (chaos.runner.run.check_of), never a verdict on the
+    hypothesis; an assertion, or any error of the scenario's own code, is the test's."""
+    from chaos.errors import ChaosError
+    from chaos.runner.run import check_of
+    check = check_of(exc) if isinstance(exc, ChaosError) else "run"
+    return "test" if check == "run" else check

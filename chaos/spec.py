@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import SpecError
-from chaos.options import environment, option, split, validate
+from chaos.options import DAY_S, MAX_NODES, MAX_STEPS, environment, option, split, validate
 
 
 class RdzvBackend(str, enum.Enum):
@@ -36,14 +36,15 @@ class RendezvousSpec:
     backend: RdzvBackend = option(RdzvBackend.ETCD_V2, "rendezvous backend: etcd-v2 (an etcd server holds "
                                   "the state) or c10d (a TCPStore on one node)", keyword="rdzv_backend")
     join_timeout: int | None = option(None, "seconds a node waits for the rendezvous to form before giving "
-                                      "up (torch: 600)", minimum=1)
+                                      "up (torch: 600)", minimum=1, maximum=DAY_S)
     last_call_timeout: int | None = option(None, "extra seconds a round waits for more nodes once the "
-                                           "minimum joined (torch: 30)", minimum=1)
+                                           "minimum joined (torch: 30)", minimum=1, maximum=DAY_S)
     close_timeout: int | None = option(None, "seconds to close the rendezvous after a node leaves for good "
-                                       "(torch: 30)", minimum=1)
-    keep_alive_interval: int | None = option(None, "seconds between a node's heartbeats (torch: 5)", minimum=1)
+                                       "(torch: 30)", minimum=1, maximum=DAY_S)
+    keep_alive_interval: int | None = option(None, "seconds between a node's heartbeats (torch: 5)", minimum=1,
+                                             maximum=3600)
     keep_alive_max_attempt: int | None = option(None, "missed heartbeats after which a node counts as dead "
-                                                "(torch: 3)", minimum=1)
+                                                "(torch: 3)", minimum=1, maximum=1000)
 
     _KNOBS = ("join_timeout", "last_call_timeout", "close_timeout", "keep_alive_interval",
               "keep_alive_max_attempt")
@@ -68,6 +69,8 @@ def parse_nodes(nodes: str) -> tuple[int, int]:
     hi = int(m[2]) if m[2] else lo
     if lo < 1 or hi < lo:
         raise SpecError(f"nodes {nodes!r}: need 1 <= MIN <= MAX")
+    if hi > MAX_NODES:
+        raise SpecError(f"nodes {nodes!r}: at most {MAX_NODES} nodes (need 1 <= MIN <= MAX <= {MAX_NODES})")
     return lo, hi
 
 
@@ -186,27 +189,29 @@ class JobSpec:
     """An elastic training job: how many nodes, what each runs, how it restarts."""
 
     nodes: str = option("1:2", "elastic node range MIN:MAX (torchrun --nnodes)", metavar="MIN:MAX")
-    nproc_per_node: int = option(1, "worker processes per node (GPUs per node on a GPU cluster)", minimum=1)
+    nproc_per_node: int = option(1, "worker processes per node (GPUs per node on a GPU cluster)", minimum=1,
+                                 maximum=MAX_NODES)
     start_nodes: int | None = option(None, "nodes started at first (default: MAX); fewer leave room to "
-                                           "scale up", minimum=1)
+                                           "scale up", minimum=1, maximum=MAX_NODES)
     rdzv: RendezvousSpec = field(default_factory=RendezvousSpec)
     max_restarts: int = option(3, "worker-group restarts each agent may spend before the job fails "
-                                  "(torchrun --max-restarts)", minimum=0)
+                                  "(torchrun --max-restarts)", minimum=0, maximum=1000)
     monitor_interval: float | None = option(None, "seconds between the agent's checks of its workers "
-                                                  "(torch: 0.1)", above=0, units="s")
+                                                  "(torch: 0.1)", above=0, units="s", maximum=3600)
     checkpoint_every: int = option(20, "the reference trainer: steps between its checkpoints. A script: its own "
                                        "save interval in --unit (elastic-chaos cannot change it), so the most "
                                        "progress a fault may cost (the bounded-loss check) and, without "
-                                       "--steady-steps, where the fault lands", minimum=1)
+                                       "--steady-steps, where the fault lands", minimum=1, maximum=MAX_STEPS)
     step_time: float = option(0.1, "minimum seconds per training step of the reference trainer",
-                              minimum=0, units="s")
+                              minimum=0, units="s", maximum=3600)
     pg_timeout_s: float | None = option(None, "the workers' collective timeout: a silent peer fails a "
                                               "collective after it (the reference trainer's --pg-timeout; "
-                                              "its default 60 s)", flag="--pg-timeout", above=0, units="s")
+                                              "its default 60 s)", flag="--pg-timeout", above=0, units="s",
+                                        maximum=DAY_S)
     nccl_dump_wait_ms: int | None = option(
         None, "NCCL only: how long a worker's watchdog waits for a debug dump after a collective failed before "
               "it takes the worker down: the agent sees no failure until then (torch: 60000)", minimum=0,
-        metavar="MS", env="TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC")
+        metavar="MS", env="TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC", maximum=DAY_S * 1000)
     nccl_async_error_handling: int | None = option(
         None, "NCCL only: what the watchdog does with a failed collective: 0 nothing (the worker hangs), 1 abort "
               "the communicators then take the process down (torchrun sets 1 when unset), 2 abort only, 3 take "
@@ -215,7 +220,7 @@ class JobSpec:
     nccl_heartbeat_timeout_s: int | None = option(
         None, "NCCL only: seconds the watchdog thread may be stuck (a hung CUDA/NCCL call) before its monitor "
               "takes the worker down (torch: 480)", minimum=1, units="s", flag="--nccl-heartbeat-timeout",
-        env="TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC")
+        env="TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", maximum=DAY_S)
     script: tuple[str, ...] = option((), "a user's training script and its arguments (after `--` on the "
                                          "command line); empty: the reference trainer", cli=False)
     trainer_args: tuple[str, ...] = option((), "extra arguments for the reference trainer", cli=False)

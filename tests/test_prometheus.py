@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -151,8 +152,30 @@ def test_report_pushes_with_pushgateway_and_exits_2_when_it_cannot(copy_run, pus
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
+    # a gateway that is not up is refused before anything is rendered
     assert cli(["report", str(folder), "--no-png", "--pushgateway", f"http://127.0.0.1:{closed}"]) == 2
+    assert "cannot reach it" in capsys.readouterr().err
+    # one that accepts the connection and then fails the push is said after it
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+        hangs_up = threading.Thread(target=_hang_up, args=(server, 2), daemon=True)
+        hangs_up.start()
+        assert cli(["report", str(folder), "--no-png", "--pushgateway",
+                    f"http://127.0.0.1:{server.getsockname()[1]}"]) == 2
+        hangs_up.join(10)
     assert "not pushed" in capsys.readouterr().err
+
+
+def _hang_up(server: socket.socket, connections: int) -> None:
+    """Accept ``connections`` connections and close each at once (the check, then the push)."""
+    server.settimeout(10)
+    for _ in range(connections):
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            return
+        conn.close()
 
 
 def test_docs_reports_names_every_family_a_run_can_write():

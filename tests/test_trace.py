@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from chaos.errors import SpecError
+from chaos.events.fault_events import Replayed
 from chaos.faults.trace import BUNDLED, Bursts, ReplayBy, bundled, bundled_names, parse_trace, read_trace
+from chaos.hypotheses.replay import waiting_for
 
 
 def test_iso_times_become_offsets_from_the_earliest_row():
@@ -117,3 +119,24 @@ def test_the_replay_goodput_window_ends_where_the_replay_was_over():
     at_verdict = replay_goodput([*events, over], start)
     assert at_verdict == replay_goodput([*events, over, *after], start)
     assert at_verdict is not None and abs(at_verdict - 10 * 0.1 / 6.0) < 0.01
+
+
+# -- a skipped preemption is part of the replay hypothesis (issue 25, row 1) ------------------------
+def _skipped(index: int, due_at: float) -> Replayed:
+    return Replayed(index=index, due_at=due_at, outcome="skipped",
+                    reason="only 1 node(s) alive, the job's minimum (--total-loss injects it anyway)")
+
+
+def test_a_skip_while_an_earlier_replacement_was_on_its_way_is_justified_with_the_measured_time():
+    # the cluster run of the issue: the 3rd preemption came 68 s after the 2nd, whose replacement took 75 s
+    why = waiting_for(_skipped(2, 1155.0), [(1000.0, 70.0), (1087.0, 75.0)])
+    assert why == "#2 came due 68 s after a preemption whose node was replaced 75 s after it"
+
+
+def test_a_skip_while_the_job_was_whole_is_not_justified():
+    assert waiting_for(_skipped(2, 1155.0), [(1000.0, 60.0), (1087.0, 54.0)]) is None   # back 14 s before it
+    assert waiting_for(_skipped(0, 999.0), [(1000.0, None)]) is None                    # nothing before it
+
+
+def test_a_replacement_that_never_came_justifies_the_skips_after_it():
+    assert "no measured replacement" in (waiting_for(_skipped(1, 1500.0), [(1000.0, None)]) or "")

@@ -132,7 +132,9 @@ def test_an_unreachable_etcd_is_a_setup_error(tmp_path):
 @pytest.mark.parametrize(("args", "message"), [
     (("--etcd", "no-port", "--run-id", "x"), "is not HOST:PORT"),
     (("--run-id", "x"), "watch needs --etcd HOST:PORT and --run-id ID"),
-    (("--etcd", "127.0.0.1:2379", "--run-id", "x", "--duration", "0"), "--duration must be > 0"),
+    (("--etcd", "127.0.0.1:2379", "--run-id", "x", "--duration", "0"), "argument --duration: 0: must be a finite "
+                                                                       "number > 0"),
+    (("--etcd", "127.0.0.1:2379", "--run-id", "x", "--duration", "1e12"), "<= 604800"),
 ])
 def test_bad_watch_options_are_usage_errors(args, message):
     out = subprocess.run(cli("watch", *args), capture_output=True, text=True, timeout=60)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from chaos.options import option, validate
+from chaos.options import DAY_S, option, validate
 from chaos.spec import JobSpec, PgBackend
 
 TORCH_DEFAULTS = {"keep_alive_interval": 5, "keep_alive_max_attempt": 3, "last_call_timeout": 30}
@@ -49,12 +49,12 @@ class Surroundings:
 
     termination_grace_s: int = option(30, "pod grace period: SIGTERM -> SIGKILL when a pod is deleted, evicted "
                                           "or drained (Kubernetes' default)", flag="--termination-grace",
-                                      minimum=0, units="s")
+                                      minimum=0, units="s", maximum=DAY_S)
     spot_notice_s: float = option(120.0, "how long before a spot node is reclaimed it gets its notice (AWS: "
-                                         "2 minutes)", flag="--spot-notice", above=0, units="s")
+                                         "2 minutes)", flag="--spot-notice", above=0, units="s", maximum=DAY_S)
     stall_budget_s: float = option(300.0, "the longest a silent peer may hold the survivors before it must be "
                                           "found out (default: Kubernetes evicts an unreachable node's pods "
-                                          "after 300 s)", flag="--stall-budget", above=0, units="s")
+                                          "after 300 s)", flag="--stall-budget", above=0, units="s", maximum=DAY_S)
 
     def __post_init__(self) -> None:
         validate(self)

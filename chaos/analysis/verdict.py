@@ -16,6 +16,9 @@ STEADY_CHECK = "steady-state"
 """The check a run makes before its fault: the job is steady (chaos.hypotheses.steady)."""
 TOOLKIT_CHECKS = frozenset({"watcher", "cleanup", "toolkit"})
 """Checks that judge the toolkit itself (a watcher died, cleanup failed), never the hypothesis."""
+USAGE_CHECK = "usage"
+"""The check of a run stopped by a bad input or setup found only once it had begun (a file that
+cannot be read, a missing binary): no run was made, and the command exits 2."""
 
 
 class Outcome(str, enum.Enum):
@@ -31,15 +34,26 @@ class Outcome(str, enum.Enum):
     TOOLKIT_ERROR = "toolkit_error"
     """The toolkit itself failed (a watcher died, cleanup failed): the run says nothing about the
     job (exit 4)."""
+    USAGE_ERROR = "usage_error"
+    """A bad input or setup was found once the run had begun: no run was made (exit 2)."""
 
     @property
     def exit_code(self) -> int:
-        return {Outcome.PASSED: 0, Outcome.FAILED: 1, Outcome.NOT_STEADY: 3, Outcome.TOOLKIT_ERROR: 4}[self]
+        return {Outcome.PASSED: 0, Outcome.FAILED: 1, Outcome.USAGE_ERROR: USAGE_EXIT, Outcome.NOT_STEADY: 3,
+                Outcome.TOOLKIT_ERROR: 4}[self]
+
+    @property
+    def judges_hypothesis(self) -> bool:
+        """Whether the run is a verdict on the hypothesis (passed or failed): a run that was not
+        steady, that the toolkit failed, or that a usage error stopped says nothing about it, and
+        an audit keeps it out of pass rates."""
+        return self in (Outcome.PASSED, Outcome.FAILED)
 
     def describe(self) -> str:
         return {Outcome.PASSED: "PASSED", Outcome.FAILED: "FAILED",
                 Outcome.NOT_STEADY: "NOT STEADY (no experiment: the job was not steady before the fault)",
-                Outcome.TOOLKIT_ERROR: "TOOLKIT ERROR (the run says nothing about the job)"}[self]
+                Outcome.TOOLKIT_ERROR: "TOOLKIT ERROR (the run says nothing about the job)",
+                Outcome.USAGE_ERROR: "USAGE ERROR (a bad input found once the run had begun: not a run)"}[self]
 
 
 USAGE_EXIT = 2
@@ -113,9 +127,12 @@ class Verdict:
 
     @property
     def outcome(self) -> Outcome:
-        """A failed toolkit check makes the run the toolkit's error whatever else failed; a failed
-        steady state means no experiment was made; otherwise the hypothesis passed or failed."""
+        """A failed usage check means no run was made; a failed toolkit check makes the run the
+        toolkit's error whatever else failed; a failed steady state means no experiment was made;
+        otherwise the hypothesis passed or failed."""
         failed = self.failed_checks()
+        if USAGE_CHECK in failed:
+            return Outcome.USAGE_ERROR
         if failed & TOOLKIT_CHECKS:
             return Outcome.TOOLKIT_ERROR
         if STEADY_CHECK in failed:

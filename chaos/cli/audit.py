@@ -7,15 +7,37 @@ resilience score) and writes the same as HTML (and JSON beside it). With
 ``--baseline DIR...`` it flags regressions against that run set. Definitions
 (nearest-rank percentiles, the score formula, regression rules): docs/REPORTS.md.
 
-Exit 0 when no regression was flagged, 1 when one was, 2 when no run was found.
+A folder whose report.json or timeline cannot be read (or that a usage error
+stopped) is skipped and listed with why; a run that was not steady or that the
+toolkit failed is listed apart; neither counts in a pass rate or score.
+
+Exit 0 when no regression was flagged, 1 when one was, 2 when no run was found
+(or none could be read).
 """
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from chaos.errors import SpecError
+from chaos.options import DAY_S, add_arguments, given, option, validate
+
+
+@dataclass(frozen=True)
+class AuditSettings:
+    """How regressions are judged and faults scored (docs/REPORTS.md)."""
+
+    tolerance: float = option(0.2, "a p50 more than this fraction above the baseline's is a regression",
+                              minimum=0, maximum=100)
+    min_delta: float = option(1.0, "...and at least this many seconds above it", minimum=0, maximum=DAY_S,
+                              units="s")
+    score_half: float = option(60.0, "regain seconds at which a fault scores 1/2", above=0, maximum=DAY_S,
+                               units="s")
+
+    def __post_init__(self) -> None:
+        validate(self)
 
 
 def register(sub: Any) -> None:
@@ -29,44 +51,48 @@ def register(sub: Any) -> None:
                    help="report folders to compare against (regressions are flagged)")
     p.add_argument("--html", type=Path, default=Path("reports/audit.html"),
                    help="where to write the HTML (default reports/audit.html; audit.json beside it)")
-    p.add_argument("--tolerance", type=float, default=0.2,
-                   help="a p50 more than this fraction above the baseline's is a regression (default 0.2)")
-    p.add_argument("--min-delta", type=float, default=1.0,
-                   help="...and at least this many seconds above it (default 1.0)")
-    p.add_argument("--score-half", type=float, default=60.0,
-                   help="regain seconds at which a fault scores 1/2 (default 60)")
+    add_arguments(p, AuditSettings)
     p.set_defaults(func=main)
 
 
-def _summaries(paths: list[Path], what: str) -> list[Any]:
-    from chaos.reporting.audit import find_runs, summarize_run
+def _summaries(paths: list[Path], what: str) -> tuple[list[Any], list[Any]]:
+    """The runs under ``paths`` and the folders skipped; SpecError when there is no run to audit."""
+    from chaos.reporting.audit import find_runs, survey
     folders = find_runs(paths)
     if not folders:
         raise SpecError(f"no report folder (report.json or timeline.jsonl) under {', '.join(map(str, paths))} "
                         f"for the {what}; run some experiments first (elastic-chaos run ... / pytest scenarios/)")
-    return [summarize_run(f) for f in folders]
+    runs, skipped = survey(folders)
+    if not runs:
+        raise SpecError(f"no readable run under {', '.join(map(str, paths))} for the {what}: "
+                        + "; ".join(s.reason for s in skipped[:5]) + (" ..." if len(skipped) > 5 else ""))
+    return runs, skipped
 
 
 def main(args: argparse.Namespace) -> int:
     from chaos.reporting import audit, audit_view, replay_audit
     from chaos.reporting.schema import dumps
-    if args.tolerance < 0 or args.min_delta < 0 or args.score_half <= 0:
-        raise SpecError("--tolerance and --min-delta must be >= 0, --score-half > 0")
-    runs = _summaries(args.dirs, "audit")
-    baseline = _summaries(args.baseline, "baseline") if args.baseline else []
+    judged = AuditSettings(**given(args, AuditSettings))
+    args.tolerance, args.min_delta, args.score_half = judged.tolerance, judged.min_delta, judged.score_half
+    runs, skipped = _summaries(args.dirs, "audit")
+    baseline = _summaries(args.baseline, "baseline")[0] if args.baseline else []
     groups = audit.aggregate(runs)
     regressions = audit.compare(groups, audit.aggregate(baseline), tolerance=args.tolerance,
                                 min_delta_s=args.min_delta, half_s=args.score_half) if baseline else []
     print(audit_view.render_text(runs, groups, baseline=baseline, regressions=regressions,
-                                 half_s=args.score_half))
-    replays = replay_audit.groups([r.folder for r in runs])
+                                 half_s=args.score_half, skipped=skipped))
+    replays = replay_audit.groups([r.folder for r in runs if r.judged])
     if replays:
         print(replay_audit.render_text(replays))
     html_path: Path = args.html
     json_path = html_path.with_suffix(".json")
     html = audit_view.render_html(runs, groups, html_path, baseline=baseline, regressions=regressions,
-                                  half_s=args.score_half)
-    doc = dumps({"runs": [str(r.folder) for r in runs], "baseline": [str(r.folder) for r in baseline],
+                                  half_s=args.score_half, skipped=skipped)
+    doc = dumps({"runs": [str(r.folder) for r in runs if r.judged],
+                 "apart": [{"folder": str(r.folder), "outcome": r.outcome.value if r.outcome else None,
+                            "reason": r.why} for r in runs if not r.judged],
+                 "skipped": [s.to_json() for s in skipped],
+                 "baseline": [str(r.folder) for r in baseline],
                  "groups": [g.to_json(args.score_half) for g in groups],
                  "regressions": [r.describe() for r in regressions],
                  "replays": [g.to_json() for g in replays]}, indent=2) + "\n"

@@ -2,11 +2,35 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from chaos.errors import SpecError
+from chaos.options import DAY_S, MAX_NODES, add_arguments, given, option, validate
+
+
+@dataclass(frozen=True)
+class Numbers:
+    """A game day's numbers, each with its range (checked before anything is contacted)."""
+
+    count: int = option(1, "nodes to hit", minimum=1, maximum=MAX_NODES)
+    max_nodes: int = option(1, "blast radius: most nodes per fault", minimum=1, maximum=MAX_NODES)
+    max_percent: float = option(50.0, "blast radius: most percent of the job's nodes per fault", above=0,
+                                maximum=100)
+    deadline: float = option(1800.0, "stop after this many seconds", above=0, maximum=DAY_S, units="s")
+    notice: float = option(120.0, "spot-interruption: seconds from start to interruption (FIS takes 120..900)",
+                           minimum=0, maximum=900, units="s")
+    duration: float = option(600.0, "insufficient-capacity: seconds without capacity", above=0, maximum=DAY_S,
+                             units="s")
+    replacement_timeout: float = option(900.0, "seconds to wait for the replacement to join", above=0,
+                                        maximum=DAY_S, units="s")
+    poll: float = option(5.0, "poll interval in seconds", above=0, maximum=3600, units="s")
+
+    def __post_init__(self) -> None:
+        validate(self)
 
 DESCRIPTION = """Inject one real fault into a running elastic job on EKS -- a FIS spot
 interruption, an EC2 termination, an ASG with no capacity, a pod deletion or a
@@ -67,15 +91,13 @@ def register(sub: Any) -> None:
                    help="only instances carrying this tag (repeatable; VALUE * = any)")
     t.add_argument("--target", action="append", default=[], metavar="NODE",
                    help="hit this node (Kubernetes node or instance id) instead of the newest (repeatable)")
-    t.add_argument("--count", type=int, default=1, help="nodes to hit (default 1)")
+    add_arguments(t, Numbers, skip=("max_nodes", "max_percent", "deadline", "notice", "duration",
+                                    "replacement_timeout", "poll"))
     s = p.add_argument_group("safety")
     mode = s.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="print targets and calls; change nothing")
     mode.add_argument("--gameday", action="store_true", help="really do it (destructive)")
-    s.add_argument("--max-nodes", type=int, default=1, help="blast radius: most nodes per fault (default 1)")
-    s.add_argument("--max-percent", type=float, default=50.0,
-                   help="blast radius: most percent of the job's nodes per fault (default 50)")
-    s.add_argument("--deadline", type=float, default=1800.0, help="stop after this many seconds (default 1800)")
+    add_arguments(s, Numbers, skip=("count", "notice", "duration", "replacement_timeout", "poll"))
     s.add_argument("--stop-alarm", metavar="NAME", help="stop when this CloudWatch alarm is in ALARM")
     s.add_argument("--state-dir", type=Path, default=default_state_dir(),
                    help="audit log and cleanup journal folder (default $ELASTIC_CHAOS_STATE or ~/.elastic-chaos)")
@@ -85,13 +107,7 @@ def register(sub: Any) -> None:
     a.add_argument("--endpoint-url", help="send AWS calls here (a test server); default AWS")
     a.add_argument("--fis-role-arn", help="IAM role FIS assumes (spot-interruption, insufficient-capacity)")
     f = p.add_argument_group("fault")
-    f.add_argument("--notice", type=float, default=120.0,
-                   help="spot-interruption: seconds from start to interruption (120..900; default 120)")
-    f.add_argument("--duration", type=float, default=600.0,
-                   help="insufficient-capacity: seconds without capacity (default 600)")
-    f.add_argument("--replacement-timeout", type=float, default=900.0,
-                   help="seconds to wait for the replacement to join (default 900)")
-    f.add_argument("--poll", type=float, default=5.0, help="poll interval in seconds (default 5)")
+    add_arguments(f, Numbers, skip=("count", "max_nodes", "max_percent", "deadline"))
     k = p.add_argument_group("kubernetes and rendezvous")
     k.add_argument("--kubeconfig", help="kubeconfig (default $KUBECONFIG, ~/.kube/config, in-cluster)")
     k.add_argument("--kube-context", help="kubeconfig context")
@@ -119,11 +135,15 @@ def parse_tags(raw: list[str]) -> dict[str, str]:
 
 def main(args: argparse.Namespace) -> int:
     from chaos.gameday.runner import GAMEDAY_FAULTS
+    for key, value in dataclasses.asdict(Numbers(**given(args, Numbers))).items():
+        setattr(args, key, value)   # each checked against its range, the defaults filled in
     if args.fault not in GAMEDAY_FAULTS:
         raise SpecError(f"unknown game-day fault {args.fault!r}; choose one of {', '.join(GAMEDAY_FAULTS)}")
     if not (args.job or args.selector or args.tag):
         raise SpecError("say what may be hit: --job NAME (or --selector LABELS) and/or --tag KEY=VALUE")
     from chaos.cli import gameday_setup
+    from chaos.cli.pushgateway import preflight
+    preflight(args.pushgateway)
     with gameday_setup.session(args, parse_tags(args.tag)) as (platform, side, opts):
         from chaos.gameday.runner import run_gameday
         result = run_gameday(platform, side, opts)

@@ -1,8 +1,10 @@
 """``elastic-chaos``: the command line. One module per subcommand.
 
 Exit codes CI can trust: 0 the hypothesis held, 1 it failed, 2 usage or setup
-error (bad option, missing etcd, a used report folder, ...), 130 interrupted. A
-ChaosError is printed as a message, never as a traceback.
+error (bad option, missing etcd, a used report folder, ...), 3 not steady, 4 the
+toolkit failed (for ``run``: a fault it could not inject, a watcher that died; for
+any command: a bug, shown with its traceback), 130 interrupted. A ChaosError is
+printed as a message, never as a traceback.
 
 Ctrl-C or SIGTERM stops the run and everything it started; a second one during
 that teardown is deferred, a third force-exits saying what may be left
@@ -13,10 +15,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import traceback
 
 from chaos.errors import ChaosError
 
 EXIT_USAGE = 2
+EXIT_TOOLKIT = 4
 
 EPILOG = r"""examples:
   elastic-chaos demo
@@ -120,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     except ChaosError as exc:
         print(f"elastic-chaos: error: {exc}", file=sys.stderr)
         _say_leftovers(signals.leftovers())
-        return EXIT_USAGE
+        return _exit_code_of(args.command, exc)
     except KeyboardInterrupt:
         left = signals.leftovers()
         if left:
@@ -129,6 +133,23 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print("elastic-chaos: interrupted; everything started was stopped", file=sys.stderr)
         return signals.FORCED_EXIT
+    except Exception:  # a bug of the toolkit: its traceback, and not the exit code of a verdict
+        traceback.print_exc()
+        print("elastic-chaos: internal error (the traceback above is the toolkit's bug, not your job's); exit 4",
+              file=sys.stderr)
+        _say_leftovers(signals.leftovers())
+        return EXIT_TOOLKIT
+
+
+def _exit_code_of(command: str, exc: ChaosError) -> int:
+    """2 for a usage or setup error. A run that a ChaosError ended exits as its report.json's outcome
+    says (chaos.runner.run.check_of): 2 for a bad input met once it had begun, 4 when the toolkit or
+    its platform failed (a fault it could not inject, a watcher that died)."""
+    if command not in ("run", "demo"):
+        return EXIT_USAGE
+    from chaos.analysis.verdict import Verdict
+    from chaos.runner.run import check_of
+    return Verdict.failed(str(exc), check=check_of(exc)).outcome.exit_code
 
 
 def _say_leftovers(left: list[str]) -> None:

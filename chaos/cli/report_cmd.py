@@ -29,8 +29,9 @@ def register(sub: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from chaos.cli.pushgateway import push_report
+    from chaos.cli.pushgateway import preflight, push_report
     from chaos.reporting import render_folder
+    preflight(args.pushgateway)
     code = 0
     for folder in args.dirs:
         result = render_folder(folder, png=args.png)

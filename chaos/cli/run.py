@@ -47,6 +47,7 @@ examples:
   elastic-chaos run hung-rank --pg-timeout 20                 # one worker stops; peers time out at 20 s
   elastic-chaos run replay --trace spot-3 --compress 30         # a bundled trace (or --trace FILE.csv)
   elastic-chaos run replay --bursts 3 --burst-size 2 --seed 7 --compress 60 --pushgateway localhost:9091
+  elastic-chaos run replay --trace my-fleet.csv --compress 20 --dry-run   # every check a run makes; starts nothing
 
 your own training script (everything after -- runs on every node, unchanged):
   elastic-chaos run kill-node --progress-regex 'epoch (?P<step>\\d+)' --checkpoint snapshot.pt \\
@@ -99,6 +100,9 @@ def register(sub: Any, words: list[str] | None = None) -> None:
                    "already holds a run is refused")
     p.add_argument("--overwrite", action="store_true", help="delete the run a used --report-dir holds first")
     p.add_argument("--quiet", action="store_true", help="no live progress lines")
+    p.add_argument("--dry-run", action="store_true",
+                   help="check every option, the trace, the kubeconfig, the Pushgateway and the report folder as "
+                        "a run would, print what would run, and start nothing (exit 0, or 2 naming what is wrong)")
     pushgateway.add_flag(p)
     try:
         h = get(fault) if fault else None
@@ -165,16 +169,34 @@ def option_values(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(args: argparse.Namespace) -> int:
     from chaos.analysis.verdict import Outcome
-    from chaos.cli.pushgateway import push_report
+    from chaos.cli.pushgateway import preflight, push_report
     from chaos.hypotheses.execute import execute
     values = option_values(args)
+    preflight(args.pushgateway)
     report_dir = args.report_dir or default_report_dir(args.fault)
+    if args.dry_run:
+        return dry_run(args, values, report_dir)
     run = execute(args.fault, values, report_dir=report_dir, platform=args.platform,
                   on_start=None if args.quiet else console, overwrite=args.overwrite)
     code = summarize(run)
     if run.report is not None and not push_report(run.report, args.pushgateway):
         return Outcome.TOOLKIT_ERROR.exit_code   # the run's verdict stands; its metrics did not reach the gateway
     return code
+
+
+def dry_run(args: argparse.Namespace, values: dict[str, Any], report_dir: Path) -> int:
+    """``--dry-run``: what ``execute`` checks before it starts a job, and the report folder's
+    refusals, with nothing started, created or written (chaos.hypotheses.dryrun)."""
+    from chaos.hypotheses.dryrun import plan
+    from chaos.runner.folder import check
+    made = plan(args.fault, values, args.platform)
+    folder = check(report_dir, overwrite=args.overwrite)
+    for line in made.describe():
+        print(line)
+    print(f"platform: {args.platform}; report folder: {folder}"
+          + (f"; metrics pushed to {args.pushgateway}" if args.pushgateway else ""))
+    print("dry run: every check passed; nothing was started")
+    return 0
 
 
 def console(run: Any) -> None:

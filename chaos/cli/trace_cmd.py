@@ -9,8 +9,13 @@ it would hit after compression, and the job node slot it maps to. Exit 0, or
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from chaos.errors import SpecError
+from chaos.faults.trace import Replaying
+from chaos.options import MAX_NODES, add_arguments, given, option
 
 DESCRIPTION = __doc__ + """
 examples:
@@ -20,43 +25,54 @@ examples:
 """
 
 
+@dataclass(frozen=True)
+class Schedule(Replaying):
+    """What ``trace FILE`` shows a schedule for: the replay's compression and mapping, and the job's size."""
+
+    max_nodes: int = option(2, "the job's largest node count (its slots); `run`'s --nodes is a range such as 1:2",
+                            minimum=1, maximum=MAX_NODES)
+
+
 def register(sub: Any) -> None:
-    from chaos.faults.trace import Bursts, ReplayBy
-    from chaos.options import add_arguments
+    from chaos.faults.trace import Bursts
     p = sub.add_parser("trace", help="generate correlated preemption bursts, or check a trace for `run replay`",
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", nargs="?", type=Path, metavar="FILE",
                    help="a trace to check (CSV: docs/FAULTS.md), or a bundled example's name (spot-3, k8s-burst)")
     p.add_argument("-o", "--output", type=Path, help="write the generated trace here (default: stdout)")
-    p.add_argument("--compress", type=float, default=30.0, help="time compression to show (default 30)")
-    p.add_argument("--replay-by", choices=[b.value for b in ReplayBy], default=ReplayBy.NODE.value,
-                   help="how preemptions map onto node slots (default node)")
-    p.add_argument("--max-nodes", type=int, default=2, help="the job's largest node count (its slots); `run`'s "
-                   "--nodes is a range such as 1:2 (default 2)")
+    add_arguments(p.add_argument_group("schedule of FILE"), Schedule)
     add_arguments(p.add_argument_group("generated bursts"), Bursts)
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    from chaos.errors import SpecError
-    from chaos.faults.trace import Bursts, ReplayBy, read_trace
-    from chaos.options import given
-    if args.compress <= 0 or args.max_nodes < 1:
-        raise SpecError("--compress must be > 0 and --max-nodes >= 1")
+    from chaos.faults.trace import Bursts, read_trace
+    view = Schedule(**given(args, Schedule))
     if args.file is None:
         text = Bursts(**given(args, Bursts)).generate().to_csv()
         if args.output is None:
             print(text, end="")
         else:
-            args.output.write_text(text)
+            _write(args.output, text)
             print(f"wrote {args.output}")
         return 0
     trace = read_trace(args.file)
-    slots = trace.slots(ReplayBy(args.replay_by), args.max_nodes)
+    slots = trace.slots(view.replay_by, view.max_nodes)
     print(f"{args.file}: {len(trace)} preemption(s) over {trace.preemptions[-1].offset_s:g} s; replayed at "
-          f"--compress {args.compress:g}, by {args.replay_by} onto {args.max_nodes} node slot(s):")
+          f"--compress {view.compress:g}, by {view.replay_by.value} onto {view.max_nodes} node slot(s):")
     for p, slot in zip(trace.preemptions, slots, strict=True):
         hits = f"slot {slot}" if slot is not None else "newest node"
-        print(f"  +{p.offset_s:10.1f} s -> +{p.offset_s / args.compress:7.1f} s  {hits:<11}  "
+        print(f"  +{p.offset_s:10.1f} s -> +{p.offset_s / view.compress:7.1f} s  {hits:<11}  "
               f"{p.node or '-'}  {p.group or '-'}")
     return 0
+
+
+def _write(path: Path, text: str) -> None:
+    """Write the generated trace; SpecError (not a traceback) for a path that cannot take a file."""
+    try:
+        if path.is_dir():
+            raise SpecError(f"cannot write the trace to {path}: it is a folder; give a file path (-o FILE)")
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"cannot write the trace to {path} ({exc.strerror or exc}); give a file path in a folder "
+                        "you can write (-o FILE)") from None

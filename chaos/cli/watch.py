@@ -51,7 +51,9 @@ def register(sub: Any) -> None:
                    "to follow for training progress")
     p.add_argument("--record", type=Path, metavar="DIR", help="write timeline.jsonl, report.json and "
                    "report.html into DIR")
-    p.add_argument("--duration", type=float, metavar="SECONDS", help="stop after this long (default: Ctrl-C)")
+    from chaos.options import add_arguments
+    from chaos.runner.watch import WatchOptions
+    add_arguments(p, WatchOptions)
     p.set_defaults(func=main)
 
 
@@ -83,7 +85,7 @@ def _watch(args: argparse.Namespace, endpoint: str, run_id: str, platform: str) 
     from chaos.reporting.load import result_of_timeline
     from chaos.reporting.record import watch_verdict
     from chaos.runner.watch import WatchOptions, watch
-    opts = WatchOptions(etcd=endpoint, run_id=run_id, record=args.record, duration_s=args.duration,
+    opts = WatchOptions(etcd=endpoint, run_id=run_id, record=args.record, duration_s=getattr(args, "duration_s", None),
                         logs=args.logs, platform=platform)
     if args.record is not None:
         args.record.mkdir(parents=True, exist_ok=True)

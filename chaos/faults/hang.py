@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from chaos.events import Timeline
 from chaos.faults.api import Fault, FaultPlan, FaultRecord, pick_victim
-from chaos.options import option
+from chaos.options import DAY_S, option
 from chaos.platforms.api import Hit, Platform
 from chaos.platforms.capabilities import Capability, Freezer, Partitioner
 
@@ -24,7 +24,7 @@ from chaos.platforms.capabilities import Capability, Freezer, Partitioner
 class Partition(Fault):
     node: str | None = None
     duration_s: float | None = option(None, "seconds until the partition heals (default: at the end of the run)",
-                                      flag="--duration", above=0, units="s")
+                                      flag="--duration", above=0, units="s", maximum=DAY_S)
     name: ClassVar[str] = "partition"
     description: ClassVar[str] = "network black hole around one node: no packet in or out, no reset"
     requires: ClassVar[type[Capability] | None] = Partitioner
@@ -48,7 +48,7 @@ class Partition(Fault):
 class Freeze(Fault):
     node: str | None = None
     duration_s: float | None = option(None, "seconds until the node thaws (default: at the end of the run)",
-                                      flag="--duration", above=0, units="s")
+                                      flag="--duration", above=0, units="s", maximum=DAY_S)
     name: ClassVar[str] = "freeze"
     description: ClassVar[str] = "hung node: every process of one node stopped at once; sockets stay open"
     requires: ClassVar[type[Capability] | None] = Freezer

@@ -19,7 +19,7 @@ from typing import ClassVar
 from chaos.errors import InjectionFailed
 from chaos.events import CheckpointEv, Event, Timeline, first
 from chaos.faults.api import Fault, FaultPlan, FaultRecord, pick_victim
-from chaos.options import option
+from chaos.options import MAX_NODES, option
 from chaos.platforms.api import Platform
 from chaos.platforms.capabilities import Capability, NodeAdder, StoreHost, WorkerKiller
 
@@ -73,7 +73,7 @@ class WorkerCrash(Fault):
     """One worker process of one node is killed; the node and its agent stay."""
 
     node: str | None = None
-    local_rank: int = option(0, "which worker of the node dies (its LOCAL_RANK)", minimum=0)
+    local_rank: int = option(0, "which worker of the node dies (its LOCAL_RANK)", minimum=0, maximum=MAX_NODES - 1)
     name: ClassVar[str] = "worker-crash"
     description: ClassVar[str] = "one worker process of one node dies (SIGKILL); the node stays"
     requires: ClassVar[type[Capability] | None] = WorkerKiller

@@ -21,7 +21,7 @@ from typing import ClassVar
 from chaos.errors import SpecError
 from chaos.events import Timeline
 from chaos.faults.api import Fault, FaultPlan, FaultRecord, pick_victim
-from chaos.options import option
+from chaos.options import DAY_S, MAX_NODES, option
 from chaos.platforms.api import Hit, Platform
 from chaos.platforms.capabilities import Capability, Slower, WorkerHanger
 
@@ -41,10 +41,10 @@ class Straggler(Fault):
     node: str | None = None
     factor: float = option(2.0, "how many times slower the node runs (2: half speed)", above=1, maximum=100)
     duration_s: float | None = option(20.0, "seconds the node runs slow, then full speed again (none: until the "
-                                            "end of the run)", flag="--duration", above=0, units="s")
+                                            "end of the run)", flag="--duration", above=0, units="s", maximum=DAY_S)
     period_s: float | None = option(None, "one run/stop cycle (default 0.2 s, longer for a factor near 1 so "
                                           "that each stop lasts at least 50 ms)", flag="--period", above=0,
-                                    units="s")
+                                    units="s", maximum=60)
     name: ClassVar[str] = "straggler"
     description: ClassVar[str] = "slow node: every process of one node runs 1/factor of the time (stop/continue)"
     requires: ClassVar[type[Capability] | None] = Slower
@@ -88,10 +88,10 @@ class HungRank(Fault):
     """One worker process stopped inside training; its process, node and agent stay alive."""
 
     node: str | None = None
-    local_rank: int = option(0, "which worker of the node hangs (its LOCAL_RANK)", minimum=0)
+    local_rank: int = option(0, "which worker of the node hangs (its LOCAL_RANK)", minimum=0, maximum=MAX_NODES - 1)
     duration_s: float | None = option(None, "seconds until the worker is continued (default: never; its agent "
                                             "kills it once its peers gave up)", flag="--duration", above=0,
-                                      units="s")
+                                      units="s", maximum=DAY_S)
     name: ClassVar[str] = "hung-rank"
     description: ClassVar[str] = ("hung worker: one worker process stopped inside training (SIGSTOP), alive; "
                                   "its peers block in a collective until their timeout")

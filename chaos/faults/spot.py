@@ -20,7 +20,7 @@ from typing import ClassVar
 
 from chaos.events import Timeline
 from chaos.faults.api import Fault, FaultPlan, FaultRecord, pick_victim
-from chaos.options import option
+from chaos.options import DAY_S, option
 from chaos.platforms.api import Platform
 from chaos.platforms.capabilities import Capability, NoticeSender
 
@@ -34,11 +34,11 @@ class SpotInterruption(Fault):
     node: str | None = None
     rebalance_lead_s: float | None = option(2.0, "seconds from the rebalance recommendation to the notice "
                                                  "(none: no recommendation is sent)", flag="--rebalance-lead",
-                                            minimum=0, units="s")
+                                            minimum=0, units="s", maximum=DAY_S)
     notice_s: float = option(8.0, "seconds from the interruption notice to SIGTERM (AWS: 120)", flag="--notice",
-                             minimum=0, units="s")
+                             minimum=0, units="s", maximum=DAY_S)
     grace_s: float = option(20.0, "seconds from SIGTERM to SIGKILL of whatever is left", flag="--grace",
-                            minimum=0, units="s")
+                            minimum=0, units="s", maximum=DAY_S)
     name: ClassVar[str] = "spot-interruption"
     description: ClassVar[str] = ("AWS spot reclaim: rebalance recommendation, interruption notice, "
                                   "SIGTERM after the notice, SIGKILL after the grace period")

@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from chaos.events import Timeline
 from chaos.faults.api import Fault, FaultPlan, FaultRecord
-from chaos.options import option
+from chaos.options import DAY_S, option
 from chaos.platforms.api import Hit, Platform
 from chaos.platforms.capabilities import Capability, StoreOutage, StoreStopper
 
@@ -29,7 +29,7 @@ from chaos.platforms.capabilities import Capability, StoreOutage, StoreStopper
 @dataclass
 class EtcdOutage(Fault):
     duration_s: float | None = option(10.0, "seconds until etcd comes back with its data", flag="--duration",
-                                      above=0, units="s")
+                                      above=0, units="s", maximum=DAY_S)
     how: StoreOutage = option(StoreOutage.CRASH, "crash: etcd is killed, connections are refused at once; "
                                                  "hang: it is stopped, connections are never answered",
                               flag="--store-outage")

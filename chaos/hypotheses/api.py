@@ -34,7 +34,7 @@ from chaos.errors import FaultUnavailable, SpecError
 from chaos.events import Event
 from chaos.faults.api import Fault, FaultRecord
 from chaos.faults.catalog import fault_class
-from chaos.options import declared, option, split, validate
+from chaos.options import DAY_S, MAX_STEPS, declared, option, split, validate
 from chaos.platforms import platform_option_classes
 from chaos.runner.run import ChaosRun
 from chaos.spec import (
@@ -56,10 +56,11 @@ class TrialOptions:
         None, "how far training gets before the fault (steady state), in the job's unit (--unit: a script's "
               "epochs, iterations, ...). Default: the reference trainer 50 steps, between two of its checkpoints "
               "so the fault costs real progress; a script halfway between its 2nd and 3rd save by "
-              "--checkpoint-every (a script gives one of the two: its pace is its own)", minimum=1)
+              "--checkpoint-every (a script gives one of the two: its pace is its own)", minimum=1,
+        maximum=MAX_STEPS)
     target: str | None = option(None, "node to hit (default: the newest live node)", metavar="NODE")
     timeout_s: float = option(180.0, "seconds to wait for each phase (steady state, recovery, ...)",
-                              flag="--timeout", above=0, units="s")
+                              flag="--timeout", above=0, units="s", maximum=DAY_S)
 
     def __post_init__(self) -> None:
         validate(self)

@@ -15,6 +15,7 @@ from chaos.errors import FaultUnavailable, RecoveryTimeout, WatcherDied
 from chaos.events import ProgressEv
 from chaos.hypotheses.api import Trial, settings
 from chaos.hypotheses.catalog import get
+from chaos.hypotheses.dryrun import build_fault
 from chaos.platforms import platform_options
 from chaos.runner.run import ChaosRun, JobFailed, NotSteady
 
@@ -32,6 +33,7 @@ def execute(name: str, values: Mapping[str, Any], *, report_dir: Path, platform:
     cannot make raises FaultUnavailable."""
     h = get(name)
     s = settings(h, values, platform)
+    build_fault(s)   # the fault's own checks (a straggler's period), before a report folder is opened
     run = ChaosRun(report_dir, platform=platform, scenario=scenario or name,
                    platform_options=platform_options(platform, s.platform), overwrite=overwrite)
     with run:

@@ -5,7 +5,7 @@ from dataclasses import dataclass, replace
 
 from chaos.analysis.recovery import analyze
 from chaos.hypotheses.api import Trial, hypothesis
-from chaos.options import option, validate
+from chaos.options import DAY_S, MAX_SEED, WEEK_S, option, validate
 
 
 @hypothesis("scale-up", "a node joins mid-run; the job re-forms a larger world", fault="scale-up")
@@ -30,9 +30,9 @@ def scale_up(t: Trial) -> None:
 @dataclass(frozen=True)
 class Arrivals:
     mtbf_s: float = option(60.0, "mean seconds between failures (exponential gaps)", flag="--mtbf", above=0,
-                           units="s")
-    run_for_s: float = option(180.0, "seconds of faults", flag="--run-for", above=0, units="s")
-    seed: int = option(0, "random seed of the arrivals", minimum=0)
+                           units="s", maximum=DAY_S)
+    run_for_s: float = option(180.0, "seconds of faults", flag="--run-for", above=0, units="s", maximum=WEEK_S)
+    seed: int = option(0, "random seed of the arrivals", minimum=0, maximum=MAX_SEED)
 
     def __post_init__(self) -> None:
         validate(self)

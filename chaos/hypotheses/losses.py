@@ -8,14 +8,14 @@ from chaos.events import AgentEv, CheckpointEv, RdzvEv, last, of
 from chaos.faults.api import FaultRecord
 from chaos.faults.triggers import checkpoint_started, during_rendezvous, round_closed
 from chaos.hypotheses.api import Trial, hypothesis, seconds
-from chaos.options import option, validate
+from chaos.options import DAY_S, MAX_STEPS, option, validate
 from chaos.waiting import eventually
 
 
 @dataclass(frozen=True)
 class AfterRecovery:
     extra_steps: int = option(0, "steps to train after the recovery before the verdict (the exactly-once "
-                                 "account then covers the resized world too)", minimum=0)
+                                 "account then covers the resized world too)", minimum=0, maximum=MAX_STEPS)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -85,7 +85,7 @@ def cascading_loss(t: Trial) -> None:
 class AfterRound:
     within_s: float = option(60.0, "how long the node left has, after the second loss, to train past the "
                                    "step of the first (torch 2.13 waits 300 s for the lost node first)",
-                             minimum=1, units="s")
+                             minimum=1, units="s", maximum=DAY_S)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -135,10 +135,10 @@ def worker_crash(t: Trial) -> None:
 
 @dataclass(frozen=True)
 class Repetitions:
-    repetitions: int = option(1, "how many kills, each during a checkpoint write", minimum=1)
+    repetitions: int = option(1, "how many kills, each during a checkpoint write", minimum=1, maximum=1000)
     save_delay_s: float = option(1.0, "the reference trainer's pause between its durable temporary file and "
                                       "the rename (a large model's write: the window the kill aims at)",
-                                 flag="--save-delay", minimum=0, units="s")
+                                 flag="--save-delay", minimum=0, units="s", maximum=3600)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -200,7 +200,7 @@ def store_host_loss(t: Trial) -> None:
 @dataclass(frozen=True)
 class Crashes:
     crashes: int | None = option(None, "worker crashes to survive (default: max-restarts + 1, one too many)",
-                                 minimum=1)
+                                 minimum=1, maximum=1000)
 
     def __post_init__(self) -> None:
         validate(self)

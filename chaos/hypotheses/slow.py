@@ -21,7 +21,7 @@ from chaos.events import ProgressEv
 from chaos.faults.slow import Straggler
 from chaos.hypotheses.api import Trial, hypothesis, seconds
 from chaos.hypotheses.silent import SILENT_PG_TIMEOUT_S
-from chaos.options import option, validate
+from chaos.options import DAY_S, option, validate
 
 AGENT_SHUTDOWN_S = 30.0
 """torchrun's wait between SIGTERM and SIGKILL when it stops a worker group (torch's
@@ -104,7 +104,7 @@ def _rate(v: float | None) -> str:
 @dataclass(frozen=True)
 class DetectionBound:
     slack_s: float = option(3.0, "how far from the collective timeout the detection may come", minimum=0,
-                            units="s", flag="--slack")
+                            units="s", flag="--slack", maximum=DAY_S)
 
     def __post_init__(self) -> None:
         validate(self)

@@ -20,7 +20,7 @@ from chaos.errors import FaultUnavailable, InjectionFailed, PlatformError
 from chaos.events import NodeEv, RunnerEv, Timeline
 from chaos.events.node_events import Lost
 from chaos.events.runner_events import JobStarted, JobStopped
-from chaos.options import option
+from chaos.options import DAY_S, option
 from chaos.platforms.capabilities import Capability, kind_of
 from chaos.platforms.nodes import Hit, NodeInfo, NodeState, now
 from chaos.spec import JobSpec
@@ -40,7 +40,7 @@ class NodePool:
                                       off_flag="--no-replace")
     provisioning_delay_s: float | None = option(5.0, "seconds from a node's loss to its replacement "
                                                      "starting (the autoscaler's minutes, scaled down)",
-                                                flag="--provisioning-delay", minimum=0, units="s")
+                                                flag="--provisioning-delay", minimum=0, units="s", maximum=DAY_S)
 
 
 class Platform(abc.ABC):

@@ -8,6 +8,12 @@ than one run. Definitions (docs/REPORTS.md has the worked examples):
   in both groups; each injected fault is one sample of its group's metrics.
 - *Pass rate*: runs whose verdict passed / runs in the group. A run without a
   verdict (crashed, no report.json) counts as not passed.
+- *Not counted*: a folder whose report.json or timeline cannot be read (garbage,
+  a folder in a file's place, a field of the wrong type) is skipped and listed
+  with why, and so is a run a usage error stopped (no run was made); a run whose
+  outcome is ``not_steady`` or ``toolkit_error`` is listed apart: neither is a
+  verdict on the hypothesis, so neither is in any group's pass rate, percentiles
+  or score (:func:`survey`).
 - *Metrics*: those of every fault group (chaos.analysis.groups) declared with
   ``audit=True`` (today the recovery's phases, regain and lost steps), by their short
   name (``regain``).
@@ -37,6 +43,7 @@ from typing import Any
 
 from chaos.analysis.metrics import Metric, Unit
 from chaos.analysis.registry import fault_groups
+from chaos.analysis.verdict import Outcome
 from chaos.errors import SpecError
 from chaos.reporting.load import load_run
 from chaos.reporting.result import REPORT, TIMELINE, FaultResult
@@ -90,6 +97,26 @@ class RunSummary:
     faults: tuple[FaultResult, ...]
     goodput: float | None
     missing: tuple[str, ...]
+    outcome: Outcome | None = None
+    """What the run came to (None: no verdict was reached, a crashed run)."""
+    why: str = ""
+    """The first failed check's reason (for a run listed apart)."""
+
+    @property
+    def judged(self) -> bool:
+        """Whether the run is a verdict on its hypothesis (or a crash without one): counted in groups."""
+        return self.outcome is None or self.outcome.judges_hypothesis
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A folder the audit could not count as a run, and why."""
+
+    folder: Path
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"folder": str(self.folder), "reason": self.reason}
 
 
 def fault_metric(f: FaultResult, metric: str) -> float | None:
@@ -169,15 +196,41 @@ def find_runs(paths: Iterable[Path]) -> list[Path]:
 
 
 def summarize_run(folder: Path) -> RunSummary:
+    """One run as the audit sees it. Raises SpecError (ReportUnreadable: file, line, why) for a
+    folder whose report.json or timeline cannot be read."""
     from chaos.reporting.render import run_goodput
-    run = load_run(folder)
+    run = load_run(folder, strict=True)
+    verdict = run.result.verdict
+    why = next((c.reason for c in verdict.checks if c.ok is False), "") if verdict is not None else ""
     return RunSummary(folder=folder, platform=run.platform, passed=run.passed, faults=tuple(run.faults),
-                      goodput=run_goodput(run, extract(run.events, run.t_end)), missing=tuple(run.missing))
+                      goodput=run_goodput(run, extract(run.events, run.t_end)), missing=tuple(run.missing),
+                      outcome=verdict.outcome if verdict is not None else None, why=why)
+
+
+def survey(folders: Iterable[Path]) -> tuple[list[RunSummary], list[Skipped]]:
+    """Every folder summarized, or skipped with why: one that cannot be read, and one that a
+    usage error stopped (no run was made). Never raises for a single folder."""
+    runs: list[RunSummary] = []
+    skipped: list[Skipped] = []
+    for folder in folders:
+        try:
+            run = summarize_run(folder)
+        except SpecError as exc:
+            skipped.append(Skipped(folder, str(exc)))
+            continue
+        if run.outcome is Outcome.USAGE_ERROR:
+            skipped.append(Skipped(folder, f"not a run: {run.why}"))
+        else:
+            runs.append(run)
+    return runs, skipped
 
 
 def aggregate(runs: Sequence[RunSummary]) -> list[Group]:
+    """The groups of the runs that judge their hypothesis (runs listed apart are left out)."""
     groups: dict[tuple[str, str], Group] = {}
     for run in runs:
+        if not run.judged:
+            continue
         kinds_seen: set[str] = set()
         for f in run.faults:
             g = groups.setdefault((f.fault, run.platform), Group(f.fault, run.platform))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from chaos.analysis.metrics import Metric
 from chaos.analysis.recovery import PHASES
-from chaos.reporting.audit import SCORE_HALF_S, Group, Regression, RunSummary, Stat, audited
+from chaos.reporting.audit import SCORE_HALF_S, Group, Regression, RunSummary, Skipped, Stat, audited
 from chaos.reporting.html import AUDIT_CSP, CSS
 from chaos.reporting.svg import phase_bars_svg
 from chaos.reporting.table import aligned
@@ -49,9 +49,26 @@ def metric_rows(g: Group) -> list[list[str]]:
     return rows
 
 
+def not_counted(runs: Sequence[RunSummary], skipped: Sequence[Skipped]) -> list[str]:
+    """The lines that list what no group counts: runs apart (not steady, the toolkit's error) and
+    skipped folders (unreadable, or stopped by a usage error), each with why."""
+    apart = [r for r in runs if not r.judged]
+    lines = []
+    if apart:
+        lines += ["", f"{len(apart)} run(s) listed apart (not a verdict on the hypothesis; in no pass rate or "
+                      "score):"]
+        lines += [f"  {r.folder}: {r.outcome.value if r.outcome else '-'}: {r.why[:300]}" for r in apart]
+    if skipped:
+        lines += ["", f"{len(skipped)} folder(s) skipped (not readable as a run; in no pass rate or score):"]
+        lines += [f"  {s.folder}: {s.reason[:300]}" for s in skipped]
+    return lines
+
+
 def render_text(runs: Sequence[RunSummary], groups: Sequence[Group], *, baseline: Sequence[RunSummary] = (),
-                regressions: Sequence[Regression] = (), half_s: float = SCORE_HALF_S) -> str:
-    lines = [f"audit of {len(runs)} run(s): {len(groups)} group(s) (fault kind x platform)", ""]
+                regressions: Sequence[Regression] = (), half_s: float = SCORE_HALF_S,
+                skipped: Sequence[Skipped] = ()) -> str:
+    judged = sum(1 for r in runs if r.judged)
+    lines = [f"audit of {judged} run(s): {len(groups)} group(s) (fault kind x platform)", ""]
     if not groups:
         lines.append("no injected fault in these runs: nothing to aggregate")
     else:
@@ -67,6 +84,7 @@ def render_text(runs: Sequence[RunSummary], groups: Sequence[Group], *, baseline
             lines += [f"  {r.describe()}" for r in regressions]
         else:
             lines.append(f"no regression against the baseline ({len(baseline)} run(s))")
+    lines += not_counted(runs, skipped)
     lines += ["", f"percentiles: nearest rank; score = 100 x pass rate x mean({half_s:g} / ({half_s:g} + "
               "regain_s)); see docs/REPORTS.md"]
     return "\n".join(lines)
@@ -96,6 +114,8 @@ def _run_link(run: RunSummary, out_dir: Path) -> str:
     rel = urllib.parse.quote(Path(os.path.relpath(target.resolve(), out_dir.resolve())).as_posix())
     rel = rel if rel.startswith("../") else "./" + rel   # a path, never read as a scheme
     verdict = "passed" if run.passed else "FAILED" if run.passed is False else "no verdict"
+    if not run.judged and run.outcome is not None:
+        verdict = f"{run.outcome.value}: {run.why[:200]}"
     kinds = ", ".join(sorted({f.fault for f in run.faults})) or "no fault"
     return (f'<li><a href="{escape(rel)}">{escape(str(run.folder))}</a>: {escape(verdict)}, '
             f"{escape(run.platform)}, {escape(kinds)}</li>")
@@ -103,9 +123,10 @@ def _run_link(run: RunSummary, out_dir: Path) -> str:
 
 def render_html(runs: Sequence[RunSummary], groups: Sequence[Group], out_path: Path, *,
                 baseline: Sequence[RunSummary] = (), regressions: Sequence[Regression] = (),
-                half_s: float = SCORE_HALF_S) -> str:
+                half_s: float = SCORE_HALF_S, skipped: Sequence[Skipped] = ()) -> str:
     now = datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
-    parts = [f"<h1>Resilience audit: {len(runs)} run(s)</h1>",
+    judged = [r for r in runs if r.judged]
+    parts = [f"<h1>Resilience audit: {len(judged)} run(s)</h1>",
              f'<div class="meta">written {now} · percentiles are nearest-rank · score = 100 × pass rate × '
              f"mean({half_s:g} / ({half_s:g} + regain_s)) · definitions in docs/REPORTS.md</div>"]
     if baseline:
@@ -125,7 +146,14 @@ def render_html(runs: Sequence[RunSummary], groups: Sequence[Group], out_path: P
             parts.append(_html_table(metric_rows(g)))
     else:
         parts.append("<p>No injected fault in these runs: nothing to aggregate.</p>")
-    parts.append("<h2>Runs</h2><ul>" + "".join(_run_link(r, out_path.parent) for r in runs) + "</ul>")
+    parts.append("<h2>Runs</h2><ul>" + "".join(_run_link(r, out_path.parent) for r in judged) + "</ul>")
+    apart = [r for r in runs if not r.judged]
+    if apart:
+        parts.append('<h2 id="apart">Listed apart: not a verdict on the hypothesis</h2><ul>' + "".join(
+            _run_link(r, out_path.parent) for r in apart) + "</ul>")
+    if skipped:
+        parts.append('<h2 id="skipped">Skipped: not readable as a run</h2><ul>' + "".join(
+            f"<li>{escape(str(s.folder))}: {escape(s.reason[:300])}</li>" for s in skipped) + "</ul>")
     if baseline:
         parts.append("<h2>Baseline runs</h2><ul>"
                      + "".join(_run_link(r, out_path.parent) for r in baseline) + "</ul>")

@@ -9,6 +9,13 @@ without one, the result rebuilt from the timeline by the same code a run uses
 sentences a reader understands. Nothing is guessed. ``read_result`` reads a
 finished run's report.json alone. Only ``elastic-chaos report DIR`` and ``audit``
 (and what they are made of) read folders: a run renders from memory.
+
+``read_report_json`` is the one reader of report.json: a folder in its place, a
+file that is not UTF-8, not JSON, nested deeper than JSON's reader goes, larger
+than :data:`MAX_REPORT_BYTES`, not an object or with a field of the wrong type is
+a ``ReportUnreadable`` naming the file, the line (where JSON's reader gives one)
+and why. ``report DIR`` then renders what the timeline says (a wrong-typed field
+is refused, exit 2); ``audit`` (``strict=True``) skips the run and lists it.
 """
 from __future__ import annotations
 
@@ -21,15 +28,19 @@ from chaos.events import Event, FaultEv, RunnerEv, first, of, read_timeline
 from chaos.faults.api import FaultRecord
 from chaos.reporting.result import REPORT, SCHEMA_VERSION, TIMELINE, RunResult, build_result
 from chaos.reporting.run_report import RunReport, missing_in
-from chaos.reporting.schema import check_report
+from chaos.reporting.schema import ReportInvalid, ReportUnreadable, check_report
 from chaos.spec import JobSpec
 
 KNOWN_VERSIONS = (1, SCHEMA_VERSION)
+MAX_REPORT_BYTES = 256 * 1024 * 1024
+"""The largest report.json read (a run of many faults writes well under a megabyte)."""
 
 
-def load_run(folder: Path) -> RunReport:
+def load_run(folder: Path, *, strict: bool = False) -> RunReport:
     """Load a report folder. Raises SpecError when it holds neither report.json
-    nor timeline.jsonl (it is not a report folder)."""
+    nor timeline.jsonl (it is not a report folder), ReportInvalid for a field of the
+    wrong type, and with ``strict`` (the audit) ReportUnreadable for a report.json that
+    cannot be read at all (else that is noted in ``missing`` and the timeline speaks)."""
     report_path, timeline_path = folder / REPORT, folder / TIMELINE
     if not folder.is_dir():
         raise SpecError(f"{folder} is not a folder; pass a report folder (one per run, "
@@ -50,7 +61,7 @@ def load_run(folder: Path) -> RunReport:
             missing.append(note)
     else:
         missing.append(f"no {TIMELINE}: no timeline picture, no log excerpts by time")
-    result = _read_report(report_path, missing)
+    result = _read_report(report_path, missing, strict=strict)
     complete = result is not None
     if result is None:
         result = result_of_timeline(events)
@@ -60,40 +71,64 @@ def load_run(folder: Path) -> RunReport:
 
 
 def read_result(folder: Path) -> RunResult | None:
-    """``folder``/report.json as the typed result; None when it is absent or not a JSON object.
+    """``folder``/report.json as the typed result; None when it is absent or cannot be read.
     Raises ReportInvalid (a SpecError) naming a field of the wrong type."""
-    raw = _json(folder / REPORT)
-    if not isinstance(raw, dict):
+    path = folder / REPORT
+    if not path.exists():
         return None
-    check_report(raw, str(folder / REPORT))
-    return RunResult.from_json(raw)
-
-
-def _json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, ValueError, RecursionError):
+        return RunResult.from_json(read_report_json(path))
+    except ReportInvalid:
+        raise
+    except ReportUnreadable:
         return None
 
 
-def _read_report(path: Path, missing: list[str]) -> RunResult | None:
+def read_report_json(path: Path) -> dict[str, Any]:
+    """report.json at ``path`` as its JSON object, checked field by field (the one reader of
+    report.json files). Raises ReportUnreadable naming the file, the line where known, and why."""
+    if path.is_dir():
+        raise ReportUnreadable(f"{path}: a folder, not a file")
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_REPORT_BYTES + 1)
+    except OSError as exc:
+        raise ReportUnreadable(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if len(data) > MAX_REPORT_BYTES:
+        raise ReportUnreadable(f"{path}: larger than {MAX_REPORT_BYTES // (1024 * 1024)} MiB, no run writes that")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise ReportUnreadable(f"{path}:{line}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ReportUnreadable(f"{path}:{exc.lineno}: not JSON ({exc.msg}, column {exc.colno})") from None
+    except (ValueError, RecursionError) as exc:   # nested deeper than the reader goes
+        what = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:80]
+        raise ReportUnreadable(f"{path}: not a report ({what})") from None
+    if not isinstance(raw, dict):
+        raise ReportUnreadable(f"{path}: not a JSON object")
+    check_report(raw, str(path))  # a field of the wrong type is named, not met as a traceback while rendering
+    return raw
+
+
+def _read_report(path: Path, missing: list[str], *, strict: bool = False) -> RunResult | None:
     if not path.exists():
         missing.append(f"no {REPORT}: the run ended before writing it (crashed or killed); "
                        "the job spec, faults and metrics below are recomputed from the timeline "
                        "and there is no verdict")
         return None
     try:
-        raw = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except (ValueError, RecursionError) as exc:
-        missing.append(f"{REPORT} is not valid JSON ({str(exc)[:80]}); metrics recomputed from the timeline")
+        raw = read_report_json(path)
+    except ReportInvalid:
+        raise
+    except ReportUnreadable as exc:
+        if strict:
+            raise
+        missing.append(f"{exc}; metrics recomputed from the timeline")
         return None
-    except OSError as exc:
-        missing.append(f"{REPORT} cannot be read ({exc.strerror or exc}); metrics recomputed from the timeline")
-        return None
-    if not isinstance(raw, dict):
-        missing.append(f"{REPORT} is not a JSON object; metrics recomputed from the timeline")
-        return None
-    check_report(raw, str(path))  # a field of the wrong type is named, not met as a traceback while rendering
     version = raw.get("schema_version")
     if version not in KNOWN_VERSIONS:
         missing.append(f"{REPORT} has schema_version {version!r}; this renderer knows {KNOWN_VERSIONS} and "

@@ -23,7 +23,13 @@ from chaos.errors import SpecError
 Check = Callable[[Any], bool]
 
 
-class ReportInvalid(SpecError):
+class ReportUnreadable(SpecError):
+    """report.json cannot be read as a run's report (a folder in its place, not UTF-8, not JSON,
+    nested too deep, not an object, or a field of the wrong type); the message names the file,
+    the line where one is known, and why."""
+
+
+class ReportInvalid(ReportUnreadable):
     """report.json has a field of the wrong type; the message names it."""
 
 

@@ -73,6 +73,10 @@ class ArmedFault:
         return self.record
 
 
+def _said(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, ChaosError) else f"{type(exc).__name__}: {exc}"
+
+
 class FaultLedger:
     """Injects, arms, repeats and reverts the faults of one run on one platform."""
 
@@ -87,6 +91,8 @@ class FaultLedger:
         """Every fault injected, in order."""
         self._applied: list[_Applied] = []
         self._lock = threading.Lock()
+        self._timer_errors: list[str] = []
+        """Reverts a fault's timer could not make (its thread has no one to raise to)."""
 
     def _available(self, fault: Fault) -> None:
         reason = fault.unavailable(self.platform)
@@ -105,7 +111,7 @@ class FaultLedger:
             self.records.append(record)
             self._applied.append(applied)
         if fault.duration_s is not None:
-            applied.timer = threading.Timer(fault.duration_s, self._revert, args=(applied,))
+            applied.timer = threading.Timer(fault.duration_s, self._timed_revert, args=(applied,))
             applied.timer.daemon = True
             applied.timer.start()
         return record
@@ -125,14 +131,25 @@ class FaultLedger:
                 self._revert(applied)
 
     def revert_all(self) -> list[str]:
-        """Undo every fault not undone yet; returns what could not be undone."""
-        errors = []
+        """Undo every fault not undone yet (one whose timer failed to undo it is tried again);
+        returns what could not be undone, and what a timer could not undo when it was due: the
+        run's teardown makes each a ``cleanup`` check (the toolkit's error, not the hypothesis')."""
+        errors = list(self._timer_errors)
         for applied in list(self._applied):
             try:
                 self._revert(applied)
-            except ChaosError as exc:
-                errors.append(f"reverting {applied.fault.name}: {exc}")
+            except Exception as exc:  # noqa: BLE001 - every fault gets its revert; each failure is said
+                errors.append(f"reverting {applied.fault.name}: {_said(exc)}")
         return errors
+
+    def _timed_revert(self, applied: _Applied) -> None:
+        """A fault's ``duration_s`` ran out (on the timer's thread): revert it, and keep what failed
+        for the teardown, which tries again and reports it."""
+        try:
+            self._revert(applied)
+        except Exception as exc:  # noqa: BLE001 - nobody to raise to on a timer thread
+            self._timer_errors.append(f"reverting {applied.fault.name} after its {applied.fault.duration_s:g}s: "
+                                      f"{_said(exc)}")
 
     def _revert(self, applied: _Applied) -> None:
         with self._lock:
@@ -141,7 +158,12 @@ class FaultLedger:
             applied.reverted = True
         if applied.timer is not None:
             applied.timer.cancel()
-        applied.fault.revert(self.platform, self.timeline, applied.record)
+        try:
+            applied.fault.revert(self.platform, self.timeline, applied.record)
+        except BaseException:
+            with self._lock:
+                applied.reverted = False   # not undone: the teardown tries again
+            raise
 
     def repeat(self, make_fault: Callable[[], Fault], *, mtbf_s: float, duration_s: float,
                seed: int = 0, min_alive: int = 1) -> list[FaultRecord]:

@@ -31,8 +31,8 @@ from chaos.analysis.invariants import SplitBrain, split_brains
 from chaos.analysis.observation import ScriptObservation
 from chaos.analysis.samples import SampleAccount, account_samples
 from chaos.analysis.steady import Unsteady, unsteady
-from chaos.analysis.verdict import Verdict
-from chaos.errors import ChaosError, RecoveryTimeout, WatcherDied
+from chaos.analysis.verdict import USAGE_CHECK, Verdict
+from chaos.errors import ChaosError, FaultUnavailable, RecoveryTimeout, SetupError, SpecError, WatcherDied
 from chaos.events import AgentEv, CheckpointEv, Event, ProgressEv, RunnerEv, Timeline
 from chaos.events.runner_events import Phase
 from chaos.faults.api import Fault, FaultRecord
@@ -95,6 +95,8 @@ class ChaosRun:
         """The job's shared working directory on this machine (None where not local)."""
         self.node_roots: NodeRoots | None = None
         """Where a script's checkpoint path was watched on each node's own disk (node_local_workdir)."""
+        self.script_lines: ScriptLines | None = None
+        """What reads a user script's own lines (None before start): says whether it printed any."""
         self.report: RunReport | None = None
         """The run's report, made once when it closes (its result, events and node logs)."""
         self.rendered: RenderResult | None = None
@@ -107,7 +109,9 @@ class ChaosRun:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: object) -> None:
         if exc is not None and self.verdict is None:
-            self.verdict = Verdict.failed(f"run aborted: {type(exc).__name__}: {exc}")
+            check = check_of(exc)
+            self.verdict = Verdict.failed(f"not a run: {exc}" if check == USAGE_CHECK else
+                                          f"run aborted: {type(exc).__name__}: {exc}", check=check)
         self.close()
 
     def start(self, job: JobSpec) -> None:
@@ -116,7 +120,8 @@ class ChaosRun:
         self.phase("starting", nodes=job.nodes)
         self.platform.start(job)
         self.workdir = self.platform.job_workdir()
-        follower = LogFollower(self.timeline, self.platform.node_logs, ScriptLines(job.observe, job.nproc_per_node),
+        self.script_lines = ScriptLines(job.observe, job.nproc_per_node)
+        follower = LogFollower(self.timeline, self.platform.node_logs, self.script_lines,
                                tz=self.platform.node_log_timezone())
         self.add_watcher(follower)
         ckpt, read = job.observe.checkpoint, (lambda: follower.read_until)
@@ -157,16 +162,16 @@ class ChaosRun:
             w.stopping()  # the job going away below is not news worth an event
         try:
             self.platform.stop()
-        except ChaosError as exc:
-            errors.append(str(exc))
+        except Exception as exc:  # noqa: BLE001 - teardown goes on; the error is the toolkit's check
+            errors.append(_said(exc))
         died: list[str] = []
         for w in self._watchers:
             try:
                 w.stop()
             except WatcherDied as exc:   # the run was partly blind: it cannot pass
                 died.append(str(exc))
-            except ChaosError as exc:
-                errors.append(str(exc))
+            except Exception as exc:  # noqa: BLE001 - as above
+                errors.append(_said(exc))
         problems = [(f"cleanup: {e}", "cleanup") for e in errors]
         problems += [(d, "watcher") for d in died if self.verdict is None
                      or not any(c.name == "watcher" and c.reason == d for c in self.verdict.checks)]
@@ -255,6 +260,10 @@ class ChaosRun:
         steps = self.timeline.select(ProgressEv.STEP)
         if not steps:
             regex = self.job.observe.progress_regex if self.job else None
+            if regex and self.script_lines is not None and self.script_lines.lines_seen == 0:
+                return (f"no training step yet (the script printed nothing at all: {self.report_dir / 'nodes'}"
+                        "/*.log hold only torchrun's own lines; --progress-regex reads what the script prints "
+                        "to stdout or stderr, so it must print its steps there, not only to a file)")
             return "no training step yet" + (f" (no line matched --progress-regex {regex!r}; compare it "
                                              f"with {self.report_dir / 'nodes'}/*.log)" if regex else "")
         e = steps[-1]
@@ -389,6 +398,26 @@ class ChaosRun:
     def goodput(self) -> float | None:
         """Useful step time / wall time since the first step (None before two steps)."""
         return analysis.goodput(self.timeline.events(), end=time.time())
+
+
+def check_of(exc: BaseException) -> str:
+    """The verdict check a run that ``exc`` ended fails, and so its outcome and exit code:
+    ``usage`` (a bad input or setup met once the run had begun: no run), ``watcher`` (a watcher
+    died: the run went blind), ``toolkit`` (the toolkit or its platform failed: a fault it could not
+    inject, a bug), or ``run`` (what the job did: it did not recover in time or died for good; a
+    scenario's assertion; an interrupt). Never a hypothesis check for the toolkit's own failure."""
+    if isinstance(exc, (SpecError, SetupError, FaultUnavailable)):
+        return USAGE_CHECK
+    if isinstance(exc, WatcherDied):
+        return "watcher"
+    if isinstance(exc, (RecoveryTimeout, JobFailed, AssertionError)) or not isinstance(exc, Exception):
+        return "run"
+    return "toolkit"
+
+
+def _said(exc: BaseException) -> str:
+    """An error for a check's reason: a ChaosError's message says it all; anything else is named."""
+    return str(exc) if isinstance(exc, ChaosError) else f"{type(exc).__name__}: {exc}"
 
 
 def _tail(path: Path, lines: int = 12) -> str:

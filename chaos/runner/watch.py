@@ -30,6 +30,7 @@ from chaos.events.fault_events import Observed
 from chaos.events.node_events import Lost
 from chaos.events.rdzv_events import RdzvState
 from chaos.events.runner_events import JobStarted, Phase
+from chaos.options import WEEK_S, option, validate
 from chaos.platforms import etcd_v2
 from chaos.reporting.live_console import ConsoleProgress
 from chaos.watchers.api import Watcher
@@ -50,8 +51,8 @@ class WatchOptions:
     """The job's rendezvous run id (torchrun's --rdzv-id)."""
     record: Path | None = None
     """Folder to write timeline.jsonl (and report.json/report.html at the end) into."""
-    duration_s: float | None = None
-    """Stop after this many seconds; None = until Ctrl-C."""
+    duration_s: float | None = option(None, "stop after this long (default: Ctrl-C)", flag="--duration", above=0,
+                                      maximum=WEEK_S, units="s")
     logs: Path | None = None
     """A folder of node logs (``<node>.log``) to follow for training progress."""
     platform: str = "etcd"
@@ -63,8 +64,7 @@ class WatchOptions:
             raise SpecError(f"--etcd {self.etcd!r} is not HOST:PORT (for example 127.0.0.1:2379)")
         if not self.run_id:
             raise SpecError("--run-id must not be empty (torchrun's --rdzv-id of the job)")
-        if self.duration_s is not None and self.duration_s <= 0:
-            raise SpecError("--duration must be > 0 seconds")
+        validate(self)   # --duration: finite, > 0, at most a week
         if self.logs is not None and not self.logs.is_dir():
             raise SpecError(f"--logs {self.logs} is not a folder of node logs")
 

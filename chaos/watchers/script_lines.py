@@ -33,6 +33,9 @@ class ScriptLines:
         self._restart: dict[str, int] = {}
         self._last_step: dict[str, int] = {}
         self._warned: set[str] = set()
+        self.lines_seen = 0
+        """Lines of the script's own output fed so far (torchrun's banner aside): 0 after a run that
+        timed out means the script printed nothing at all, not that the regex matched nothing."""
 
     @property
     def active(self) -> bool:
@@ -50,6 +53,8 @@ class ScriptLines:
 
     def feed(self, node: str, line: str, t: float) -> Event | None:
         """The event a script line stands for, or None."""
+        if line.strip() and not _torchrun_banner(line):
+            self.lines_seen += 1
         if self.resume is not None:
             m = self.resume.search(line)
             if m is not None:
@@ -82,6 +87,12 @@ class ScriptLines:
         return Event.make(ProgressEv.UNPARSED, t, node, Unparsed(
             option=option, step_text=text, line=line[:LINE_LIMIT],
             why=f"{option} matched but its step group {text!r} is not an integer; such lines are ignored"))
+
+
+def _torchrun_banner(line: str) -> bool:
+    """The lines torchrun prints around its OMP_NUM_THREADS warning (not the script's)."""
+    text = line.strip()
+    return set(text) == {"*"} or text.startswith("Setting OMP_NUM_THREADS")
 
 
 def _int(text: str | None) -> int | None:

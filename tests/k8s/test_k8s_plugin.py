@@ -52,14 +52,16 @@ def test_unknown_options_name_the_accepted_ones():
         settings(None, {"etcd_binary": "/x"}, "kind")
 
 
-def test_plain_values_become_typed_settings():
+def test_plain_values_become_typed_settings(tmp_path):
+    kubeconfig = tmp_path / "k"   # read when the options are made (chaos.platforms.kubernetes.kubeconfig)
+    kubeconfig.write_text("apiVersion: v1\nclusters: []\nusers: []\ncontexts:\n- name: c\ncurrent-context: c\n")
     opts = platform_options("kubernetes", {"job_kind": "PyTorchJob", "gpus_per_node": 8,
                                            "node_selector": {"eks.amazonaws.com/capacityType": "SPOT"},
                                            "tolerations": ["nvidia.com/gpu:NoSchedule"],
-                                           "provisioning_delay_s": 30.0, "kubeconfig": "/k",
+                                           "provisioning_delay_s": 30.0, "kubeconfig": str(kubeconfig),
                                            "namespace": "train"})["options"]
     assert isinstance(opts, KubernetesOptions) and not isinstance(opts, KindOptions)
-    assert opts.kubeconfig == "/k" and opts.provisioning_delay_s == 30.0
+    assert opts.kubeconfig == str(kubeconfig) and opts.provisioning_delay_s == 30.0
     s = opts.settings
     assert (s.namespace, s.job_kind, s.gpus_per_node) == ("train", m.JobKind.PYTORCHJOB, 8)
     assert s.node_selector == (("eks.amazonaws.com/capacityType", "SPOT"),)

@@ -42,8 +42,12 @@ def api_client_from_config(options: KubernetesOptions, client: Any, config: Any)
     path = options.kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
     if options.kubeconfig and not Path(options.kubeconfig).is_file():
         raise SetupError(f"--kubeconfig {options.kubeconfig} is not a file")
+    first = Path(path.split(os.pathsep)[0])
+    if first.is_file() and os.pathsep not in path:   # one file: the reader --kubeconfig's goes through
+        from chaos.platforms.kubernetes.kubeconfig import check
+        check(first, options.context)
     try:
-        if Path(path.split(os.pathsep)[0]).is_file():
+        if first.is_file():
             return config.new_client_from_config(config_file=path, context=options.context)
         config.load_incluster_config()
         return client.ApiClient()

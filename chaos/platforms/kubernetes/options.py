@@ -13,10 +13,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from chaos.errors import SpecError
-from chaos.options import option, validate
+from chaos.options import DAY_S, option, validate
 from chaos.platforms.api import NodePool
 from chaos.platforms.kubernetes import manifests as m
 
@@ -37,18 +38,18 @@ class KubernetesOptions(NodePool):
                                              "a load balancer); default: the in-cluster Service address when "
                                              "running in a pod, else `kubectl port-forward`", metavar="HOST:PORT")
     start_timeout_s: float = option(300.0, "how long starting waits for every worker pod to run (image pulls, "
-                                           "autoscaling)", flag="--start-timeout", above=0, units="s")
+                                           "autoscaling)", flag="--start-timeout", above=0, units="s", maximum=DAY_S)
     stop_timeout_s: float = option(60.0, "how long stopping waits for the run's pods to be gone",
-                                   flag="--stop-timeout", above=0, units="s")
+                                   flag="--stop-timeout", above=0, units="s", maximum=DAY_S)
     watch_window_s: int = option(10, "server-side timeout of each watch request; the next one resumes where it "
-                                     "ended", minimum=1, cli=False)
+                                     "ended", minimum=1, cli=False, maximum=3600)
     kubectl: str = option("kubectl", "kubectl used for the etcd port-forward only", cli=False)
     provisioning_delay_s: float | None = option(None, "hold a lost worker's replacement back this long: on a "
                                                       "cluster whose machines we operate, a new machine is "
                                                       "asked for this long after one is lost; elsewhere the "
                                                       "job is scaled down, then up (the autoscaler's minutes); "
                                                       "default: at once",
-                                                flag="--provisioning-delay", minimum=0, units="s")
+                                                flag="--provisioning-delay", minimum=0, units="s", maximum=DAY_S)
     metadata_address: str | None = option(None, "HOST[:PORT[-PORT]] where pods reach this machine: the spot-notice "
                                                 "stand-in (an instance metadata service) listens there; default: "
                                                 "the cluster profile's (the local cluster's bridge)",
@@ -59,6 +60,9 @@ class KubernetesOptions(NodePool):
 
     def __post_init__(self) -> None:
         validate(self)
+        if self.kubeconfig is not None:   # read as the client will, before a run starts (file, line, reason)
+            from chaos.platforms.kubernetes.kubeconfig import check
+            check(Path(self.kubeconfig).expanduser(), self.context)
 
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaos.errors import SpecError
-from chaos.options import option, validate
+from chaos.options import DAY_S, option, validate
 
 Manifest = dict[str, Any]
 
@@ -122,8 +122,9 @@ class KubeSettings:
     memory: str | None = "2Gi"
     """Memory request and limit per worker pod (None: none)."""
     gpus_per_node: int = option(0, "nvidia.com/gpu per worker pod; the job's nproc_per_node must equal it",
-                                minimum=0)
-    efa_per_node: int = option(0, "vpc.amazonaws.com/efa interfaces per worker pod (p4d/p5: 4/32)", minimum=0)
+                                minimum=0, maximum=64)
+    efa_per_node: int = option(0, "vpc.amazonaws.com/efa interfaces per worker pod (p4d/p5: 4/32)", minimum=0,
+                               maximum=64)
     shm_size: str = "1Gi"
     """Size of the in-memory ``/dev/shm`` (data-loader workers share tensors through it)."""
     tolerations: tuple[Toleration, ...] = ()
@@ -140,7 +141,8 @@ class KubeSettings:
     c10d_port: int = 29400
     """Port of the c10d store on worker-0 (c10d rendezvous only)."""
     termination_grace_s: int = option(30, "pod grace period: SIGTERM -> SIGKILL on a graceful delete, "
-                                          "eviction or drain", flag="--termination-grace", minimum=0, units="s")
+                                          "eviction or drain", flag="--termination-grace", minimum=0, units="s",
+                                      maximum=DAY_S)
     service_account: str | None = None
     """Service account of the worker pods (None: the namespace default)."""
 

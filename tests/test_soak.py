@@ -1,0 +1,116 @@
+"""`make soak` (bench/soak.py): per-scenario pass/fail counts, flaky scenarios and metric spreads
+from catalog runs, aggregated without running a catalog (the catalog runs are made of recorded
+report folders and outcome logs; a real small soak is in bench/RESULTS.md)."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench import soak
+
+RUNS = Path(__file__).parent / "fixtures" / "runs"
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+KILL = "scenarios/test_kill_node.py::test_a_lost_node_is_replaced"
+CRASH = "scenarios/test_worker_crash.py::test_a_crashed_worker_is_restarted"
+GPU = "scenarios/test_kill_node.py::test_on_gpus"
+
+
+def log(path: Path, phases: list[tuple[str, str, str]]) -> Path:
+    path.write_text("".join(json.dumps({"nodeid": n, "when": w, "outcome": o}) + "\n" for n, w, o in phases))
+    return path
+
+
+def test_a_test_failed_in_any_phase_is_failed_and_a_skip_is_a_skip(tmp_path):
+    outs = soak.outcomes(log(tmp_path / "o.jsonl", [
+        (KILL, "setup", "passed"), (KILL, "call", "passed"), (KILL, "teardown", "failed"),   # split brain at teardown
+        (CRASH, "setup", "passed"), (CRASH, "call", "passed"), (CRASH, "teardown", "passed"),
+        (GPU, "setup", "skipped"), (GPU, "teardown", "passed")]))
+    assert outs == {KILL: "failed", CRASH: "passed", GPU: "skipped"}
+
+
+def test_a_scenario_that_passed_and_failed_in_identical_runs_is_flaky():
+    runs = [("local", {KILL: "passed", CRASH: "passed", GPU: "skipped"}, {KILL: {"regain": [8.1], "lost_steps": [9]}}),
+            ("local", {KILL: "failed", CRASH: "passed", GPU: "skipped"},
+             {KILL: {"regain": [31.0], "lost_steps": [12]}}),
+            ("local", {KILL: "passed", CRASH: "failed", GPU: "skipped"}, {KILL: {"regain": [8.4], "lost_steps": [9]}})]
+    found = {s.nodeid: s for s in soak.aggregate(runs)}
+    assert (found[KILL].passed, found[KILL].failed, found[KILL].flaky) == (2, 1, True)
+    assert found[KILL].to_json()["metrics"]["regain"] == {"n": 3, "min": 8.1, "median": 8.4, "max": 31.0,
+                                                          "values": [8.1, 31.0, 8.4]}
+    assert found[CRASH].flaky and not found[GPU].flaky and found[GPU].skipped == 3
+    runs_done = [soak.CatalogRun("local", i, Path("r"), Path("l"), 1, 400.0 + i) for i in range(3)]
+    block = soak.summary(list(found.values()), runs_done, keyword=None, date="2026-11-26")
+    local = block["catalogs"]["local"]
+    assert local["runs"] == 3 and local["failures"] == 2 and sorted(local["flaky"]) == sorted([KILL, CRASH])
+    text = "\n".join(soak.markdown({"soak": block}))
+    row = "| local | `test_kill_node.py::test_a_lost_node_is_replaced` | 2 | 1 | 0 | **yes** | 3: 8.1 / 8.4 / 31 | "
+    assert "2 flaky scenario(s)" in text and row + "3: 9 / 9 / 12 |" in text
+
+
+def test_a_scenario_that_always_failed_is_not_flaky_but_counted():
+    found = soak.aggregate([("local", {KILL: "failed"}, {}), ("local", {KILL: "failed"}, {})])
+    block = soak.summary(found, [], keyword="kill", date="d")
+    assert not found[0].flaky and found[0].failed == 2 and block["keyword"] == "kill"
+
+
+def a_catalog_run(root: Path, index: int, outcome: str) -> soak.CatalogRun:
+    """A catalog run made of a recorded run's report folder, its scenario set to KILL."""
+    reports = root / f"local-{index}"
+    folder = reports / "scenarios_test_kill_node.py_test_a_lost_node_is_replaced"
+    shutil.copytree(RUNS / "kill-node-replaced", folder)
+    report = json.loads((folder / "report.json").read_text())
+    report["scenario"] = KILL
+    (folder / "report.json").write_text(json.dumps(report))
+    outcomes = log(reports / "outcomes.jsonl", [(KILL, "setup", "passed"), (KILL, "call", outcome)])
+    return soak.CatalogRun("local", index, reports, outcomes, 0 if outcome == "passed" else 1, 60.0)
+
+
+def test_metrics_are_read_from_the_report_folders_by_scenario(tmp_path):
+    run = a_catalog_run(tmp_path, 0, "passed")
+    values = soak.metrics(run.reports)
+    assert set(values) == {KILL} and len(values[KILL]["regain"]) == 1 and values[KILL]["lost_steps"]
+
+
+def test_the_soak_writes_its_block_and_section_keeping_every_other_figure(tmp_path, monkeypatch):
+    out = tmp_path / "bench"
+    out.mkdir()
+    shutil.copy(BENCH / "results.json", out / "results.json")
+    before = json.loads((out / "results.json").read_text())
+    made = iter(["passed", "failed"])
+
+    def fake_catalog(catalog: str, index: int, root: Path, **_: object) -> soak.CatalogRun:
+        return a_catalog_run(root, index, next(made))
+
+    monkeypatch.setattr(soak, "run_catalog", fake_catalog)
+    monkeypatch.setattr(soak, "cluster_kubeconfig", lambda: None)
+    monkeypatch.setattr("chaos.signals.terminate_cleanly", lambda: False)   # pytest's SIGTERM stays pytest's
+    code = soak.main(["--runs", "2", "--cluster-runs", "0", "--reports", str(tmp_path / "reports"),
+                      "--out", str(out)])
+    assert code == 1                                          # a flaky scenario: exit 1
+    after = json.loads((out / "results.json").read_text())
+    assert {k: v for k, v in after.items() if k not in ("soak", "findings")} == \
+           {k: v for k, v in before.items() if k not in ("soak", "findings")}
+    assert after["soak"]["catalogs"]["local"]["flaky"] == [KILL]
+    assert "## Our own flakiness (make soak)" in (out / "RESULTS.md").read_text()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_plugin_logs_each_phase_once_also_under_xdist(pytester, workers):
+    pytester.makepyfile("""
+        import pytest
+        def test_ok(): pass
+        def test_bad(): assert False
+        @pytest.mark.skip(reason="no GPU")
+        def test_gpu(): pass
+    """)
+    log_path = pytester.path / "outcomes.jsonl"
+    args = ["-p", "bench.soak_plugin", "--soak-log", str(log_path), "-p", "no:randomly"]
+    result = pytester.runpytest_subprocess(*args, *(["-n", str(workers)] if workers else []))
+    result.assert_outcomes(passed=1, failed=1, skipped=1)
+    outs = soak.outcomes(log_path)
+    assert {k.split("::")[-1]: v for k, v in outs.items()} == {"test_ok": "passed", "test_bad": "failed",
+                                                               "test_gpu": "skipped"}
+    assert len(log_path.read_text().splitlines()) == 8         # setup/call/teardown x2, setup/teardown of the skip
