@@ -281,10 +281,10 @@ def _setup_errors_fail_the_test() -> Iterator[None]:
     from chaos.errors import SetupError, SpecError
     try:
         yield
-    except SetupError as exc:
-        pytest.fail(f"elastic-chaos cannot run this scenario here: {exc}", pytrace=False)
+    except SetupError as exc:  # `from None`: the message alone, not the chained exception too
+        raise pytest.fail.Exception(f"elastic-chaos cannot run this scenario here: {exc}", pytrace=False) from None
     except SpecError as exc:
-        pytest.fail(f"elastic-chaos: {exc}", pytrace=False)
+        raise pytest.fail.Exception(f"elastic-chaos: {exc}", pytrace=False) from None
 
 
 @pytest.fixture

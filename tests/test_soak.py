@@ -4,6 +4,7 @@ report folders and outcome logs; a real small soak is in bench/RESULTS.md)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -98,7 +99,10 @@ def test_the_soak_writes_its_block_and_section_keeping_every_other_figure(tmp_pa
 
 
 @pytest.mark.parametrize("workers", [0, 2])
-def test_the_plugin_logs_each_phase_once_also_under_xdist(pytester, workers):
+def test_the_plugin_logs_each_phase_once_also_under_xdist(pytester, monkeypatch, workers):
+    # `make soak` runs pytest in the repository, where bench/ is importable; here, in a temporary folder
+    root = str(Path(__file__).resolve().parents[1])
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
     pytester.makepyfile("""
         import pytest
         def test_ok(): pass

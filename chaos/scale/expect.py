@@ -16,6 +16,10 @@ from chaos.options import option, validate
 from chaos.scale.figures import BackendFigures, Figures
 from chaos.spec import RendezvousSpec
 
+MAX_SCALE_NODES = 100_000
+"""The largest world a question may name: beyond any cluster torchrun has run, so a typo is refused
+rather than extrapolated."""
+
 TORCH_DEFAULTS = {"keep_alive_interval": 5, "keep_alive_max_attempt": 3, "last_call_timeout": 30,
                   "join_timeout": 600}
 """torch 2.13's values for the knobs a RendezvousSpec leaves None (dynamic_rendezvous.py)."""
@@ -25,7 +29,8 @@ TORCH_DEFAULTS = {"keep_alive_interval": 5, "keep_alive_max_attempt": 3, "last_c
 class Question:
     """``elastic-chaos scale``'s own options (the rendezvous ones are RendezvousSpec's)."""
 
-    nodes: int | None = option(None, "nodes in the job (its world size); required", minimum=1, metavar="N")
+    nodes: int | None = option(None, "nodes in the job (its world size); required", minimum=1,
+                               maximum=MAX_SCALE_NODES, metavar="N")
     figures: str | None = option(None, "measured figures to use (default: the ones shipped with the toolkit, "
                                         "written by `python -m bench --scale-rdzv`)", metavar="PATH")
 
