@@ -38,6 +38,7 @@ from chaos.faults.api import Fault, FaultRecord
 from chaos.faults.triggers import Trigger
 from chaos.platforms import create_platform
 from chaos.platforms.api import Platform
+from chaos.platforms.storage import storage_of
 from chaos.reporting.render import RenderResult
 from chaos.reporting.report import write_report
 from chaos.reporting.result import RunResult, build_result
@@ -51,6 +52,7 @@ from chaos.watchers.checkpoints import CheckpointWatcher
 from chaos.watchers.logs import LogFollower
 from chaos.watchers.rendezvous import RendezvousWatcher
 from chaos.watchers.script_lines import ScriptLines
+from chaos.watchers.storage import StorageOpWatcher
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +109,12 @@ class ChaosRun:
         self.add_watcher(LogFollower(self.timeline, self.platform.node_logs,
                                      ScriptLines(job.observe, job.nproc_per_node),
                                      tz=self.platform.node_log_timezone()))
+        storage = storage_of(self.platform)  # the checkpoint folder behind the storage layer: read it past the mount
         if job.observe.checkpoint and self.workdir is not None:  # a script's own checkpoint file
-            self.add_watcher(CheckpointWatcher(self.timeline, self.workdir / job.observe.checkpoint))
+            self.add_watcher(CheckpointWatcher(self.timeline, self.workdir / job.observe.checkpoint,
+                                               view=storage.view if storage is not None else None))
+        if storage is not None:
+            self.add_watcher(StorageOpWatcher(self.timeline, storage.op_log(), mountpoint=storage.mountpoint()))
         endpoint = self.platform.etcd_endpoint()
         if endpoint:
             self.add_watcher(RendezvousWatcher(self.timeline, endpoint, job.run_id, self._pid_to_node))

@@ -12,6 +12,10 @@ looked); its ``step`` is the latest progress step seen at that time, marked
 A rename into place (the atomic save) and an in-place rewrite both count;
 one that lands twice within a poll is seen once. Files present when the
 watch starts are the baseline, not saves.
+
+A file behind the storage layer (chaos.platforms.storage) is read through ``view``:
+the folder reached without the mount, so a poll never waits on an op a storage
+fault holds; events still name the path the job wrote.
 """
 from __future__ import annotations
 
@@ -68,16 +72,19 @@ class CheckpointWatcher(Watcher):
     interval_s = 0.2
 
     def __init__(self, timeline: Timeline, path: Path, *,
-                 step_at: Callable[[float], int | None] | None = None) -> None:
+                 step_at: Callable[[float], int | None] | None = None,
+                 view: Callable[[Path], Path] | None = None) -> None:
         super().__init__(timeline)
         self.path = path
+        self.view = view
+        """Where to read ``path`` from (the storage layer's direct view); None: ``path`` itself."""
         self.step_at = step_at or self._latest_step
         self.saves = 0
         self._known: dict[Path, Signature] | None = None
         self._pending: dict[Path, Signature] = {}
 
     def poll(self) -> None:
-        seen = scan(self.path)
+        seen = self._scan()
         if self._known is None:  # the baseline: what was there before the job wrote anything
             self._known = seen
             return
@@ -92,6 +99,14 @@ class CheckpointWatcher(Watcher):
                 self._pending[p] = sig
         for gone in set(self._known) - set(seen):
             del self._known[gone]
+
+    def _scan(self) -> dict[Path, Signature]:
+        """``scan`` of the path, read through the view, keyed by the paths the job wrote."""
+        where = self.view(self.path) if self.view is not None else self.path
+        if where == self.path:
+            return scan(self.path)
+        return {self.path / p.relative_to(where) if p != where else self.path: sig
+                for p, sig in scan(where).items()}
 
     def _emit(self, p: Path, sig: Signature) -> None:
         t = sig[1] / 1e9

@@ -59,6 +59,7 @@ from chaos.platforms.local.relay import StallableRelay
 from chaos.platforms.local.threads import plan_threads, usable_cores
 from chaos.platforms.local.torch_check import require_torch
 from chaos.platforms.slowdown import Slowdowns
+from chaos.platforms.storage import StorageLayer
 from chaos.spec import JobSpec, RdzvBackend, locate_script
 from chaos.waiting import eventually
 
@@ -92,6 +93,8 @@ class LocalPlatform(Platform):
         self._gpus: gpus.Slots | None = None
         self.slowdowns = Slowdowns()
         self.hung = HungWorkers()
+        self.storage_layer: StorageLayer | None = None
+        """The checkpoint folder's storage layer, when the job asks for one (chaos.platforms.storage)."""
 
     def node_pool(self) -> NodePool:
         return self.options
@@ -173,6 +176,9 @@ class LocalPlatform(Platform):
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         self.guard = RunGuard(self.timeline, self.work_dir, job.run_id, self.options.state_dir)
         self.guard.open()  # before anything starts: a run that dies from here on is reaped
+        # before the first node: a node copies the mount table as it starts (its network namespace)
+        self.storage_layer = StorageLayer.for_job(job, self.checkpoint_dir, self.work_dir / "storage",
+                                                  ledger=self.guard)
         self._setup_isolation(job)
         if job.rdzv.backend.needs_etcd():
             self.etcd = EtcdServer(self.work_dir / "etcd-data", binary=_opt_path(self.options.etcd_binary),
@@ -265,6 +271,8 @@ class LocalPlatform(Platform):
         guard, self.guard = self.guard, None
         if guard is not None:
             _attempt(errors, "sweeping the run's processes", guard.sweep)
+        if self.storage_layer is not None:   # after the nodes: nothing of the job writes through it any more
+            _attempt(errors, "unmounting the storage layer", self.storage_layer.unmount)
         if self.network is not None:
             _attempt(errors, "removing the node network", self.network.teardown)
         if self.cgroups is not None:
