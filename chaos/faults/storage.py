@@ -18,7 +18,12 @@ its rule: ops it held go on at once.
 - ``storage-errors``: EIO (or ``--errno``) on the next ``--count`` operations of
   ``--ops``, or on a ``--fraction`` of them;
 - ``storage-readonly``: EROFS for every write, create, rename, unlink (a volume
-  remounted read-only after an error).
+  remounted read-only after an error);
+- ``kill-at-save-point``: the first save to reach a point of its protocol (after the
+  create, mid-write, before the fsync, before or after the rename) is held there, its
+  writer's node is killed (SIGKILL) while it is held, and the op is never done: the
+  files are exactly what a crash at that point leaves. Aimed by the volume itself, not
+  by timing.
 """
 from __future__ import annotations
 
@@ -26,14 +31,15 @@ import errno as errnos
 from dataclasses import dataclass
 from typing import ClassVar
 
-from chaos.errors import SpecError
+from chaos.errors import InjectionFailed, SpecError
 from chaos.events import Timeline
 from chaos.faults.api import Fault, FaultPlan, FaultRecord
 from chaos.options import option
 from chaos.platforms.api import Hit, Platform
 from chaos.platforms.capabilities import Capability, CheckpointStorage
-from chaos.platforms.storagefs import ALL, Errors, Hang, Kind, Latency, NoSpace, ReadOnly, Rule, Throttle
+from chaos.platforms.storagefs import ALL, Errors, Hang, Kind, Latency, NoSpace, ReadOnly, Rule, SavePoint, Throttle
 from chaos.platforms.storagefs.rules import describe
+from chaos.waiting import WaitTimeout
 
 OP_CLASSES: dict[str, frozenset[Kind]] = {
     "write": frozenset({Kind.WRITE}), "read": frozenset({Kind.READ}), "fsync": frozenset({Kind.FSYNC, Kind.FSYNCDIR}),
@@ -210,3 +216,53 @@ class StorageReadOnly(_StorageFault):
 
     def rules(self) -> tuple[Rule, ...]:
         return (ReadOnly(),)
+
+
+REFERENCE_TEMPORARIES = ".ckpt-*.tmp.*"
+"""The reference trainer's temporary checkpoint files (trainer/checkpoint.py): what a save writes,
+fsyncs and renames."""
+
+
+@dataclass
+class KillAtSavePoint(Fault):
+    """Hold the first save that reaches ``point``, SIGKILL its writer's node while held, release."""
+
+    node: str | None = None
+    point: SavePoint = option(SavePoint.BEFORE_RENAME, "the point of the save the writer is killed at",
+                              cli=False)
+    path: str = option(REFERENCE_TEMPORARIES, "glob of the file a save writes before its rename, inside the "
+                                              "volume (the reference trainer's temporaries by default)",
+                       flag="--save-path", metavar="GLOB")
+    after_bytes: int = option(1024, "mid-write: bytes of the file written when the writer is held", minimum=0)
+    wait_s: float = option(120.0, "how long to wait for a save to reach the point", above=0, units="s")
+    name: ClassVar[str] = "kill-at-save-point"
+    description: ClassVar[str] = ("hard kill of the node writing a checkpoint, at an exact point of its save "
+                                  "(after create, mid-write, before fsync, before or after the rename)")
+    requires: ClassVar[type[Capability] | None] = CheckpointStorage
+
+    def plan(self, platform: Platform) -> FaultPlan:
+        who = f"{self.node}'s writer" if self.node else "the first writer"
+        return FaultPlan(self.name, self.node, (
+            f"hold {who} at {self.point.value} of a save to {self.path} (the volume holds the op)",
+            "SIGKILL every process of the writer's node while it is held", "release the op (its writer is dead: "
+            "it is not done)"))
+
+    def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
+        storage = platform.capability(CheckpointStorage)
+        aimed = storage.aim(self.point, path=self.path, after_bytes=self.after_bytes, node=self.node)
+        try:
+            paused = storage.wait_writer(self.wait_s)
+        except WaitTimeout as exc:
+            storage.restore(self.name, aimed.detail["rule"], node=self.node)
+            raise InjectionFailed(f"no save reached {self.point.value} on {self.path} within {self.wait_s:g}s: "
+                                  "does the job save there (--save-path)?") from exc
+        if paused.node is None:
+            storage.release(paused.id)
+            raise InjectionFailed(f"the writer held at {self.point.value} (pid {paused.pid}) belongs to no node "
+                                  "of the job; released it")
+        hit = platform.kill_node(paused.node, graceful=False)
+        released = storage.release(paused.id)
+        files = sorted(p.name for p in storage.direct().iterdir() if not p.name.startswith("."))
+        return FaultRecord(self.name, paused.node, hit.at, hit, {
+            "point": self.point.value, "path": paused.path, "pid": paused.pid, "bytes": paused.bytes,
+            "held_s": round(hit.at - paused.t, 3), "op_done": bool(released), "files": files})
