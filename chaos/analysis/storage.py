@@ -111,9 +111,11 @@ def grace_sentence(c: StorageCost) -> str:
         return f"no save began in its {_s(c.grace_s)} grace period"
     if c.grace_left_s is None:
         return f"its last save ran {_s(c.last_save_s)} and was killed at the end of the {_s(c.grace_s)} grace period"
-    when = "inside" if c.grace_left_s >= 0 else "after"
-    return (f"its last save took {_s(c.last_save_s)} and ended {abs(c.grace_left_s):.1f}s {when} the end of the "
-            f"{_s(c.grace_s)} grace period")
+    if c.grace_left_s >= 0:
+        return (f"its last save took {_s(c.last_save_s)} and ended with {c.grace_left_s:.1f}s of its "
+                f"{_s(c.grace_s)} grace period to spare")
+    return (f"its last save took {_s(c.last_save_s)} and ended {-c.grace_left_s:.1f}s after its {_s(c.grace_s)} "
+            "grace period")
 
 
 def nearest_rank(values: Sequence[float], q: float) -> float:
