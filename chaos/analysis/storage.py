@@ -168,7 +168,7 @@ def _volume_error(events: Sequence[Event], node: str | None, start: float, until
 
 def measure_storage(events: Sequence[Event], mark: FaultMark) -> StorageCost | None:
     """The StorageCost of ``mark``; None when the run had no storage layer (no storage events)."""
-    if not of(events, CheckpointEv.STORAGE_SAVE, CheckpointEv.STORAGE_SUMMARY, CheckpointEv.STORAGE_STALL):
+    if not of(events, CheckpointEv.STORAGE_LAYER, CheckpointEv.STORAGE_SAVE, CheckpointEv.STORAGE_SUMMARY):
         return None
     f, until, opens = mark.injected_at, mark.until, _window_start(events, mark)
     out = StorageCost(mark.target, f)

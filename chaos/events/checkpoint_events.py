@@ -77,6 +77,14 @@ class StorageStall(Payload):
 
 
 @dataclass(frozen=True, kw_only=True)
+class StorageLayer(Payload):
+    """The job's checkpoint folder is behind the storage layer for this run."""
+
+    mountpoint: str | None = None
+    op_log: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class StorageSummary(Payload):
     """The storage layer's op log of the whole run, summed up as the run ends."""
 
@@ -115,6 +123,8 @@ class CheckpointEv:
     """A checkpoint file could not be loaded and was skipped (``path``, ``reason``)."""
     REMOVED = event_type(Source.CHECKPOINT, "removed", FileEvent)
     """The trainer removed a checkpoint file (stale or corrupt; ``path``, ``reason``)."""
+    STORAGE_LAYER = event_type(Source.CHECKPOINT, "storage_layer", StorageLayer)
+    """The checkpoint folder is behind the storage layer (its op log is watched from now on)."""
     STORAGE_SAVE = event_type(Source.CHECKPOINT, "storage_save", StorageSave)
     """A file written through the storage layer (create to rename), timed by the volume itself."""
     STORAGE_STALL = event_type(Source.CHECKPOINT, "storage_stall", StorageStall)

@@ -4,7 +4,7 @@ and the whole log summed up as the run ends.
 The checkpoint volume's storage layer (chaos.platforms.storage) logs every interesting
 operation of the job's processes with its time, its node, the time a fault held it and
 its error (chaos.platforms.storagefs.oplog). This watcher re-reads the log (a handful of
-lines per save) and adds, once each:
+lines per save) and adds ``checkpoint/storage_layer`` as it starts, then, once each:
 
 - ``checkpoint/storage_save`` per file written (create to the rename that published it,
   or to its first error) and per create refused (EROFS): how long the save took on this
@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 from chaos.events import CheckpointEv, Timeline
-from chaos.events.checkpoint_events import StorageSave, StorageStall, StorageSummary
+from chaos.events.checkpoint_events import StorageLayer, StorageSave, StorageStall, StorageSummary
 from chaos.platforms.storagefs.oplog import OpRecord, Save, read_ops, saves
 from chaos.watchers.api import Watcher
 
@@ -46,6 +46,11 @@ class StorageOpWatcher(Watcher):
         self._saves: set[tuple[str, float]] = set()
         self._stalls: set[tuple[str, float, int | None]] = set()
         self._records: list[OpRecord] = []
+
+    def start(self) -> None:
+        self.timeline.emit(CheckpointEv.STORAGE_LAYER, None, StorageLayer(
+            mountpoint=str(self.mountpoint) if self.mountpoint else None, op_log=str(self.ops_path)))
+        super().start()
 
     def poll(self) -> None:
         self._records = read_ops(self.ops_path)
