@@ -41,17 +41,18 @@ class StorageCost:
     injected_at: float
     saves: int | None = metric("saves", Unit.COUNT, "saves through the storage layer from the fault to the end "
                                "of its window", table=True, junit=True)
-    save_before_s: float | None = metric("save before", Unit.SECONDS, "median save before the fault (create "
-                                         "to rename, as the volume timed it)", table=True, junit=True)
+    save_before_s: float | None = metric("save before", Unit.SECONDS, "median save before the fault (as the job "
+                                         "timed it, checkpoint started -> saved; else the volume's create -> "
+                                         "rename)", table=True, junit=True)
     save_p50_s: float | None = metric("save p50", Unit.SECONDS, "median save from the fault to the end of its "
-                                      "window", table=True, audit=True, junit=True)
+                                      "window", table=True, junit=True)
     save_p95_s: float | None = metric("save p95", Unit.SECONDS, "95th percentile save (nearest rank)",
-                                      table=True, audit=True, junit=True)
-    save_max_s: float | None = metric("save max", Unit.SECONDS, "the longest save", table=True, audit=True,
+                                      table=True, junit=True)
+    save_max_s: float | None = metric("save max", Unit.SECONDS, "the longest save", table=True,
                                       junit=True, failure=True)
     stalled_s: float | None = metric("stalled", Unit.SECONDS, "time storage faults held the job's operations in "
                                      "the window (saves and others, summed over processes)", table=True,
-                                     audit=True, junit=True, failure=True)
+                                     junit=True, failure=True)
     failed_saves: int | None = metric("failed saves", Unit.COUNT, "saves that failed with an errno from the "
                                       "volume (ENOSPC, EIO, EROFS, ...)", table=True, junit=True, failure=True)
     interrupted_saves: int | None = metric("interrupted", Unit.COUNT, "saves whose writer was killed mid-save",
@@ -63,7 +64,7 @@ class StorageCost:
                                        table=True, junit=True)
     grace_left_s: float | None = metric("grace left", Unit.SECONDS, "grace period left when that save ended "
                                         "(negative: after the deadline; none: it never ended)", table=True,
-                                        audit=True, junit=True, failure=True)
+                                        junit=True, failure=True)
     saved_in_time: bool | None = None
     """Whether that node's last save ended inside its grace period (None: no SIGTERM, or no save)."""
     errors: dict[str, int] = field(default_factory=dict)

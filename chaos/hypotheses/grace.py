@@ -25,7 +25,6 @@ from chaos.faults.triggers import during_rendezvous
 from chaos.hypotheses.api import Trial, hypothesis
 from chaos.hypotheses.storage import ON_LAYER, storage_cost
 from chaos.options import option, validate
-from chaos.watchers.storage import StorageOpWatcher
 
 
 class Phase(str, enum.Enum):
@@ -106,7 +105,6 @@ def _interrupt(t: Trial, phase: Phase) -> FaultRecord:
 
 
 def _check(t: Trial, p: GracePhase, spot: FaultRecord) -> None:
-    time.sleep(3 * StorageOpWatcher.interval_s)  # the node is gone: let the op log's last saves in
     cost = storage_cost(t, spot)
     v = t.verdict
     storage = f" on a volume slowed by {p.save_latency_s:g}s per operation" if p.save_latency_s else ""

@@ -39,7 +39,9 @@ SLACK_S = 5.0
 
 
 def storage_cost(t: Trial, record: FaultRecord) -> StorageCost | None:
-    """The storage group's value for ``record``, measured from the run's timeline so far."""
+    """The storage group's value for ``record``, measured from the run's timeline so far (after the
+    op log's watcher had two polls to bring in what the volume did up to now)."""
+    time.sleep(2 * StorageOpWatcher.interval_s)
     until = next((r.injected_at for r in t.run.faults if r.injected_at > record.injected_at), None)
     return measure_storage(t.run.timeline.events(), FaultMark(record.fault, record.target, record.injected_at,
                                                               record.detail, until=until))
@@ -155,7 +157,6 @@ def slow_storage(t: Trial) -> None:
 
 def _check_grace(t: Trial, spot: FaultRecord) -> None:
     """The interrupted node's last save ended inside its grace period."""
-    time.sleep(3 * StorageOpWatcher.interval_s)  # the node is gone: let the op log's last saves in
     cost = storage_cost(t, spot)
     if cost is None or cost.grace_s is None:
         t.verdict.fail(f"no grace period was measured for {spot.target}", check="saved-in-grace")

@@ -20,17 +20,19 @@ from __future__ import annotations
 import abc
 import enum
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from chaos.events import CheckpointEv, NodeEv, RunnerEv, Timeline
 from chaos.events.checkpoint_events import StoragePaused
 from chaos.events.node_events import Acted, Notice, Restored, Slowed, StorageFault, StorageRestored, WorkerActed
 from chaos.events.runner_events import StoreStopped
 from chaos.platforms.nodes import Hit, NodeInfo
-from chaos.platforms.storagefs.controller import Paused
-from chaos.platforms.storagefs.oplog import OpRecord
-from chaos.platforms.storagefs.rules import CrashPoint, Rule, SavePoint, describe
 from chaos.spec import JobSpec
+
+if TYPE_CHECKING:   # the storage layer needs tenacity; the local cluster imports this module with stdlib alone
+    from chaos.platforms.storagefs.controller import Paused
+    from chaos.platforms.storagefs.oplog import OpRecord
+    from chaos.platforms.storagefs.rules import Rule, SavePoint
 
 
 class Host(Protocol):
@@ -262,6 +264,7 @@ class CheckpointStorage(Capability):
     def apply(self, fault: str, rule: Rule, *, node: str | None = None) -> Hit:
         """Make the volume misbehave by ``rule`` for ``node``'s processes (None: every node's)
         until ``restore``; returns at once. ``hit.detail["rule"]`` names it for ``restore``."""
+        from chaos.platforms.storagefs.rules import describe
         if node is not None:
             self.platform._require_node(node)
         hit = self._apply(rule, node=node)
@@ -280,6 +283,7 @@ class CheckpointStorage(Capability):
     def aim(self, point: SavePoint, *, path: str, after_bytes: int = 0, node: str | None = None) -> Hit:
         """Hold the first op that reaches ``point`` of a save to a file matching ``path`` (a
         glob inside the volume) until ``release``; one-shot. ``wait_writer`` says who it held."""
+        from chaos.platforms.storagefs.rules import CrashPoint
         return self.apply("kill-at-save-point", CrashPoint(point, path=path, after_bytes=after_bytes), node=node)
 
     def wait_writer(self, timeout_s: float) -> Paused:
