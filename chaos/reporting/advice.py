@@ -70,7 +70,7 @@ def advise(run: RunReport, steady: float | None = None) -> list[Finding]:
                                f"rendezvous took {_phase(fault, 'rendezvous'):.1f} s of {total:.1f} s, but with "
                                "the c10d backend its internals (who waited for whom) are not observable; "
                                "rerun on etcd-v2 to attribute it to keep-alive expiry or last call."))
-        out.extend(storage_findings(run, i, fault))   # chaos.reporting.advice_storage: the checkpoint volume
+        out.extend(storage_findings(i, fault))   # chaos.reporting.advice_storage: the checkpoint volume
     return out
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 from chaos.analysis.storage import STORAGE, StorageCost
 from chaos.reporting.finding import Finding
 from chaos.reporting.result import FaultResult
-from chaos.reporting.run_report import RunReport
 
 MARGIN = 0.2
 """A save that leaves less than this share of the grace period is called too close."""
@@ -28,7 +27,7 @@ TORCHRUN_SIGKILL_S = 30
 fixed, pytorch/pytorch#119856), whatever the node's own grace period."""
 
 
-def storage_findings(run: RunReport, i: int, fault: FaultResult) -> list[Finding]:
+def storage_findings(i: int, fault: FaultResult) -> list[Finding]:
     """The findings about the checkpoint volume for fault ``i`` (none without a storage layer)."""
     cost = fault.group(STORAGE)
     if cost is None:
