@@ -26,6 +26,7 @@ from chaos.platforms.api import Platform
 from chaos.platforms.nodes import Hit, now
 from chaos.platforms.storagefs import MountLedger, OpRecord, Paused, Rule, StorageFs, unavailable
 from chaos.spec import JobSpec
+from chaos.waiting import eventually
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +53,29 @@ class StorageLayer:
         log.info("checkpoint folder %s is behind the storage layer (op log %s)", folder, layer.fs.ops_path)
         return layer
 
-    def unmount(self) -> None:
-        """Clear every rule (held ops go on), unmount and stop the daemon. Idempotent."""
+    def unmount(self, *, settle_within_s: float = 0.0) -> None:
+        """Clear every rule (held ops go on), unmount and stop the daemon. Idempotent. With
+        ``settle_within_s``, first wait (that long at most) until every process the op log saw
+        using the mount is gone: a pod's processes outlive its API object for a moment, and a
+        file they open after the daemon went would fail with ENOTCONN."""
+        if settle_within_s > 0:
+            self._settle(settle_within_s)
         self.fs.unmount()
+
+    def _settle(self, within_s: float) -> None:
+        users = {r.pid for r in self.fs.ops() if r.pid}
+        if not eventually(lambda: not any(_alive(p) for p in users), timeout_s=within_s, interval_s=0.2):
+            log.warning("processes that used %s were still alive after %.0fs (%s); unmounting anyway", self.folder,
+                        within_s, ", ".join(str(p) for p in sorted(users) if _alive(p)))
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (read from /proc; no signal sent)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 class StorageHost(caps.Host, Protocol):

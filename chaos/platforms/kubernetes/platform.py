@@ -53,6 +53,10 @@ from chaos.waiting import eventually
 
 log = logging.getLogger(__name__)
 
+STORAGE_SETTLE_S = 20.0
+"""Before the storage layer goes: how long to wait for the pods' processes that used it to be gone (they
+outlive their API objects for a moment; a file they open after the daemon went fails with ENOTCONN)."""
+
 
 class KubernetesPlatform(PodDisruptions):
     name = "kubernetes"
@@ -263,7 +267,7 @@ class KubernetesPlatform(PodDisruptions):
         self.pods.wait_all_gone(self.options.stop_timeout_s)
         if self.storage_layer is not None:   # the pods are gone: nothing writes through it any more
             try:
-                self.storage_layer.unmount()
+                self.storage_layer.unmount(settle_within_s=STORAGE_SETTLE_S)
             except ChaosError as exc:
                 errors.append(f"unmounting the storage layer: {exc}")
         errors += self._stop_threads()
