@@ -63,7 +63,7 @@ class StorageLayer:
         self.fs.unmount()
 
     def _settle(self, within_s: float) -> None:
-        users = {r.pid for r in self.fs.ops() if r.pid}
+        users = {r.pid for r in self.fs.ops() if r.pid and r.tid}   # callers (the daemon's own lines have no tid)
         if not eventually(lambda: not any(_alive(p) for p in users), timeout_s=within_s, interval_s=0.2):
             log.warning("processes that used %s were still alive after %.0fs (%s); unmounting anyway", self.folder,
                         within_s, ", ".join(str(p) for p in sorted(users) if _alive(p)))
