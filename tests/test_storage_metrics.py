@@ -117,3 +117,12 @@ def test_advice_for_failed_saves_counts_the_restarts_they_cost():
     cost = StorageCost("n1", 5.0, failed_saves=2, errors={"ENOSPC": 2})
     [finding] = storage_findings(0, result(cost, restarts=2))
     assert "2 save(s) failed on the volume (ENOSPC x2) and the job restarted 2 time(s)" in finding.text
+
+
+def test_advice_for_a_node_that_could_not_even_begin_its_save():
+    cost = StorageCost("n1", 5.0, grace_s=5.0, saved_in_time=False, save_max_s=10.1,
+                       missing=["n1 began no save between its notice and the end of its grace period (its last "
+                                "training step came 2.1s before its SIGTERM: its workers were held)"])
+    [finding] = storage_findings(0, result(cost))
+    assert finding.text.startswith("n1 began no save in its 5 s grace period (its last training step came 2.1s")
+    assert "the job's saves took up to 10 s meanwhile" in finding.text

@@ -39,8 +39,10 @@ def storage_findings(i: int, fault: FaultResult) -> list[Finding]:
 
 
 def _grace(i: int, fault: FaultResult, cost: StorageCost, slow: bool) -> Finding | None:
-    if cost.grace_s is None or cost.last_save_s is None:
+    if cost.grace_s is None:
         return None
+    if cost.last_save_s is None:
+        return _no_save(i, fault, cost) if cost.saved_in_time is False else None
     left = cost.grace_left_s
     if cost.saved_in_time and left is not None and left >= MARGIN * cost.grace_s:
         return None
@@ -76,3 +78,15 @@ def _failed(i: int, fault: FaultResult, cost: StorageCost) -> Finding | None:
             "checkpoints (or watch the volume's free space), and let a failed save be retried or skipped instead of "
             "ending the process, so a full or flaky volume costs a checkpoint, not a restart.")
     return Finding(i, "save", None, float(restarts or 0), text)
+
+
+def _no_save(i: int, fault: FaultResult, cost: StorageCost) -> Finding:
+    """The node told to go began no save at all in its grace period (its workers were held)."""
+    held = next((m for m in cost.missing if "last training step came" in m), None)
+    why = f" ({held.split('(', 1)[1]}" if held and "(" in held else ""
+    longest = (f"; the job's saves took up to {cost.save_max_s:.0f} s meanwhile" if cost.save_max_s else "")
+    text = (f"{fault.target} began no save in its {cost.grace_s:.0f} s grace period{why}{longest}: a rank held by "
+            "another rank's slow save cannot save its own state. Raise terminationGracePeriodSeconds (--grace, the "
+            "pod's) above the longest save, save asynchronously so that no rank waits on the volume, or save more "
+            "often.")
+    return Finding(i, "grace", "terminationGracePeriodSeconds", cost.grace_s or 0.0, text)
