@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import fidelity, floor, gpu, integrity, overhead, rdzv_scale, recovery, replay, report, scale
+from bench import fidelity, floor, gpu, integrity, overhead, rdzv_scale, recovery, replay, report, scale, storage
 from bench.findings import recovery_findings, scale_findings, spot_summary
 from chaos.signals import terminate_cleanly
 
@@ -54,15 +54,19 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rdzv-sizes", default=None,
                    help="comma-separated node counts for the rendezvous at scale (default "
                         f"{','.join(map(str, rdzv_scale.SIZES))}; '': only the check against real torchrun)")
+    p.add_argument("--storage", action="store_true", help="only the checkpoint storage section (bench/storage.py; "
+                                                          "root and /dev/fuse), merged into OUT/results.json")
     p.add_argument("--render", action="store_true",
                    help="measure nothing: re-render OUT/RESULTS.md and the plot from OUT/results.json")
     p.add_argument("--out", type=Path, default=HERE, help="where results.json and RESULTS.md go")
     p.add_argument("--runs", type=Path, help="where the runs' report folders go (default: a temp dir)")
     args = p.parse_args(argv)
-    if args.scale_rdzv and (args.quick or args.only or args.replay):
-        p.error("--scale-rdzv runs alone: without --quick, --only or --replay")
+    if args.scale_rdzv and (args.quick or args.only or args.replay or args.storage):
+        p.error("--scale-rdzv runs alone: without --quick, --only, --replay or --storage")
     if args.merge and not (args.only or args.replay):
         p.error("--merge needs --only or --replay")
+    if args.storage and not (args.out / "results.json").exists():
+        p.error(f"--storage merges into {args.out / 'results.json'}, which does not exist; run the full bench first")
     if args.merge and not (args.out / "results.json").exists():
         p.error(f"--merge: {args.out / 'results.json'} does not exist; run the full bench first")
     return args
@@ -145,11 +149,15 @@ def main(argv: list[str] | None = None) -> int:
     say(f"runs go to {runs}")
     if args.scale_rdzv:
         return scale_rdzv_only(args, runs)
-    results: dict[str, Any] = (json.loads((args.out / "results.json").read_text()) if args.merge else
-                               {"recovery": {}, "skipped": {}})
-    results.update({"machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores)", "reps": reps})
+    results: dict[str, Any] = (json.loads((args.out / "results.json").read_text()) if args.merge or args.storage
+                               else {"recovery": {}, "skipped": {}})
     stamp = {"command": "make bench-quick" if args.quick else "make bench",
              "date": datetime.date.today().isoformat()}
+    if args.storage:   # its own date and command; every other figure kept
+        results["storage"] = measure_storage(args, runs, stamp)
+        write(args.out, results, say)
+        return 0
+    results.update({"machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores)", "reps": reps})
     if args.merge:
         results.setdefault("remeasured", []).append({**stamp, "only": args.only})
     else:
@@ -173,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"gpu: {results['gpu'].get('skipped') or 'measured'}")
         measure_rest(args, runs, run_dirs, results)
         results["replay"] = replay.measure(args.quick, runs, say, date=stamp["date"])
+        results["storage"] = measure_storage(args, runs, stamp)
     wall = round(time.monotonic() - began)
     if args.merge:
         results["remeasured"][-1]["wall_s"] = wall
@@ -196,6 +205,13 @@ def scale_rdzv_only(args: argparse.Namespace, runs: Path) -> int:
     measure_rdzv_scale(args, runs, results)
     write(args.out, results, say)
     return 0
+
+
+def measure_storage(args: argparse.Namespace, runs: Path, stamp: dict[str, str]) -> dict[str, Any]:
+    began = time.monotonic()
+    command = "python -m bench --storage" + (" --quick" if args.quick else "") if args.storage else stamp["command"]
+    return {**storage.measure(args.quick, runs, say), "date": stamp["date"], "command": command,
+            "wall_s": round(time.monotonic() - began)}
 
 
 def render(out: Path) -> int:

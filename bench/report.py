@@ -91,6 +91,8 @@ def write_markdown(results: dict[str, Any], path: Path, plot_name: str | None, r
     lines += replay_markdown(results)
     from bench.soak import markdown as soak_markdown
     lines += soak_markdown(results)
+    from bench.storage import markdown as storage_markdown
+    lines += storage_markdown(results)
     scale = results.get("scale") or []
     if scale:
         lines += ["## Scale", "", "| nodes | formation s | recovery s | memory per node MB | load avg | result |",

@@ -249,6 +249,9 @@ class JobSpec:
                                             "(torch's default since 2.4; off because torch 2.13 then never "
                                             "tells a node joining a survivor-led round the store address)",
                                      cli=False)
+    storage_layer: bool = option(False, "put the job's checkpoint folder behind the storage layer (a FUSE "
+                                        "passthrough, mounted before the nodes start) so storage faults can "
+                                        "hit it; needs root and /dev/fuse (the storage hypotheses set it)")
     run_id: str = option(factory=lambda: f"chaos-{uuid.uuid4().hex[:8]}",
                          help="the rendezvous run id (torchrun --rdzv-id)", cli=False)
 

@@ -26,3 +26,23 @@ progress (10 steps). The hypotheses' own default, 50, spends 2 s more per scenar
 FAST_RDZV = {"last_call_timeout": 3}
 LOSS_RDZV = {knob: getattr(PRESETS["fast"], knob) for knob in Preset.RDZV_KNOBS}
 """The fast preset's rendezvous knobs: a dead node leaves after 1 s x 4, a shrunken world starts 1 s later."""
+
+STORAGE_PLATFORMS = ("local", "kubernetes")
+STORAGE_REASON = ("the storage layer is a FUSE mount made on this machine over the job's checkpoint folder: the "
+                  "local platform's, or the local cluster's shared folder")
+
+
+def require_storage_layer() -> None:
+    """Skip with the reason a storage mount cannot be made here (no /dev/fuse, not root); under
+    CI=true that is a failure: CI provides root and /dev/fuse, so a skip would hide a regression."""
+    import os
+
+    import pytest
+
+    from chaos.platforms.storagefs import unavailable
+    reason = unavailable()
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"the storage scenarios cannot run: {reason} -- CI must provide root and /dev/fuse")
+    pytest.skip(reason)

@@ -58,10 +58,11 @@ def test_sigterm_to_a_run_stops_its_etcd_and_nodes(tmp_path):
 
 
 # -- nothing outlives the runner (issue 15, finding 3) ----------------------------------------
-def start_run(report: Path, *extra: str, state: Path | None = None) -> subprocess.Popen[str]:
-    """`elastic-chaos run kill-node` as a terminal starts it (SIGINT at its default)."""
+def start_run(report: Path, *extra: str, state: Path | None = None,
+              hypothesis: str = "kill-node") -> subprocess.Popen[str]:
+    """`elastic-chaos run kill-node` (or ``hypothesis``) as a terminal starts it (SIGINT at its default)."""
     env = {**os.environ, **({"ELASTIC_CHAOS_STATE": str(state)} if state else {})}
-    return subprocess.Popen([sys.executable, "-m", "chaos.cli.main", "run", "kill-node", "--quiet",
+    return subprocess.Popen([sys.executable, "-m", "chaos.cli.main", "run", hypothesis, "--quiet",
                              "--report-dir", str(report), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 

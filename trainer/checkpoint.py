@@ -111,11 +111,12 @@ def save(directory: Path, step: int, state: dict[str, Any], *, keep: int = 3,
     """
     if keep < 1:
         raise ValueError(f"keep={keep}: a save keeps at least the checkpoint it wrote")
+    final = checkpoint_path(directory, step)
+    # started before the first touch of the folder: a save's time is all it spends on the volume
+    progress.report_checkpoint_started(step, str(final), reason=reason)
     directory.mkdir(parents=True, exist_ok=True)
     remove_abandoned_temporaries(directory)  # first: frees the disk this write needs
-    final = checkpoint_path(directory, step)
     tmp = temporary_path(directory, step)
-    progress.report_checkpoint_started(step, str(final), reason=reason)
     payload = {"format_version": FORMAT_VERSION, "step": step, **state}
     with open(tmp, "wb") as f:
         torch.save(payload, f)

@@ -1,4 +1,4 @@
-"""The registry of metric groups: the built-in ones (recovery, throughput, hang, replay) and any a
+"""The registry of metric groups: the built-in ones (recovery, throughput, hang, storage, replay) and any a
 user or test registers; every view iterates it (chaos.analysis.groups says what a group is)."""
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from chaos.analysis.groups import FaultGroup, FaultMark, RunGroup, RunMark
 from chaos.analysis.hang import HANG
 from chaos.analysis.recovery import RECOVERY
 from chaos.analysis.replay import REPLAY
+from chaos.analysis.storage import STORAGE
 from chaos.analysis.throughput import THROUGHPUT
 from chaos.events import Event
 
@@ -79,5 +80,5 @@ def _builtin() -> None:
     if _LOADED:
         return
     _LOADED.append(True)
-    for g in (RECOVERY, THROUGHPUT, HANG, REPLAY):
+    for g in (RECOVERY, THROUGHPUT, HANG, STORAGE, REPLAY):
         register(g)

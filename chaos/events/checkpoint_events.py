@@ -1,9 +1,12 @@
 """Checkpoints: trainer.progress ``checkpoint_*`` lines, a script's --resume-regex, the
-checkpoint file watcher (watchers/checkpoints.py, ``via: file``)."""
+checkpoint file watcher (watchers/checkpoints.py, ``via: file``), and the storage layer's op
+log (watchers/storage.py: saves as the volume saw them, stalls, a writer held at a crash point)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
+from chaos.events.payload import Payload
 from chaos.events.progress_events import Worker
 from chaos.events.types import Source, event_type
 
@@ -43,6 +46,69 @@ class FileEvent(Worker):
     reason: str | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class StorageSave(Payload):
+    """One file written through the storage layer: from its create to the rename that published
+    it (or its close, when it was never renamed, or its first error). Stamped at its end."""
+
+    path: str | None = None
+    """Inside the volume: the temporary file it was written as."""
+    final: str | None = None
+    """Where the rename put it (None: never renamed)."""
+    pid: int | None = None
+    started_at: float | None = None
+    duration_s: float | None = None
+    bytes: int | None = None
+    stalled_s: float | None = None
+    """Time the storage faults held its operations."""
+    error: str | None = None
+    """The errno name of its first failed operation (ENOSPC, EIO, EROFS, EINTR: its writer died)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StorageStall(Payload):
+    """One operation outside a save that a storage fault held for a while (a hung listing)."""
+
+    op: str | None = None
+    path: str | None = None
+    pid: int | None = None
+    stalled_s: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StorageLayer(Payload):
+    """The job's checkpoint folder is behind the storage layer for this run."""
+
+    mountpoint: str | None = None
+    op_log: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StorageSummary(Payload):
+    """The storage layer's op log of the whole run, summed up as the run ends."""
+
+    ops: int | None = None
+    """Operations logged."""
+    stalled_s: float | None = None
+    """Time every operation spent held by a storage fault, saves or not."""
+    saves: int | None = None
+    failed: Mapping[str, int] = field(default_factory=dict)
+    """Operations failed, by errno name."""
+    mountpoint: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoragePaused(Payload):
+    """A writer held at a crash point of its save (``point``), before it was killed or released."""
+
+    point: str | None = None
+    path: str | None = None
+    pid: int | None = None
+    bytes: int | None = None
+    """mid-write: bytes of the file written when it was held."""
+
+
 class CheckpointEv:
     """Checkpoints: trainer.progress ``checkpoint_*`` lines, a script's --resume-regex,
     the checkpoint file watcher (watchers/checkpoints.py, ``via: file``)."""
@@ -57,3 +123,13 @@ class CheckpointEv:
     """A checkpoint file could not be loaded and was skipped (``path``, ``reason``)."""
     REMOVED = event_type(Source.CHECKPOINT, "removed", FileEvent)
     """The trainer removed a checkpoint file (stale or corrupt; ``path``, ``reason``)."""
+    STORAGE_LAYER = event_type(Source.CHECKPOINT, "storage_layer", StorageLayer)
+    """The checkpoint folder is behind the storage layer (its op log is watched from now on)."""
+    STORAGE_SAVE = event_type(Source.CHECKPOINT, "storage_save", StorageSave)
+    """A file written through the storage layer (create to rename), timed by the volume itself."""
+    STORAGE_STALL = event_type(Source.CHECKPOINT, "storage_stall", StorageStall)
+    """An operation outside a save held by a storage fault for a tenth of a second or more."""
+    STORAGE_SUMMARY = event_type(Source.CHECKPOINT, "storage_summary", StorageSummary)
+    """The storage layer's op log summed up (time stalled, failed operations) as the run ends."""
+    STORAGE_PAUSED = event_type(Source.CHECKPOINT, "storage_paused", StoragePaused)
+    """A writer was held at a crash point of its save (the node is the writer's)."""

@@ -130,6 +130,28 @@ class DiskLost(Payload):
     """Bytes."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class StorageFault(Payload):
+    """The job's checkpoint volume misbehaves for a node (or every node: the event has no node)."""
+
+    fault: str | None = None
+    """The fault kind (slow-storage, storage-hang, storage-full, storage-errors, storage-readonly,
+    kill-at-save-point)."""
+    rule: str | None = None
+    """The storage layer's name for the rule (what ``storage_restored`` names)."""
+    detail: str | None = None
+    """The rule in words: ``latency delay_s=0.5, ops=[fsync, write]``."""
+    mountpoint: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StorageRestored(Payload):
+    fault: str | None = None
+    rule: str | None = None
+    action: str | None = None
+    """cleared, or already-over (a one-shot rule that fired, an expired hang)."""
+
+
 class NodeEv:
     """A node of the job as its platform sees it (platforms/api.py, local, kubernetes, aws;
     the watch's LossDetector for ``lost``)."""
@@ -167,6 +189,10 @@ class NodeEv:
     """One worker process of the node was stopped where it was (``local_rank``, ``pids``)."""
     WORKER_RESUMED = event_type(Source.NODE, "worker_resumed", Acted)
     """A hung worker was continued (``action``: sigcont, or nothing when it is gone)."""
+    STORAGE_FAULT = event_type(Source.NODE, "storage_fault", StorageFault)
+    """The checkpoint volume misbehaves for the node (no node: every node) by ``rule`` (``detail``)."""
+    STORAGE_RESTORED = event_type(Source.NODE, "storage_restored", StorageRestored)
+    """The checkpoint volume's fault ``rule`` was cleared: it behaves again."""
     SCHEDULED = event_type(Source.NODE, "scheduled", OnMachine)
     """Kubernetes: the pod was placed on ``machine``."""
     RUNNING = event_type(Source.NODE, "running", OnMachine)

@@ -15,7 +15,7 @@ from chaos.errors import SpecError
 from chaos.faults.api import Fault
 
 _MODULES = ("chaos.faults.node", "chaos.faults.spot", "chaos.faults.hang", "chaos.faults.store",
-            "chaos.faults.slow", "chaos.faults.kubernetes", "chaos.faults.aws")
+            "chaos.faults.slow", "chaos.faults.storage", "chaos.faults.kubernetes", "chaos.faults.aws")
 """Where fault classes live; imported on first lookup (the AWS and Kubernetes ones
 import their clients only when a fault is made)."""
 

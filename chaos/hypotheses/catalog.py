@@ -5,10 +5,11 @@ modules (or a new module imported here)."""
 from __future__ import annotations
 
 from chaos.errors import SpecError
-from chaos.hypotheses import growth, losses, pods, replay, silent, slow
+from chaos.hypotheses import grace, growth, losses, pods, replay, savepoints, silent, slow, storage
 from chaos.hypotheses.api import HYPOTHESES, Hypothesis
 
-__all__ = ["HYPOTHESES", "get", "growth", "losses", "pods", "replay", "silent", "slow"]
+__all__ = ["HYPOTHESES", "get", "grace", "growth", "losses", "pods", "replay", "savepoints", "silent", "slow",
+           "storage"]
 
 
 def get(name: str) -> Hypothesis:

@@ -2,7 +2,8 @@
 
 Every platform can start a job, list its nodes and take one away (chaos.platforms.api).
 Everything else is a capability a platform may have: a spot notice, a partition, a
-freeze, a worker killed or hung, a node added, the store stopped, a node slowed. Each
+freeze, a worker killed or hung, a node added, the store stopped, a node slowed, the
+checkpoint volume made slow, hung, full, failing or read-only. Each
 is a class here with the public methods every implementation shares (the target
 checked, the timeline event emitted: torchx's Scheduler pattern, per capability) and
 the hooks an implementation fills in. A platform offers the implementations it has
@@ -18,13 +19,20 @@ from __future__ import annotations
 
 import abc
 import enum
-from typing import ClassVar, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from chaos.events import NodeEv, RunnerEv, Timeline
-from chaos.events.node_events import Acted, Notice, Restored, Slowed, WorkerActed
+from chaos.events import CheckpointEv, NodeEv, RunnerEv, Timeline
+from chaos.events.checkpoint_events import StoragePaused
+from chaos.events.node_events import Acted, Notice, Restored, Slowed, StorageFault, StorageRestored, WorkerActed
 from chaos.events.runner_events import StoreStopped
 from chaos.platforms.nodes import Hit, NodeInfo
 from chaos.spec import JobSpec
+
+if TYPE_CHECKING:   # the storage layer needs tenacity; the local cluster imports this module with stdlib alone
+    from chaos.platforms.storagefs.controller import Paused
+    from chaos.platforms.storagefs.oplog import OpRecord
+    from chaos.platforms.storagefs.rules import Rule, SavePoint
 
 
 class Host(Protocol):
@@ -245,8 +253,88 @@ class WorkerHanger(Capability):
     def _resume(self, node: str, pid: int) -> Hit: ...
 
 
+class CheckpointStorage(Capability):
+    """The job's checkpoint volume behind a storage layer (chaos.platforms.storagefs, mounted
+    before the nodes start): made slow, hung, full, failing or read-only for one node or all,
+    and a writer stopped at an exact point of its save. Read the volume with ``direct()``,
+    never through the mount: an op held there would hold the reader too."""
+
+    title = "storage faults on the checkpoint volume"
+
+    def apply(self, fault: str, rule: Rule, *, node: str | None = None) -> Hit:
+        """Make the volume misbehave by ``rule`` for ``node``'s processes (None: every node's)
+        until ``restore``; returns at once. ``hit.detail["rule"]`` names it for ``restore``."""
+        from chaos.platforms.storagefs.rules import describe
+        if node is not None:
+            self.platform._require_node(node)
+        hit = self._apply(rule, node=node)
+        self.platform.timeline.emit(NodeEv.STORAGE_FAULT, node, StorageFault(
+            fault=fault, rule=hit.detail["rule"], detail=describe(rule), mountpoint=str(self.mountpoint())), t=hit.at)
+        return hit
+
+    def restore(self, fault: str, rule: str, *, node: str | None = None) -> Hit:
+        """Undo ``apply`` of the rule named ``rule``: ops it held or slowed go on at once.
+        Idempotent (a one-shot rule that fired, an expired hang: nothing to clear)."""
+        hit = self._restore(rule)
+        self.platform.timeline.emit(NodeEv.STORAGE_RESTORED, node, StorageRestored(
+            fault=fault, rule=rule, action=hit.action), t=hit.at)
+        return hit
+
+    def aim(self, point: SavePoint, *, path: str, after_bytes: int = 0, node: str | None = None) -> Hit:
+        """Hold the first op that reaches ``point`` of a save to a file matching ``path`` (a
+        glob inside the volume) until ``release``; one-shot. ``wait_writer`` says who it held."""
+        from chaos.platforms.storagefs.rules import CrashPoint
+        return self.apply("kill-at-save-point", CrashPoint(point, path=path, after_bytes=after_bytes), node=node)
+
+    def wait_writer(self, timeout_s: float) -> Paused:
+        """Block until a crash point holds a writer; returns who (pid, node), where and what.
+        WaitTimeout after ``timeout_s``."""
+        paused = self._wait_pause(timeout_s)
+        self.platform.timeline.emit(CheckpointEv.STORAGE_PAUSED, paused.node, StoragePaused(
+            point=paused.point.value, path=paused.path, pid=paused.pid, bytes=paused.bytes), t=paused.t)
+        return paused
+
+    def release(self, pause: int | None = None) -> list[Paused]:
+        """Let the held op ``pause`` (every held op when None) go on; a no-op once its writer
+        died (the op was not done). Idempotent."""
+        return self._release(pause)
+
+    @abc.abstractmethod
+    def _apply(self, rule: Rule, *, node: str | None) -> Hit: ...
+
+    @abc.abstractmethod
+    def _restore(self, rule: str) -> Hit: ...
+
+    @abc.abstractmethod
+    def _wait_pause(self, timeout_s: float) -> Paused: ...
+
+    @abc.abstractmethod
+    def _release(self, pause: int | None) -> list[Paused]: ...
+
+    @abc.abstractmethod
+    def ops(self) -> list[OpRecord]:
+        """The volume's op log so far (chaos.platforms.storagefs.oplog)."""
+
+    @abc.abstractmethod
+    def direct(self) -> Path:
+        """The volume's folder reached without the mount, for this process (read it there)."""
+
+    @abc.abstractmethod
+    def mountpoint(self) -> Path:
+        """Where the volume is mounted on this machine."""
+
+    @abc.abstractmethod
+    def op_log(self) -> Path:
+        """The op log's file (JSON lines; it stays after the unmount)."""
+
+    @abc.abstractmethod
+    def view(self, path: Path) -> Path:
+        """Where this process reads ``path`` now: through ``direct()`` while it lies inside the
+        mounted volume, else ``path`` itself. Touches no file."""
+
+
 CAPABILITIES: tuple[type[Capability], ...] = (NoticeSender, Partitioner, Freezer, WorkerKiller, NodeAdder,
-                                              StoreStopper, StoreHost, Slower, WorkerHanger)
+                                              StoreStopper, StoreHost, Slower, WorkerHanger, CheckpointStorage)
 """Every capability a platform may offer (a platform's implementation subclasses one of them)."""
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from chaos.events import AgentEv, CheckpointEv, Event, ProgressEv, RdzvEv, first, last, of
+from chaos.reporting.advice_storage import storage_findings
 from chaos.reporting.advice_workers import worker_findings
 from chaos.reporting.finding import Finding
 from chaos.reporting.result import FaultResult
@@ -69,6 +70,7 @@ def advise(run: RunReport, steady: float | None = None) -> list[Finding]:
                                f"rendezvous took {_phase(fault, 'rendezvous'):.1f} s of {total:.1f} s, but with "
                                "the c10d backend its internals (who waited for whom) are not observable; "
                                "rerun on etcd-v2 to attribute it to keep-alive expiry or last call."))
+        out.extend(storage_findings(i, fault))   # chaos.reporting.advice_storage: the checkpoint volume
     return out
 
 

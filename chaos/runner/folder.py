@@ -37,7 +37,7 @@ RUN_MARKERS = ("report.json", "timeline.jsonl", "nodes", "checkpoints")
 
 RUN_OUTPUTS = frozenset({
     *RUN_MARKERS, "report.html", "summary.md", "timeline.png", "timeline.png.tmp.png", "workdir",
-    "etcd-data", "etcd.log", "watchdog.log", "port-forward.log", "node-disks", METRICS_FILE,
+    "etcd-data", "etcd.log", "watchdog.log", "port-forward.log", "node-disks", "storage", METRICS_FILE,
 })
 """Everything a run (its platform, its report) writes into its folder: what overwriting deletes."""
 

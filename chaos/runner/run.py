@@ -39,6 +39,7 @@ from chaos.faults.api import Fault, FaultRecord
 from chaos.faults.triggers import Trigger
 from chaos.platforms import create_platform
 from chaos.platforms.api import Platform
+from chaos.platforms.storage import storage_of
 from chaos.reporting.render import RenderResult
 from chaos.reporting.report import write_report
 from chaos.reporting.result import RunResult, build_result
@@ -52,6 +53,7 @@ from chaos.watchers.checkpoints import CheckpointWatcher, NodeRoots
 from chaos.watchers.logs import LogFollower
 from chaos.watchers.rendezvous import RendezvousWatcher
 from chaos.watchers.script_lines import ScriptLines
+from chaos.watchers.storage import StorageOpWatcher
 
 log = logging.getLogger(__name__)
 
@@ -124,12 +126,16 @@ class ChaosRun:
         follower = LogFollower(self.timeline, self.platform.node_logs, self.script_lines,
                                tz=self.platform.node_log_timezone())
         self.add_watcher(follower)
+        storage = storage_of(self.platform)  # the checkpoint folder behind the storage layer: read it past the mount
+        view = storage.view if storage is not None else None
         ckpt, read = job.observe.checkpoint, (lambda: follower.read_until)
         if ckpt and job.node_local_workdir and not Path(ckpt).is_absolute():  # on every node's own disk
             self.node_roots = NodeRoots(self.platform.node_workdirs, ckpt)
             self.add_watcher(CheckpointWatcher(self.timeline, self.node_roots, read_until=read))
         elif ckpt and self.workdir is not None:  # a script's own checkpoint file
-            self.add_watcher(CheckpointWatcher(self.timeline, self.workdir / ckpt, read_until=read))
+            self.add_watcher(CheckpointWatcher(self.timeline, self.workdir / ckpt, read_until=read, view=view))
+        if storage is not None:
+            self.add_watcher(StorageOpWatcher(self.timeline, storage.op_log(), mountpoint=storage.mountpoint()))
         endpoint = self.platform.etcd_endpoint()
         if endpoint:
             self.add_watcher(RendezvousWatcher(self.timeline, endpoint, job.run_id, self._pid_to_node))

@@ -13,6 +13,10 @@ A rename into place (the atomic save) and an in-place rewrite both count;
 one that lands twice within a poll is seen once. Files present when the
 watch starts are the baseline, not saves. On node-local disks each node's
 folder is watched, and a save there is that node's.
+
+A file behind the storage layer (chaos.platforms.storage) is read through ``view``:
+the folder reached without the mount, so a poll never waits on an op a storage
+fault holds; events still name the path the job wrote.
 """
 from __future__ import annotations
 
@@ -101,10 +105,13 @@ class CheckpointWatcher(Watcher):
 
     def __init__(self, timeline: Timeline, path: Path | Roots, *,
                  step_at: Callable[[float], int | None] | None = None,
-                 read_until: Callable[[], float] | None = None) -> None:
+                 read_until: Callable[[], float] | None = None,
+                 view: Callable[[Path], Path] | None = None) -> None:
         super().__init__(timeline)
         self.path = path if isinstance(path, Path) else None
         self._roots: Roots = (lambda: {None: path}) if isinstance(path, Path) else path
+        self.view = view
+        """Where to read a watched path from (the storage layer's direct view); None: the path itself."""
         self.step_at = step_at or self._latest_step
         self._read_until = read_until
         self.saves = 0
@@ -115,10 +122,10 @@ class CheckpointWatcher(Watcher):
     def poll(self) -> None:
         roots = dict(self._roots())
         if self._known is None:  # the baseline: what was there before the job wrote anything
-            self._known = {node: scan(root) for node, root in roots.items()}
+            self._known = {node: self._scan(root) for node, root in roots.items()}
             return
         for node, root in roots.items():
-            self._look(node, scan(root), self._known.setdefault(node, {}))
+            self._look(node, self._scan(root), self._known.setdefault(node, {}))
         for gone in set(self._known) - set(roots):  # a node's disk that went with it
             del self._known[gone]
         self._attribute()
@@ -135,6 +142,13 @@ class CheckpointWatcher(Watcher):
                 self._pending[p] = sig
         for gone in set(known) - set(seen):
             del known[gone]
+
+    def _scan(self, root: Path) -> dict[Path, Signature]:
+        """``scan`` of ``root``, read through the view, keyed by the paths the job wrote."""
+        where = self.view(root) if self.view is not None else root
+        if where == root:
+            return scan(root)
+        return {root / p.relative_to(where) if p != where else root: sig for p, sig in scan(where).items()}
 
     def _attribute(self) -> None:
         """Emit the complete saves whose step can be known: the logs have been read past

@@ -13,12 +13,17 @@ from chaos.platforms import capabilities as caps
 from chaos.platforms.capabilities import StoreOutage
 from chaos.platforms.kubernetes.node_faults import NodeFaults
 from chaos.platforms.nodes import Hit, NodeInfo
+from chaos.platforms.storage import LayerStorage, StorageLayer
 
 
 class KubeHost(caps.Host, Protocol):
     """What the Kubernetes capabilities need of their platform (KubernetesPlatform is one)."""
 
     node_faults: NodeFaults
+    storage_layer: StorageLayer | None
+
+    def storage_unavailable(self) -> str | None:
+        """Why the job's checkpoint folder cannot be behind the storage layer here (None: it can)."""
 
 
 class _OnKube(caps.Capability):
@@ -91,7 +96,16 @@ class Hangs(_OnKube, caps.WorkerHanger):
         return self.faults.resume_worker(node, pid)
 
 
+class Storage(LayerStorage):
+    """The storage layer on the host folder the pods' checkpoint volume binds (the local cluster's)."""
+
+    platform: KubeHost
+
+    def unavailable(self) -> str | None:
+        return self.platform.storage_unavailable() or super().unavailable()
+
+
 def kubernetes_capabilities(host: KubeHost) -> tuple[caps.Capability, ...]:
     """Every capability a Kubernetes platform offers (each may be unavailable on a given cluster)."""
     return (Notices(host), Partitions(host), Freezes(host), WorkerKills(host), ScaleUp(host), Etcd(host),
-            StoreHost(host), Slowdown(host), Hangs(host))
+            StoreHost(host), Slowdown(host), Hangs(host), Storage(host))

@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from chaos.errors import PlatformError
+from chaos.errors import ChaosError, PlatformError, SetupError
 from chaos.events import NodeEv, RunnerEv, Timeline
 from chaos.events.node_events import Provisioning
 from chaos.events.runner_events import ManifestsApplied
@@ -47,10 +47,15 @@ from chaos.platforms.kubernetes.portforward import PortForward
 from chaos.platforms.kubernetes.profile import ClusterProfile, read_profile
 from chaos.platforms.kubernetes.scale import JobScaler
 from chaos.platforms.kubernetes.watch import ObjectWatch, api_message, api_status, read_json
+from chaos.platforms.storage import StorageLayer
 from chaos.spec import JobSpec
 from chaos.waiting import eventually
 
 log = logging.getLogger(__name__)
+
+STORAGE_SETTLE_S = 20.0
+"""Before the storage layer goes: how long to wait for the pods' processes that used it to be gone (they
+outlive their API objects for a moment; a file they open after the daemon went fails with ENOTCONN)."""
 
 
 class KubernetesPlatform(PodDisruptions):
@@ -94,6 +99,8 @@ class KubernetesPlatform(PodDisruptions):
         self._port_forward: PortForward | None = None
         self._created: list[m.Manifest] = []
         self._scaler: JobScaler | None = None
+        self.storage_layer: StorageLayer | None = None
+        """The run's checkpoint folder behind the storage layer (the job asked: JobSpec.storage_layer)."""
 
     def _machine_ops(self) -> Machines:
         if self.profile is not None and self.profile.machines == "local-cluster" and self.profile.root:
@@ -122,6 +129,8 @@ class KubernetesPlatform(PodDisruptions):
         self.pods, self.machines = PodTracker(self.timeline, final_exit=final), MachineTracker(self.timeline)
         self._created, self.etcd_pod = [], None
         self.logs_dir.mkdir(parents=True, exist_ok=True)
+        if job.storage_layer:   # before any pod: a pod binds the host folder, and what is mounted on it, as it starts
+            self.storage_layer = StorageLayer.for_job(job, self._storage_folder(job), self.work_dir / "storage")
         self.pods.on_new_pod = self._follow_logs
         self._watch(job)
         self.pool = MachinePool(self.machine_ops, self.timeline, replace=self.options.replace_lost_nodes,
@@ -256,6 +265,11 @@ class KubernetesPlatform(PodDisruptions):
             elif api_status(exc) != 404:
                 errors.append(f"deleting the run's pods: {api_message(exc)}")
         self.pods.wait_all_gone(self.options.stop_timeout_s)
+        if self.storage_layer is not None:   # the pods are gone: nothing writes through it any more
+            try:
+                self.storage_layer.unmount(settle_within_s=STORAGE_SETTLE_S)
+            except ChaosError as exc:
+                errors.append(f"unmounting the storage layer: {exc}")
         errors += self._stop_threads()
         if errors:
             raise PlatformError("; ".join(errors))
@@ -350,6 +364,30 @@ class KubernetesPlatform(PodDisruptions):
             return None
         return Path(storage.host_path) / pod_dir[len(m.CHECKPOINT_MOUNT) + 1:]
 
+    def storage_unavailable(self) -> str | None:
+        """Why the job's checkpoint folder cannot be put behind the storage layer here (None: it can):
+        the layer is mounted on this machine over the host folder every pod's volume binds, so the
+        cluster must be the local one, its shared folder a mount with shared propagation."""
+        shared = self.profile.shared_dir if self.profile is not None else None
+        if not shared:
+            return ("storage faults need the pods' checkpoint volume on this machine (the local cluster's shared "
+                    "folder: make cluster-up); on EKS volumes they are planned (docs/EKS.md)")
+        storage = self.settings.storage
+        if storage.kind is not m.StorageKind.HOST_PATH or storage.host_path != shared:
+            return f"storage faults need the job's checkpoints on the cluster's shared folder {shared} (host path)"
+        if not shared_mount(shared):
+            return (f"the cluster's shared folder {shared} is not a mount with shared propagation, so a mount made "
+                    "here would not reach its nodes (a cluster started before the storage faults): "
+                    "make cluster-down && make cluster-up")
+        return None
+
+    def _storage_folder(self, job: JobSpec) -> Path:
+        reason = self.storage_unavailable()
+        if reason is not None:
+            raise SetupError(reason)
+        assert self.profile is not None and self.profile.shared_dir
+        return Path(self.profile.shared_dir) / job.run_id
+
     def _follow_logs(self, pod: str) -> None:
         with self._lock:
             if pod in self._followers or self.job is None:
@@ -388,3 +426,17 @@ class KubernetesPlatform(PodDisruptions):
             NodeEv.PROVISIONED, None, Provisioning(replaces=node)))
         if delay is not None:
             self.timeline.emit(NodeEv.PROVISIONING, None, Provisioning(replaces=node, delay_s=delay))
+
+
+def shared_mount(path: str) -> bool:
+    """Whether ``path`` is a mountpoint here whose propagation is shared (/proc/self/mountinfo's
+    optional ``shared:N`` field): mounts made under it reach its slave copies (the cluster's nodes)."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        left = line.partition(" - ")[0].split()
+        if len(left) > 6 and left[4].replace("\\040", " ") == path and any(f.startswith("shared:") for f in left[6:]):
+            return True
+    return False

@@ -4,8 +4,8 @@ Each is the local way of a capability of chaos.platforms.capabilities: a notice 
 node's metadata stand-in, a partition on its network namespace (root, ``network=isolated``),
 a freeze by its cgroup (or SIGSTOP of its tagged processes without root), a worker
 killed or hung by its PID, etcd crashed or hung, a node slowed by a duty cycle over
-its cgroup's freezer (or signals). They ask of the platform only what ``LocalHost``
-names.
+its cgroup's freezer (or signals), the checkpoint folder's storage layer
+(chaos.platforms.storage). They ask of the platform only what ``LocalHost`` names.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from chaos.platforms.local.node import LocalNode
 from chaos.platforms.local.slow import CgroupSwitch, SignalSwitch
 from chaos.platforms.nodes import Hit, NodeInfo
 from chaos.platforms.slowdown import Slowdowns
+from chaos.platforms.storage import LayerStorage, StorageLayer
 
 if TYPE_CHECKING:
     from chaos.platforms.local.cgroup import NodeCgroups
@@ -39,6 +40,7 @@ class LocalHost(caps.Host, Protocol):
     guard: RunGuard | None
     slowdowns: Slowdowns
     hung: HungWorkers
+    storage_layer: StorageLayer | None
 
     def record(self, node: str) -> LocalNode | None:
         """The node's record (None: no such node)."""
@@ -204,4 +206,4 @@ class Hangs(_OnLocal, caps.WorkerHanger):
 def local_capabilities(host: LocalHost) -> tuple[caps.Capability, ...]:
     """Every capability the local platform offers."""
     return (Notices(host), Partitions(host), Freezes(host), WorkerKills(host), ScaleUp(host), Etcd(host),
-            caps.StoreHost(host), Slowdown(host), Hangs(host))
+            caps.StoreHost(host), Slowdown(host), Hangs(host), LayerStorage(host))

@@ -60,6 +60,7 @@ from chaos.platforms.local.relay import StallableRelay
 from chaos.platforms.local.threads import announce, plan_threads, usable_cores
 from chaos.platforms.local.torch_check import require_torch
 from chaos.platforms.slowdown import Slowdowns
+from chaos.platforms.storage import StorageLayer
 from chaos.spec import JobSpec, RdzvBackend, locate_script
 from chaos.waiting import eventually
 
@@ -95,6 +96,8 @@ class LocalPlatform(Platform):
         self.hung = HungWorkers()
         self.disks: NodeDisks | None = None
         """Each node's own folder, lost with it (JobSpec.node_local_workdir)."""
+        self.storage_layer: StorageLayer | None = None
+        """The checkpoint folder's storage layer, when the job asks for one (chaos.platforms.storage)."""
 
     def node_pool(self) -> NodePool:
         return self.options
@@ -180,6 +183,9 @@ class LocalPlatform(Platform):
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         self.guard = RunGuard(self.timeline, self.work_dir, job.run_id, self.options.state_dir)
         self.guard.open()  # before anything starts: a run that dies from here on is reaped
+        # before the first node: a node copies the mount table as it starts (its network namespace)
+        self.storage_layer = StorageLayer.for_job(job, self.checkpoint_dir, self.work_dir / "storage",
+                                                  ledger=self.guard)
         self._setup_isolation(job)
         announce(self.timeline, plan_threads(usable_cores(), job.max_nodes, job.nproc_per_node,
                                              {**os.environ, **job.node_env()}))  # what _spawn sets, said once
@@ -274,6 +280,8 @@ class LocalPlatform(Platform):
         guard, self.guard = self.guard, None
         if guard is not None:
             _attempt(errors, "sweeping the run's processes", guard.sweep)
+        if self.storage_layer is not None:   # after the nodes: nothing of the job writes through it any more
+            _attempt(errors, "unmounting the storage layer", self.storage_layer.unmount)
         if self.network is not None:
             _attempt(errors, "removing the node network", self.network.teardown)
         if self.cgroups is not None:

@@ -2,7 +2,7 @@
 
 One request per connection: the client sends one JSON object and a newline, the
 daemon answers one JSON object and a newline and closes. ``{"cmd": ...}`` is one
-of ``set`` (``name``, ``rule``), ``clear`` (``name``, or none for all),
+of ``set`` (``name``, ``rule``, ``node``: only that node's callers), ``clear`` (``name``, or none for all),
 ``rules``, ``pauses``, ``wait_pause`` (``after``, ``timeout_s`` up to
 :data:`MAX_WAIT_S`), ``release`` (``pause``, or none for all), ``status`` and
 ``stop``. Answers carry ``"ok": true`` and the result, or ``"ok": false`` and an
@@ -92,7 +92,10 @@ class ControlServer:
             name = req["name"]
             if not isinstance(name, str) or not name:
                 raise SpecError("a rule needs a name")
-            e.set(name, from_json(req["rule"]))
+            node = req.get("node")
+            if node is not None and (not isinstance(node, str) or not node):
+                raise SpecError(f"node {node!r}: the name of a node of the job, or none for every caller")
+            e.set(name, from_json(req["rule"]), node)
             return {}
         if cmd == "clear":
             return {"cleared": e.clear(req.get("name"))}

@@ -87,12 +87,14 @@ class Paused:
     bytes: int | None
     """For mid-write: bytes of the file written when it paused."""
     state: str
+    node: str | None = None
+    """The job's node of the caller (its ELASTIC_CHAOS_NODE_NAME), where it has one."""
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> Paused:
         return cls(id=int(raw["id"]), point=SavePoint(raw["point"]), path=str(raw["path"]), dst=raw.get("dst"),
                    pid=raw.get("pid"), tid=int(raw["tid"]), t=float(raw["t"]), rule=str(raw["rule"]),
-                   bytes=raw.get("bytes"), state=str(raw["state"]))
+                   bytes=raw.get("bytes"), state=str(raw["state"]), node=raw.get("node"))
 
 
 class StorageFs:
@@ -218,13 +220,14 @@ class StorageFs:
             raise PlatformError(f"{self.mountpoint} is not mounted (call mount() first)")
         return control.call(self._socket, {"cmd": cmd, **args}, timeout_s=control.MAX_WAIT_S + 10)
 
-    def set_rule(self, rule: Rule, name: str | None = None) -> str:
+    def set_rule(self, rule: Rule, name: str | None = None, *, node: str | None = None) -> str:
         """Activate ``rule`` (replacing one of the same ``name``); returns its name. Takes
-        effect for every op that starts from now on."""
+        effect for every op that starts from now on; with ``node``, only for the callers of
+        that node of the job (processes whose ELASTIC_CHAOS_NODE_NAME it is)."""
         if name is None:
             self._names += 1
             name = f"{to_json(rule)['kind']}-{self._names}"
-        self._call("set", name=name, rule=to_json(rule))
+        self._call("set", name=name, rule=to_json(rule), node=node)
         return name
 
     def clear_rule(self, name: str | None = None) -> list[str]:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from chaos.platforms.storagefs.callers import dying, tgid
+from chaos.platforms.storagefs.callers import dying, node_of, tgid
 from chaos.platforms.storagefs.oplog import OpLog
 from chaos.platforms.storagefs.rules import (
     MUTATING,
@@ -69,6 +69,8 @@ class OpCtx:
     size: int = 0
     written: int = 0
     """Bytes the handle wrote before this op (for mid-write)."""
+    fh: int | None = None
+    """The handle the op is on (read, write, flush, fsync): the op log ties it to its save."""
     writes_data: bool = False
     """An open or create for writing (read-only refuses it)."""
     limit: int | None = None
@@ -78,12 +80,20 @@ class OpCtx:
     stalled_s: float = 0.0
     rules: list[str] = field(default_factory=list)
     _pid: int | None = None
+    _node: tuple[str | None] | None = None
 
     @property
     def pid(self) -> int | None:
         if self._pid is None:
             self._pid = tgid(self.tid)
         return self._pid
+
+    @property
+    def node(self) -> str | None:
+        """The job's node the caller belongs to (callers.node_of), read once per op."""
+        if self._node is None:
+            self._node = (node_of(self.pid),)
+        return self._node[0]
 
     def touched(self, name: str) -> None:
         if name not in self.rules:
@@ -94,6 +104,8 @@ class OpCtx:
 class _Active:
     name: str
     rule: Rule
+    node: str | None = None
+    """Only callers of this node of the job (None: every caller)."""
     deadline: float | None = None
     remaining: int | None = None
     rng: random.Random | None = None
@@ -115,6 +127,7 @@ class Pause:
     rule: str
     bytes: int | None = None
     state: str = "held"
+    node: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -135,17 +148,18 @@ class Engine:
         self._log = oplog
 
     # -- the controller's side ---------------------------------------------------------
-    def set(self, name: str, rule: Rule) -> None:
-        """Activate ``rule`` as ``name`` (replacing a rule of that name)."""
+    def set(self, name: str, rule: Rule, node: str | None = None) -> None:
+        """Activate ``rule`` as ``name`` (replacing a rule of that name), for the callers of
+        ``node`` only when given (callers.node_of)."""
         now = time.monotonic()
-        active = _Active(name, rule)
+        active = _Active(name, rule, node)
         if isinstance(rule, Hang) and rule.seconds is not None:
             active.deadline = now + rule.seconds
         if isinstance(rule, Errors):
             active.remaining, active.rng = rule.count, random.Random(rule.seed)
         with self._cond:
             self._rules[name] = active
-            self._log.write(t=time.time(), op="rule-set", rule=name, detail=_describe(rule))
+            self._log.write(t=time.time(), op="rule-set", rule=name, detail=_describe(rule), node=node)
             self._cond.notify_all()
 
     def clear(self, name: str | None = None) -> list[str]:
@@ -255,7 +269,7 @@ class Engine:
 
     def _matching(self, ctx: OpCtx, kind: type) -> list[_Active]:
         return [a for a in self._rules.values() if isinstance(a.rule, kind) and ctx.kind in a.rule.ops
-                and matches(a.rule.path, ctx.path, ctx.dst)]
+                and _applies(a, ctx)]
 
     def _wait_for(self, ctx: OpCtx, due: Callable[[], float | None], kind: type | None) -> None:
         """Wait until ``due()`` (a monotonic time; None: not while things stay as they are)
@@ -306,7 +320,7 @@ class Engine:
         mutating = ctx.kind in MUTATING or ctx.writes_data
         for a in list(self._rules.values()):
             rule = a.rule
-            if not matches(rule.path, ctx.path, ctx.dst):
+            if not _applies(a, ctx):
                 continue
             if isinstance(rule, ReadOnly) and mutating:
                 raise Injected(errno.EROFS, a.name)
@@ -339,7 +353,7 @@ class Engine:
                 continue
             if ctx.kind is Kind.OPEN and not ctx.writes_data:
                 continue
-            if matches(rule.path, ctx.path, ctx.dst):
+            if _applies(a, ctx):
                 self._drop(a.name, "rule-spent")
                 return rule.point, a.name
         return None
@@ -349,7 +363,7 @@ class Engine:
             return None
         for a in list(self._rules.values()):
             rule = a.rule
-            if (isinstance(rule, CrashPoint) and rule.point is SavePoint.MID_WRITE and matches(rule.path, ctx.path)
+            if (isinstance(rule, CrashPoint) and rule.point is SavePoint.MID_WRITE and _applies(a, ctx, dst=False)
                     and ctx.written <= rule.after_bytes < ctx.written + ctx.size):
                 self._drop(a.name, "rule-spent")
                 return rule.after_bytes - ctx.written, a.name
@@ -358,11 +372,11 @@ class Engine:
     def _hold(self, ctx: OpCtx, point: SavePoint, rule: str) -> None:
         pause = Pause(id=len(self._pauses) + 1, point=point.value, path=ctx.path, dst=ctx.dst, pid=ctx.pid,
                       tid=ctx.tid, t=time.time(), rule=rule,
-                      bytes=ctx.written if ctx.kind is Kind.WRITE else None)
+                      bytes=ctx.written if ctx.kind is Kind.WRITE else None, node=ctx.node)
         ctx.touched(rule)
         self._pauses.append(pause)
         self._log.write(t=pause.t, op="pause", pause=pause.id, point=pause.point, path=pause.path, dst=pause.dst,
-                        pid=pause.pid, tid=pause.tid, rule=rule, bytes=pause.bytes)
+                        pid=pause.pid, tid=pause.tid, rule=rule, bytes=pause.bytes, node=pause.node)
         self._cond.notify_all()
         try:
             self._wait_for(ctx, lambda: None if pause.state == "held" else 0.0, None)
@@ -375,7 +389,14 @@ class Engine:
             if pause.state == "held":
                 pause.state = "unmount"
             self._log.write(t=time.time(), op="resume", pause=pause.id, dur=time.time() - pause.t,
-                            outcome=pause.state, path=pause.path, pid=pause.pid, rule=rule)
+                            outcome=pause.state, path=pause.path, pid=pause.pid, rule=rule, node=pause.node)
+
+
+def _applies(a: _Active, ctx: OpCtx, *, dst: bool = True) -> bool:
+    """Whether rule ``a`` covers ``ctx``'s path (or its rename target) and its caller's node."""
+    if not matches(a.rule.path, ctx.path, ctx.dst if dst else None):
+        return False
+    return a.node is None or ctx.node == a.node
 
 
 def _describe(rule: Rule) -> str:

@@ -71,6 +71,8 @@ class OpRecord:
     dst: str | None = None
     pid: int | None = None
     tid: int | None = None
+    node: str | None = None
+    """The job's node of the caller (its ELASTIC_CHAOS_NODE_NAME), where it has one."""
     fh: int | None = None
     bytes: int | None = None
     writes: int | None = None
@@ -119,6 +121,8 @@ class Save:
     final: str | None
     """Where the rename put it (None: not renamed)."""
     pid: int | None
+    node: str | None
+    """The job's node that wrote it."""
     start: float
     end: float
     bytes: int
@@ -149,6 +153,7 @@ def saves(records: Iterable[OpRecord]) -> list[Save]:
         mine = [r for r in recs[i:] if r.t <= last.end and (r.fh == opened.fh or r is rename
                                                              or (r.op == "fsync" and r.path == opened.path))]
         out.append(Save(path=opened.path or "", final=rename.dst if rename else None, pid=opened.pid,
+                        node=opened.node,
                         start=opened.t, end=max(r.end for r in mine), bytes=release.bytes or 0,
                         stalled_s=sum(r.stalled_s or 0.0 for r in mine),
                         error=next((r.error for r in mine if r.error), None)))

@@ -218,6 +218,12 @@ def matches(pattern: str, *paths: str | None) -> bool:
     return any(p is not None and fnmatch.fnmatchcase(p, pattern) for p in paths)
 
 
+def describe(rule: Rule) -> str:
+    """The rule in words, as the timeline and the op log say it: ``latency delay_s=0.5, ops=[write]``."""
+    fields_ = {k: v for k, v in to_json(rule).items() if k != "kind"}
+    return " ".join([_NAMES[type(rule)], ", ".join(f"{k}={v}" for k, v in fields_.items())]).strip()
+
+
 def to_json(rule: Rule) -> dict[str, Any]:
     """A plain dict for the control channel (``kind`` names the rule type)."""
     out: dict[str, Any] = {"kind": _NAMES[type(rule)]}

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from chaos.platforms.storagefs import proto
+from chaos.platforms.storagefs.callers import node_of
 from chaos.platforms.storagefs.engine import CallerGone, Engine, Injected, OpCtx
 from chaos.platforms.storagefs.fs import Handle, Passthrough
 from chaos.platforms.storagefs.oplog import OpLog
@@ -116,8 +117,10 @@ class Server:
             raise
         finally:
             if logged or injected or error == "EINTR" or (ctx.rules and not quiet):
+                if ctx.fh is not None:
+                    extra.setdefault("fh", ctx.fh)
                 self.oplog.write(t=t0, dur=time.monotonic() - m0, op=ctx.kind.value, path=ctx.path, dst=ctx.dst,
-                                 pid=ctx.pid, tid=ctx.tid, stalled_s=ctx.stalled_s or None,
+                                 pid=ctx.pid, tid=ctx.tid, node=ctx.node, stalled_s=ctx.stalled_s or None,
                                  rule=",".join(ctx.rules) or None, error=error, injected=injected or None, **extra)
 
     def _ctx(self, kind: Kind, req: Request, path: str, **kw: object) -> OpCtx:
@@ -228,7 +231,7 @@ class Server:
     def _read(self, req: Request) -> bytes:
         fh, offset, size, *_ = proto.READ_IN.unpack_from(req.body)
         h = self.fs.handle(fh)
-        ctx = self._ctx(Kind.READ, req, h.path, size=size)
+        ctx = self._ctx(Kind.READ, req, h.path, size=size, fh=fh)
         try:
             data = self._op(ctx, lambda: os.pread(h.fd, size, offset), quiet=True)
         finally:
@@ -240,7 +243,7 @@ class Server:
         fh, offset, size, *_ = proto.WRITE_IN.unpack_from(req.body)
         data = memoryview(req.body)[proto.WRITE_IN.size:proto.WRITE_IN.size + size]
         h = self.fs.handle(fh)
-        ctx = self._ctx(Kind.WRITE, req, h.path, size=size, written=h.bytes_written)
+        ctx = self._ctx(Kind.WRITE, req, h.path, size=size, written=h.bytes_written, fh=fh)
         try:
             done = self._op(ctx, lambda: self._write_through(ctx, h.fd, data, offset), quiet=True)
         finally:
@@ -275,7 +278,7 @@ class Server:
     def _flush(self, req: Request) -> bytes:
         fh, *_ = proto.FLUSH_IN.unpack_from(req.body)
         h = self.fs.handle(fh)
-        ctx = self._ctx(Kind.FLUSH, req, h.path)
+        ctx = self._ctx(Kind.FLUSH, req, h.path, fh=fh)
         self._op(ctx, lambda: None, logged=h.writable,
                  note=lambda _: {"fh": fh, "bytes": h.bytes_written, "writes": h.writes})
         return b""
@@ -284,7 +287,8 @@ class Server:
         fh, *_ = proto.RELEASE_IN.unpack_from(req.body)
         h = self.fs.close_handle(fh)
         if h is not None and (h.writable or h.stalled_s):
-            self.oplog.write(t=time.time(), op="release", path=h.path, pid=h.pid, fh=fh, bytes=h.bytes_written,
+            self.oplog.write(t=time.time(), op="release", path=h.path, pid=h.pid, node=node_of(h.pid), fh=fh,
+                             bytes=h.bytes_written,
                              writes=h.writes, stalled_s=h.stalled_s or None, rule=",".join(h.rules) or None,
                              detail=f"open {time.time() - h.opened_t:.3f}s")
         return b""
@@ -293,7 +297,7 @@ class Server:
         fh, flags, _pad = proto.FSYNC_IN.unpack_from(req.body)
         h = self.fs.handle(fh)
         kind = Kind.FSYNCDIR if req.opcode == Opcode.FSYNCDIR else Kind.FSYNC
-        ctx = self._ctx(kind, req, h.path)
+        ctx = self._ctx(kind, req, h.path, fh=fh)
         sync = os.fdatasync if flags & proto.FSYNC_FDATASYNC else os.fsync
         self._op(ctx, lambda: sync(h.fd), logged=True, note=lambda _: {"fh": fh})
         return b""
@@ -319,7 +323,7 @@ class Server:
         if mode != 0:
             raise OSError(errno.EOPNOTSUPP, "only plain fallocate")
         h = self.fs.handle(fh)
-        ctx = self._ctx(Kind.FALLOCATE, req, h.path, size=length)
+        ctx = self._ctx(Kind.FALLOCATE, req, h.path, size=length, fh=fh)
         self._op(ctx, lambda: os.posix_fallocate(h.fd, offset, length), logged=True)
         return b""
 

@@ -121,6 +121,7 @@ def _fresh_up(layout: Layout, state: dict[str, Any], nodes: int, t0: float, time
     save_state(layout, state)   # the id and what carries it, before anything is made
     for d in (layout.run, layout.logs):
         d.mkdir(parents=True, exist_ok=True)
+    share_checkpoint_folder(layout, state)
     make_control_plane_pki(layout)
     net.setup_host(names, layout.root)
     start_component(layout, state, "etcd")
@@ -156,6 +157,36 @@ def _complete(layout: Layout, state: dict[str, Any], nodes: int, t0: float, time
     api.put_configmap(PROFILE_NAMESPACE, PROFILE_NAME, profile(layout))
     progress(t0, f"{len(wanted)} nodes Ready: {', '.join(sorted(wanted, key=node_index))}")
     print(f"cluster up: export KUBECONFIG={layout.kubeconfig}")
+
+
+def share_checkpoint_folder(layout: Layout, state: dict[str, Any]) -> None:
+    """Make the shared checkpoint folder a mount of its own with shared propagation, before any node
+    starts: each node's mount namespace is a slave copy (``unshare --propagation slave``), so a mount
+    made on this machine later under the folder (the toolkit's storage layer, a FUSE mount over one
+    run's checkpoints) reaches every node, and the pods started after it. Recorded before it is made."""
+    layout.shared.mkdir(parents=True, exist_ok=True)
+    state["shared_mount"] = str(layout.shared)
+    save_state(layout, state)
+    run(["mount", "--bind", str(layout.shared), str(layout.shared)])
+    run(["mount", "--make-shared", str(layout.shared)])
+
+
+def unshare_checkpoint_folder(state: dict[str, Any]) -> None:
+    """Undo :func:`share_checkpoint_folder`: unmount the recorded folder and anything mounted under it
+    (a storage layer a dead run left), lazily. Idempotent; a folder that is no mountpoint is left."""
+    path = state.get("shared_mount")
+    if isinstance(path, str) and is_mountpoint(path):
+        run(["umount", "--recursive", "--lazy", path], check=False)
+
+
+def is_mountpoint(path: str) -> bool:
+    """Whether ``path`` is a mountpoint in this mount namespace (/proc/self/mountinfo; touches no path)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            fields = line.split()
+            if len(fields) > 4 and fields[4].replace("\\040", " ") == path:
+                return True
+    return False
 
 
 def profile(layout: Layout) -> dict[str, str]:
@@ -453,6 +484,7 @@ def _down(layout: Layout, state: dict[str, Any]) -> None:
         progress(t0, f"nodes stopped: {', '.join(sorted(state['nodes'], key=node_index))}")
     for comp in [*reversed(COMPONENTS), "template-containerd"]:
         stop(state["procs"].get(comp), grace_s=10)
+    unshare_checkpoint_folder(state)   # before the folder is removed: never walk a mount on it
     net.teardown_host(state)
     wait_for("our cgroups removed", lambda: not node.remove_cgroups(
         names.cgroup_parent, sorted(state["nodes"]), with_parent=names.cluster_id is not None), 15, 0.2)
