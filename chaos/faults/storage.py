@@ -34,7 +34,7 @@ from typing import ClassVar
 from chaos.errors import InjectionFailed, SpecError
 from chaos.events import Timeline
 from chaos.faults.api import Fault, FaultPlan, FaultRecord
-from chaos.options import option
+from chaos.options import DAY_S, MAX_SEED, option
 from chaos.platforms.api import Hit, Platform
 from chaos.platforms.capabilities import Capability, CheckpointStorage
 from chaos.platforms.storagefs import ALL, Errors, Hang, Kind, Latency, NoSpace, ReadOnly, Rule, SavePoint, Throttle
@@ -99,13 +99,13 @@ class SlowStorage(_StorageFault):
     """Each operation of ``ops`` waits ``latency_s``; writes share a throughput cap."""
 
     latency_s: float | None = option(0.5, "seconds each operation of the classes --ops names waits (none: no "
-                                          "added latency)", flag="--latency", minimum=0, units="s")
+                                          "added latency)", flag="--latency", minimum=0, units="s", maximum=3600.0)
     ops: str = option("write,fsync,rename,open", "the operations that wait, a comma list of "
                       + ", ".join(OP_CLASSES), metavar="CLASSES")
     throughput_mb_s: float | None = option(None, "cap on the volume's write throughput in MB/s (none: no cap)",
-                                           flag="--throughput", above=0, units=" MB/s")
+                                           flag="--throughput", above=0, units=" MB/s", maximum=1e6)
     duration_s: float | None = option(30.0, "seconds the volume stays slow (none: until the end of the run)",
-                                      flag="--duration", above=0, units="s")
+                                      flag="--duration", above=0, units="s", maximum=DAY_S)
     name: ClassVar[str] = "slow-storage"
     description: ClassVar[str] = ("slow checkpoint volume: added latency per operation and/or a write throughput "
                                   "cap, through a FUSE layer in the kernel path")
@@ -134,7 +134,7 @@ class StorageHang(_StorageFault):
 
     duration_s: float | None = option(20.0, "seconds every operation of the volume blocks, then they resume "
                                             "(none: until the end of the run)", flag="--duration", above=0,
-                                      units="s")
+                                      units="s", maximum=DAY_S)
     ops: str = option("all", "the operations that block, a comma list of " + ", ".join(OP_CLASSES),
                       metavar="CLASSES")
     name: ClassVar[str] = "storage-hang"
@@ -155,9 +155,9 @@ class StorageFull(_StorageFault):
     """ENOSPC once ``after_mb`` more MB were written."""
 
     after_mb: float = option(0.0, "MB the volume still takes before it is full (0: full at once)", minimum=0,
-                             units=" MB")
+                             units=" MB", maximum=1e9)
     duration_s: float | None = option(10.0, "seconds until space is freed again (none: until the end of the "
-                                            "run)", flag="--duration", above=0, units="s")
+                                            "run)", flag="--duration", above=0, units="s", maximum=DAY_S)
     name: ClassVar[str] = "storage-full"
     description: ClassVar[str] = "full checkpoint volume: writes fail with ENOSPC (at once or after N more MB)"
 
@@ -173,16 +173,17 @@ class StorageErrors(_StorageFault):
     """``errno`` for the next ``count`` operations of ``ops``, or a ``fraction`` of them."""
 
     count: int | None = option(None, "how many operations fail (default 1 when --fraction is not given)",
-                               minimum=1)
+                               minimum=1, maximum=1_000_000_000)
     fraction: float | None = option(None, "the share of operations that fail instead of a count", above=0,
                                     maximum=1)
     errno: str = option("EIO", "the error they fail with (an errno name: EIO, ENOSPC, EROFS, ETIMEDOUT, ...)",
                         metavar="NAME")
     ops: str = option("write,fsync,close", "the operations that may fail, a comma list of "
                       + ", ".join(OP_CLASSES), metavar="CLASSES")
-    seed: int = option(0, "seed of the --fraction draw (the same seed fails the same operations)", minimum=0)
+    seed: int = option(0, "seed of the --fraction draw (the same seed fails the same operations)", minimum=0,
+                       maximum=MAX_SEED)
     duration_s: float | None = option(None, "seconds until the errors stop (none: once the count is spent, or at "
-                                            "the end of the run)", flag="--duration", above=0, units="s")
+                                            "the end of the run)", flag="--duration", above=0, units="s", maximum=DAY_S)
     name: ClassVar[str] = "storage-errors"
     description: ClassVar[str] = "failing checkpoint volume: EIO on a count or a fraction of its operations"
 
@@ -209,7 +210,7 @@ class StorageReadOnly(_StorageFault):
     """EROFS for every mutation; reads go on."""
 
     duration_s: float | None = option(10.0, "seconds until the volume is writable again (none: until the end of "
-                                            "the run)", flag="--duration", above=0, units="s")
+                                            "the run)", flag="--duration", above=0, units="s", maximum=DAY_S)
     name: ClassVar[str] = "storage-readonly"
     description: ClassVar[str] = ("read-only checkpoint volume: EROFS for every write, create, rename and unlink; "
                                   "reads go on")
@@ -233,8 +234,9 @@ class KillAtSavePoint(Fault):
     path: str = option(REFERENCE_TEMPORARIES, "glob of the file a save writes before its rename, inside the "
                                               "volume (the reference trainer's temporaries by default)",
                        flag="--save-path", metavar="GLOB")
-    after_bytes: int = option(1024, "mid-write: bytes of the file written when the writer is held", minimum=0)
-    wait_s: float = option(120.0, "how long to wait for a save to reach the point", above=0, units="s")
+    after_bytes: int = option(1024, "mid-write: bytes of the file written when the writer is held", minimum=0,
+                              maximum=2**50)
+    wait_s: float = option(120.0, "how long to wait for a save to reach the point", above=0, units="s", maximum=DAY_S)
     name: ClassVar[str] = "kill-at-save-point"
     description: ClassVar[str] = ("hard kill of the node writing a checkpoint, at an exact point of its save "
                                   "(after create, mid-write, before fsync, before or after the rename)")

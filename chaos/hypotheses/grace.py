@@ -46,10 +46,10 @@ class GracePhase:
     phase: Phase = option(Phase.STEADY, "when the interruption hits the node")
     save_latency_s: float | None = option(None, "a slow volume while it hits: seconds each write, fsync, rename "
                                                 "and open of the checkpoint volume waits (none: as it is)",
-                                          flag="--save-latency", minimum=0, units="s")
+                                          flag="--save-latency", minimum=0, units="s", maximum=3600.0)
     save_delay_s: float = option(3.0, "during-save: the reference trainer's pause inside each periodic save "
                                       "(its --save-delay), so the SIGTERM lands while it writes", flag="--save-delay",
-                                 minimum=0, units="s")
+                                 minimum=0, units="s", maximum=3600.0)
 
     def __post_init__(self) -> None:
         validate(self)

@@ -29,7 +29,7 @@ from chaos.faults.api import FaultRecord
 from chaos.faults.spot import SpotInterruption
 from chaos.faults.storage import SlowStorage, StorageHang
 from chaos.hypotheses.api import Trial, hypothesis, seconds
-from chaos.options import option, validate
+from chaos.options import DAY_S, option, validate
 from chaos.watchers.storage import StorageOpWatcher
 
 ON_LAYER = {"storage_layer": True}
@@ -108,13 +108,13 @@ class Interruption:
     interrupt_after_s: float | None = option(None, "seconds into the slowdown at which a spot interruption "
                                                    "(notice, SIGTERM, SIGKILL after --grace) hits a node (none: "
                                                    "no interruption)", flag="--interrupt-after", minimum=0,
-                                             units="s")
+                                             units="s", maximum=DAY_S)
     grace_s: float = option(20.0, "the interruption's grace period: SIGTERM -> SIGKILL", flag="--grace", minimum=0,
-                            units="s")
+                            units="s", maximum=DAY_S)
     notice_s: float = option(2.0, "the interruption's notice: the notice -> SIGTERM", flag="--notice", minimum=0,
-                             units="s")
+                             units="s", maximum=DAY_S)
     slower_by: float = option(1.0, "how many times slower than before the fault the saves must get for the fault "
-                                   "to count as felt (1: any slowdown)", minimum=1)
+                                   "to count as felt (1: any slowdown)", minimum=1, maximum=1e6)
 
     def __post_init__(self) -> None:
         validate(self)
