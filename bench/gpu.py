@@ -74,14 +74,15 @@ def findings(block: dict[str, Any], cpu: dict[str, Any]) -> list[str]:
 
 def markdown(results: dict[str, Any]) -> list[str]:
     """RESULTS.md's GPU section."""
+    from bench.gpu_runs import markdown as single_runs
     from bench.tables import phase_table
     block = results.get("gpu")
     lines = ["## On GPU (NCCL)", ""]
     if not block or "recovery" not in block:
         why = (block or {}).get("skipped") or "the last `make bench` predates the GPU benchmarks"
-        return lines + [f"Not measured: {why}. `make bench` on a machine with NVIDIA GPUs measures the floor "
-                        "and the presets on NCCL here; docs/PRESETS.md has the figures taken by hand on one "
-                        "H100 (issue 16).", ""]
+        return lines + [f"Not measured by `make bench`: {why}. `make bench` on a machine with NVIDIA GPUs "
+                        "measures the floor and the presets on NCCL here (medians); docs/PRESETS.md has the "
+                        "figures taken by hand on one H100 (issue 16).", ""] + single_runs(results)
     fl = block.get("floor_s") or {}
     lines += [f"{block.get('gpus')} x {block.get('device')}, driver {block.get('driver')}, CUDA {block.get('cuda')}. "
               f"Placement: {block.get('placement')}.", "",
@@ -89,4 +90,4 @@ def markdown(results: dict[str, Any]) -> list[str]:
               f"n={fl.get('n')}).", ""]
     lines += phase_table(block.get("recovery") or {}, {})
     lines += ["", "### Findings on GPU", ""] + [f"- {f}" for f in findings(block, results)] + [""]
-    return lines
+    return lines + single_runs(results)

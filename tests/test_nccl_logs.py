@@ -153,3 +153,19 @@ def test_the_advice_on_a_forced_shutdown_names_the_30_s_wait(tmp_path):
     (finding,) = [f for f in findings if f.phase == "shutdown"]
     assert finding.cost_s == pytest.approx(30.0, abs=1e-3) and "blocked in a collective" in finding.text
     assert not [f for f in findings if f.setting and "keep_alive" in f.setting]  # expired while nobody waited
+
+
+def test_the_dump_wait_advice_counts_from_the_collectives_failure_not_from_detection():
+    """A freeze is detected (the store drops the silent node) before the survivors' collective times
+    out; the exit phase, counted from detection, then holds that wait too. Seen on an H200 (freeze 30 s,
+    fast preset): the advice said "the other 9.0 s were the teardown itself" of a 3.5 s exit."""
+    from chaos.reporting.advice_workers import _dump_wait
+
+    run = load_run(RUNS / "nccl-kill-node-fast")
+    fault = run.faults[0]
+    fault.recovery.phases["exit"] = fault.recovery.phases["exit"] + 6.0   # detected 6 s before the failure
+    finding = _dump_wait(run, 0, fault)
+    assert finding is not None and finding.cost_s == pytest.approx(66.13, abs=1e-2)   # the phase as measured
+    assert finding.text.startswith("60.1 s for the worker on node-0 to exit after its collective failed")
+    assert "first 6.0 s were the wait for the collective to fail" in finding.text
+    assert "about 1.1 s, 59 s less" in finding.text

@@ -92,16 +92,24 @@ def _dump_wait(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
     exited = first(run.events, AgentEv.WORKER_FAILED, node=err.node, after=f)
     down = f" (its agent saw the worker fail at +{exited.t - f:.1f} s)" if exited is not None else ""
     origin = "as set for this job" if given is not None else "torch's default"
-    text = (f"{exit_s:.1f} s for the worker on {err.node} to exit after its collective failed (+{err.t - f:.1f} s): "
-            f"NCCL's watchdog signalled a debug dump and waited TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC={wait_ms} "
-            f"({origin}) before it took the process down{down}: until then no agent knew. ")
+    # The phase starts at detection; a collective that fails later (a timeout after a freeze) leaves the
+    # worker waiting on it first. Only the time after the failure is the dump wait's and the teardown's.
+    after_failure = exited.t - err.t if exited is not None and exited.t >= err.t else exit_s
+    before = exit_s - after_failure
+    waited = (f" The phase's first {before:.1f} s were the wait for the collective to fail, not the exit."
+              if before >= 1.0 else "")
+    text = (f"{after_failure:.1f} s for the worker on {err.node} to exit after its collective failed "
+            f"(+{err.t - f:.1f} s): NCCL's watchdog signalled a debug dump and waited "
+            f"TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC={wait_ms} ({origin}) before it took the process down{down}: "
+            f"until then no agent knew.{waited} ")
     wait_s = wait_ms / 1000
     if wait_s > 1.0:
-        faster = max(0.0, exit_s - wait_s) + 1.0
+        faster = max(0.0, after_failure - wait_s) + 1.0
         text += (f"With 1000 (the fast preset) this exit would have taken about {faster:.1f} s, "
-                 f"{exit_s - faster:.0f} s less ({H100_NOTE}); the flight recorder then has 1 s to write what hung.")
+                 f"{after_failure - faster:.0f} s less ({H100_NOTE}); the flight recorder then has 1 s to write "
+                 "what hung.")
     else:
-        text += f"That is already short; the other {max(0.0, exit_s - wait_s):.1f} s were the teardown itself."
+        text += f"That is already short; the other {max(0.0, after_failure - wait_s):.1f} s were the teardown itself."
     return _finding(i, "exit", "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC", exit_s, text)
 
 

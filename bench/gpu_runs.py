@@ -1,0 +1,101 @@
+"""`python -m bench.gpu_runs`: single GPU runs (bench/gpu_batch.sh on a lent device) into results.json.
+
+A lent GPU machine gives a session minutes, not the hour `make bench`'s GPU section needs, so
+bench/gpu_batch.sh runs each GPU path once (the demo, kill-node and spot-interruption on NCCL
+with the fast preset, a 30 s freeze). This reads the report.json files it brought back and keeps,
+per run, what the report measured: verdict, run length, goodput and the recovery's phases. They go
+to results.json's ``gpu_runs`` (every other figure kept) and RESULTS.md's GPU section, marked as
+one run each: figures to compare with the CPU medians, not medians themselves.
+
+    python -m bench.gpu_runs --device "1 x NVIDIA H200, torch 2.11.0+cu130, NCCL 2.28.9" \\
+        --command "bash bench/gpu_batch.sh" demo=OUT/demo.report.json kill-fast=OUT/kill-fast.report.json
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+PHASES = ("detect", "exit", "shutdown", "rendezvous", "restart", "retrain", "stall")
+
+
+def summarize(name: str, report: dict[str, Any]) -> dict[str, Any]:
+    """One run's row: what its report.json measured (nothing recomputed)."""
+    job, verdict = report.get("job") or {}, report.get("verdict") or {}
+    started, finished = report.get("started_at"), report.get("finished_at")
+    row: dict[str, Any] = {
+        "name": name, "scenario": report.get("scenario"), "passed": verdict.get("passed"),
+        "backend": job.get("backend"), "pg_timeout_s": job.get("pg_timeout_s"),
+        "run_s": round(finished - started, 1) if isinstance(started, float) and isinstance(finished, float) else None,
+        "goodput": report.get("goodput"), "faults": []}
+    for f in report.get("faults") or []:
+        m = f.get("metrics") or {}
+        row["faults"].append({"kind": f.get("kind"), "target": f.get("target"),
+                              "phases": {p: (m.get("phases") or {}).get(p) for p in PHASES},
+                              **{k: m.get(k) for k in ("regain_s", "lost_steps", "world_size_before",
+                                                       "world_size_final", "replacement_s")}})
+    return row
+
+
+def markdown(results: dict[str, Any]) -> list[str]:
+    """RESULTS.md's lines for the single GPU runs (none: nothing)."""
+    block = results.get("gpu_runs")
+    if not block:
+        return []
+    lines = ["### One run each on a lent GPU machine", "",
+             f"{block['device']}; `{block['command']}`, {block['date']}. One run per row (a device lease is "
+             "minutes): compare with the CPU medians above, not as medians.", "",
+             "| run | verdict | run s | " + " | ".join(PHASES) + " | regain | lost steps | world size |",
+             "|---|---|---|" + "---|" * len(PHASES) + "---|---|---|"]
+    for run in block["runs"]:
+        verdict = "PASSED" if run["passed"] else "FAILED"
+        for f in run["faults"] or [{}]:
+            ph = f.get("phases") or {}
+            cells = [f"{ph[p]:.1f}" if isinstance(ph.get(p), (int, float)) else "n/a" for p in PHASES]
+            regain = f.get("regain_s")
+            world = f"{f.get('world_size_before')} -> {f.get('world_size_final')}" if f else ""
+            lines.append(f"| {run['name']} ({f.get('kind', run['scenario'])}) | {verdict} | {run['run_s']} | "
+                         + " | ".join(cells) + f" | {regain:.1f} | {f.get('lost_steps')} | {world} |"
+                         if isinstance(regain, (int, float)) else
+                         f"| {run['name']} | {verdict} | {run['run_s']} | " + " | ".join(cells) + " | n/a | | |")
+    notes = block.get("notes") or []
+    return lines + [""] + [f"- {n}" for n in notes] + ([""] if notes else [])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.gpu_runs", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", nargs="+", metavar="NAME=REPORT_JSON")
+    p.add_argument("--device", required=True, help="the machine, in words (GPU, torch, CUDA, NCCL)")
+    p.add_argument("--command", default="bash bench/gpu_batch.sh")
+    p.add_argument("--note", action="append", default=[], help="a line said under the table (repeatable)")
+    p.add_argument("--out", type=Path, default=HERE)
+    args = p.parse_args(argv)
+    rows = []
+    for item in args.runs:
+        name, sep, path = item.partition("=")
+        if not sep or not name:
+            p.error(f"{item!r}: expected NAME=REPORT_JSON")
+        try:
+            rows.append(summarize(name, json.loads(Path(path).read_text())))
+        except (OSError, ValueError) as e:
+            p.error(f"{path}: cannot read a report.json: {e}")
+    results_path = args.out / "results.json"
+    try:
+        results = json.loads(results_path.read_text())
+    except (OSError, ValueError) as e:
+        print(f"bench.gpu_runs: cannot read {results_path}: {e}; run `make bench` first", file=sys.stderr)
+        return 2
+    results["gpu_runs"] = {"device": args.device, "command": args.command, "notes": args.note,
+                           "date": datetime.date.today().isoformat(), "runs": rows}
+    from bench.__main__ import say, write
+    write(args.out, results, say)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
