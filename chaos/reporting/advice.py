@@ -29,10 +29,13 @@ from chaos.reporting.advice_workers import worker_findings
 from chaos.reporting.finding import Finding
 from chaos.reporting.result import FaultResult
 from chaos.reporting.run_report import RunReport
-from chaos.spec import JobSpec, RdzvBackend
+from chaos.spec import PRESETS, JobSpec, Preset, RdzvBackend
 
 SHARE = 0.2
 MIN_COST_S = 1.0
+
+LAST_CALL_SUGGESTED = 5
+"""Seconds of last call suggested: short, yet room for a replacement already on its way."""
 
 TORCH_DEFAULTS: dict[str, float] = {"last_call_timeout": 30.0, "keep_alive_interval": 5.0,
                                     "keep_alive_max_attempt": 3.0, "join_timeout": 600.0,
@@ -69,7 +72,8 @@ def advise(run: RunReport, steady: float | None = None) -> list[Finding]:
             out.append(Finding(i, "rendezvous", None, _phase(fault, "rendezvous"),
                                f"rendezvous took {_phase(fault, 'rendezvous'):.1f} s of {total:.1f} s, but with "
                                "the c10d backend its internals (who waited for whom) are not observable; "
-                               "rerun on etcd-v2 to attribute it to keep-alive expiry or last call."))
+                               "rerun on etcd-v2 to attribute it to keep-alive expiry or last call.",
+                               change=("--rdzv-backend", "etcd-v2")))
         out.extend(storage_findings(i, fault))   # chaos.reporting.advice_storage: the checkpoint volume
     return out
 
@@ -135,11 +139,46 @@ def _keep_alive(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
         when = f"{f - beat:.1f} s before the fault" if beat <= f else \
             f"{beat - f:.1f} s after the fault (it was still shutting down and never left the rendezvous)"
         text += f" Its last heartbeat was {when}, so it was due to expire at +{beat + interval * attempts - f:.1f} s."
-    if attempts > 1:
-        text += (f" keep_alive_max_attempt={_g(attempts - 1)} would cut about {_g(interval)} s here; "
-                 f"keep_alive_interval={_g(interval / 2)} about {_g(interval * attempts / 2)} s "
-                 "(more etcd writes, and a slow node is declared dead sooner).")
-    return Finding(i, "rendezvous", "keep_alive_interval x keep_alive_max_attempt", cost, text)
+    change, torchrun, saved, why = _shorter_expiry(run.result.job, interval, attempts, cost)
+    text += why
+    return Finding(i, "rendezvous", "keep_alive_interval x keep_alive_max_attempt", cost, text,
+                   change=change, torchrun=torchrun, saved_s=saved)
+
+
+def _on_torch_defaults(job: JobSpec | None) -> bool:
+    """No rendezvous or recovery knob of a preset was set: ``--rdzv-preset fast`` changes only defaults."""
+    if job is None:
+        return True
+    return all(getattr(job.rdzv, k) is None for k in Preset.RDZV_KNOBS) and \
+        all(getattr(job, k) is None for k in Preset.JOB_KNOBS if k != "monitor_interval")
+
+
+def _shorter_expiry(job: JobSpec | None, interval: float, attempts: float,
+                    cost: float) -> tuple[tuple[str, ...], str | None, float | None, str]:
+    """The keep-alive change (flags, by hand, seconds saved, why): the fast preset's expiry, else half
+    the interval (an integer: torch reads it as whole seconds), else none."""
+    fast = PRESETS["fast"]
+    f_int, f_att = fast.keep_alive_interval or 1, fast.keep_alive_max_attempt or 4
+    expiry, f_expiry = interval * attempts, f_int * f_att
+    if expiry > f_expiry:
+        change = (("--rdzv-preset", "fast") if _on_torch_defaults(job) else
+                  ("--keep-alive-interval", str(f_int), "--keep-alive-max-attempt", str(f_att)))
+        why = (f" The fast preset's keep-alive ({f_int} s x {f_att} = {_g(f_expiry)} s) would have cut the "
+               f"wait by up to {_g(expiry - f_expiry)} s" + (" (the preset also shortens the last call, the "
+                                                                "collective timeout and NCCL's waits: "
+                                                                "docs/PRESETS.md)" if change[0] == "--rdzv-preset"
+                                                               else "")
+               + f"; fewer than {f_att} attempts left no margin under load here (a live node declared dead).")
+        return change, f"--rdzv-conf keep_alive_interval={f_int},keep_alive_max_attempt={f_att}", \
+            min(cost, expiry - f_expiry), why
+    if interval >= 2:
+        half = int(interval) // 2
+        return (("--keep-alive-interval", str(half)), f"--rdzv-conf keep_alive_interval={half}",
+                min(cost, (interval - half) * attempts),
+                f" keep_alive_interval={half} would cut the expiry to {_g(half * attempts)} s (more etcd writes, "
+                "and a slow node is declared dead sooner).")
+    return (), None, None, (" This is already the shortest expiry measured safe here (docs/PRESETS.md): "
+                            "fewer attempts risk a live node declared dead.")
 
 
 def _last_heartbeat(events: list[Event], ids: set[str], before: float) -> float | None:
@@ -180,11 +219,15 @@ def _last_call(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
             f"+{forming[0].t - fault.injected_at:.1f} s but torch kept it open for "
             f"last_call_timeout={_g(lct)} s ({'torch default' if default else 'as set for this job'}) "
             f"waiting for up to max_nodes={hi}; it closed with {size} node(s). Every shrink without "
-            f"a replacement pays this in full. last_call_timeout=5 would have saved about "
-            f"{max(0.0, waited - 5):.0f} s here; keep it above the time a replacement takes to "
+            f"a replacement pays this in full. Keep it above the time a replacement takes to "
             f"join if the job should regrow in the same round"
             + (f" ({_replacement_note(fault)})." if _replacement_note(fault) else "."))
-    return Finding(i, "rendezvous", "last_call_timeout", waited, text)
+    if lct <= LAST_CALL_SUGGESTED:
+        return Finding(i, "rendezvous", "last_call_timeout", waited, text)
+    return Finding(i, "rendezvous", "last_call_timeout", waited, text,
+                   change=("--last-call-timeout", str(LAST_CALL_SUGGESTED)),
+                   torchrun=f"--rdzv-conf last_call_timeout={LAST_CALL_SUGGESTED}",
+                   saved_s=max(0.0, waited - LAST_CALL_SUGGESTED))
 
 
 def _replacement_note(fault: FaultResult) -> str:
@@ -211,10 +254,21 @@ def _retrain(run: RunReport, i: int, fault: FaultResult, steady: float | None) -
     if steady:
         text += f"; the worst case is {every} steps, about {every * steady:.1f} s at {steady:.2f} s/step"
     text += ")."
-    if save is not None and every > 1:
-        text += (f" A checkpoint save took {save:.2f} s here, so checkpoint_every={max(1, every // 2)} "
-                 f"halves the worst case for about {save:.2f} s more saving every {max(1, every // 2)} steps.")
-    return Finding(i, "retrain", "checkpoint_every", replay, text)
+    half = max(1, every // 2)
+    if every <= 1:
+        return Finding(i, "retrain", "checkpoint_every", replay, text)
+    cost = f" for about {save:.2f} s more saving every {half} steps" if save is not None else ""
+    script = bool(run.result.job is not None and run.result.job.script)
+    if script:  # the script's own interval: elastic-chaos cannot change it
+        text += f" Saving every {half} steps in the script halves the worst case{cost}."
+        return Finding(i, "retrain", "checkpoint_every", replay, text)
+    text += f" checkpoint_every={half} halves the worst case{cost}."
+    pre = fault.recovery.pre_step
+    saved = None
+    if isinstance(pre, int) and lost > 0:
+        saved = max(0.0, (lost - pre % half) * replay / lost)  # steps this run would not have trained again
+    return Finding(i, "retrain", "checkpoint_every", replay, text, change=("--checkpoint-every", str(half)),
+                   torchrun=f"the trainer's own --checkpoint-every {half}", saved_s=saved)
 
 
 def _save_s(events: list[Event]) -> float | None:

@@ -45,8 +45,9 @@ def worker_findings(run: RunReport, i: int, fault: FaultResult) -> list[Finding]
     return [f for f in found if f is not None]
 
 
-def _finding(i: int, phase: str, setting: str, cost: float, text: str) -> Finding:
-    return Finding(i, phase, setting, cost, text)
+def _finding(i: int, phase: str, setting: str, cost: float, text: str, change: tuple[str, ...] = (),
+             torchrun: str | None = None, saved: float | None = None) -> Finding:
+    return Finding(i, phase, setting, cost, text, change=change, torchrun=torchrun, saved_s=saved)
 
 
 def _job(run: RunReport, key: str) -> Any:
@@ -68,12 +69,19 @@ def _collective_timeout(run: RunReport, i: int, fault: FaultResult) -> Finding |
         return None
     origin = "as set for this job" if given is not None else "the reference trainer's default; a script's own " \
                                                                "may differ, torch's is 30 min on gloo"
+    shorter = max(1.0, round(timeout / 2))
     text = (f"{detect:.1f} s before a survivor noticed: {fault.target} went silent and nobody closed a "
             f"connection, so {err.node}'s collective waited out its timeout ({timeout:g} s, {origin}). "
-            f"--pg-timeout {max(1.0, timeout / 2):g} would have found it out about {timeout / 2:.0f} s sooner; "
+            f"A timeout of {shorter:g} s would have found it out about {timeout - shorter:.0f} s sooner; "
             "a collective slower than the timeout (a large all-reduce, an uneven data loader) then fails the "
             "job, so measure the slowest step's collectives first (the fast preset uses 10 s).")
-    return _finding(i, "detect", "collective timeout (--pg-timeout)", detect, text)
+    job = run.result.job
+    if job is not None and job.script:  # a script's timeout is its own (init_process_group's timeout=)
+        text += f" In the script: init_process_group(..., timeout=timedelta(seconds={shorter:g}))."
+        return _finding(i, "detect", "collective timeout (--pg-timeout)", detect, text)
+    return _finding(i, "detect", "collective timeout (--pg-timeout)", detect, text,
+                    change=("--pg-timeout", f"{shorter:g}"), torchrun=f"the trainer's own --pg-timeout {shorter:g}",
+                    saved=max(0.0, min(detect, timeout - shorter)))
 
 
 def _dump_wait(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
@@ -108,8 +116,10 @@ def _dump_wait(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
         text += (f"With 1000 (the fast preset) this exit would have taken about {faster:.1f} s, "
                  f"{after_failure - faster:.0f} s less ({H100_NOTE}); the flight recorder then has 1 s to write "
                  "what hung.")
-    else:
-        text += f"That is already short; the other {max(0.0, after_failure - wait_s):.1f} s were the teardown itself."
+        return _finding(i, "exit", "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC", exit_s, text,
+                        change=("--nccl-dump-wait-ms", "1000"), torchrun="TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC=1000",
+                        saved=after_failure - faster)
+    text += f"That is already short; the other {max(0.0, after_failure - wait_s):.1f} s were the teardown itself."
     return _finding(i, "exit", "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC", exit_s, text)
 
 
@@ -125,7 +135,11 @@ def _heartbeat(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
             f"NCCL call and took the worker down: TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC={timeout} "
             f"({'as set for this job' if given is not None else 'torch default'}). The fast preset uses 60; a "
             "watchdog legitimately blocked longer (a heavily loaded GPU) is then taken for a hung one.")
-    return _finding(i, "detect", "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", cost, text)
+    if timeout <= 60:
+        return _finding(i, "detect", "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", cost, text)
+    return _finding(i, "detect", "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", cost, text,
+                    change=("--nccl-heartbeat-timeout", "60"), torchrun="TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC=60",
+                    saved=max(0.0, min(cost, timeout - 60)))
 
 
 def _shutdown(run: RunReport, i: int, fault: FaultResult) -> Finding | None:

@@ -38,6 +38,7 @@ padding-bottom:4px}.meta{color:#555;font-size:13px}
 table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ddd;padding:4px 8px;text-align:right}
 th{background:#f5f5f5}td:first-child,td:nth-child(2){text-align:left}
 .advice li{margin:6px 0}.setting{font-family:monospace;background:#f1f3f4;padding:1px 4px;border-radius:3px}
+.change{font-family:monospace;background:#e6f4ea;border-left:3px solid #188038;padding:2px 6px;margin:3px 0}
 pre{background:#fafafa;border:1px solid #eee;padding:8px;font-size:11.5px;overflow-x:auto;margin:4px 0 12px}
 pre .agent{color:#1a4d8f}pre .error{color:#b3261e}pre .progress{color:#888}pre .expected{color:#8a6d00}
 .expected-note{font-size:12px;color:#8a6d00;margin:2px 0 6px}
@@ -152,8 +153,11 @@ def _advice(findings: Sequence[Finding], faults: Sequence[FaultResult]) -> str:
     for f in findings:
         fault = faults[f.fault_index]
         setting = f' <span class="setting">{escape(f.setting)}</span>' if f.setting else ""
+        lead = f.lead()
+        change = f'<div class="change">{escape(lead[0].upper() + lead[1:])}</div>' if lead else ""
         items.append(f'<li><b style="color:{PHASE_COLORS.get(f.phase, "#222")}">{escape(f.phase)}</b> '
-                     f'({escape(fault.fault)} on {escape(str(fault.target))}){setting}: {escape(f.text)}</li>')
+                     f'({escape(fault.fault)} on {escape(str(fault.target))}){setting}: {change}'
+                     f'{escape(f.text)}</li>')
     return f'<ul class="advice" id="advice">{"".join(items)}</ul>'
 
 

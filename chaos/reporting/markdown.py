@@ -40,7 +40,9 @@ def render_markdown(run: RunReport, findings: Sequence[Finding], *, goodput: flo
         for f in findings:
             fault = run.faults[f.fault_index]
             setting = f" (`{f.setting}`)" if f.setting else ""
-            lines.append(f"- **{f.phase}**, {fault.fault} on {fault.target}{setting}: {f.text}")
+            lead = f.lead()
+            change = f"**{lead[0].upper() + lead[1:]}.** " if lead else ""
+            lines.append(f"- **{f.phase}**, {fault.fault} on {fault.target}{setting}: {change}{f.text}")
     files = ["report.html", *(["timeline.png"] if png else []),
              *(n for n in ("report.json", "timeline.jsonl") if (run.folder / n).exists())]
     lines += ["", "Files: " + " · ".join(f"[{n}]({n})" for n in files), ""]
