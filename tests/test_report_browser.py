@@ -90,3 +90,43 @@ def test_audit_html_opens_cleanly(chromium, tmp_path):
                      expression='document.querySelectorAll("#audit-phases rect").length')
     assert page.console_errors == [] and page.requests == []
     assert page.value >= 4 + 4                                # 4 phase bars + 4 legend swatches
+
+
+SHOTS = Path(__file__).resolve().parent.parent / "reports" / "browser"
+"""Where the screenshots a person can look at go (git-ignored; printed by the test)."""
+
+WHAT_IT_SAYS = """(() => {
+  const svg = document.getElementById("timeline");
+  const changes = [...document.querySelectorAll("#advice .change")];
+  return {changes: changes.map(c => c.textContent),
+          shown: changes.filter(c => c.getBoundingClientRect().height > 0).length,
+          legend: document.querySelector(".legend").textContent,
+          bars: [...document.querySelectorAll("#phase-bars text.legend-item")].map(t => t.textContent),
+          labels: [...svg.querySelectorAll("text.node-mark-label")].map(t => t.textContent),
+          explained: document.querySelector(".explain") ? document.querySelector(".explain").textContent : null,
+          pauses: svg.querySelectorAll("g.pause").length};
+})()"""
+
+
+def test_the_report_says_what_to_change_and_labels_what_it_draws(chromium, tmp_path, capsys):
+    """Issue 24's report, in a real browser: each finding leads with a change to paste, the legends
+    show only what occurs, spot notices are labelled on their node's lane, goodput is explained, a
+    pause is a band (not a world of 0). The screenshot is kept in reports/browser/ for a person."""
+    folder = tmp_path / "spot-interruption"
+    shutil.copytree(RUNS / "spot-interruption", folder)
+    html = render_folder(folder, png=False).html
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SHOTS / "spot-interruption.png"
+    page = open_page(chromium, html, screenshot=shot, expression=WHAT_IT_SAYS, height=2600)
+    assert page.console_errors == [] and page.requests == []
+    seen = page.value
+    assert seen["changes"] and seen["shown"] == len(seen["changes"])
+    assert seen["changes"][0].startswith("Change: --rdzv-preset fast")
+    assert "would have saved about" in seen["changes"][0]
+    assert "rendezvous" in seen["legend"] and "stall" not in seen["legend"] and "shutdown" not in seen["legend"]
+    assert seen["bars"] == ["detect", "exit", "rendezvous", "restart"]      # 0.0 s retrain: did not occur
+    assert seen["labels"] == ["notice: rebalance, interruption"]
+    assert seen["explained"] and "committed steps" in seen["explained"]
+    assert seen["pauses"] >= 1
+    with capsys.disabled():
+        print(f"\nscreenshot to look at: {shot}")

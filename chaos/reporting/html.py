@@ -22,7 +22,7 @@ from chaos.reporting.excerpts import EXPECTED_NOTE, Excerpt
 from chaos.reporting.finding import Finding
 from chaos.reporting.result import FaultResult
 from chaos.reporting.run_report import RunReport
-from chaos.reporting.series import Series
+from chaos.reporting.series import GOODPUT_MEANS, Series
 from chaos.reporting.svg import PHASE_COLORS, node_color, phase_bars_svg, timeline_svg
 
 CSS = """
@@ -38,6 +38,7 @@ padding-bottom:4px}.meta{color:#555;font-size:13px}
 table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ddd;padding:4px 8px;text-align:right}
 th{background:#f5f5f5}td:first-child,td:nth-child(2){text-align:left}
 .advice li{margin:6px 0}.setting{font-family:monospace;background:#f1f3f4;padding:1px 4px;border-radius:3px}
+.explain{color:#777;font-size:12px}.goodput{border-bottom:1px dotted #777}
 .change{font-family:monospace;background:#e6f4ea;border-left:3px solid #188038;padding:2px 6px;margin:3px 0}
 pre{background:#fafafa;border:1px solid #eee;padding:8px;font-size:11.5px;overflow-x:auto;margin:4px 0 12px}
 pre .agent{color:#1a4d8f}pre .error{color:#b3261e}pre .progress{color:#888}pre .expected{color:#8a6d00}
@@ -161,16 +162,27 @@ def _advice(findings: Sequence[Finding], faults: Sequence[FaultResult]) -> str:
     return f'<ul class="advice" id="advice">{"".join(items)}</ul>'
 
 
-def _legend(series: Series) -> str:
+def _legend(series: Series, faults: Sequence[FaultResult]) -> str:
+    """What the timeline shows, and nothing it does not: the phases this run's faults went through,
+    node events, pauses and checkpoints only where they occur."""
     nodes = series.nodes
     spans = [f'<span><i style="background:{node_color(nodes, n)}"></i>{escape(n)}</span>' for n in nodes]
-    spans += [f'<span><i style="background:{c}"></i>{p}</span>' for p, c in PHASE_COLORS.items()]
-    spans.append('<span><i style="background:#d62728"></i>fault</span>')
+    occurred = {p for f in faults for p, v in f.phases.items() if v}
+    spans += [f'<span><i style="background:{c}"></i>{p}</span>' for p, c in PHASE_COLORS.items() if p in occurred]
+    if faults:
+        spans.append('<span><i style="background:#d62728"></i>fault</span>')
     if series.node_marks:
+        kinds = sorted({m.event for m in series.node_marks})
         spans.append('<span><i style="background:#f2a541;transform:rotate(45deg) scale(0.8)"></i>'
-                     'node event (notice, ...)</span>')
-    spans.append('<span><i style="background:#555;border-radius:6px"></i>checkpoint saved</span>')
-    spans.append('<span><i style="background:#2ca02c;border-radius:6px"></i>checkpoint loaded</span>')
+                     f'node event ({escape(", ".join(kinds))})</span>')
+    if series.pauses:
+        spans.append('<span><i style="background:#eeeeee;border:1px dashed #bbb"></i>no training step '
+                     '(world size between two worlds, not 0)</span>')
+    ckpt_kinds = {k for _, _, k in series.checkpoints}
+    if "saved" in ckpt_kinds:
+        spans.append('<span><i style="background:#555;border-radius:6px"></i>checkpoint saved</span>')
+    if "loaded" in ckpt_kinds:
+        spans.append('<span><i style="background:#2ca02c;border-radius:6px"></i>checkpoint loaded</span>')
     return f'<div class="legend">{"".join(spans)}</div>'
 
 
@@ -212,7 +224,8 @@ def render_html(run: RunReport, series: Series, findings: Sequence[Finding],
     duration = t1 - t0
     picture = (timeline_svg(series, run.faults, t0, t1) if run.events
                else "<p>No timeline: nothing to draw.</p>")
-    gp = f" · goodput {goodput:.0%}" if goodput is not None else ""
+    gp = (f' · <span class="goodput" title="{escape(GOODPUT_MEANS)}">goodput {goodput:.0%}</span> '
+          f'<span class="explain">({escape(GOODPUT_MEANS)})</span>' if goodput is not None else "")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{CSP}">
@@ -233,7 +246,7 @@ started {_when(run.t0)} · {duration:.1f} s{gp} · folder {escape(str(run.folder
 <h2>Where the time went: tuning advice</h2>
 {_advice(findings, run.faults)}
 <h2>Timeline</h2>
-{_legend(series)}
+{_legend(series, run.faults)}
 <div class="chart">{picture}</div>
 <h2>Logs around each fault</h2>
 {_excerpts(excerpts, t0)}

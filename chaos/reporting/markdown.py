@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from chaos.reporting import table
 from chaos.reporting.finding import Finding
 from chaos.reporting.run_report import RunReport
+from chaos.reporting.series import GOODPUT_MEANS
 
 
 def _cell(text: str) -> str:
@@ -19,7 +20,7 @@ def render_markdown(run: RunReport, findings: Sequence[Finding], *, goodput: flo
     lines = [f"# {run.title}: {word}", ""]
     meta = f"platform `{run.platform}`, {run.t_end - run.t0:.1f} s"
     if goodput is not None:
-        meta += f", goodput {goodput:.0%}"
+        meta += f", goodput {goodput:.0%} ({GOODPUT_MEANS})"
     lines += [meta, ""]
     lines += [f"- {r}" for r in run.reasons]
     missing = [*run.missing, *table.notes(run.result)]

@@ -240,6 +240,11 @@ def _checkpoints(events: list[Event]) -> list[tuple[float, int, str]]:
     return out
 
 
+GOODPUT_MEANS = ("the share of the run's wall time, from the first step, spent on training that counted: "
+                 "committed steps x the steady step time; downtime and steps trained twice lower it")
+"""What "goodput" means, said wherever it is shown (report.html, summary.md)."""
+
+
 def goodput(steps: list[StepSeries], steady: float | None, end: float | None = None) -> float | None:
     """Useful step time / wall time from the first step to the end of the run (docs/REPORTS.md).
 

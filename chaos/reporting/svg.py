@@ -19,7 +19,7 @@ from html import escape
 from chaos.analysis.recovery import PHASES
 from chaos.events import FaultEv, NodeEv
 from chaos.reporting.result import FaultResult
-from chaos.reporting.series import Series
+from chaos.reporting.series import Marker, Series
 
 PHASE_COLORS = {"detect": "#f2a541", "exit": "#e84393", "shutdown": "#8d6e63", "rendezvous": "#6c5ce7",
                 "restart": "#00a8a8", "retrain": "#e17055", "stall": "#95a5a6"}
@@ -198,14 +198,44 @@ def _node_lane(series: Series, node: str, sx: _Scale, top: float, nodes: Sequenc
         if lt.ended == NodeEv.LOST.name:
             out.append(f'<text x="{_f(x1 + 2)}" y="{_f(top + NODE_H - 4)}" font-size="11" '
                        f'fill="{FAULT_COLOR}">lost</text>')
-    for m in series.node_marks:
-        if m.node != node:
-            continue
+    marks = [m for m in series.node_marks if m.node == node]
+    for m in marks:
         x = sx.x(m.t)
         tip = f"{node}: {m.event}" + (f" ({m.detail})" if m.detail else "") + f" at +{m.t - sx.t0:.1f}s"
         out.append(f'<path class="node-mark" d="M{_f(x)},{_f(top + 1)} l5,8 l-5,8 l-5,-8 z" fill="#f2a541" '
                    f'stroke="#8a5a00" stroke-width="0.8">{_t(tip)}</path>')
+    # labels after the marks (drawn on top); marks closer than a label's width share one label
+    groups: list[tuple[float, list[str]]] = []
+    for m in marks:
+        x, label = sx.x(m.t), _mark_label(m)
+        if groups and x - groups[-1][0] < 6 + 5.5 * len(", ".join(groups[-1][1])):
+            if label not in groups[-1][1]:
+                groups[-1][1].append(label)
+        else:
+            groups.append((x, [label]))
+    for x, labels in groups:
+        text = _join_labels(labels)
+        out.append(f'<text class="node-mark-label" x="{_f(x + 6)}" y="{_f(top + 12)}" font-size="10" '
+                   f'fill="#5a3a00" stroke="#fff" stroke-width="3" paint-order="stroke">{escape(text)}</text>')
     return "".join(out)
+
+
+def _join_labels(labels: list[str]) -> str:
+    """``notice: rebalance`` + ``notice: interruption`` -> ``notice: rebalance, interruption``."""
+    out: list[str] = []
+    for label in labels:
+        kind, _, detail = label.partition(": ")
+        if out and detail and out[-1].startswith(kind + ": "):
+            out[-1] += f", {detail}"
+        else:
+            out.append(label)
+    return "; ".join(out)
+
+
+def _mark_label(m: Marker) -> str:
+    """A node event's short name on the lane: ``notice: interruption``, ``frozen``."""
+    detail = m.detail.split(",")[0].split("=")[-1].strip() if m.event == "notice" and m.detail else ""
+    return f"{m.event}: {detail}" if detail else m.event
 
 
 def _ws_lane(series: Series, sx: _Scale, top: float) -> str:
@@ -315,9 +345,10 @@ def phase_bars_svg(bars: Sequence[tuple[str, dict[str, float | None]]], *, svg_i
                    f'fill="{"#222" if unobserved is None else "#999"}">{escape(total)}</text>')
     ly = height - 12
     lx = left
-    for name in PHASES:
+    occurred = {name for _, phases in bars for name, d in phases.items() if d}
+    for name in (p for p in PHASES if p in occurred):   # the legend shows what occurs
         out.append(f'<rect x="{lx}" y="{ly - 9}" width="10" height="10" fill="{PHASE_COLORS[name]}"/>'
-                   f'<text x="{lx + 14}" y="{ly}" font-size="11">{name}</text>')
+                   f'<text class="legend-item" x="{lx + 14}" y="{ly}" font-size="11">{name}</text>')
         lx += 100
     out.append("</svg>")
     return "".join(out)

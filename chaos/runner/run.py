@@ -75,6 +75,13 @@ class NotSteady(ChaosError):
         self.problems = problems
 
 
+SETTLE_STEPS = 5
+SETTLE_S = 5.0
+SETTLE_MIN_S = 2.0
+"""After a recovery: steps trained (at least SETTLE_MIN_S, at most SETTLE_S waited) before teardown,
+for the step chart."""
+
+
 class ChaosRun:
     def __init__(self, report_dir: Path, *, platform: str = "local", scenario: str = "adhoc",
                  platform_options: dict[str, Any] | None = None, overwrite: bool = False) -> None:
@@ -160,6 +167,7 @@ class ChaosRun:
             self._teardown()
 
     def _teardown(self) -> None:
+        self._settle()
         # what the nodes print from here on (workers failing as their peers stop) is
         # the toolkit tearing the job down, not the job's behaviour: say so first
         self.phase("teardown")
@@ -194,6 +202,23 @@ class ChaosRun:
                                 missing=tuple(missing_in(result, events)))
         self.rendered = write_report(self.report)
         self.timeline.close()
+
+    def _settle(self) -> None:
+        """A job that recovered trains a few more steps before it is torn down (at most SETTLE_S), so
+        the report's step chart shows training after the recovery, not a line that ends at it. Never
+        fatal: a job that stops training here is simply torn down."""
+        faults = self.ledger.records
+        if not faults or self.job is None:
+            return
+        after = [e.data.step for e in self.timeline.select(ProgressEv.STEP)
+                 if e.t > max(r.injected_at for r in faults)]
+        if not after:
+            return   # it never trained again: nothing to show, no reason to wait
+        target = max(after) + SETTLE_STEPS
+        self.phase("settling", target_step=target)
+        began = time.monotonic()
+        if self.timeline.wait_for(lambda e: e.type == ProgressEv.STEP and e.data.step >= target, timeout=SETTLE_S):
+            time.sleep(max(0.0, SETTLE_MIN_S - (time.monotonic() - began)))  # fast steps: still visible
 
     def phase(self, name: str, **data: Any) -> None:
         self.timeline.emit(RunnerEv.PHASE, None, Phase(phase=name, **data))
