@@ -74,7 +74,7 @@ def findings(block: dict[str, Any], cpu: dict[str, Any]) -> list[str]:
 
 def markdown(results: dict[str, Any]) -> list[str]:
     """RESULTS.md's GPU section."""
-    from bench.gpu_runs import markdown as single_runs
+    from bench.sections import gpu_runs_markdown as single_runs
     from bench.tables import phase_table
     block = results.get("gpu")
     lines = ["## On GPU (NCCL)", ""]

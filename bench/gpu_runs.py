@@ -19,8 +19,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.sections import PHASES
+
 HERE = Path(__file__).resolve().parent
-PHASES = ("detect", "exit", "shutdown", "rendezvous", "restart", "retrain", "stall")
 
 
 def summarize(name: str, report: dict[str, Any]) -> dict[str, Any]:
@@ -39,31 +40,6 @@ def summarize(name: str, report: dict[str, Any]) -> dict[str, Any]:
                               **{k: m.get(k) for k in ("regain_s", "lost_steps", "world_size_before",
                                                        "world_size_final", "replacement_s")}})
     return row
-
-
-def markdown(results: dict[str, Any]) -> list[str]:
-    """RESULTS.md's lines for the single GPU runs (none: nothing)."""
-    block = results.get("gpu_runs")
-    if not block:
-        return []
-    lines = ["### One run each on a lent GPU machine", "",
-             f"{block['device']}; `{block['command']}`, {block['date']}. One run per row (a device lease is "
-             "minutes): compare with the CPU medians above, not as medians.", "",
-             "| run | verdict | run s | " + " | ".join(PHASES) + " | regain | lost steps | world size |",
-             "|---|---|---|" + "---|" * len(PHASES) + "---|---|---|"]
-    for run in block["runs"]:
-        verdict = "PASSED" if run["passed"] else "FAILED"
-        for f in run["faults"] or [{}]:
-            ph = f.get("phases") or {}
-            cells = [f"{ph[p]:.1f}" if isinstance(ph.get(p), (int, float)) else "n/a" for p in PHASES]
-            regain = f.get("regain_s")
-            world = f"{f.get('world_size_before')} -> {f.get('world_size_final')}" if f else ""
-            lines.append(f"| {run['name']} ({f.get('kind', run['scenario'])}) | {verdict} | {run['run_s']} | "
-                         + " | ".join(cells) + f" | {regain:.1f} | {f.get('lost_steps')} | {world} |"
-                         if isinstance(regain, (int, float)) else
-                         f"| {run['name']} | {verdict} | {run['run_s']} | " + " | ".join(cells) + " | n/a | | |")
-    notes = block.get("notes") or []
-    return lines + [""] + [f"- {n}" for n in notes] + ([""] if notes else [])
 
 
 def main(argv: list[str] | None = None) -> int:

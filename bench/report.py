@@ -89,7 +89,7 @@ def write_markdown(results: dict[str, Any], path: Path, plot_name: str | None, r
     lines += gpu_markdown(results)
     from bench.replay import markdown as replay_markdown
     lines += replay_markdown(results)
-    from bench.soak import markdown as soak_markdown
+    from bench.sections import soak_markdown
     lines += soak_markdown(results)
     from bench.storage import markdown as storage_markdown
     lines += storage_markdown(results)

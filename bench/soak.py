@@ -219,39 +219,6 @@ def summary(scenarios: Sequence[Scenario], runs: Sequence[CatalogRun], *, keywor
 
 
 # -- RESULTS.md ------------------------------------------------------------------------------
-def markdown(results: Mapping[str, Any]) -> list[str]:
-    """The soak's section of RESULTS.md (nothing when results.json has no soak)."""
-    soak = results.get("soak")
-    if not soak:
-        return []
-    lines = ["## Our own flakiness (make soak)", "",
-             f"The scenario catalog run back to back on {soak.get('machine', '?')}, {soak.get('date', '?')}"
-             + (f", scenarios selected by `-k {soak['keyword']}`" if soak.get("keyword") else "")
-             + ". A scenario is **flaky** when it passed in some identical runs and failed in others; "
-               "regain and lost steps are every injected fault's (n, min / median / max).", ""]
-    for name, c in (soak.get("catalogs") or {}).items():
-        flaky = c.get("flaky") or []
-        lines.append(f"- **{name}** catalog: {c.get('runs')} run(s) of {c.get('scenarios')} scenario(s), "
-                     f"{c.get('failures')} failure(s), {len(flaky)} flaky scenario(s)"
-                     + (f": {', '.join(f'`{f}`' for f in flaky)}" if flaky else "")
-                     + f"; wall {', '.join(f'{w:.0f}' for w in c.get('wall_s') or [])} s.")
-    lines += ["", "| catalog | scenario | passed | failed | skipped | flaky | regain s (n: min / median / max) "
-                  "| lost steps (n: min / median / max) |", "|---|---|---|---|---|---|---|---|"]
-    for s in soak.get("scenarios") or []:
-        m = s.get("metrics") or {}
-        lines.append(f"| {s['catalog']} | `{s['scenario'].removeprefix('scenarios/')}` | {s['passed']} | "
-                     f"{s['failed']} | {s['skipped']} | {'**yes**' if s['flaky'] else 'no'} | "
-                     f"{_cell(m.get('regain'))} | {_cell(m.get('lost_steps'))} |")
-    return [*lines, ""]
-
-
-def _cell(stat: Mapping[str, Any] | None) -> str:
-    if not stat or not stat.get("n"):
-        return "-"
-    return f"{stat['n']}: {stat['min']:.3g} / {stat['median']:.3g} / {stat['max']:.3g}"
-
-
-# -- the command ------------------------------------------------------------------------------
 def cluster_kubeconfig() -> Path | None:
     """The local cluster's kubeconfig when this process is root and a cluster is up, else None."""
     if os.geteuid() != 0:

@@ -131,7 +131,7 @@ def test_without_a_gpu_the_gpu_block_says_why_and_runs_nothing(tmp_path):
                         floor=lambda *a, **k: ran.append("floor"), run_case=lambda *a, **k: ran.append("case"))
     assert block == {"skipped": "no GPU on this machine (nvidia-smi not found)"} and ran == []
     md = "\n".join(gpu.markdown({"gpu": block}))
-    assert "Not measured: no GPU on this machine" in md
+    assert "Not measured by `make bench`: no GPU on this machine" in md
 
 
 def test_on_a_gpu_the_floor_and_every_preset_run_on_nccl(tmp_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import soak
+from bench import sections, soak
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 BENCH = Path(__file__).resolve().parent.parent / "bench"
@@ -46,7 +46,7 @@ def test_a_scenario_that_passed_and_failed_in_identical_runs_is_flaky():
     block = soak.summary(list(found.values()), runs_done, keyword=None, date="2026-11-26")
     local = block["catalogs"]["local"]
     assert local["runs"] == 3 and local["failures"] == 2 and sorted(local["flaky"]) == sorted([KILL, CRASH])
-    text = "\n".join(soak.markdown({"soak": block}))
+    text = "\n".join(sections.soak_markdown({"soak": block}))
     row = "| local | `test_kill_node.py::test_a_lost_node_is_replaced` | 2 | 1 | 0 | **yes** | 3: 8.1 / 8.4 / 31 | "
     assert "2 flaky scenario(s)" in text and row + "3: 9 / 9 / 12 |" in text
 
