@@ -75,6 +75,9 @@ class NotSteady(ChaosError):
         self.problems = problems
 
 
+SAVE_CATCH_UP_S = 3.0
+"""How long the steady-state check waits for a save the checkpoint watcher has yet to report."""
+
 SETTLE_STEPS = 5
 SETTLE_S = 5.0
 SETTLE_MIN_S = 2.0
@@ -317,6 +320,10 @@ class ChaosRun:
         assert job is not None, "start the job first"
         sees_saves = not job.script or job.observe.checkpoint is not None or bool(
             self.timeline.select(CheckpointEv.SAVED))
+        if checkpoint_bound and sees_saves and not self.timeline.select(CheckpointEv.SAVED):
+            # the checkpoint file's watcher reports a save once it held still for a poll and the
+            # logs were read past it: give it that long before calling the job unsteady
+            self.timeline.wait_for(lambda e: e.type == CheckpointEv.SAVED, timeout=SAVE_CATCH_UP_S)
         problems = unsteady(self.timeline.events(), world_size=job.initial_nodes * job.nproc_per_node,
                             checkpoint_every=job.checkpoint_every if checkpoint_bound else None,
                             sees_saves=sees_saves)
