@@ -218,3 +218,12 @@ def test_node_events_such_as_spot_notices_are_marked_on_the_node_lane(copy_run):
                                       {"notice": "interruption"}).to_json()) + "\n")
     html = render_folder(folder, png=False).html.read_text()
     assert '<path class="node-mark"' in html and "node-1: notice (notice=interruption)" in html
+
+
+def test_a_scripts_step_line_is_not_drawn_across_the_pause_of_its_restart():
+    """A script's steps are one series per node: before and after a restart they were one polyline,
+    a flat line across 20 s of no training (seen in a DDP-tutorial-shaped run's report)."""
+    from chaos.reporting.svg import _split_at_pauses
+    pts = [(1.0, 1), (2.0, 2), (3.0, 3), (25.0, 2), (26.0, 3)]
+    assert _split_at_pauses(pts, [(3.0, 25.0)]) == [pts[:3], pts[3:]]
+    assert _split_at_pauses(pts, []) == [pts]

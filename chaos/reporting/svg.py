@@ -133,17 +133,33 @@ def _steps_lane(series: Series, sx: _Scale, top: float, nodes: Sequence[str]) ->
     for s in series.steps:
         # ranks in lockstep overlap: earlier nodes drawn wider, so every line stays visible
         width = max(1.5, 4.5 - 1.5 * (nodes.index(s.node) if s.node in nodes else 0))
-        pts = " ".join(f"{_f(sx.x(t))},{_f(y(step))}" for t, step in thin(s.points))
-        first, last = s.points[0], s.points[-1]
-        tip = (f"{s.label}: steps {first[1]}..{last[1]} from +{first[0] - sx.t0:.1f}s "
-               f"to +{last[0] - sx.t0:.1f}s")
-        out.append(f'<polyline class="series" points="{pts}" fill="none" stroke-width="{width:g}" '
-                   f'stroke="{node_color(nodes, s.node)}" data-node="{escape(s.node)}">{_t(tip)}</polyline>')
+        for part in _split_at_pauses(s.points, series.pauses):   # no line drawn across a pause
+            pts = " ".join(f"{_f(sx.x(t))},{_f(y(step))}" for t, step in thin(part))
+            first, last = part[0], part[-1]
+            tip = (f"{s.label}: steps {first[1]}..{last[1]} from +{first[0] - sx.t0:.1f}s "
+                   f"to +{last[0] - sx.t0:.1f}s")
+            out.append(f'<polyline class="series" points="{pts}" fill="none" stroke-width="{width:g}" '
+                       f'stroke="{node_color(nodes, s.node)}" data-node="{escape(s.node)}">{_t(tip)}</polyline>')
     for t, step, kind in series.checkpoints:
         color = {"saved": "#555", "loaded": "#2ca02c", "corrupt": FAULT_COLOR}.get(kind, "#555")
         out.append(f'<circle cx="{_f(sx.x(t))}" cy="{_f(y(step))}" r="3.5" fill="{color}">'
                    f'{_t(f"checkpoint {kind}: step {step} at +{t - sx.t0:.1f}s")}</circle>')
     return "".join(out)
+
+
+def _split_at_pauses(points: Sequence[tuple[float, int]],
+                     pauses: Sequence[tuple[float, float]]) -> list[Sequence[tuple[float, int]]]:
+    """``points`` cut where two neighbours lie on either side of a pause (no step of any worker):
+    a script's steps are one series per node, which a restart does not end."""
+    parts: list[Sequence[tuple[float, int]]] = []
+    start = 0
+    for i in range(1, len(points)):
+        a, b = points[i - 1][0], points[i][0]
+        if any(a <= p0 + 1e-6 and b >= p1 - 1e-6 for p0, p1 in pauses):
+            parts.append(points[start:i])
+            start = i
+    parts.append(points[start:])
+    return [p for p in parts if p]
 
 
 ROW_H = 12
