@@ -25,7 +25,9 @@ def register(sub: Any) -> None:
 def _check_torch() -> str:
     from chaos.platforms.local.torch_check import require_torch
     require_torch()  # not a dependency of elastic-chaos: absent or too old, say how to install a CPU build
-    torch = importlib.import_module("torch")
+    with warnings.catch_warnings():   # torch's own import warnings (no numpy, ...) are not doctor's findings
+        warnings.simplefilter("ignore")
+        torch = importlib.import_module("torch")
     build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU"
     gpus = torch.cuda.device_count() if torch.version.cuda else 0
     importlib.import_module("torch.distributed.run")
