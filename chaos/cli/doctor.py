@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import warnings
 from typing import Any
 
 
