@@ -16,9 +16,13 @@ def soak_markdown(results: Mapping[str, Any]) -> list[str]:
         return []
     lines = ["## Our own flakiness (make soak)", "",
              f"The scenario catalog run back to back on {soak.get('machine', '?')}, {soak.get('date', '?')}"
+             + (f", at commit {soak['commit']}" if soak.get("commit") else "")
              + (f", scenarios selected by `-k {soak['keyword']}`" if soak.get("keyword") else "")
              + ". A scenario is **flaky** when it passed in some identical runs and failed in others; "
                "regain and lost steps are every injected fault's (n, min / median / max).", ""]
+    if "cluster" not in (soak.get("catalogs") or {}):
+        lines += ["No cluster catalog in this soak (it runs as root with `make cluster-up`: "
+                  "`make soak SOAK_CLUSTER_RUNS=3`).", ""]
     for name, c in (soak.get("catalogs") or {}).items():
         flaky = c.get("flaky") or []
         lines.append(f"- **{name}** catalog: {c.get('runs')} run(s) of {c.get('scenarios')} scenario(s), "
