@@ -31,6 +31,7 @@ from chaos.events import (
     Source,
     field_value,
     first,
+    node_name,
     of,
     payload_json,
 )
@@ -172,7 +173,7 @@ class Recovery:
 
     def explain(self) -> str:
         """The timeline slice around this fault, one line per notable event."""
-        lines = [f"{self.fault_kind} on {self.target} at t0={self.injected_at:.3f}:"]
+        lines = [f"{self.fault_kind} on {node_name(self.target)} at t0={self.injected_at:.3f}:"]
         lines += [f"  {e.t - self.injected_at:+8.3f}s  {e.type}  {e.node or ''}  "
                   f"{_brief(payload_json(e.data))}" for e in self.evidence]
         lines += [f"  missing: {m}" for m in self.missing]

@@ -17,7 +17,7 @@ from chaos.events.timeline import (
     read_events,
     read_timeline,
 )
-from chaos.events.types import EventType, Source
+from chaos.events.types import EventType, Source, node_name
 from chaos.events.vocabulary import (
     ALL_TYPES,
     AgentEv,
@@ -33,6 +33,6 @@ from chaos.events.vocabulary import (
 __all__ = [
     "ALL_TYPES", "AgentEv", "CheckpointEv", "Event", "EventType", "FaultEv", "LineError", "NodeEv", "Nothing",
     "Payload", "PayloadError", "ProgressEv", "RdzvEv", "RunnerEv", "Selector", "Source", "Timeline",
-    "TimelineRead", "Undeclared", "declared", "field_value", "first", "last", "of", "payload_json",
+    "TimelineRead", "Undeclared", "declared", "field_value", "first", "last", "node_name", "of", "payload_json",
     "read_events", "read_timeline",
 ]

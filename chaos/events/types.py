@@ -64,3 +64,9 @@ def event_type(source: Source, name: str, payload: type[P]) -> EventType[P]:
 def undeclared(source: str, name: str) -> EventType[Any]:
     """The type of an event the vocabulary does not declare (its data stays as read)."""
     return EventType(source, name, Undeclared)
+
+
+def node_name(node: str | None) -> str:
+    """A node as a sentence names it: an event or fault with no node is every node's (a storage
+    fault on the shared volume, the rendezvous store)."""
+    return node if node is not None else "every node"

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
+from chaos.events import node_name
 from chaos.reporting import table
 from chaos.reporting.excerpts import EXPECTED_NOTE, Excerpt
 from chaos.reporting.finding import Finding
@@ -157,7 +158,7 @@ def _advice(findings: Sequence[Finding], faults: Sequence[FaultResult]) -> str:
         lead = f.lead()
         change = f'<div class="change">{escape(lead[0].upper() + lead[1:])}</div>' if lead else ""
         items.append(f'<li><b style="color:{PHASE_COLORS.get(f.phase, "#222")}">{escape(f.phase)}</b> '
-                     f'({escape(fault.fault)} on {escape(str(fault.target))}){setting}: {change}'
+                     f'({escape(fault.fault)} on {escape(node_name(fault.target))}){setting}: {change}'
                      f'{escape(f.text)}</li>')
     return f'<ul class="advice" id="advice">{"".join(items)}</ul>'
 
@@ -191,7 +192,7 @@ def _excerpts(excerpts: Sequence[tuple[FaultResult, list[Excerpt]]], t0: float) 
         return "<p>No fault, or no node logs: nothing to excerpt.</p>"
     out = []
     for fault, items in excerpts:
-        out.append(f"<h3>{escape(fault.fault)} on {escape(str(fault.target))} "
+        out.append(f"<h3>{escape(fault.fault)} on {escape(node_name(fault.target))} "
                    f"at +{fault.injected_at - t0:.1f}s</h3>")
         shown = [ex for ex in items if ex.lines]
         for ex in shown:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from chaos.events import node_name
 from chaos.reporting import table
 from chaos.reporting.finding import Finding
 from chaos.reporting.run_report import RunReport
@@ -43,7 +44,7 @@ def render_markdown(run: RunReport, findings: Sequence[Finding], *, goodput: flo
             setting = f" (`{f.setting}`)" if f.setting else ""
             lead = f.lead()
             change = f"**{lead[0].upper() + lead[1:]}.** " if lead else ""
-            lines.append(f"- **{f.phase}**, {fault.fault} on {fault.target}{setting}: {change}{f.text}")
+            lines.append(f"- **{f.phase}**, {fault.fault} on {node_name(fault.target)}{setting}: {change}{f.text}")
     files = ["report.html", *(["timeline.png"] if png else []),
              *(n for n in ("report.json", "timeline.jsonl") if (run.folder / n).exists())]
     lines += ["", "Files: " + " · ".join(f"[{n}]({n})" for n in files), ""]

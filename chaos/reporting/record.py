@@ -15,7 +15,7 @@ from pathlib import Path
 
 from chaos.analysis.recovery import Recovery
 from chaos.analysis.verdict import Verdict
-from chaos.events import Event, ProgressEv, first
+from chaos.events import Event, ProgressEv, first, node_name
 from chaos.reporting.load import result_of_timeline
 from chaos.reporting.report import write_report
 from chaos.reporting.run_report import RunReport, missing_in
@@ -32,7 +32,7 @@ def watch_verdict(recoveries: Sequence[Recovery], saw_progress: bool, errors: Se
         if saw_progress:
             how += f", progress regained after {r.regain_s:.1f}s" if r.regain_s is not None \
                 else ", progress never regained"
-        verdict.require(ok, f"{r.fault_kind} of {r.target}: {how}", check="recovered")
+        verdict.require(ok, f"{r.fault_kind} of {node_name(r.target)}: {how}", check="recovered")
     for e in errors:
         verdict.fail(f"watcher: {e}", check="watcher")
     if not recoveries:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from html import escape
 
 from chaos.analysis.recovery import PHASES
-from chaos.events import FaultEv, NodeEv
+from chaos.events import FaultEv, NodeEv, node_name
 from chaos.reporting.result import FaultResult
 from chaos.reporting.series import Marker, Series
 
@@ -181,7 +181,8 @@ def _phase_lane(faults: Sequence[FaultResult], sx: _Scale, top: float) -> str:
                 break
             out.append(f'<rect class="phase" x="{_f(sx.x(t))}" y="{_f(y)}" '
                        f'width="{_f(max(sx.x(t + d) - sx.x(t), 1.0))}" height="{bar_h}" '
-                       f'fill="{PHASE_COLORS[name]}">{_t(f"{f.fault} on {f.target}: {name} {d:.1f}s")}</rect>')
+                       f'fill="{PHASE_COLORS[name]}">'
+                       f'{_t(f"{f.fault} on {node_name(f.target)}: {name} {d:.1f}s")}</rect>')
             t += d
     return "".join(out)
 

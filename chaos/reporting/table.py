@@ -20,6 +20,7 @@ from chaos.analysis.groups import FaultGroup, RunGroup
 from chaos.analysis.metrics import Metric
 from chaos.analysis.recovery import RECOVERY, Recovery
 from chaos.analysis.registry import fault_groups, run_groups
+from chaos.events import node_name
 from chaos.events.runner_events import GpuPlacement, Threads
 from chaos.reporting.result import FaultResult, RunResult
 
@@ -63,7 +64,7 @@ def header(progress_unit: str = "step", group: FaultGroup[Any] = RECOVERY) -> li
 
 
 def row(kind: str, target: str | None, value: Any, group: FaultGroup[Any] = RECOVERY) -> list[str]:
-    return [kind, str(target), *(c.cell(value) for c in columns(group))]
+    return [kind, node_name(target), *(c.cell(value) for c in columns(group))]
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ def notes(result: RunResult) -> list[str]:
     out = []
     for g in fault_groups():
         for f in shown_faults(result, g):
-            out += [f"{f.record.fault} on {f.record.target}: {why}" for why in f.measured[g.name].missing]
+            out += [f"{f.record.fault} on {node_name(f.record.target)}: {why}" for why in f.measured[g.name].missing]
     return out
 
 
@@ -133,4 +134,4 @@ def remarks(recoveries: Iterable[Recovery], placement: GpuPlacement | None = Non
     threads to the cores (``threads``)."""
     out = [f"GPUs: {placement.note}"] if placement is not None and placement.note else []
     out += [f"threads: {threads.advice}"] if threads is not None and threads.advice else []
-    return out + [f"{r.fault_kind} on {r.target}: {note}" for r in recoveries for note in r.notes]
+    return out + [f"{r.fault_kind} on {node_name(r.target)}: {note}" for r in recoveries for note in r.notes]
