@@ -63,3 +63,22 @@ def test_a_save_stamped_after_the_latest_step_still_shows_the_job_saves():
     late = [step(1, 5), step(1.1, 9), step(1.2, 11), Event.make(CheckpointEv.SAVED, 1.4, "node-0", {"step": 9})]
     assert unsteady(ev, world_size=2, checkpoint_every=3) == []
     assert unsteady(late, world_size=2, checkpoint_every=3) == []
+
+
+def test_a_later_faults_restarts_before_it_are_the_earlier_faults_recoveries_not_warm_up():
+    """Seen in kill-at-save-point (one fault per save point, in one run): every fault after the first
+    said its job 'was not steady' because of the previous fault's restart."""
+    from chaos.analysis.recovery import analyze
+    from chaos.events import FaultEv
+
+    def kill(t: float, node: str) -> Event:
+        return Event.make(FaultEv.INJECTED, t, node, {"fault": "kill-node"})
+    ev = [step(1, 1), step(2, 2), kill(3, "node-1"),
+          Event.make(AgentEv.WORKER_GROUP_FAILED, 3.5, "node-0", {"attempts_left": 2, "max_restarts": 3}),
+          step(5, 3), step(6, 4), kill(7, "node-2"), step(9, 5)]
+    first_rec, second = analyze(ev)
+    assert first_rec.restarts_before == 0 and second.restarts_before == 0
+    assert not [n for n in second.notes if "warm-up" in n]
+    warm = [ev[0], Event.make(AgentEv.WORKER_GROUP_FAILED, 1.5, "node-0", {"attempts_left": 2, "max_restarts": 3}),
+            *ev[1:]]
+    assert [r.restarts_before for r in analyze(warm)] == [1, 1]

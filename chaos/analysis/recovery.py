@@ -112,7 +112,7 @@ class Recovery:
     restarts_used: int = metric("restarts", _N, "the most worker-group restarts one agent spent after the "
                                 "fault", default=0, table=True, junit=True)
     restarts_before: int = metric("restarts before", _N, "the most worker-group restarts one agent spent "
-                                  "before the fault (in warm-up): a steady job has spent none", default=0,
+                                  "in warm-up (before the run's first fault): a steady job has spent none", default=0,
                                   junit=True)
     restart_budget: int | None = None
     """The job's max_restarts (each agent's budget)."""
@@ -299,7 +299,10 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
     rec.replacement_s = _replacement(events, f, target, rec)
     rec.provision_s, rec.join_s, rec.rejoin_s = _machine_split(events, f, target, rec)
     rec.restarts_used = _restarts_used(events, f, until)
-    rec.restarts_before = restarts_before(events, f)
+    # warm-up ends at the run's first fault: a later fault's restarts before it are the earlier
+    # faults' recoveries, not an unsteady start
+    first_fault = first(events, FaultEv.INJECTED)
+    rec.restarts_before = restarts_before(events, min(f, first_fault.t) if first_fault is not None else f)
     if rec.restarts_before:
         rec.notes.append(f"{rec.restarts_before} worker-group restart(s) were spent before the fault (in warm-up): "
                          "the job was not steady, and the fault met a smaller restart budget")
