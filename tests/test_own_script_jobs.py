@@ -123,17 +123,18 @@ while True:
 """
 
 
-def test_a_checkpoint_path_never_written_fails_the_verdict_and_says_what_is_there(tmp_path):
+def test_a_checkpoint_path_never_written_is_not_steady_and_says_what_is_there(tmp_path):
     script = tmp_path / "count.py"
     script.write_text(PURE_PYTHON)
     out, report = run_cli(tmp_path, "worker-crash", "--nodes", "1:1", *FAST, "--steady-steps", "12",
                           "--progress-regex", r"^step (?P<step>\d+)", "--checkpoint", "step.json",
                           "--", str(script))
-    assert out.returncode == 1, out.stdout + out.stderr
-    assert "ok: training resumed after the fault" in out.stdout
-    assert "FAILED: the checkpoint path 'step.json' was written during the run: it never was" in out.stdout
-    assert "the workdir holds: state/" in out.stdout
-    assert load(report)["observation"]["checkpoint"]["never_written"] is True
+    # nothing appeared at the watched path two save intervals in: the job is not steady (exit 3), no
+    # fault, and the reason names the path and what its folder holds instead
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "nothing was written at the --checkpoint path 'step.json'" in out.stdout
+    assert "its folder holds: state/" in out.stdout
+    assert load(report)["faults"] == []
 
 
 def test_the_two_line_integration_reports_the_exact_resumed_epoch(tmp_path):

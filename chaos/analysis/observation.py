@@ -169,7 +169,7 @@ def _checkpoint(events: Sequence[Event], path: str | None, workdir: Path | None)
     never = watched is not None and not observed
     return CheckpointSeen(path=path, watched=str(watched) if watched else None, saves_observed=len(observed),
                           never_written=never,
-                          files_in_workdir=tuple(_listing(workdir)) if never and workdir is not None else ())
+                          files_in_workdir=tuple(listing(workdir)) if never and workdir is not None else ())
 
 
 def _node_local_checkpoint(events: Sequence[Event], path: str | None,
@@ -182,10 +182,10 @@ def _node_local_checkpoint(events: Sequence[Event], path: str | None,
         return CheckpointSeen(path=path, saves_observed=len(observed))
     parent = next(iter(folders.values())).parent
     never = not observed
-    listing = tuple(f"{node}/{name}" for node, folder in sorted(folders.items()) if folder.is_dir()
-                    for name in _listing(folder)) if never else ()
+    held = tuple(f"{node}/{name}" for node, folder in sorted(folders.items()) if folder.is_dir()
+                 for name in listing(folder)) if never else ()
     return CheckpointSeen(path=path, watched=str(parent / "*" / path), saves_observed=len(observed),
-                          never_written=never, files_in_workdir=listing)
+                          never_written=never, files_in_workdir=held)
 
 
 def _resolve(path: str, workdir: Path | None) -> Path | None:
@@ -195,7 +195,8 @@ def _resolve(path: str, workdir: Path | None) -> Path | None:
     return workdir / p if workdir is not None else None
 
 
-def _listing(workdir: Path, limit: int = 12) -> list[str]:
+def listing(workdir: Path, limit: int = 12) -> list[str]:
+    """What ``workdir`` holds (folders end in /), the first ``limit`` names."""
     try:
         names = sorted(str(p.relative_to(workdir)) + ("/" if p.is_dir() else "") for p in workdir.iterdir())
     except OSError:

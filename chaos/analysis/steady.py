@@ -47,7 +47,8 @@ def restarts_before(events: Sequence[Event], until: float) -> int:
 
 
 def unsteady(events: Sequence[Event], *, world_size: int, checkpoint_every: int | None = None,
-             sees_saves: bool = True) -> list[Unsteady]:
+             sees_saves: bool = True, watched: str | None = None,
+             workdir_holds: Sequence[str] = ()) -> list[Unsteady]:
     """What keeps the job from being steady now (see the module docstring); [] when it is.
     ``world_size``: the ranks it was started with; ``checkpoint_every``: the interval a bound
     relies on (None: no bound needs saves); ``sees_saves``: whether saves are observable at all
@@ -70,7 +71,13 @@ def unsteady(events: Sequence[Event], *, world_size: int, checkpoint_every: int 
     if checkpoint_every is not None and sees_saves and latest.data.step >= 2 * checkpoint_every:
         # any save seen by now counts, also one stamped after the latest step: a file's save is
         # stamped with its mtime but seen a poll or two later, and fast epochs outrun the polls
-        if first(events, CheckpointEv.SAVED) is None:
+        if first(events, CheckpointEv.SAVED) is None and watched is not None:
+            holds = ", ".join(workdir_holds) or "nothing"
+            out.append(Unsteady(f"nothing was written at the --checkpoint path {watched!r} by step "
+                                f"{latest.data.step}, two save intervals ({checkpoint_every}) in (its folder holds: "
+                                f"{holds}): pass --checkpoint as the file or folder the script saves to, relative "
+                                "to the job's workdir, and --checkpoint-every as its save interval"))
+        elif first(events, CheckpointEv.SAVED) is None:
             out.append(Unsteady(f"no checkpoint was saved by step {latest.data.step}, two intervals in, though "
                                 f"the bound on lost progress is one checkpoint interval ({checkpoint_every}): "
                                 "is --checkpoint-every the script's own save interval?"))

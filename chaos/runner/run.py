@@ -28,7 +28,7 @@ from typing import Any
 from chaos import signals
 from chaos.analysis import recovery as analysis
 from chaos.analysis.invariants import SplitBrain, split_brains
-from chaos.analysis.observation import ScriptObservation
+from chaos.analysis.observation import ScriptObservation, listing
 from chaos.analysis.samples import SampleAccount, account_samples
 from chaos.analysis.steady import Unsteady, unsteady
 from chaos.analysis.verdict import USAGE_CHECK, Verdict
@@ -324,9 +324,13 @@ class ChaosRun:
             # the checkpoint file's watcher reports a save once it held still for a poll and the
             # logs were read past it: give it that long before calling the job unsteady
             self.timeline.wait_for(lambda e: e.type == CheckpointEv.SAVED, timeout=SAVE_CATCH_UP_S)
+        ckpt = job.observe.checkpoint
+        folder = (self.workdir / ckpt).parent if ckpt and self.workdir is not None and not job.node_local_workdir \
+            else None
         problems = unsteady(self.timeline.events(), world_size=job.initial_nodes * job.nproc_per_node,
                             checkpoint_every=job.checkpoint_every if checkpoint_bound else None,
-                            sees_saves=sees_saves)
+                            sees_saves=sees_saves, watched=ckpt,
+                            workdir_holds=listing(folder) if folder is not None else ())
         if problems:
             self.phase("not_steady")
             raise NotSteady(problems)
