@@ -15,8 +15,7 @@ def soak_markdown(results: Mapping[str, Any]) -> list[str]:
     if not soak:
         return []
     lines = ["## Our own flakiness (make soak)", "",
-             f"The scenario catalog run back to back on {soak.get('machine', '?')}, {soak.get('date', '?')}"
-             + (f", at commit {soak['commit']}" if soak.get("commit") else "")
+             f"The scenario catalog run back to back on {soak.get('machine', '?')}"
              + (f", scenarios selected by `-k {soak['keyword']}`" if soak.get("keyword") else "")
              + ". A scenario is **flaky** when it passed in some identical runs and failed in others; "
                "regain and lost steps are every injected fault's (n, min / median / max).", ""]
@@ -28,7 +27,10 @@ def soak_markdown(results: Mapping[str, Any]) -> list[str]:
         lines.append(f"- **{name}** catalog: {c.get('runs')} run(s) of {c.get('scenarios')} scenario(s), "
                      f"{c.get('failures')} failure(s), {len(flaky)} flaky scenario(s)"
                      + (f": {', '.join(f'`{f}`' for f in flaky)}" if flaky else "")
-                     + f"; wall {', '.join(f'{w:.0f}' for w in c.get('wall_s') or [])} s.")
+                     + f"; wall {', '.join(f'{w:.0f}' for w in c.get('wall_s') or [])} s; "
+                     f"{c.get('date') or soak.get('date', '?')}"
+                     + (f", at commit {c.get('commit') or soak['commit']}" if c.get("commit") or soak.get("commit")
+                        else "") + ".")
     lines += ["", "| catalog | scenario | passed | failed | skipped | flaky | regain s (n: min / median / max) "
                   "| lost steps (n: min / median / max) |", "|---|---|---|---|---|---|---|---|"]
     for s in soak.get("scenarios") or []:

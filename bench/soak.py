@@ -209,6 +209,7 @@ def summary(scenarios: Sequence[Scenario], runs: Sequence[CatalogRun], *, keywor
         c["wall_s"].append(r.wall_s)
         c["exit_codes"].append(r.exit_code)
     for name, c in per_catalog.items():
+        c["date"], c["commit"] = date, commit()
         mine = [s for s in scenarios if s.catalog == name]
         c["scenarios"] = len(mine)
         c["failures"] = sum(s.failed for s in mine)
@@ -216,6 +217,31 @@ def summary(scenarios: Sequence[Scenario], runs: Sequence[CatalogRun], *, keywor
         c["always_failed"] = [s.nodeid for s in mine if s.failed and not s.passed]
     return {"date": date, "machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores)",
             "keyword": keyword, "catalogs": per_catalog, "scenarios": [s.to_json() for s in scenarios]}
+
+
+def commit() -> str | None:
+    """The checkout's short commit (None outside a git checkout): which code a catalog run soaked."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() or None
+
+
+def merged(before: Mapping[str, Any] | None, now: Mapping[str, Any]) -> dict[str, Any]:
+    """The soak block after this soak: the catalogs it ran replace theirs; a catalog it did not run
+    (`--runs 0` to soak only the cluster's) keeps its previous figures, each catalog with its date."""
+    ran = set(now.get("catalogs") or {})
+    kept = {name: c for name, c in ((before or {}).get("catalogs") or {}).items() if name not in ran}
+    for c in kept.values():
+        c.setdefault("date", (before or {}).get("date"))
+        c.setdefault("commit", (before or {}).get("commit"))
+    return {**now, "catalogs": {**kept, **(now.get("catalogs") or {})},
+            "scenarios": sorted([s for s in (before or {}).get("scenarios") or [] if s.get("catalog") in kept]
+                                + list(now.get("scenarios") or []), key=lambda s: (s["catalog"], s["scenario"]))}
 
 
 # -- RESULTS.md ------------------------------------------------------------------------------
@@ -288,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.render:
         from chaos.signals import terminate_cleanly
         terminate_cleanly()  # `kill PID` stops the catalog run at hand and everything it started
-        results["soak"] = soak(args)
+        results["soak"] = merged(results.get("soak"), soak(args))
     args.out.mkdir(parents=True, exist_ok=True)   # every other figure, and the plot, stay as they are
     report.write_json(results, path)
     report.write_markdown(results, args.out / "RESULTS.md",

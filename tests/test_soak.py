@@ -69,6 +69,23 @@ def a_catalog_run(root: Path, index: int, outcome: str) -> soak.CatalogRun:
     return soak.CatalogRun("local", index, reports, outcomes, 0 if outcome == "passed" else 1, 60.0)
 
 
+def test_a_soak_of_one_catalog_keeps_the_other_catalogs_figures_with_their_own_date():
+    local = soak.aggregate([("local", {KILL: "passed"}, {})])
+    before = soak.summary(local, [soak.CatalogRun("local", 0, Path("r"), Path("l"), 0, 500.0)], keyword=None,
+                          date="2026-11-25")
+    cluster = soak.aggregate([("cluster", {KILL: "failed"}, {}), ("cluster", {KILL: "passed"}, {})])
+    now = soak.summary(cluster, [soak.CatalogRun("cluster", i, Path("r"), Path("l"), i, 900.0) for i in range(2)],
+                       keyword=None, date="2026-11-26")
+    block = soak.merged(before, now)
+    assert set(block["catalogs"]) == {"local", "cluster"}
+    assert block["catalogs"]["local"]["date"] == "2026-11-25" and block["catalogs"]["cluster"]["date"] == "2026-11-26"
+    assert [(s["catalog"], s["flaky"]) for s in block["scenarios"]] == [("cluster", True), ("local", False)]
+    again = soak.merged(block, soak.summary(local, [], keyword=None, date="2026-11-27"))   # a local re-soak with no run
+    assert set(again["catalogs"]) == {"local", "cluster"}
+    text = "\n".join(sections.soak_markdown({"soak": block}))
+    assert "**local** catalog: 1 run(s)" in text and "2026-11-25" in text and "**cluster** catalog: 2 run(s)" in text
+
+
 def test_metrics_are_read_from_the_report_folders_by_scenario(tmp_path):
     run = a_catalog_run(tmp_path, 0, "passed")
     values = soak.metrics(run.reports)
