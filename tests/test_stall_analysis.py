@@ -101,3 +101,45 @@ def test_a_step_reported_after_its_collective_failed_is_not_counted_as_lost():
 def test_without_such_a_step_nothing_is_discounted():
     rec = analyze_fault(nccl_spot(phantom=False), kind="spot-interruption", target="node-1", injected_at=F)
     assert rec.lost_steps == 0 and rec.notes == []
+
+
+# -- a fault the job trained through (a slow volume when the next fault came) ------------------
+def slow_volume_then(next_fault_at: float, *, target_stops: bool = False) -> list[Event]:
+    """Steps 1..50 at 0.1 s before F; a fault at F on ``node-1`` (a slow volume, or a kill when
+    ``target_stops``); both nodes train on (node-0 alone when ``target_stops``) at world size 2."""
+    ev = [e for i in range(1, 51) for e in both(F - 5.0 + i * 0.1, i)]
+    ev.append(Event.make(FaultEv.INJECTED, F, "node-1", {"fault": "slow-storage"}))
+    for i in range(51, 51 + int((next_fault_at - F) / 0.1) - 1):
+        t = F + (i - 50) * 0.1
+        ev += [step(t, i, pid=11, node="node-0", rank=0)] if target_stops else both(t, i)
+    ev.append(Event.make(FaultEv.INJECTED, next_fault_at, "node-0", {"fault": "spot-interruption"}))
+    return ev
+
+
+def test_a_slow_volume_still_in_force_when_the_next_fault_came_was_trained_through_not_unrecovered():
+    events = slow_volume_then(F + 8.0)
+    # the next fault's SIGTERM, logged by the agent in the same millisecond: stamped just before it
+    events.append(Event.make(AgentEv.CLOSING_WORKER, F + 8.0 - 0.0005, "node-0", {"pid": 11, "signal": "SIGTERM"}))
+    rec = analyze_fault(events, kind="slow-storage", target="node-1", injected_at=F, until=F + 8.0)
+    assert rec.path is RecoveryPath.THROUGH and rec.recovered and not rec.overtaken
+    assert rec.lost_steps == 0 and rec.pre_step == 50 and rec.regain_s == pytest.approx(0.1)
+    assert rec.missing == [] and set(rec.not_applicable) == set(PHASES)
+    assert "trained on through the slow-storage" in rec.notes[0] and "next fault (+8.0 s)" in rec.notes[0]
+
+
+def test_a_node_that_stopped_stepping_was_not_trained_through():
+    rec = analyze_fault(slow_volume_then(F + 8.0, target_stops=True), kind="kill-node", target="node-1",
+                        injected_at=F, until=F + 8.0)
+    assert rec.path is None and rec.overtaken and "no survivor noticed the fault" in rec.missing
+
+
+def test_a_restart_inside_the_window_or_a_window_still_open_is_not_judged_trained_through():
+    events = slow_volume_then(F + 8.0)
+    events.append(Event.make(AgentEv.WORKERS_STOPPING, F + 6.0, "node-0", {}))
+    assert analyze_fault(events, kind="slow-storage", target="node-1", injected_at=F,
+                         until=F + 8.0).path is not RecoveryPath.THROUGH
+    # a live run (no next fault, no teardown yet): a spot notice's node trains on until its SIGTERM
+    live = [e for e in slow_volume_then(F + 8.0) if e.type != FaultEv.INJECTED or e.t == F]
+    assert analyze_fault(live, kind="spot-interruption", target="node-1", injected_at=F).path is None
+    ended = [*live, Event.make(RunnerEv.PHASE, F + 7.0, None, {"phase": "teardown"})]
+    assert analyze_fault(ended, kind="slow-storage", target="node-1", injected_at=F).path is RecoveryPath.THROUGH

@@ -13,6 +13,8 @@ the evidence for the ones that do not apply to every recovery:
 - ``stall``: the fault ended on its own (a freeze thawed, a partition healed)
   and training went on at the same world size without a restart: the whole
   recovery is one stall, and every restart phase does not apply.
+- none at all: the job trained through a fault still in force when its window
+  closed (a slow volume when the next fault came): nothing to recover from.
 
 A phase that does not apply is listed in ``Recovery.not_applicable`` with why;
 one whose evidence is missing stays None and ``missing`` says why. The phases
@@ -29,6 +31,11 @@ RESTART_SIGNS = (AgentEv.WORKER_FAILED, AgentEv.WORKER_GROUP_FAILED, AgentEv.MEM
                  AgentEv.RENDEZVOUS_STARTED, AgentEv.WORKERS_STOPPING, AgentEv.WORKERS_STARTING,
                  AgentEv.CLOSING_WORKER)
 """What an agent logs when it stops or restarts its workers: none of it happens in a stall."""
+
+
+LOG_STAMP_S = 0.002
+"""How much earlier than the instant it was written an agent's log line can be stamped (torch
+logs milliseconds, truncated), with room for rounding."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +130,50 @@ def stall(events: Sequence[Event], f: float, kind: str, target: str | None,
     pre = max(e.data.step for e in window if e.t < resumed.t)
     regain = first(steps, after=resumed.t - 1e-9, where=lambda e: old(e) and e.data.step > pre)
     return Stall(pre, regain, ended) if regain is not None else None
+
+
+@dataclass(frozen=True)
+class Through:
+    """Every node trained on through the fault, at the same world size, without a restart."""
+
+    pre_step: int
+    """The highest step completed before the fault."""
+    past: Event
+    """The first step past ``pre_step``."""
+    last: Event
+    """The last step of the fault's window."""
+
+
+def trained_through(events: Sequence[Event], f: float, target: str | None, old: Callable[[Event], bool],
+                    world_size: int | None, until: float | None) -> Through | None:
+    """The job trained through the fault at ``f`` (a slowdown still in force when its window
+    closed), or None. Only a closed window is judged: ``until`` (the next fault) or the run's
+    teardown; while a run is live, a fault may yet stop the job (a spot notice before its
+    SIGTERM). Through means: no agent stopped or restarted workers, no new worker, every
+    step at ``world_size``, and each node that was keeping up before the fault (the target
+    too) completed at least two more steps after it."""
+    if world_size is None:
+        return None
+    if until is None:
+        teardown = first(events, RunnerEv.PHASE, after=f, where=lambda e: e.data.phase == "teardown")
+        if teardown is None:
+            return None
+        until = teardown.t
+    # an agent's line is stamped to the millisecond below: one the next fault caused at once can
+    # read as just before it
+    if first(events, *RESTART_SIGNS, after=f, until=until - LOG_STAMP_S) is not None:
+        return None
+    steps = of(events, ProgressEv.STEP, until=until)
+    before = [e for e in steps if e.t <= f]
+    after = [e for e in steps if e.t > f]
+    if not before or not after or any(not old(e) or e.data.world_size != world_size for e in after):
+        return None
+    pre = max(e.data.step for e in before)
+    keeping_up = {e.node for e in before if e.data.step >= pre - 1}
+    if any(max((e.data.step for e in after if e.node == n), default=pre) < pre + 2 for n in keeping_up):
+        return None
+    past = first(after, ProgressEv.STEP, where=lambda e: e.data.step > pre)
+    return Through(pre, past, after[-1]) if past is not None else None
 
 
 def unsettled_steps(events: Sequence[Event], f: float, target: str | None, old: Callable[[Event], bool],

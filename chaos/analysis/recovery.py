@@ -18,7 +18,17 @@ from typing import Any, TypeVar
 
 from chaos.analysis.groups import FaultMark, fault_group
 from chaos.analysis.metrics import Metric, Unit, declared, measured, metric, phase
-from chaos.analysis.phases import Mark, Stall, chain, forced_shutdown, stall, unsettled_steps, worker_exit
+from chaos.analysis.phases import (
+    Mark,
+    Stall,
+    Through,
+    chain,
+    forced_shutdown,
+    stall,
+    trained_through,
+    unsettled_steps,
+    worker_exit,
+)
 from chaos.analysis.steady import restarts_before
 from chaos.events import (
     AgentEv,
@@ -72,6 +82,9 @@ class RecoveryPath(enum.Enum):
     """Workers were stopped and started again (a rendezvous round, a checkpoint restored)."""
     STALL = "stall"
     """The fault ended on its own and the same workers trained on at the same world size."""
+    THROUGH = "through"
+    """The same workers trained on through the fault, every node stepping at the same world
+    size, no restart: a slowdown still in force when the next fault came or the run ended."""
 
 
 @dataclass
@@ -138,7 +151,7 @@ class Recovery:
     def recovered(self) -> bool:
         """Training went on: restarted workers completed a step, or the same workers
         trained on once the fault ended (a stall)."""
-        return self.recovery_s is not None or self.path is RecoveryPath.STALL
+        return self.recovery_s is not None or self.path in (RecoveryPath.STALL, RecoveryPath.THROUGH)
 
     def applicable_phases(self) -> dict[str, float | None]:
         """The phases that apply to this recovery, in order (None: not observed)."""
@@ -248,6 +261,9 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
     stalled = stall(events, f, kind, target, lambda e: not new_gen(e), rec.world_size_before, until)
     if stalled is not None:
         return _finish(_stalled(rec, events, stalled, until), events)
+    went_on = trained_through(events, f, target, lambda e: not new_gen(e), rec.world_size_before, until)
+    if went_on is not None:
+        return _finish(_through(rec, events, went_on, until), events)
     # Work counts as done by the pre-fault generation even when it finished just
     # after F: a gracefully stopped worker completes (and saves) its last step;
     # not a step its worker reported after its own collective failed (see unsettled_steps)
@@ -343,6 +359,24 @@ def _stalled(rec: Recovery, events: Sequence[Event], s: Stall, until: float | No
     rec.notes.append(f"the job stalled {rec.regain_s:.1f} s and trained on at world size {rec.world_size_after} "
                      f"without a restart once the {rec.fault_kind} ended (+{s.ended.t - f:.1f} s): 0 steps lost")
     rec.evidence = _evidence(events, f, s.regain.t, [s.ended, s.regain])
+    return rec
+
+
+def _through(rec: Recovery, events: Sequence[Event], t: Through, until: float | None) -> Recovery:
+    """A fault the job trained through (a slowdown not over yet): nothing to recover, nothing lost."""
+    f = rec.injected_at
+    rec.path = RecoveryPath.THROUGH
+    rec.pre_step = rec.resumed_from_step = t.pre_step
+    rec.lost_steps = 0
+    rec.regain_s = t.past.t - f
+    rec.world_size_after = rec.world_size_final = t.last.data.world_size or None
+    why = "the same workers trained on through the fault: no restart"
+    _set_phases(rec, f, {p: Mark(not_applicable=why) for p in PHASES})
+    upto = (f"until the next fault (+{until - f:.1f} s)" if until is not None and t.last.t <= until
+            else f"to step {t.last.data.step} (+{t.last.t - f:.1f} s)")
+    rec.notes.append(f"the job trained on through the {rec.fault_kind} at world size {rec.world_size_after}, "
+                     f"every node stepping and no restart, {upto}: nothing to recover from, 0 steps lost")
+    rec.evidence = _evidence(events, f, t.last.t, [t.past, t.last])
     return rec
 
 

@@ -276,8 +276,9 @@ class Trial:
         checkpoint interval)."""
         bound = self.job.checkpoint_every if lost_at_most is None else lost_at_most
         unit = f" (in {self.job.observe.unit}s)" if self.job.script and self.job.observe.unit != "step" else ""
-        went_on = f"stalled {seconds(rec.regain_s)}, no restart" if rec.path is RecoveryPath.STALL \
-            else seconds(rec.recovery_s)
+        went_on = (f"stalled {seconds(rec.regain_s)}, no restart" if rec.path is RecoveryPath.STALL
+                   else "trained on through it, no restart" if rec.path is RecoveryPath.THROUGH
+                   else seconds(rec.recovery_s))
         self.verdict.require(rec.recovered, f"training resumed after the fault ({went_on})", check="recovered")
         unsettled = (f"; {rec.unsettled_steps} step(s) reported after their worker's collective had failed are "
                      "not counted (see the notes)") if rec.unsettled_steps else ""
