@@ -70,7 +70,7 @@ def pytest_command(catalog: str, reports: Path, log: Path, *, keyword: str | Non
     """The pytest command of one catalog run (the same as `make scenarios` / `make cluster-test`)."""
     cmd = [sys.executable, "-m", "pytest", "scenarios/", "-p", "bench.soak_plugin", "--soak-log", str(log),
            "--chaos-reports", str(reports), "-q", "-p", "no:cacheprovider"]
-    if workers > 0:
+    if workers > 0 and catalog == "local":   # the cluster catalog runs one job at a time, as make cluster-test
         cmd += ["-n", str(workers)]
     if catalog == "cluster":
         assert kubeconfig is not None
@@ -267,7 +267,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("-k", dest="keyword", default=os.environ.get("SOAK_K") or None,
                    help="only the scenarios matching this pytest -k expression (SOAK_K)")
     p.add_argument("--workers", type=int, default=_count("SCENARIO_WORKERS", 2 if (os.cpu_count() or 1) >= 2 else 0),
-                   help="pytest-xdist workers per catalog run (SCENARIO_WORKERS; as `make scenarios`)")
+                   help="pytest-xdist workers per local catalog run (SCENARIO_WORKERS; as `make scenarios`); "
+                        "the cluster catalog runs one job at a time, as `make cluster-test`")
     p.add_argument("--reports", type=Path, default=ROOT / "reports" / "soak",
                    help="where each catalog run's report folders go (default reports/soak/)")
     p.add_argument("--out", type=Path, default=HERE, help="where results.json and RESULTS.md are (default bench/)")
@@ -314,7 +315,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.render:
         from chaos.signals import terminate_cleanly
         terminate_cleanly()  # `kill PID` stops the catalog run at hand and everything it started
-        results["soak"] = merged(results.get("soak"), soak(args))
+        try:
+            results["soak"] = merged(results.get("soak"), soak(args))
+        except KeyboardInterrupt:
+            say("interrupted: results.json and RESULTS.md left as they were")
+            return 130
     args.out.mkdir(parents=True, exist_ok=True)   # every other figure, and the plot, stay as they are
     report.write_json(results, path)
     report.write_markdown(results, args.out / "RESULTS.md",

@@ -86,6 +86,13 @@ def test_a_soak_of_one_catalog_keeps_the_other_catalogs_figures_with_their_own_d
     assert "**local** catalog: 1 run(s)" in text and "2026-11-25" in text and "**cluster** catalog: 2 run(s)" in text
 
 
+def test_the_cluster_catalog_runs_one_job_at_a_time_as_make_cluster_test():
+    local = soak.pytest_command("local", Path("r"), Path("l"), keyword=None, workers=2)
+    cluster = soak.pytest_command("cluster", Path("r"), Path("l"), keyword=None, workers=2, kubeconfig=Path("k"))
+    assert local[local.index("-n") + 1] == "2" and "-n" not in cluster
+    assert cluster[cluster.index("--platform") + 1] == "kubernetes"
+
+
 def test_metrics_are_read_from_the_report_folders_by_scenario(tmp_path):
     run = a_catalog_run(tmp_path, 0, "passed")
     values = soak.metrics(run.reports)
