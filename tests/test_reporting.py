@@ -227,3 +227,12 @@ def test_a_scripts_step_line_is_not_drawn_across_the_pause_of_its_restart():
     pts = [(1.0, 1), (2.0, 2), (3.0, 3), (25.0, 2), (26.0, 3)]
     assert _split_at_pauses(pts, [(3.0, 25.0)]) == [pts[:3], pts[3:]]
     assert _split_at_pauses(pts, []) == [pts]
+
+
+def test_the_phase_bars_name_every_node_fit_long_labels_and_say_when_nothing_needed_recovering():
+    from chaos.reporting.svg import phase_bars_svg
+    long = "spot-interruption → chaos-2a7973d9-worker-0"
+    svg = phase_bars_svg([("slow-storage → every node", {}), (long, {"detect": 12.8, "rendezvous": 40.9})])
+    assert "no recovery: the job trained through it" in svg and "None" not in svg
+    label = re.search(r'<text x="(\d+)"[^>]*text-anchor="end"[^>]*>' + re.escape(long), svg)
+    assert label is not None and int(label.group(1)) >= 7 * len(long)      # the whole label fits left of the bars

@@ -366,7 +366,7 @@ def _through(rec: Recovery, events: Sequence[Event], t: Through, until: float | 
     """A fault the job trained through (a slowdown not over yet): nothing to recover, nothing lost."""
     f = rec.injected_at
     rec.path = RecoveryPath.THROUGH
-    rec.pre_step = rec.resumed_from_step = t.pre_step
+    rec.pre_step = t.pre_step   # nothing resumed: resumed_from_step stays None
     rec.lost_steps = 0
     rec.regain_s = t.past.t - f
     rec.world_size_after = rec.world_size_final = t.last.data.world_size or None

@@ -242,7 +242,7 @@ started {_when(run.t0)} · {duration:.1f} s{gp} · folder {escape(str(run.folder
 <h2>Recovery</h2>
 {_tables(run)}
 {_remarks(run)}
-<div class="chart">{phase_bars_svg([(f"{f.fault} → {f.target}", f.phases)
+<div class="chart">{phase_bars_svg([(f"{f.fault} → {node_name(f.target)}", f.phases)
                                     for f in table.shown_faults(run.result)])}</div>
 <h2>Where the time went: tuning advice</h2>
 {_advice(findings, run.faults)}

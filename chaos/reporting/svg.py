@@ -332,7 +332,9 @@ def phase_bars_svg(bars: Sequence[tuple[str, dict[str, float | None]]], *, svg_i
     (chaos.analysis.recovery.PHASES; a phase absent from ``phases`` does not apply)."""
     if not bars:
         return ""
-    width, left, bar_h, gap = 900, 200, 22, 12
+    # the labels' column fits the longest label (about 7 px a character at 12 px), within reason
+    width, bar_h, gap = 900, 22, 12
+    left = min(max(200, 7 * max(len(label) for label, _ in bars) + 16), 440)
     totals = [sum(v for v in phases.values() if v is not None) for _, phases in bars]
     scale_max = max([*totals, 10.0])  # a 1 s partial bar must not look like a full recovery
     height = len(bars) * (bar_h + gap) + 30
@@ -358,6 +360,8 @@ def phase_bars_svg(bars: Sequence[tuple[str, dict[str, float | None]]], *, svg_i
             x += w
         total = f"{totals[i]:.1f}s" if unobserved is None else \
             f"{totals[i]:.1f}s, then {unobserved} not observed"
+        if not any(p in phases for p in PHASES):   # trained through it: no phase applied
+            total = "no recovery: the job trained through it"
         out.append(f'<text x="{_f(x + 6)}" y="{y + bar_h / 2 + 4}" font-size="12" '
                    f'fill="{"#222" if unobserved is None else "#999"}">{escape(total)}</text>')
     ly = height - 12
