@@ -137,10 +137,21 @@ class NodeFaults:
 
     def _lose_machine(self, node: str, machine: str, *, graceful: bool, grace_s: float) -> Hit:
         p = self.p
+        claim = p._scaler if not p.options.replace_lost_nodes else None
+        if claim is not None:
+            # before anything is hit: only the newest can be held back, counting a loss whose
+            # scale-down is still to come (a cascade armed on the first loss fires within ms)
+            claim.claim(node)
+        try:
+            return self._lose_claimed(node, machine, graceful=graceful, grace_s=grace_s)
+        finally:
+            if claim is not None:
+                claim.unclaim(node)   # held back by now, or the loss failed: no longer pending either way
+
+    def _lose_claimed(self, node: str, machine: str, *, graceful: bool, grace_s: float) -> Hit:
+        p = self.p
         pods = p.pods_on(machine)
         replace = p.options.replace_lost_nodes
-        if not replace and p._scaler is not None:
-            p._scaler.check_victim(node)   # before anything is hit: only the newest can be held back
         for pod in pods:
             p.pods.expect_loss(pod)
         action = "machine-lost"

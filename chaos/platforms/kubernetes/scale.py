@@ -31,11 +31,31 @@ class JobScaler:
         self.replicas = replicas
         self._timers: list[threading.Timer] = []
         self._lock = threading.Lock()
+        self._claimed: set[str] = set()
+        """Victims checked and promised a hold-back whose scale-down is still to come (a hard
+        loss scales down once the machine is dead): a fault aimed meanwhile (a cascade) is
+        checked against the replicas there will be."""
+
+    def claim(self, victim: str) -> None:
+        """Check ``victim`` (InjectionFailed as :meth:`check_victim`) and count it as held back
+        from now on; its :meth:`hold_back` follows, or :meth:`unclaim` when the fault failed."""
+        with self._lock:
+            self._check(victim, self.replicas - len(self._claimed))
+            self._claimed.add(victim)
+
+    def unclaim(self, victim: str) -> None:
+        with self._lock:
+            self._claimed.discard(victim)
 
     def hold_back(self, victim: str, delay_s: float | None, on_restore: Any = None) -> None:
         """Scale down by one so ``victim`` is not replaced; with ``delay_s``, scale back
-        up after that long (``on_restore()`` is called then)."""
-        self.check_victim(victim)
+        up after that long (``on_restore()`` is called then). A claimed victim was checked
+        when it was claimed."""
+        with self._lock:
+            claimed = victim in self._claimed
+            self._claimed.discard(victim)
+        if not claimed:
+            self.check_victim(victim)
         self.scale(self.replicas - 1)
         if delay_s is not None:
             timer = threading.Timer(delay_s, self._restore, args=(on_restore,))
@@ -45,11 +65,16 @@ class JobScaler:
             timer.start()
 
     def check_victim(self, victim: str) -> None:
-        """InjectionFailed unless ``victim`` is the highest-index worker (the only one a scale-down keeps away)."""
+        """InjectionFailed unless ``victim`` is the highest-index worker (the only one a scale-down keeps
+        away), counting the victims claimed and not yet scaled down."""
+        with self._lock:
+            self._check(victim, self.replicas - len(self._claimed))
+
+    def _check(self, victim: str, replicas: int) -> None:
         index = int(victim.rsplit("-", 1)[-1])
-        if index != self.replicas - 1:
+        if index != replicas - 1:
             raise InjectionFailed(f"holding back the replacement of {victim} needs the highest-index worker "
-                                  f"({m.worker_pod_name(self.run_id, self.replicas - 1)}): the controller drops "
+                                  f"({m.worker_pod_name(self.run_id, replicas - 1)}): the controller drops "
                                   "the highest index when scaled down. Aim the fault there or let it be replaced")
 
     def pending(self) -> bool:
