@@ -27,6 +27,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -89,9 +90,35 @@ def run_catalog(catalog: str, index: int, root: Path, *, keyword: str | None, wo
     reports.mkdir(parents=True)
     log = reports / "outcomes.jsonl"
     began = time.monotonic()
-    code = subprocess.call(pytest_command(catalog, reports, log, keyword=keyword, workers=workers,
-                                          kubeconfig=kubeconfig), cwd=ROOT)
+    # its own session: a Ctrl-C at the terminal reaches only the soak, which forwards one SIGINT
+    # (a second would cut the scenario's teardown short)
+    proc = subprocess.Popen(pytest_command(catalog, reports, log, keyword=keyword, workers=workers,
+                                           kubeconfig=kubeconfig), cwd=ROOT, start_new_session=True)
+    try:
+        code = proc.wait()
+    except KeyboardInterrupt:
+        stop_catalog(proc)
+        raise
     return CatalogRun(catalog, index, reports, log, code, round(time.monotonic() - began, 1))
+
+
+STOP_WAIT_S = 180.0
+"""How long an interrupted catalog run gets to tear its job down (a cluster job's pods too)."""
+
+
+def stop_catalog(proc: subprocess.Popen[bytes], wait_s: float = STOP_WAIT_S) -> None:
+    """Interrupt a catalog run as Ctrl-C would (its scenario's teardown removes the job: on a
+    cluster nothing else would) and wait for it; SIGKILL only after ``wait_s``."""
+    if proc.poll() is not None:
+        return
+    say(f"stopping the catalog run at hand (PID {proc.pid}): its job is torn down first (up to {wait_s:.0f} s)")
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        say(f"the catalog run did not stop within {wait_s:.0f} s: killed (PID {proc.pid})")
+        proc.kill()
+        proc.wait()
 
 
 # -- reading a run back ----------------------------------------------------------------------

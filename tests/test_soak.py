@@ -6,6 +6,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
+import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -91,6 +95,23 @@ def test_the_cluster_catalog_runs_one_job_at_a_time_as_make_cluster_test():
     cluster = soak.pytest_command("cluster", Path("r"), Path("l"), keyword=None, workers=2, kubeconfig=Path("k"))
     assert local[local.index("-n") + 1] == "2" and "-n" not in cluster
     assert cluster[cluster.index("--platform") + 1] == "kubernetes"
+
+
+def test_an_interrupted_soak_lets_the_catalog_run_tear_its_job_down(tmp_path):
+    # the catalog run stand-in tears down on SIGINT as pytest does (a scenario's teardown deletes
+    # the job: on a cluster nothing else would); the soak used to SIGKILL it and leave the pods
+    done = tmp_path / "torn-down"
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import pathlib, time
+        try:
+            time.sleep(60)
+        except KeyboardInterrupt:
+            time.sleep(0.5)
+            pathlib.Path({str(done)!r}).write_text("yes")
+        """)], start_new_session=True)
+    time.sleep(1.0)
+    soak.stop_catalog(child, wait_s=30)
+    assert child.returncode is not None and done.read_text() == "yes"
 
 
 def test_metrics_are_read_from_the_report_folders_by_scenario(tmp_path):
