@@ -99,6 +99,18 @@ def custom_objects_api(kubeconfig: str | None, context: str | None) -> Any:
                          "(and --kube-context), set KUBECONFIG, or run inside the cluster") from exc
 
 
+def core_v1_api_of(custom: Any) -> Any:
+    """A CoreV1Api on the same ApiClient as ``custom`` (a CustomObjectsApi)."""
+    from kubernetes import client
+    return client.CoreV1Api(custom.api_client)
+
+
+def apps_v1_api_of(custom: Any) -> Any:
+    """An AppsV1Api on the same ApiClient as ``custom``."""
+    from kubernetes import client
+    return client.AppsV1Api(custom.api_client)
+
+
 def core_v1_api(kubeconfig: str | None, context: str | None) -> Any:
     """A CoreV1Api from a kubeconfig (or in-cluster credentials), by the same rules."""
     from kubernetes import client

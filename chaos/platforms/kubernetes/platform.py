@@ -41,6 +41,7 @@ from chaos.platforms.kubernetes.logs import Instance, PodLogFollower
 from chaos.platforms.kubernetes.machines import LocalClusterMachines, Machines, NoMachines
 from chaos.platforms.kubernetes.notices import NoticeServer
 from chaos.platforms.kubernetes.options import KubernetesOptions
+from chaos.platforms.kubernetes.orphans import RUNNER_ANNOTATION, runner_stamp
 from chaos.platforms.kubernetes.pods import MachineTracker, PodTracker
 from chaos.platforms.kubernetes.pool import MachinePool
 from chaos.platforms.kubernetes.portforward import PortForward
@@ -98,6 +99,7 @@ class KubernetesPlatform(PodDisruptions):
         self._lock = threading.Lock()
         self._port_forward: PortForward | None = None
         self._created: list[m.Manifest] = []
+        self._stamp = runner_stamp()
         self._scaler: JobScaler | None = None
         self.storage_layer: StorageLayer | None = None
         """The run's checkpoint folder behind the storage layer (the job asked: JobSpec.storage_layer)."""
@@ -193,6 +195,8 @@ class KubernetesPlatform(PodDisruptions):
 
     def _create(self, doc: m.Manifest) -> None:
         ns, kind = self.settings.namespace, doc["kind"]
+        # who made it: what `elastic-chaos reap --kubeconfig` goes by if this runner is killed
+        doc.setdefault("metadata", {}).setdefault("annotations", {})[RUNNER_ANNOTATION] = self._stamp
         try:
             if kind == "PersistentVolumeClaim":
                 self.core.create_namespaced_persistent_volume_claim(ns, doc, _preload_content=False)
