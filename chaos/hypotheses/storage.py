@@ -177,7 +177,8 @@ def failing_saves(t: Trial, errno_name: str) -> None:
     cost = storage_cost(t, record)
     v = t.verdict
     failed = cost.errors.get(errno_name, 0) if cost is not None else 0
-    v.require(failed >= 1, f"a save met the fault and failed with {errno_name} ({failed} did; "
+    # measured when the job had recovered: the report's storage table counts on to the run's end
+    v.require(failed >= 1, f"a save met the fault and failed with {errno_name} ({failed} did; up to the recovery: "
               + (cost.describe() if cost is not None else "no save was seen through the storage layer") + ")",
               check="save-failed")
     stale = stale_resumes(t.run.timeline.events(), record.injected_at)
