@@ -349,8 +349,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 130
     args.out.mkdir(parents=True, exist_ok=True)   # every other figure, and the plot, stay as they are
     report.write_json(results, path)
-    report.write_markdown(results, args.out / "RESULTS.md",
-                          "recovery.png" if (args.out / "recovery.png").exists() else None)
+    plots = [name if (args.out / name).exists() else None for name in ("recovery.png", "rdzv_scale.png")]
+    report.write_markdown(results, args.out / "RESULTS.md", *plots)
     say(f"wrote {path} and {args.out / 'RESULTS.md'}")
     flaky = [f for c in (results.get("soak") or {}).get("catalogs", {}).values() for f in c.get("flaky") or []]
     say(f"{len(flaky)} flaky scenario(s)" + (f": {', '.join(flaky)}" if flaky else ""))
