@@ -118,7 +118,9 @@ bench-quick: install
 # Our own flakiness: the local catalog SOAK_RUNS times back to back (and, as root with `make cluster-up`
 # done, the cluster catalog SOAK_CLUSTER_RUNS times); per scenario pass/fail counts, flaky ones and the
 # spread of regain and lost steps -> bench/results.json ("soak") and bench/RESULTS.md. SOAK_K selects
-# scenarios (pytest -k). About 8 min per local catalog run here; exit 1 when a scenario was flaky.
+# scenarios (pytest -k). About 8 min per local catalog run here (two jobs side by side), 19 min per
+# cluster catalog run (one job at a time, as cluster-test); exit 1 when a scenario was flaky.
+# SOAK_RUNS=0 soaks only the cluster's catalog (the local figures are kept, and vice versa).
 SOAK_RUNS ?= 5
 SOAK_CLUSTER_RUNS ?= 3
 soak: install

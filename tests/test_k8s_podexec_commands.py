@@ -12,6 +12,9 @@ import pytest
 
 from chaos.platforms.kubernetes.podexec import hang_worker_command, resume_worker_command
 
+# The commands scan the whole /proc (in a pod that is the pod's): here that is the host's, where
+# another test's elastic job may run workers with LOCAL_RANK 0 or 1 -- a rank no job uses.
+RANK = 4093
 # A worker as torchrun starts it (LOCAL_RANK in its environment) with a child that inherits the
 # variable, like a data-loader process: the command must stop the worker, not its child.
 WORKER = ("import subprocess, sys, time; "
@@ -30,7 +33,7 @@ def sh(script: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def worker():
-    env = {**os.environ, "LOCAL_RANK": "1"}
+    env = {**os.environ, "LOCAL_RANK": str(RANK)}
     proc = subprocess.Popen([sys.executable, "-c", WORKER], stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None
     child = int(proc.stdout.readline())
@@ -46,7 +49,7 @@ def worker():
 
 def test_hang_stops_the_topmost_worker_of_that_local_rank_and_resume_continues_it(worker):
     proc, child = worker
-    done = sh(hang_worker_command(1))
+    done = sh(hang_worker_command(RANK))
     assert done.returncode == 0, done.stderr
     pid, started = done.stdout.split()
     assert int(pid) == proc.pid
@@ -61,7 +64,7 @@ def test_hang_stops_the_topmost_worker_of_that_local_rank_and_resume_continues_i
 
 def test_resume_leaves_alone_a_pid_that_is_another_process_now(worker):
     proc, _ = worker
-    done = sh(hang_worker_command(1))
+    done = sh(hang_worker_command(RANK))
     pid, started = done.stdout.split()
     other = sh(resume_worker_command(int(pid), str(int(started) + 1)))
     assert other.returncode == 0 and other.stdout == ""
@@ -70,5 +73,5 @@ def test_resume_leaves_alone_a_pid_that_is_another_process_now(worker):
 
 
 def test_no_worker_of_that_local_rank_exits_3(worker):
-    assert sh(hang_worker_command(7)).returncode == 3
+    assert sh(hang_worker_command(RANK + 1)).returncode == 3
     assert sh(resume_worker_command(999_999_999, "1")).returncode == 0   # gone: nothing to resume
