@@ -216,3 +216,26 @@ def create_error(doc: m.Manifest, exc: BaseException, settings: m.KubeSettings) 
     if status == 403:
         return f"{what}: forbidden (HTTP 403 {api_message(exc)}); see docs/KUBERNETES.md for the RBAC the toolkit needs"
     return f"{what}: HTTP {status} {api_message(exc)}"
+
+
+DELETE_IN_BACKGROUND = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+
+
+def delete_object(core: Any, apps: Any, custom: Any, namespace: str, kind: str, name: str) -> None:
+    """Delete one object a run made (its dependents in the background), by its kind: what a run's
+    teardown and ``elastic-chaos reap --kubeconfig`` remove. Raw responses: the client's models
+    fail on some servers' delete replies (a Service's status read back as 'Success')."""
+    body = DELETE_IN_BACKGROUND
+    if kind == "PersistentVolumeClaim":
+        core.delete_namespaced_persistent_volume_claim(name, namespace, body=body, _preload_content=False)
+    elif kind == "Service":
+        core.delete_namespaced_service(name, namespace, body=body, _preload_content=False)
+    elif kind == "Deployment":
+        apps.delete_namespaced_deployment(name, namespace, body=body, _preload_content=False)
+    elif kind == "StatefulSet":
+        apps.delete_namespaced_stateful_set(name, namespace, body=body, _preload_content=False)
+    else:
+        jk = next(j for j in m.JobKind if j.kind == kind)
+        group, version = jk.api_version.split("/")
+        custom.delete_namespaced_custom_object(group, version, namespace, jk.plural, name, body=body,
+                                               _preload_content=False)

@@ -113,8 +113,7 @@ def apps_v1_api_of(custom: Any) -> Any:
 
 def core_v1_api(kubeconfig: str | None, context: str | None) -> Any:
     """A CoreV1Api from a kubeconfig (or in-cluster credentials), by the same rules."""
-    from kubernetes import client
-    return client.CoreV1Api(custom_objects_api(kubeconfig, context).api_client)
+    return core_v1_api_of(custom_objects_api(kubeconfig, context))
 
 
 def exec_stream() -> Any:

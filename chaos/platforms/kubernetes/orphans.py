@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaos.platforms.kubernetes import manifests as m
+from chaos.platforms.kubernetes.actions import delete_object
 from chaos.platforms.kubernetes.settings import JobKind
+from chaos.platforms.kubernetes.watch import K8sObject, read_json
 from chaos.platforms.local import procs
 
 RUNNER_ANNOTATION = "elastic-chaos/runner"
@@ -79,21 +81,19 @@ def find_runs(core: Any, apps: Any, custom: Any, namespace: str) -> list[Cluster
     controller goes with the run, and the removal deletes any left by selector)."""
     runs: dict[str, ClusterRun] = {}
 
-    def add(kind: str, item: Any) -> None:
-        meta = item["metadata"] if isinstance(item, dict) else item.metadata
-        labels = (meta.get("labels") if isinstance(meta, dict) else meta.labels) or {}
-        notes = (meta.get("annotations") if isinstance(meta, dict) else meta.annotations) or {}
-        name = meta["name"] if isinstance(meta, dict) else meta.name
-        run_id = labels.get(m.RUN_LABEL)
+    def add(kind: str, item: K8sObject) -> None:
+        meta = item.get("metadata") or {}
+        run_id = (meta.get("labels") or {}).get(m.RUN_LABEL)
         if not run_id:
             return
         run = runs.setdefault(run_id, ClusterRun(run_id))
-        run.objects.append((kind, name))
-        run.stamp = run.stamp or notes.get(RUNNER_ANNOTATION)
+        run.objects.append((kind, str(meta.get("name"))))
+        run.stamp = run.stamp or (meta.get("annotations") or {}).get(RUNNER_ANNOTATION)
 
     for api, kinds in ((core, _CORE), (apps, _APPS)):
         for kind, lister in kinds:
-            for item in getattr(api, lister)(namespace, label_selector=MANAGED).items:
+            for item in read_json(getattr(api, lister)(namespace, label_selector=MANAGED,
+                                                       _preload_content=False))["items"]:
                 add(kind, item)
     for jk in (JobKind.ELASTICJOB, JobKind.PYTORCHJOB):
         group, version = jk.api_version.split("/")
@@ -113,22 +113,9 @@ def remove(core: Any, apps: Any, custom: Any, namespace: str, run: ClusterRun) -
     """Delete the run's objects and then its pods (at once: nothing of the run is watched any
     more); returns the errors (a 404 is not one: gone already)."""
     errors: list[str] = []
-    # the raw responses: the client's models fail on some servers' delete replies (a Service's
-    # status read back as 'Success')
-    body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
-    deleters = {"PersistentVolumeClaim": core.delete_namespaced_persistent_volume_claim,
-                "Service": core.delete_namespaced_service,
-                "Deployment": apps.delete_namespaced_deployment,
-                "StatefulSet": apps.delete_namespaced_stateful_set}
     for kind, name in run.objects:
         try:
-            if kind in deleters:
-                deleters[kind](name, namespace, body=body, _preload_content=False)
-            else:
-                jk = next(j for j in JobKind if j.kind == kind)
-                group, version = jk.api_version.split("/")
-                custom.delete_namespaced_custom_object(group, version, namespace, jk.plural, name, body=body,
-                                                        _preload_content=False)
+            delete_object(core, apps, custom, namespace, kind, name)
         except Exception as exc:  # noqa: BLE001 - said, and the run is kept for the next try
             if getattr(exc, "status", None) != 404:
                 errors.append(f"deleting {kind} {name}: {getattr(exc, 'reason', None) or exc}")

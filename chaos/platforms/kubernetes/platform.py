@@ -33,7 +33,7 @@ from chaos.platforms.api import Hit, NodeInfo, NodePool, NodeState
 from chaos.platforms.capabilities import Capability
 from chaos.platforms.kubernetes import jobs, node_faults
 from chaos.platforms.kubernetes import manifests as m
-from chaos.platforms.kubernetes.actions import ClusterActions, create_error
+from chaos.platforms.kubernetes.actions import ClusterActions, create_error, delete_object
 from chaos.platforms.kubernetes.capabilities import kubernetes_capabilities
 from chaos.platforms.kubernetes.clients import make_clients
 from chaos.platforms.kubernetes.disruptions import PodDisruptions
@@ -293,21 +293,7 @@ class KubernetesPlatform(PodDisruptions):
         return errors
 
     def _delete(self, doc: m.Manifest) -> None:
-        ns, kind, name = self.settings.namespace, doc["kind"], doc["metadata"]["name"]
-        body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
-        if kind == "PersistentVolumeClaim":
-            self.core.delete_namespaced_persistent_volume_claim(name, ns, body=body, _preload_content=False)
-        elif kind == "Service":
-            self.core.delete_namespaced_service(name, ns, body=body, _preload_content=False)
-        elif kind == "Deployment":
-            self.apps.delete_namespaced_deployment(name, ns, body=body, _preload_content=False)
-        elif kind == "StatefulSet":
-            self.apps.delete_namespaced_stateful_set(name, ns, body=body, _preload_content=False)
-        else:
-            jk = self.settings.job_kind
-            group, version = jk.api_version.split("/")
-            self.custom.delete_namespaced_custom_object(group, version, ns, jk.plural, name, body=body,
-                                                        _preload_content=False)
+        delete_object(self.core, self.apps, self.custom, self.settings.namespace, doc["kind"], doc["metadata"]["name"])
 
     def _raise_if_watch_died(self) -> None:
         for w in self._watches:
