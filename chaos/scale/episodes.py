@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos.scale.harness import Formed, Harness, ScaleJob
+from chaos.scale.harness import Formed, Harness, ScaleJob, on_cpu_between_s
 
 LIMITED_SHARE = 0.1
 """An episode whose machine was saturated (Harness.saturated_s) for more than this share of its duration
@@ -220,17 +220,16 @@ class Sizer:
 
     def steady(self) -> Steady:
         before_counts, meter = self.h.counts(), _Meter(self.h)
-        began = time.monotonic()
+        cpu0, began = self.h.threads_on_cpu(), time.monotonic()
         events = self.h.drain(self.steady_s)
-        after_counts, window = self.h.counts(), time.monotonic() - began
-        cpu0, cpu1 = meter.cpu, self.h.cpu()
+        cpu1, after_counts, window = self.h.threads_on_cpu(), self.h.counts(), time.monotonic() - began
         ops = {k: round((v - before_counts["ops"].get(k, 0)) / window, 1) for k, v in after_counts["ops"].items()}
         moved = (after_counts["sent"] + after_counts["received"]) - (before_counts["sent"] + before_counts["received"])
         rounds = {e["round"] for e in events if e["ev"] == "formed"}
         busy = meter.busy()
         return Steady(round(window, 2), ops, round(moved / window, 1),
-                      round((cpu1["store"] - cpu0["store"]) / window, 3),
-                      round((cpu1["agents"] - cpu0["agents"]) / window / len(self.alive), 5),
+                      round(on_cpu_between_s(cpu0["store"], cpu1["store"]) / window, 3),
+                      round(on_cpu_between_s(cpu0["agents"], cpu1["agents"]) / window / len(self.alive), 5),
                       len(rounds), busy, meter.saturated()[0])
 
     def loss(self, mode: str, label: str, fraction: float | None) -> Episode:

@@ -92,20 +92,38 @@ def machine_busy_s() -> tuple[float, float]:
     return (sum(fields) - idle) / CLOCK_TICKS, sum(fields) / CLOCK_TICKS
 
 
-def run_delay_s(pid: int) -> float:
-    """Seconds the threads of process ``pid`` spent runnable but waiting for a CPU, so far (schedstat);
-    0 for a gone one. Threads waiting for Python's interpreter lock sleep: they are not counted."""
-    total = 0
+def _schedstat_ns(pid: int, field: int) -> dict[int, int]:
+    """Per thread of process ``pid``: field ``field`` of its schedstat (0: nanoseconds on a CPU, 1: nanoseconds
+    runnable but waiting for one); empty for a gone process."""
+    out: dict[int, int] = {}
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return 0.0
+        return out
     for tid in tasks:
         try:
-            total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1])
+            out[int(tid)] = int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[field])
         except (OSError, ValueError, IndexError):
             continue
-    return total / 1e9
+    return out
+
+
+def run_delay_s(pid: int) -> float:
+    """Seconds the threads of process ``pid`` spent runnable but waiting for a CPU, so far (schedstat);
+    0 for a gone one. Threads waiting for Python's interpreter lock sleep: they are not counted."""
+    return sum(_schedstat_ns(pid, 1).values()) / 1e9
+
+
+def threads_on_cpu_ns(pids: Iterable[int]) -> dict[tuple[int, int], int]:
+    """Nanoseconds on a CPU so far of every live thread of ``pids``, by (pid, tid): to the nanosecond, where
+    /proc/PID/stat counts in clock ticks (10 ms) and an idle agent uses a few ms a second."""
+    return {(pid, tid): ns for pid in pids for tid, ns in _schedstat_ns(pid, 0).items()}
+
+
+def on_cpu_between_s(before: dict[tuple[int, int], int], after: dict[tuple[int, int], int]) -> float:
+    """CPU seconds used between two threads_on_cpu_ns() snapshots by the threads alive at the second (a thread
+    born in between counts from 0; one that ended in between is not counted: never negative)."""
+    return sum(ns - before.get(key, 0) for key, ns in after.items()) / 1e9
 
 
 def proc_cpu_s(pid: int) -> float:
@@ -336,6 +354,11 @@ class Harness:
         store = self.store_pid
         return {"store": proc_cpu_s(store) if store else 0.0,
                 "agents": sum(proc_cpu_s(p) for p in self.host_pids)}
+
+    def threads_on_cpu(self) -> dict[str, dict[tuple[int, int], int]]:
+        """Per-thread on-CPU nanoseconds of ``store`` and ``agents``, for a window too short for cpu()'s ticks."""
+        return {"store": threads_on_cpu_ns([self.store_pid] if self.store_pid else []),
+                "agents": threads_on_cpu_ns(self.host_pids)}
 
     # -- events --------------------------------------------------------------
     def _next(self, timeout_s: float) -> dict[str, Any] | None:
