@@ -414,3 +414,41 @@ def _validation_finding(rows: list[dict[str, Any]]) -> list[str]:
                  if v["diff"] is not None), default=None)
     return [f"the harness agrees with real torchrun within {TOLERANCE_S} s on {len(ok)} of {len(done)} sizes "
             f"({', '.join(str(r['nodes']) for r in done)} nodes); worst difference {worst} s"]
+
+
+def one_size_main(argv: list[str] | None = None) -> int:
+    """``python -m bench.rdzv_scale --backend c10d --sizes 256,512 --json-dir DIR``: the harness at each size in
+    turn, one JSON per size written as it ends (a lent machine may be taken back mid-sweep), stopping at the
+    first size that broke. For a machine other than this one (bench/device_scale.sh): its figures are kept
+    apart from the sweep above by ``python -m bench.device_runs`` (they were measured on other cores)."""
+    import argparse
+    import json
+    import tempfile
+
+    p = argparse.ArgumentParser(prog="python -m bench.rdzv_scale", description=one_size_main.__doc__)
+    p.add_argument("--backend", choices=BACKENDS, default="c10d")
+    p.add_argument("--sizes", required=True, help="comma-separated node counts, e.g. 256,512,1024")
+    p.add_argument("--json-dir", type=Path, required=True, help="where rdzv-BACKEND-N.json go")
+    p.add_argument("--steady-s", type=float, default=10.0, help="the steady-state window (default 10)")
+    args = p.parse_args(argv)
+    try:
+        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    except ValueError:
+        p.error(f"--sizes {args.sizes!r}: give node counts separated by commas, e.g. 256,512")
+    if not sizes or min(sizes) < 2:
+        p.error("--sizes: at least one node count, each 2 or more")
+    args.json_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="rdzv-scale-") as runs:
+        for n in sizes:
+            swept = sweep([n], (args.backend,), Path(runs), lambda m: print(m, flush=True), steady_s=args.steady_s)
+            size = swept[args.backend][0]
+            (args.json_dir / f"rdzv-{args.backend}-{n}.json").write_text(
+                json.dumps({**where(), "backend": args.backend, "size": size}, indent=1))
+            print(f"{args.backend} {n}: wall {size.get('wall_s')} s, broke: {size.get('broke')}", flush=True)
+            if size.get("broke"):
+                return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(one_size_main())

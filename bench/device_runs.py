@@ -1,0 +1,112 @@
+"""`python -m bench.device_runs`: figures measured on a lent machine's cores, kept apart from this VM's.
+
+A lent device machine (16 cores, a CUDA build of torch) answers two of issue 27's questions that this
+repository's 2-core VM cannot: the rendezvous harness at N >= 256 (bench/device_scale.sh: one JSON per
+size) and the spot-interruption ratio to the floor with and without leaving the rendezvous
+(`python -m bench --only '*/fast/spot-interruption*' --reps 1`: that run's results.json). Those are
+other cores and another torch build, so they never enter this machine's tables or fitted models: they go
+to results.json's ``device_runs`` and a section of their own in RESULTS.md, one entry per run.
+
+    python -m bench.device_runs --device "1 x H200 machine, 16 cores, torch 2.11.0+cu130" \\
+        --scale OUT1/rdzv-c10d-256.json OUT1/rdzv-c10d-512.json --spot OUT2/results.json OUT3/results.json
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.findings import spot_pairs
+
+HERE = Path(__file__).resolve().parent
+
+
+def spot_run(results: dict[str, Any]) -> dict[str, Any]:
+    """One spot-ratio run (a `python -m bench --only` results.json): its floor, and per case the recovery,
+    its ratio to that floor and the phases, as that run computed them (nothing recomputed)."""
+    cases = {}
+    for key, without, with_ in spot_pairs(results):
+        for name, case in (("without", without), ("with", with_)):
+            cases[f"{key}/{name}"] = {"ratio": case.get("ratio_to_floor"),
+                                      **{k: (case.get(k) or {}).get("median") if isinstance(case.get(k), dict)
+                                         else case.get(k) for k in ("recovery_s", "detect", "rendezvous", "restart")}}
+    return {"floor_s": (results.get("floor_s") or {}).get("median"), "reps": results.get("reps"),
+            "machine": results.get("machine"), "date": results.get("date"), "cases": cases}
+
+
+def markdown(results: dict[str, Any]) -> list[str]:
+    """RESULTS.md's section for the lent machine's figures (nothing when there are none)."""
+    block = results.get("device_runs")
+    if not block:
+        return []
+    lines = ["## On a lent 16-core machine", "",
+             f"{block['device']}, {block['date']}. Other cores and another torch build than every figure above: "
+             "kept apart, never fitted with them, one entry per run.", ""]
+    scale = block.get("scale") or []
+    if scale:
+        from bench.rdzv_scale import _size_table
+        lines += ["### Rendezvous at scale beyond this VM", "",
+                  f"`{block.get('scale_command')}`: the harness of the section above, the same episodes, "
+                  f"{scale[0].get('processes')} host processes.", ""]
+        lines += _size_table(scale[0]["backend"], scale)
+    runs = block.get("spot") or []
+    if runs:
+        keys = sorted({k.rsplit("/", 1)[0] for r in runs for k in r["cases"]})
+        lines += ["### Spot interruption against the floor", "",
+                  f"`{block.get('spot_command')}`, once per run; each ratio against the floor of its own run "
+                  "(spawn + import of this torch build + process-group init + load + one step).", "",
+                  "| run | floor s | " + " | ".join(f"{k} without | {k} with --leave-on-sigterm" for k in keys)
+                  + " |", "|---|---|" + "---|---|" * len(keys)]
+        for i, r in enumerate(runs, 1):
+            cells = []
+            for k in keys:
+                for side in ("without", "with"):
+                    c = r["cases"].get(f"{k}/{side}") or {}
+                    cells.append(f"{c['recovery_s']:.1f} s = {c['ratio']}x (rendezvous {c['rendezvous']:.1f} s)"
+                                 if c.get("ratio") is not None and c.get("recovery_s") is not None
+                                 and c.get("rendezvous") is not None else "-")
+            lines.append(f"| {i} | {r['floor_s']} | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines += [f"- {n}" for n in block.get("notes") or []]
+    return lines + ([""] if block.get("notes") else [])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.device_runs", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", required=True, help="the machine, in words (cores, torch build)")
+    p.add_argument("--scale", nargs="*", type=Path, default=[], metavar="RDZV_JSON",
+                   help="bench/device_scale.sh's rdzv-BACKEND-N.json files, smallest size first")
+    p.add_argument("--scale-command", default="SIZES=256,512,1024 bash bench/device_scale.sh")
+    p.add_argument("--spot", nargs="*", type=Path, default=[], metavar="RESULTS_JSON",
+                   help="results.json of `python -m bench --only '*/fast/spot-interruption*'` runs")
+    p.add_argument("--spot-command", default="python -m bench --only '*/fast/spot-interruption*' --reps 1")
+    p.add_argument("--note", action="append", default=[], help="a line said under the tables (repeatable)")
+    p.add_argument("--out", type=Path, default=HERE)
+    args = p.parse_args(argv)
+    if not args.scale and not args.spot:
+        p.error("nothing to record: give --scale and/or --spot files")
+    try:
+        scale = [json.loads(f.read_text())["size"] for f in args.scale]
+        spot = [spot_run(json.loads(f.read_text())) for f in args.spot]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        p.error(f"cannot read a device result: {e}")
+    results_path = args.out / "results.json"
+    try:
+        results = json.loads(results_path.read_text())
+    except (OSError, ValueError) as e:
+        print(f"bench.device_runs: cannot read {results_path}: {e}; run `make bench` first", file=sys.stderr)
+        return 2
+    results["device_runs"] = {"device": args.device, "date": datetime.date.today().isoformat(),
+                              "scale": scale, "scale_command": args.scale_command, "spot": spot,
+                              "spot_command": args.spot_command, "notes": args.note}
+    from bench.__main__ import say, write
+    write(args.out, results, say)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
