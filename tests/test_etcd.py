@@ -4,12 +4,15 @@ from __future__ import annotations
 import json
 import socket
 import stat
+import time
 import urllib.request
 from pathlib import Path
 
+import etcd as etcd_lib
 import pytest
 
 from chaos.errors import EtcdError
+from chaos.platforms import etcd_v2
 from chaos.platforms.local.etcd import EtcdServer, check_supported, find_binary
 from chaos.platforms.local.procs import is_running
 
@@ -89,3 +92,16 @@ def test_the_shipped_etcd_is_supported():
 def test_a_binary_that_is_not_etcd_is_refused(tmp_path):
     with pytest.raises(EtcdError, match="did not print an etcd version"):
         check_supported(Path("/bin/true"))
+
+
+def test_a_started_server_has_made_its_own_start_up_writes(tmp_path):
+    """A test that counts the v2 index (tests/test_rendezvous_watcher.py::test_the_watcher_only_reads) met one
+    write more than its own under load: etcd's cluster-version write landed after a v2 read was first served."""
+    with EtcdServer(tmp_path / "data") as server:
+        assert etcd_v2.settled(server.endpoint, timeout_s=2.0)
+        index = etcd_lib.Client(host="127.0.0.1", port=server.client_port).read("/").etcd_index
+        version = json.loads(urllib.request.urlopen(f"{server.url}/version", timeout=5).read())
+        assert version["etcdcluster"] != "not_decided"
+        time.sleep(1.0)
+        assert etcd_lib.Client(host="127.0.0.1", port=server.client_port).read("/").etcd_index == index
+    assert not etcd_v2.settled(server.endpoint, timeout_s=0.5)  # nothing answers: not settled, no exception

@@ -68,6 +68,21 @@ def server_version(endpoint: str, *, timeout_s: float) -> str:
         return "?"
 
 
+def settled(endpoint: str, *, timeout_s: float) -> bool:
+    """Whether a fresh etcd at ``endpoint`` (HOST:PORT) has made its own start-up writes: its member's attributes
+    published and the cluster version decided. Each moves the v2 store's index; a v2 read is served
+    before them, and on a loaded machine they land seconds later, inside whatever runs next (a test that
+    counts the index saw one more write than its own). Never raises."""
+    try:
+        http = urllib3.PoolManager(timeout=urllib3.Timeout(total=timeout_s), retries=False)
+        version = http.request("GET", f"http://{endpoint}/version").json()
+        members = http.request("GET", f"http://{endpoint}/v2/members").json().get("members") or []
+        return version.get("etcdcluster") not in (None, "", "not_decided") and bool(members) \
+            and all(m.get("name") for m in members)
+    except CLIENT_ERRORS + (AttributeError,):   # AttributeError: JSON, but not etcd's documents
+        return False
+
+
 def serves_v2(endpoint: str, *, timeout_s: float) -> bool:
     """Whether the etcd at ``endpoint`` answers a v2 read now (a serializable read of
     the root, which a fresh or quorum-less member answers too). Never raises."""

@@ -210,6 +210,12 @@ class EtcdServer:
             raise EtcdError(f"etcd did not serve the v2 API within {self.ready_timeout_s:.0f}s; "
                             f"log {self.log_path}:\n{self.log_tail()}")
         self._ports_fixed = True
+        # its own start-up writes done before anyone counts on the index (see etcd_v2.settled)
+        if not eventually(lambda: etcd_v2.settled(self.endpoint, timeout_s=1.0), timeout_s=self.ready_timeout_s,
+                          interval_s=0.05):
+            self.stop()
+            raise EtcdError(f"etcd served the v2 API but did not publish its member or decide its cluster version "
+                            f"within {self.ready_timeout_s:.0f}s; log {self.log_path}:\n{self.log_tail()}")
 
     def _serving(self) -> bool:
         """Whether the v2 API answers; raises when the process has exited (_PortRace if it lost its port)."""
