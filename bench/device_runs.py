@@ -5,7 +5,8 @@ repository's 2-core VM cannot: the rendezvous harness at N >= 256 (bench/device_
 size) and the spot-interruption ratio to the floor with and without leaving the rendezvous
 (`python -m bench --only '*/fast/spot-interruption*' --reps 1`: that run's results.json). Those are
 other cores and another torch build, so they never enter this machine's tables or fitted models: they go
-to results.json's ``device_runs`` and a section of their own in RESULTS.md, one entry per run.
+to results.json's ``device_runs`` and a section of their own in RESULTS.md (bench/sections.py), one
+entry per run.
 
     python -m bench.device_runs --device "1 x H200 machine, 16 cores, torch 2.11.0+cu130" \\
         --scale OUT1/rdzv-c10d-256.json OUT1/rdzv-c10d-512.json --spot OUT2/results.json OUT3/results.json
@@ -35,43 +36,6 @@ def spot_run(results: dict[str, Any]) -> dict[str, Any]:
                                          else case.get(k) for k in ("recovery_s", "detect", "rendezvous", "restart")}}
     return {"floor_s": (results.get("floor_s") or {}).get("median"), "reps": results.get("reps"),
             "machine": results.get("machine"), "date": results.get("date"), "cases": cases}
-
-
-def markdown(results: dict[str, Any]) -> list[str]:
-    """RESULTS.md's section for the lent machine's figures (nothing when there are none)."""
-    block = results.get("device_runs")
-    if not block:
-        return []
-    lines = ["## On a lent 16-core machine", "",
-             f"{block['device']}, {block['date']}. Other cores and another torch build than every figure above: "
-             "kept apart, never fitted with them, one entry per run.", ""]
-    scale = block.get("scale") or []
-    if scale:
-        from bench.rdzv_scale import _size_table
-        lines += ["### Rendezvous at scale beyond this VM", "",
-                  f"`{block.get('scale_command')}`: the harness of the section above, the same episodes, "
-                  f"{scale[0].get('processes')} host processes.", ""]
-        lines += _size_table(scale[0]["backend"], scale)
-    runs = block.get("spot") or []
-    if runs:
-        keys = sorted({k.rsplit("/", 1)[0] for r in runs for k in r["cases"]})
-        lines += ["### Spot interruption against the floor", "",
-                  f"`{block.get('spot_command')}`, once per run; each ratio against the floor of its own run "
-                  "(spawn + import of this torch build + process-group init + load + one step).", "",
-                  "| run | floor s | " + " | ".join(f"{k} without | {k} with --leave-on-sigterm" for k in keys)
-                  + " |", "|---|---|" + "---|---|" * len(keys)]
-        for i, r in enumerate(runs, 1):
-            cells = []
-            for k in keys:
-                for side in ("without", "with"):
-                    c = r["cases"].get(f"{k}/{side}") or {}
-                    cells.append(f"{c['recovery_s']:.1f} s = {c['ratio']}x (rendezvous {c['rendezvous']:.1f} s)"
-                                 if c.get("ratio") is not None and c.get("recovery_s") is not None
-                                 and c.get("rendezvous") is not None else "-")
-            lines.append(f"| {i} | {r['floor_s']} | " + " | ".join(cells) + " |")
-        lines.append("")
-    lines += [f"- {n}" for n in block.get("notes") or []]
-    return lines + ([""] if block.get("notes") else [])
 
 
 def main(argv: list[str] | None = None) -> int:

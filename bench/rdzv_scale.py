@@ -193,7 +193,7 @@ def markdown(results: dict[str, Any], plot_name: str | None) -> list[str]:
              "machine, not by torch.", ""]
     lines += [f"- {note}" for note in section.get("notes", [])] + ([""] if section.get("notes") else [])
     for backend, sizes in section["sizes"].items():
-        lines += _size_table(backend, sizes)
+        lines += size_table(backend, sizes)
     lines += _fits_table(figs)
     if plot_name:
         lines += [f"![rendezvous at scale]({plot_name})", ""]
@@ -211,7 +211,7 @@ def _cell(ep: dict[str, Any] | None) -> str:
     return f"{ep['seconds']:.1f}{'*' if ep.get('limited') else ''}"
 
 
-def _size_table(backend: str, sizes: list[dict[str, Any]]) -> list[str]:
+def size_table(backend: str, sizes: list[dict[str, Any]]) -> list[str]:
     labels = list(EPISODE_METRICS.values())
     lines = [f"### {backend}", "",
              "| N | " + " | ".join(labels) + " | store ops/s | store MB/s | store CPU | harness CPU/node | load | "

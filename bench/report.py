@@ -104,8 +104,8 @@ def write_markdown(results: dict[str, Any], path: Path, plot_name: str | None, r
         lines += [""] + [f"- {f}" for f in results.get("scale_findings", [])] + [""]
     from bench.rdzv_scale import markdown as rdzv_markdown
     lines += rdzv_markdown(results, rdzv_plot)
-    from bench.device_runs import markdown as device_markdown
-    lines += device_markdown(results)
+    from bench.sections import device_runs_markdown
+    lines += device_runs_markdown(results)
     integ = results.get("integrity") or {}
     if integ:
         lines += ["## Checkpoint integrity", "",
