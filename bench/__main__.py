@@ -214,13 +214,32 @@ def measure_storage(args: argparse.Namespace, runs: Path, stamp: dict[str, str])
             "wall_s": round(time.monotonic() - began)}
 
 
-def render(out: Path) -> int:
+def read_results(out: Path, who: str, advice: str) -> dict[str, Any] | None:
+    """OUT/results.json, or None after saying on stderr why it cannot be read and what to do."""
     path = out / "results.json"
     try:
-        results = json.loads(path.read_text())
+        results: dict[str, Any] = json.loads(path.read_text())
+        return results
     except (OSError, ValueError) as e:
-        print(f"bench: cannot read {path}: {e}; run `make bench` to measure", file=sys.stderr)
+        print(f"{who}: cannot read {path}: {e}; {advice}", file=sys.stderr)
+        return None
+
+
+def render(out: Path) -> int:
+    results = read_results(out, "bench", "run `make bench` to measure")
+    if results is None:
         return 2
+    write(out, results, say)
+    return 0
+
+
+def record(out: Path, key: str, section: dict[str, Any], who: str) -> int:
+    """Put ``section`` under ``key`` of OUT/results.json (every other figure kept) and re-render RESULTS.md:
+    for figures measured elsewhere (bench/gpu_runs.py, bench/device_runs.py). 2 when there is none yet."""
+    results = read_results(out, who, "run `make bench` first")
+    if results is None:
+        return 2
+    results[key] = section
     write(out, results, say)
     return 0
 

@@ -58,18 +58,11 @@ def main(argv: list[str] | None = None) -> int:
         spot = [spot_run(json.loads(f.read_text())) for f in args.spot]
     except (OSError, ValueError, KeyError, TypeError) as e:
         p.error(f"cannot read a device result: {e}")
-    results_path = args.out / "results.json"
-    try:
-        results = json.loads(results_path.read_text())
-    except (OSError, ValueError) as e:
-        print(f"bench.device_runs: cannot read {results_path}: {e}; run `make bench` first", file=sys.stderr)
-        return 2
-    results["device_runs"] = {"device": args.device, "date": datetime.date.today().isoformat(),
-                              "scale": scale, "scale_command": args.scale_command, "spot": spot,
-                              "spot_command": args.spot_command, "notes": args.note}
-    from bench.__main__ import say, write
-    write(args.out, results, say)
-    return 0
+    from bench.__main__ import record
+    return record(args.out, "device_runs", {"device": args.device, "date": datetime.date.today().isoformat(),
+                                            "scale": scale, "scale_command": args.scale_command, "spot": spot,
+                                            "spot_command": args.spot_command, "notes": args.note},
+                  "bench.device_runs")
 
 
 if __name__ == "__main__":

@@ -60,17 +60,9 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(summarize(name, json.loads(Path(path).read_text())))
         except (OSError, ValueError) as e:
             p.error(f"{path}: cannot read a report.json: {e}")
-    results_path = args.out / "results.json"
-    try:
-        results = json.loads(results_path.read_text())
-    except (OSError, ValueError) as e:
-        print(f"bench.gpu_runs: cannot read {results_path}: {e}; run `make bench` first", file=sys.stderr)
-        return 2
-    results["gpu_runs"] = {"device": args.device, "command": args.command, "notes": args.note,
-                           "date": datetime.date.today().isoformat(), "runs": rows}
-    from bench.__main__ import say, write
-    write(args.out, results, say)
-    return 0
+    from bench.__main__ import record
+    return record(args.out, "gpu_runs", {"device": args.device, "command": args.command, "notes": args.note,
+                                         "date": datetime.date.today().isoformat(), "runs": rows}, "bench.gpu_runs")
 
 
 if __name__ == "__main__":

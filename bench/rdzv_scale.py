@@ -47,7 +47,8 @@ def _job(backend: str, n: int, lo: int | None = None) -> ScaleJob:
 
 
 def sweep(sizes: list[int], backends: tuple[str, ...], runs: Path, say: Callable[[str], None], *,
-          steady_s: float = 10.0) -> dict[str, list[dict[str, Any]]]:
+          steady_s: float = 10.0,
+          on_size: Callable[[dict[str, Any]], None] | None = None) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for backend in backends:
         out[backend] = []
@@ -59,6 +60,8 @@ def sweep(sizes: list[int], backends: tuple[str, ...], runs: Path, say: Callable
                 size = {"backend": backend, "nodes": n, "episodes": [], "steady": None,
                         "broke": f"the harness itself failed: {exc}"}
             out[backend].append(size)
+            if on_size is not None:
+                on_size(size)
             if size.get("broke"):
                 say(f"  {backend} broke at {n} nodes: {size['broke']}; larger sizes not tried")
                 break
@@ -438,16 +441,16 @@ def one_size_main(argv: list[str] | None = None) -> int:
     if not sizes or min(sizes) < 2:
         p.error("--sizes: at least one node count, each 2 or more")
     args.json_dir.mkdir(parents=True, exist_ok=True)
+
+    def keep(size: dict[str, Any]) -> None:
+        (args.json_dir / f"rdzv-{args.backend}-{size['nodes']}.json").write_text(
+            json.dumps({**where(), "backend": args.backend, "size": size}, indent=1))
+        print(f"{args.backend} {size['nodes']}: wall {size.get('wall_s')} s, broke: {size.get('broke')}", flush=True)
+
     with tempfile.TemporaryDirectory(prefix="rdzv-scale-") as runs:
-        for n in sizes:
-            swept = sweep([n], (args.backend,), Path(runs), lambda m: print(m, flush=True), steady_s=args.steady_s)
-            size = swept[args.backend][0]
-            (args.json_dir / f"rdzv-{args.backend}-{n}.json").write_text(
-                json.dumps({**where(), "backend": args.backend, "size": size}, indent=1))
-            print(f"{args.backend} {n}: wall {size.get('wall_s')} s, broke: {size.get('broke')}", flush=True)
-            if size.get("broke"):
-                return 1
-    return 0
+        swept = sweep(sizes, (args.backend,), Path(runs), lambda m: print(m, flush=True), steady_s=args.steady_s,
+                      on_size=keep)
+    return 1 if any(s.get("broke") for s in swept[args.backend]) else 0
 
 
 if __name__ == "__main__":
