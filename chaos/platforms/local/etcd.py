@@ -207,18 +207,13 @@ class EtcdServer:
                                         env={**os.environ, **(self.env or {})})
         if not eventually(self._serving, timeout_s=self.ready_timeout_s, interval_s=0.1):
             self.stop()
-            raise EtcdError(f"etcd did not serve the v2 API within {self.ready_timeout_s:.0f}s; "
-                            f"log {self.log_path}:\n{self.log_tail()}")
+            raise EtcdError(f"etcd did not serve the v2 API (and make its own start-up writes) within "
+                            f"{self.ready_timeout_s:.0f}s; log {self.log_path}:\n{self.log_tail()}")
         self._ports_fixed = True
-        # its own start-up writes done before anyone counts on the index (see etcd_v2.settled)
-        if not eventually(lambda: etcd_v2.settled(self.endpoint, timeout_s=1.0), timeout_s=self.ready_timeout_s,
-                          interval_s=0.05):
-            self.stop()
-            raise EtcdError(f"etcd served the v2 API but did not publish its member or decide its cluster version "
-                            f"within {self.ready_timeout_s:.0f}s; log {self.log_path}:\n{self.log_tail()}")
 
     def _serving(self) -> bool:
-        """Whether the v2 API answers; raises when the process has exited (_PortRace if it lost its port)."""
+        """Whether the v2 API answers and etcd made its own start-up writes, before anyone counts on the
+        index (etcd_v2.settled); raises when the process has exited (_PortRace if it lost its port)."""
         assert self._proc is not None
         if self._proc.poll() is not None:
             tail = self.log_tail()
@@ -226,10 +221,7 @@ class EtcdServer:
             if "address already in use" in tail:
                 raise _PortRace()
             raise EtcdError(f"etcd exited at start; log {self.log_path}:\n{tail}")
-        return self._v2_ready()
-
-    def _v2_ready(self) -> bool:
-        return etcd_v2.serves_v2(self.endpoint, timeout_s=1.0)
+        return etcd_v2.serves_v2(self.endpoint, timeout_s=1.0) and etcd_v2.settled(self.endpoint, timeout_s=1.0)
 
     def log_tail(self, lines: int = 15) -> str:
         if not self.log_path or not self.log_path.exists():
