@@ -81,11 +81,12 @@ def validate(real: list[dict[str, Any]], runs: Path, say: Callable[[str], None])
         try:
             result = measure_size(_job("etcd-v2", n, lo=n - 1), runs / f"rdzv-validate-{n}", say, steady_s=0,
                                   modes=("hard",), losses=(("1", None),), offsets=rdzv.get("offsets_s"),
-                                  repeat=VALIDATION_REPEAT).to_json()
+                                  restarts=rdzv.get("restarts_s"), repeat=VALIDATION_REPEAT).to_json()
         except HarnessError as exc:
             rows.append({"nodes": n, "error": str(exc)})
             continue
-        row: dict[str, Any] = {"nodes": n, "load_avg_real": r.get("load_avg_1m"), "load_before": result["load_before"]}
+        row: dict[str, Any] = {"nodes": n, "load_avg_real": r.get("load_avg_1m"), "load_before": result["load_before"],
+                               "restarts_replayed": rdzv.get("restarts_s") is not None}
         for metric, label, real_key in (("formation_s", "formation", "formation_s"),
                                         ("reformation_s", "hard 1", "reformation_s")):
             harness = _median([e["seconds"] for e in result["episodes"] if e["label"] == label])
@@ -261,18 +262,21 @@ def _validation_table(rows: list[dict[str, Any]]) -> list[str]:
     lines = ["### Against real torchrun", "",
              "The scale bench's real jobs (N-1:N nodes, etcd-v2, fast) replayed in the harness: the same "
              f"nodes arriving at the offsets torchrun's agents logged, then {VALIDATION_REPEAT} hard kills (their "
-             "median; one kill in the real job). Formation: the last "
+             "median; one kill in the real job), each survivor's workers failing when the real survivor's agent "
+             "started its next rendezvous (`replayed`; otherwise at the kill). Formation: the last "
              "node's start -> every node's rendezvous complete in the world of N; re-formation: the kill -> every "
              f"survivor's rendezvous complete. Tolerance {TOLERANCE_S} s per measurement ({_tolerance_why()}).", "",
-             "| N | formation real | harness | diff | re-formation real | harness | diff | within | load (real run) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| N | formation real | harness | diff | re-formation real | harness | diff | within | restarts | "
+             "load (real run) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['nodes']} | harness failed: {r['error'][:120]} |" + " |" * 7)
+            lines.append(f"| {r['nodes']} | harness failed: {r['error'][:120]} |" + " |" * 8)
             continue
         f, g = r["formation_s"], r["reformation_s"]
         lines.append(f"| {r['nodes']} | {f['real']} | {f['harness']} | {f['diff']} | {g['real']} | {g['harness']} | "
-                     f"{g['diff']} | {'yes' if r['within'] else 'NO'} | {r.get('load_avg_real')} |")
+                     f"{g['diff']} | {'yes' if r['within'] else 'NO'} | "
+                     f"{'replayed' if r.get('restarts_replayed') else 'at the kill'} | {r.get('load_avg_real')} |")
     return lines + [""]
 
 

@@ -43,7 +43,9 @@ def rendezvous_figures(events: list[Event], n: int, fault_t: float, victim: str 
     """The rendezvous alone, as torchrun's agents logged it (what bench/rdzv_scale.py's harness is
     checked against): when each node first started to rendezvous (``offsets_s`` from the first),
     the last node's start -> every node's rendezvous complete in the world of ``n`` (``formation_s``),
-    and the fault -> every survivor's rendezvous complete in the world of ``n - 1`` (``reformation_s``)."""
+    the fault -> every survivor's rendezvous complete in the world of ``n - 1`` (``reformation_s``), and the
+    fault -> each survivor's agent starting that rendezvous (``restarts_s``: its worker's collective failing,
+    the agent seeing it and stopping the group; the harness replays these, as it replays ``offsets_s``)."""
     starts: dict[str, float] = {}
     for e in of(events, AgentEv.RENDEZVOUS_STARTED):
         if e.node is not None:
@@ -62,6 +64,11 @@ def rendezvous_figures(events: list[Event], n: int, fault_t: float, victim: str 
     out["formation_s"] = round(max(formed.values()) - max(starts.values()), 3) \
         if len(formed) == n and len(starts) == n else None
     out["reformation_s"] = round(max(reformed.values()) - fault_t, 3) if len(reformed) == n - 1 else None
+    restarted: dict[str, float] = {}
+    for e in of(events, AgentEv.RENDEZVOUS_STARTED):
+        if e.node is not None and e.node != victim and e.t >= fault_t:
+            restarted.setdefault(e.node, e.t)
+    out["restarts_s"] = sorted(round(t - fault_t, 3) for t in restarted.values()) if len(restarted) == n - 1 else None
     return out
 
 

@@ -10,8 +10,9 @@ loss below leaves a world the rendezvous accepts, in this order:
    hard (the node's heartbeats stop: a machine lost), ``leave`` (SIGTERM with trainer.rdzv_leave:
    the node leaves the rendezvous), ``sigterm`` (torch's own SIGTERM path: the agent stops without
    leaving); of 1 node, 1 % and 10 % of N (at least one). At the loss the survivors' worker groups
-   fail at once, as their collectives would: re-formation is loss -> every survivor in one round of
-   the smaller world.
+   fail at once, as their collectives would (or, replaying a real job, each at the moment its real
+   agent started the next rendezvous: ``restarts``): re-formation is loss -> every survivor in one
+   round of the smaller world.
 
 Every episode records how long this machine was the limit while it ran (its cores, or one host
 process' interpreter lock, saturated: Harness.saturated_s): above :data:`LIMITED_SHARE` of the
@@ -176,8 +177,10 @@ class Sizer:
 
     def __init__(self, harness: Harness, say: Callable[[str], None], *, steady_s: float,
                  modes: tuple[str, ...] = MODES, losses: tuple[tuple[str, float | None], ...] = LOSSES,
-                 offsets: list[float] | None = None, repeat: int = 1) -> None:
+                 offsets: list[float] | None = None, restarts: list[float] | None = None,
+                 repeat: int = 1) -> None:
         self.repeat = repeat
+        self.restarts = restarts
         self.h = harness
         self.say = say
         self.steady_s = steady_s
@@ -239,10 +242,26 @@ class Sizer:
         meter = _Meter(self.h)
         at = time.time() + 0.3
         self.h.order(victims, "kill" if mode == "hard" else "sigterm", at, leave=mode == "leave")
-        self.h.order(survivors, "fail", at)
+        for fail_at, ids in self._fail_times(survivors, at).items():
+            self.h.order(ids, "fail", fail_at)
         formed = self.h.wait_world(survivors, len(survivors), at, timeout_s(self.n))
         self.alive = survivors
         return self._record("loss", f"{mode} {label}", k, len(survivors), formed, meter)
+
+    def _fail_times(self, survivors: list[int], at: float) -> dict[float, list[int]]:
+        """When each survivor's workers fail after a loss at ``at``: at once, or replaying a real job's
+        ``restarts`` (fault -> each survivor's agent starting its next rendezvous, sorted), less half a
+        monitor interval: a hollow agent sees the failure at its next check of the workers, as the real
+        agent did within the replayed offset."""
+        if self.restarts is None:
+            return {at: survivors}
+        if len(self.restarts) != len(survivors):
+            raise ValueError(f"{len(self.restarts)} restart offsets for {len(survivors)} survivors")
+        times: dict[float, list[int]] = {}
+        half_check = self.h.job.monitor_interval / 2
+        for i, offset in zip(survivors, sorted(self.restarts), strict=True):
+            times.setdefault(at + max(0.0, offset - half_check), []).append(i)
+        return times
 
     def join(self, after: str, k: int) -> Episode:
         new = list(range(self.next_id, self.next_id + k))
@@ -283,15 +302,16 @@ def _broke(ep: Episode) -> str:
 
 def measure_size(job: ScaleJob, work_dir: Path, say: Callable[[str], None], *, steady_s: float = 10.0,
                  modes: tuple[str, ...] = MODES, losses: tuple[tuple[str, float | None], ...] = LOSSES,
-                 offsets: list[float] | None = None, repeat: int = 1) -> SizeResult:
+                 offsets: list[float] | None = None, restarts: list[float] | None = None,
+                 repeat: int = 1) -> SizeResult:
     """Every episode for ``job`` on a fresh store and fresh processes (``steady_s`` 0: no steady window;
-    ``offsets``: the nodes' arrival times, see Sizer.formation; ``repeat``: each loss and its join that many
-    times). Blocks; raises HarnessError when a process or the store fails (not when the rendezvous does:
-    that is ``broke``)."""
+    ``offsets``: the nodes' arrival times, see Sizer.formation; ``restarts``: when the survivors' workers
+    fail after a loss, see Sizer._fail_times; ``repeat``: each loss and its join that many times). Blocks;
+    raises HarnessError when a process or the store fails (not when the rendezvous does: that is ``broke``)."""
     began, load = time.monotonic(), os.getloadavg()[0]
     with Harness(job, work_dir) as h:
         episodes, steady, broke = Sizer(h, say, steady_s=steady_s, modes=modes, losses=losses,
-                                        offsets=offsets, repeat=repeat).run()
+                                        offsets=offsets, restarts=restarts, repeat=repeat).run()
     return SizeResult(job.backend.value, job.nodes, job.min_nodes, job.max_nodes, job.processes, tuple(episodes),
                       steady, round(load, 2), round(os.getloadavg()[0], 2), broke,
                       round(time.monotonic() - began, 1))
