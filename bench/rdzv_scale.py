@@ -363,8 +363,12 @@ def _diff(row: dict[str, Any]) -> str:
 
 def _why_broke(why: str) -> str:
     """torch's code behind a failure the harness saw (matched on what the nodes reported)."""
+    if "assigned_ranks" in why and "declared dead" not in why:
+        return (". Why is not established by this run: the nodes timed out waiting for their rank assignment "
+                "(SimpleElasticAgent._assign_worker_ranks), but no participant of a completed round was seen "
+                "declared dead")
     if "assigned_ranks" in why:
-        return (". torch's cause: a participant whose heartbeat is older than keep_alive_interval x "
+        return (". torch's cause, seen in this run: a participant whose heartbeat is older than keep_alive_interval x "
                 "keep_alive_max_attempt is removed by any node's sync (_BackendRendezvousStateHolder._sanitize), "
                 "even after its round completed (_remove_participant_epilogue reopens a round only when nobody is "
                 "left): nodes that read the state before and after see different worlds, rank 0's multi_get of "

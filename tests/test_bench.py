@@ -246,3 +246,12 @@ def test_the_rendezvous_at_scale_section_renders_from_the_figures(tmp_path):
     assert "payload bytes as N^2.00" in text
     assert "agrees with real torchrun within 1.5 s on 1 of 1 sizes" in text
     assert rdzv_scale.plot(figs, tmp_path / "p.png") and (tmp_path / "p.png").stat().st_size > 0
+
+
+def test_a_rank_exchange_timeout_is_blamed_on_torch_only_with_a_participant_seen_declared_dead():
+    from bench.rdzv_scale import _why_broke
+
+    timed_out = "formation: 3 node(s) had not formed ...; first errors: node 1: DistStoreError: ... assigned_ranks/0"
+    assert "not established" in _why_broke(timed_out) and "_sanitize" not in _why_broke(timed_out)
+    seen = timed_out + "; 1 live participant(s) of a completed round declared dead (heartbeats up to 5.2 s old)"
+    assert "seen in this run" in _why_broke(seen) and "_sanitize" in _why_broke(seen)

@@ -87,3 +87,21 @@ def test_replayed_restart_offsets_hold_each_survivor_back_until_its_own(tmp_path
     # alone is not tested here: the first survivor to rejoin waits, and the others' monitor loops restart
     # for it -- torch's membership change, in the real job as in the harness)
     assert len(restarted) == 3 and min(restarted) >= 0.3 + 1.45
+
+
+def test_a_silent_participant_of_a_completed_round_is_reported_declared_dead(tmp_path):
+    # a node whose heartbeats stop while its round stands complete: the others' monitor loops sync the state
+    # (num_nodes_waiting) and torch's _sanitize drops it once its heartbeat is interval x attempts old
+    job = ScaleJob(RdzvBackend.C10D, 3, 2, 3, rdzv=FAST, processes=1)
+    with Harness(job, tmp_path / "h") as h:
+        h.spawn([0, 1, 2])
+        at = time.time() + 0.3
+        h.run_nodes([0, 1, 2], at)
+        assert h.wait_world([0, 1, 2], 3, at, timeout_s=120).seconds is not None
+        assert h.declared_dead(at) == []
+        killed = time.time() + 0.2
+        h.order([2], "kill", killed)
+        h.drain(FAST.keep_alive_interval * FAST.keep_alive_max_attempt + 4.0)
+        dead = h.declared_dead(killed)
+    assert [d["node"] for d in dead] == [2]
+    assert dead[0]["heartbeat_age_s"] >= FAST.keep_alive_interval * FAST.keep_alive_max_attempt

@@ -84,6 +84,11 @@ class Episode:
     saturated_s: float = 0.0
     """Seconds of it during which this machine was the limit (Harness.saturated_s)."""
     elapsed_s: float = 0.0
+    declared_dead: int = 0
+    """*Live* participants of a completed round declared dead meanwhile: nodes this harness never stopped whose
+    heartbeat was found expired after their round completed (a lost node's expiry is not counted)."""
+    dead_heartbeat_age_s: float | None = None
+    """The oldest such heartbeat when it was declared dead (the expiry is interval x attempts)."""
 
     @property
     def limited(self) -> bool:
@@ -189,16 +194,24 @@ class Sizer:
         self.offsets = offsets
         self.n = harness.job.nodes
         self.alive = list(range(self.n))
+        self.gone: set[int] = set()
+        """Nodes lost so far (killed or sent SIGTERM): their heartbeats are meant to expire."""
         self.next_id = self.n
         self.episodes: list[Episode] = []
         self.rng = random.Random(self.n)
 
-    def _record(self, kind: str, label: str, nodes: int, world: int, formed: Formed, meter: _Meter) -> Episode:
+    def _record(self, kind: str, label: str, nodes: int, world: int, formed: Formed, meter: _Meter,
+                since: float) -> Episode:
         busy = meter.busy()
+        dead = [d for d in self.h.declared_dead(since) if d["node"] not in self.gone]
+        ages = [d["heartbeat_age_s"] for d in dead if d.get("heartbeat_age_s") is not None]
         ep = Episode(kind, label, nodes, world, formed.seconds, formed.rounds, busy, formed.errors[:5],
-                     formed.missing, *meter.store_work(), *meter.saturated())
+                     formed.missing, *meter.store_work(), *meter.saturated(), declared_dead=len(dead),
+                     dead_heartbeat_age_s=max(ages) if ages else None)
         self.episodes.append(ep)
         errors = f", {len(formed.errors)} error(s): {formed.errors[0]}" if formed.errors else ""
+        if dead:
+            errors += f", {len(dead)} live participant(s) of a completed round declared dead"
         self.say(f"    {self.h.job.backend.value} N={self.n} {label}: {ep.seconds} s, {ep.rounds} round(s), "
                  f"busy {busy:.0%} (saturated {ep.saturated_s} s), store {ep.store_ops} ops "
                  f"{ep.store_bytes / 1e6:.1f} MB {ep.store_cpu_s} s CPU{errors}")
@@ -219,7 +232,7 @@ class Sizer:
         for offset, ids in by_offset.items():
             self.h.run_nodes(ids, at + offset)
         formed = self.h.wait_world(self.alive, self.n, at + max(offsets), timeout_s(self.n) + max(offsets))
-        return self._record("formation", "formation", self.n, self.n, formed, meter)
+        return self._record("formation", "formation", self.n, self.n, formed, meter, at)
 
     def steady(self) -> Steady:
         before_counts, meter = self.h.counts(), _Meter(self.h)
@@ -239,6 +252,7 @@ class Sizer:
         k = lost(self.n, fraction)
         victims = sorted(self.rng.sample(self.alive, k))
         survivors = [i for i in self.alive if i not in victims]
+        self.gone.update(victims)
         meter = _Meter(self.h)
         at = time.time() + 0.3
         self.h.order(victims, "kill" if mode == "hard" else "sigterm", at, leave=mode == "leave")
@@ -246,7 +260,7 @@ class Sizer:
             self.h.order(ids, "fail", fail_at)
         formed = self.h.wait_world(survivors, len(survivors), at, timeout_s(self.n))
         self.alive = survivors
-        return self._record("loss", f"{mode} {label}", k, len(survivors), formed, meter)
+        return self._record("loss", f"{mode} {label}", k, len(survivors), formed, meter, at)
 
     def _fail_times(self, survivors: list[int], at: float) -> dict[float, list[int]]:
         """When each survivor's workers fail after a loss at ``at``: at once, or replaying a real job's
@@ -273,7 +287,7 @@ class Sizer:
         everyone = self.alive + new
         formed = self.h.wait_world(everyone, len(everyone), at, timeout_s(self.n))
         self.alive = everyone
-        return self._record("join", f"join after {after}", k, len(everyone), formed, meter)
+        return self._record("join", f"join after {after}", k, len(everyone), formed, meter, at)
 
     def run(self) -> tuple[list[Episode], Steady | None, str | None]:
         """Every episode in order; stops at the first that does not complete (the reason returned)."""
@@ -296,6 +310,9 @@ class Sizer:
 
 def _broke(ep: Episode) -> str:
     seen = f"; first errors: {'; '.join(ep.errors[:2])}" if ep.errors else ""
+    if ep.declared_dead:
+        seen += (f"; {ep.declared_dead} live participant(s) of a completed round declared dead "
+                 f"(heartbeats up to {ep.dead_heartbeat_age_s} s old)")
     return (f"{ep.label}: {ep.missing} node(s) had not formed the world of {ep.world} after the episode's "
             f"timeout ({ep.rounds} round(s) completed meanwhile){seen}")
 

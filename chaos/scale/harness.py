@@ -410,6 +410,17 @@ class Harness:
             elif event["ev"] == "ended" and event.get("how") == "error" and event["t"] >= since:
                 errors.append(f"node {event['id']}: {event.get('error')}")
 
+    def declared_dead(self, since: float) -> list[dict[str, Any]]:
+        """Participants of a completed round that a node's sync declared dead after ``since`` (chaos.scale.hollow
+        .report_declared_dead), once per round and node over every host process; what has arrived so far."""
+        while self._next(0.0) is not None:
+            pass
+        seen: dict[tuple[Any, Any], dict[str, Any]] = {}
+        for e in self.events:
+            if e["ev"] == "declared_dead" and e["t"] >= since:
+                seen.setdefault((e["round"], e["node"]), e)
+        return list(seen.values())
+
     def drain(self, seconds: float) -> list[dict[str, Any]]:
         """The events of the next ``seconds`` (blocks that long)."""
         out = []

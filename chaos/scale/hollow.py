@@ -27,6 +27,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any
 
 from torch.distributed import Store  # type: ignore[attr-defined]
@@ -59,12 +60,21 @@ class Counts:
         self.ops: Counter[str] = Counter()
         self.sent = 0
         self.received = 0
+        self._seen: set[Any] = set()
 
     def add(self, op: str, *, sent: int = 0, received: int = 0, n: int = 1) -> None:
         with self._lock:
             self.ops[op] += n
             self.sent += sent
             self.received += received
+
+    def first(self, key: Any) -> bool:
+        """True the first time ``key`` is offered in this process: one report of a thing many agents see."""
+        with self._lock:
+            if key in self._seen:
+                return False
+            self._seen.add(key)
+            return True
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
@@ -158,6 +168,37 @@ def make_handler(params: RendezvousParameters, counts: Counts) -> DynamicRendezv
     return create_handler(CountingStore(store, counts), CountingBackend(backend, counts), params)
 
 
+def node_index(addr: str) -> int:
+    """The simulated node behind a rendezvous address (chaos.scale.host gives node i ``10.a.b.c``, i = abc)."""
+    _, a, b, c = (int(x) for x in addr.split("."))
+    return a << 16 | b << 8 | c
+
+
+def report_declared_dead(handler: DynamicRendezvousHandler, index: int, counts: Counts, emit: Emit) -> None:
+    """Report when this node's sync declares a *participant of a completed round* dead: torch's
+    ``_BackendRendezvousStateHolder._sanitize`` drops every node whose last heartbeat is older than
+    keep_alive_interval x keep_alive_max_attempt, also from a round that already completed, whose other
+    nodes go on to exchange ranks with it. Wraps ``_sanitize`` (torch's runs unchanged, its decisions
+    untouched) and emits ``declared_dead`` once per round and node in this process: the evidence behind
+    a round whose rank exchange times out."""
+    holder: Any = handler._state_holder
+    original = holder._sanitize
+
+    def sanitize() -> None:
+        state = holder.state
+        complete, rnd = state.complete, state.round
+        heartbeats = dict(state.last_heartbeats) if complete else {}
+        participants = set(state.participants) if complete else set()
+        original()
+        for node in holder._dead_nodes if complete else ():
+            if node in participants and counts.first((rnd, node.addr)):
+                age = (datetime.now(timezone.utc) - heartbeats[node]).total_seconds() if node in heartbeats else None
+                emit("declared_dead", index, round=rnd, node=node_index(node.addr),
+                     heartbeat_age_s=None if age is None else round(age, 2))
+
+    holder._sanitize = sanitize
+
+
 class Killed(Exception):
     """Ends a hollow agent's loop: the node is gone (hard loss)."""
 
@@ -244,7 +285,9 @@ class HollowAgent(SimpleElasticAgent):
 def hollow_agent(index: int, params: RendezvousParameters, counts: Counts, emit: Emit, *,
                  monitor_interval: float) -> HollowAgent:
     """A node: its handler (connected to the backend now) and its agent, not started."""
-    spec = WorkerSpec(role="default", local_world_size=1, rdzv_handler=make_handler(params, counts),
+    handler = make_handler(params, counts)
+    report_declared_dead(handler, index, counts, emit)
+    spec = WorkerSpec(role="default", local_world_size=1, rdzv_handler=handler,
                       entrypoint="hollow", max_restarts=1_000_000, monitor_interval=monitor_interval)
     return HollowAgent(index, spec, emit)
 
