@@ -255,3 +255,22 @@ def test_a_rank_exchange_timeout_is_blamed_on_torch_only_with_a_participant_seen
     assert "not established" in _why_broke(timed_out) and "_sanitize" not in _why_broke(timed_out)
     seen = timed_out + "; 1 live participant(s) of a completed round declared dead (heartbeats up to 5.2 s old)"
     assert "seen in this run" in _why_broke(seen) and "_sanitize" in _why_broke(seen)
+
+
+def test_a_real_job_this_machine_overloaded_is_shown_but_not_judged():
+    from bench.rdzv_scale import _validation_finding, _validation_table
+
+    def row(n, load, diff):
+        return {"nodes": n, "load_avg_real": load, "within": abs(diff) <= 1.5, "restarts_replayed": True,
+                "formation_s": {"real": 1.0 + diff, "harness": 1.0, "diff": -diff},
+                "reformation_s": {"real": 5.0, "harness": 5.0, "diff": 0.0}}
+
+    rows = [row(2, 0.8, 0.2), row(16, 15.25, 160.0)]
+    findings = _validation_finding(rows, cores=2)
+    assert findings[0].startswith("the harness agrees with real torchrun within 1.5 s on 1 of 1 sizes (2 nodes)")
+    assert "real 16-node job measured this machine" in findings[1] and "load average 15.25 on 2 cores" in findings[1]
+    table = "\n".join(_validation_table(rows, cores=2))
+    assert "| 16 | 161.0 | 1.0 | -160.0 | 5.0 | 5.0 | 0.0 | not judged | replayed | 15.25* |" in table
+    assert "| 2 | 1.2 | 1.0 | -0.2 | 5.0 | 5.0 | 0.0 | yes | replayed | 0.8 |" in table
+    # the same overloaded job on a machine with the cores for it is judged, and fails
+    assert "on 1 of 2 sizes (2, 16 nodes); worst difference 160.0 s" in _validation_finding(rows, cores=8)[0]

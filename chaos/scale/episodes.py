@@ -9,7 +9,8 @@ loss below leaves a world the rendezvous accepts, in this order:
 3. **losses**, each followed by a **join** of as many new nodes (back to N, a steady-state join):
    hard (the node's heartbeats stop: a machine lost), ``leave`` (SIGTERM with trainer.rdzv_leave:
    the node leaves the rendezvous), ``sigterm`` (torch's own SIGTERM path: the agent stops without
-   leaving); of 1 node, 1 % and 10 % of N (at least one). At the loss the survivors' worker groups
+   leaving); of 1 node, 1 % and 10 % of N (at least one), each at a random phase of the heartbeat
+   cycle (seeded per size), as a real loss falls. At the loss the survivors' worker groups
    fail at once, as their collectives would (or, replaying a real job, each at the moment its real
    agent started the next rendezvous: ``restarts``): re-formation is loss -> every survivor in one
    round of the smaller world.
@@ -43,6 +44,9 @@ LOSSES: tuple[tuple[str, float | None], ...] = (("1", None), ("1%", 0.01), ("10%
 
 MODES = ("hard", "leave", "sigterm")
 """How a lost node goes: heartbeats stop; SIGTERM and leave (the remedy); torch's own SIGTERM path."""
+
+TORCH_KEEP_ALIVE_S = 5
+"""torch's keep_alive_interval when a job sets none."""
 
 SIGTERM_LOSSES = ("1",)
 """torch's own SIGTERM path is measured for one node only: in rendezvous terms it is the hard loss."""
@@ -199,6 +203,11 @@ class Sizer:
         self.next_id = self.n
         self.episodes: list[Episode] = []
         self.rng = random.Random(self.n)
+        interval = harness.job.rdzv.keep_alive_interval or TORCH_KEEP_ALIVE_S
+        self.heartbeat_period = 2.0 * interval
+        """A loss lands at a random phase of this (seeded): torch writes a heartbeat only when the last is an
+        interval old, on a timer of the same period, so one lands about every two intervals, and how long a
+        hard loss takes to expire depends on where in that cycle it falls, as a real kill's does."""
 
     def _record(self, kind: str, label: str, nodes: int, world: int, formed: Formed, meter: _Meter,
                 since: float) -> Episode:
@@ -254,7 +263,7 @@ class Sizer:
         survivors = [i for i in self.alive if i not in victims]
         self.gone.update(victims)
         meter = _Meter(self.h)
-        at = time.time() + 0.3
+        at = time.time() + 0.3 + self.rng.uniform(0.0, self.heartbeat_period)
         self.h.order(victims, "kill" if mode == "hard" else "sigterm", at, leave=mode == "leave")
         for fail_at, ids in self._fail_times(survivors, at).items():
             self.h.order(ids, "fail", fail_at)
