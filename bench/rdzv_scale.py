@@ -201,7 +201,8 @@ def markdown(results: dict[str, Any], plot_name: str | None) -> list[str]:
     lines += _fits_table(figs)
     if plot_name:
         lines += [f"![rendezvous at scale]({plot_name})", ""]
-    lines += _validation_table(section.get("validation") or [], int(section.get("cores") or 1))
+    lines += _validation_table(section.get("validation") or [], int(section.get("cores") or 1),
+                               unfinished_real(section))
     lines += _recorded_table(recorded(results))
     lines += ["### Findings", ""] + [f"- {f}" for f in section.get("findings", [])] + [""]
     return lines
@@ -256,8 +257,15 @@ def _fits_table(figs: Figures) -> list[str]:
     return lines + [""]
 
 
-def _validation_table(rows: list[dict[str, Any]], cores: int) -> list[str]:
-    if not rows:
+def unfinished_real(section: dict[str, Any]) -> list[dict[str, Any]]:
+    """The scale bench's real jobs behind this check that never trained at full size: nothing to compare."""
+    return [r for r in section.get("real") or [] if not r.get("ok")]
+
+
+def _validation_table(rows: list[dict[str, Any]], cores: int,
+                      unfinished: list[dict[str, Any]] | None = None) -> list[str]:
+    unfinished = unfinished or []
+    if not rows and not unfinished:
         return ["### Against real torchrun", "", "Not measured in this run (it needs the scale bench's real jobs).", ""]
     lines = ["### Against real torchrun", "",
              "The scale bench's real jobs (N-1:N nodes, etcd-v2, fast) replayed in the harness: the same "
@@ -282,6 +290,8 @@ def _validation_table(rows: list[dict[str, Any]], cores: int) -> list[str]:
         lines.append(f"| {r['nodes']} | {f['real']} | {f['harness']} | {f['diff']} | {g['real']} | {g['harness']} | "
                      f"{g['diff']} | {verdict} | {'replayed' if r.get('restarts_replayed') else 'at the kill'} | "
                      f"{r.get('load_avg_real')}{'*' if limited else ''} |")
+    for r in unfinished:
+        lines.append(f"| {r['nodes']} | real job failed: {str(r.get('error'))[:120]} |" + " |" * 8)
     return lines + [""]
 
 
@@ -362,6 +372,8 @@ def findings(section: dict[str, Any]) -> list[str]:
         if form is not None:
             out.append(f"{backend} formation: {form.formula()} (rms {form.rms:.2g} s)")
     out += _validation_finding(section.get("validation") or [], int(section.get("cores") or 1))
+    out += [f"the real {r['nodes']}-node job never trained at full size on this machine ({r.get('error')}): "
+            "no check at that size" for r in unfinished_real(section)]
     return out
 
 

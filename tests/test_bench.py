@@ -274,3 +274,15 @@ def test_a_real_job_this_machine_overloaded_is_shown_but_not_judged():
     assert "| 2 | 1.2 | 1.0 | -0.2 | 5.0 | 5.0 | 0.0 | yes | replayed | 0.8 |" in table
     # the same overloaded job on a machine with the cores for it is judged, and fails
     assert "on 1 of 2 sizes (2, 16 nodes); worst difference 160.0 s" in _validation_finding(rows, cores=8)[0]
+
+
+def test_a_real_job_that_never_trained_is_said_not_skipped():
+    from bench.rdzv_scale import _validation_table, findings
+    from chaos.scale.figures import Figures
+
+    section = {"real": [{"nodes": 16, "ok": False, "error": "timed out after 600s waiting for training"}],
+               "validation": [], "cores": 2,
+               "figures": Figures("2026-11-26", "box", 2, "2.13.0", "fast", {}, {}).to_json()}
+    table = "\n".join(_validation_table([], 2, section["real"]))
+    assert "| 16 | real job failed: timed out after 600s waiting for training |" in table
+    assert any("the real 16-node job never trained at full size" in f for f in findings(section))
