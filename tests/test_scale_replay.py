@@ -5,6 +5,7 @@ where only its job's numbers are read (no process is started here: tests/test_sc
 real one)."""
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from bench.scale import rendezvous_figures
 from chaos.events import AgentEv, Event
 from chaos.scale.episodes import Sizer
-from chaos.scale.harness import ScaleJob
+from chaos.scale.harness import Harness, ScaleJob
 from chaos.spec import RdzvBackend
 
 KILL = 100.0
@@ -63,3 +64,25 @@ def test_each_survivor_fails_at_its_replayed_offset_less_half_a_check():
 def test_offsets_for_another_number_of_survivors_are_refused():
     with pytest.raises(ValueError, match="2 restart offsets for 3 survivors"):
         sizer([0.5, 0.6])._fail_times([0, 1, 2], 50.0)
+
+
+def harness_that_saw(*events: dict) -> Harness:
+    h = Harness(ScaleJob(RdzvBackend.C10D, 3, 2, 3), Path("/nonexistent"))  # not entered: nothing started
+    h.events.extend(events)
+    return h
+
+
+def ev(kind: str, by: int, t: float, **data) -> dict:
+    return {"ev": kind, "id": by, "t": t, **data}
+
+
+def test_only_a_node_still_in_its_round_counts_as_a_false_death():
+    h = harness_that_saw(
+        *(ev("formed", n, 10.0, round=4) for n in (0, 1, 2)),
+        ev("rdzv_started", 1, 12.0),  # node 1 left round 4 to re-form: its heartbeats stopped on purpose
+        ev("declared_dead", 0, 17.0, round=4, node=1, heartbeat_age_s=4.5),
+        ev("declared_dead", 1, 17.5, round=4, node=2, heartbeat_age_s=4.2),  # node 2 trains in round 4: late
+        ev("declared_dead", 2, 17.6, round=4, node=0, heartbeat_age_s=5.0),  # node 0 was killed
+        ev("declared_dead", 2, 17.7, round=4, node=2, heartbeat_age_s=4.3))  # seen twice, reported once
+    assert [d["node"] for d in h.false_deaths(0.0, gone={0})] == [2]
+    assert h.false_deaths(17.8, gone={0}) == []  # declared before the episode began

@@ -421,6 +421,29 @@ class Harness:
                 seen.setdefault((e["round"], e["node"]), e)
         return list(seen.values())
 
+    def false_deaths(self, since: float, gone: set[int]) -> list[dict[str, Any]]:
+        """Of :meth:`declared_dead`, the nodes still in the round they were dropped from: not stopped by the
+        harness (``gone``), and not re-rendezvousing -- a node that started its next rendezvous after forming
+        that round had stopped its own heartbeats (``next_rendezvous`` does so first), so its expiry there is
+        torch's normal path. What is left is a live node whose heartbeat came late."""
+        dead = [d for d in self.declared_dead(since) if d["node"] not in gone]
+        if not dead:
+            return []
+        formed: dict[tuple[int, Any], float] = {}
+        starts: dict[int, list[float]] = {}
+        for e in self.events:
+            if e["ev"] == "formed":
+                formed.setdefault((e["id"], e["round"]), e["t"])
+            elif e["ev"] == "rdzv_started":
+                starts.setdefault(e["id"], []).append(e["t"])
+        out = []
+        for d in dead:
+            t_formed = formed.get((d["node"], d["round"]))
+            left = t_formed is not None and any(t_formed < t <= d["t"] for t in starts.get(d["node"], ()))
+            if not left:
+                out.append(d)
+        return out
+
     def drain(self, seconds: float) -> list[dict[str, Any]]:
         """The events of the next ``seconds`` (blocks that long)."""
         out = []
