@@ -76,13 +76,15 @@ def ev(kind: str, by: int, t: float, **data) -> dict:
     return {"ev": kind, "id": by, "t": t, **data}
 
 
-def test_only_a_node_still_in_its_round_counts_as_a_false_death():
+def test_only_a_live_node_that_never_completed_its_round_counts_as_a_false_death():
     h = harness_that_saw(
-        *(ev("formed", n, 10.0, round=4) for n in (0, 1, 2)),
-        ev("rdzv_started", 1, 12.0),  # node 1 left round 4 to re-form: its heartbeats stopped on purpose
+        *(ev("formed", n, 10.0, round=4) for n in (0, 1)),
+        ev("rdzv_started", 1, 12.0),  # node 1 formed round 4, then left it to re-form: heartbeats stopped
         ev("declared_dead", 0, 17.0, round=4, node=1, heartbeat_age_s=4.5),
-        ev("declared_dead", 1, 17.5, round=4, node=2, heartbeat_age_s=4.2),  # node 2 trains in round 4: late
+        ev("declared_dead", 1, 17.5, round=4, node=2, heartbeat_age_s=4.2),  # node 2 never got round 4
         ev("declared_dead", 2, 17.6, round=4, node=0, heartbeat_age_s=5.0),  # node 0 was killed
-        ev("declared_dead", 2, 17.7, round=4, node=2, heartbeat_age_s=4.3))  # seen twice, reported once
-    assert [d["node"] for d in h.false_deaths(0.0, gone={0})] == [2]
-    assert h.false_deaths(17.8, gone={0}) == []  # declared before the episode began
+        ev("declared_dead", 0, 17.7, round=4, node=2, heartbeat_age_s=4.3),  # seen twice, reported once
+        ev("declared_dead", 0, 17.8, round=5, node=3, heartbeat_age_s=4.1),
+        ev("formed", 3, 18.0, round=5))  # node 3 read as expired by one node, formed round 5 all the same
+    assert [(d["node"], d["heartbeat_age_s"]) for d in h.false_deaths(0.0, gone={0})] == [(2, 4.2)]
+    assert h.false_deaths(17.75, gone={0}) == []  # declared before the episode began

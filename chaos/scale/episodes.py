@@ -89,9 +89,9 @@ class Episode:
     """Seconds of it during which this machine was the limit (Harness.saturated_s)."""
     elapsed_s: float = 0.0
     declared_dead: int = 0
-    """*Live* participants of a completed round declared dead meanwhile while still in it: nodes this harness
-    never stopped, not re-rendezvousing, whose heartbeat was found expired (Harness.false_deaths; a lost node's
-    expiry, and a re-rendezvousing node's, are torch's normal path and not counted)."""
+    """*Live* participants of a completed round declared dead meanwhile that never completed it: nodes this
+    harness never stopped whose heartbeat was found expired (Harness.false_deaths; a lost node's expiry, and a
+    re-forming node's, which formed the round before it stopped its heartbeats, are not counted)."""
     dead_heartbeat_age_s: float | None = None
     """The oldest such heartbeat when it was declared dead (the expiry is interval x attempts)."""
 
@@ -221,7 +221,7 @@ class Sizer:
         self.episodes.append(ep)
         errors = f", {len(formed.errors)} error(s): {formed.errors[0]}" if formed.errors else ""
         if dead:
-            errors += f", {len(dead)} live participant(s) of a completed round they were in declared dead"
+            errors += f", {len(dead)} live participant(s) declared dead out of a round they never completed"
         self.say(f"    {self.h.job.backend.value} N={self.n} {label}: {ep.seconds} s, {ep.rounds} round(s), "
                  f"busy {busy:.0%} (saturated {ep.saturated_s} s), store {ep.store_ops} ops "
                  f"{ep.store_bytes / 1e6:.1f} MB {ep.store_cpu_s} s CPU{errors}")
@@ -321,7 +321,7 @@ class Sizer:
 def _broke(ep: Episode) -> str:
     seen = f"; first errors: {'; '.join(ep.errors[:2])}" if ep.errors else ""
     if ep.declared_dead:
-        seen += (f"; {ep.declared_dead} live participant(s) of a completed round they were in declared dead "
+        seen += (f"; {ep.declared_dead} live participant(s) declared dead out of a round they never completed "
                  f"(heartbeats up to {ep.dead_heartbeat_age_s} s old)")
     return (f"{ep.label}: {ep.missing} node(s) had not formed the world of {ep.world} after the episode's "
             f"timeout ({ep.rounds} round(s) completed meanwhile){seen}")

@@ -422,27 +422,14 @@ class Harness:
         return list(seen.values())
 
     def false_deaths(self, since: float, gone: set[int]) -> list[dict[str, Any]]:
-        """Of :meth:`declared_dead`, the nodes still in the round they were dropped from: not stopped by the
-        harness (``gone``), and not re-rendezvousing -- a node that started its next rendezvous after forming
-        that round had stopped its own heartbeats (``next_rendezvous`` does so first), so its expiry there is
-        torch's normal path. What is left is a live node whose heartbeat came late."""
+        """Of :meth:`declared_dead`, the live nodes it cost their round: not stopped by the harness (``gone``)
+        and never completing the round they were dropped from. A declaration is one node's sync reading an
+        expired heartbeat; it bites only if that node then writes its state, and a node that started its next
+        rendezvous had stopped its own heartbeats on purpose (``next_rendezvous`` does so first), after it
+        formed that round. A node that formed the round anyway lost nothing to it."""
         dead = [d for d in self.declared_dead(since) if d["node"] not in gone]
-        if not dead:
-            return []
-        formed: dict[tuple[int, Any], float] = {}
-        starts: dict[int, list[float]] = {}
-        for e in self.events:
-            if e["ev"] == "formed":
-                formed.setdefault((e["id"], e["round"]), e["t"])
-            elif e["ev"] == "rdzv_started":
-                starts.setdefault(e["id"], []).append(e["t"])
-        out = []
-        for d in dead:
-            t_formed = formed.get((d["node"], d["round"]))
-            left = t_formed is not None and any(t_formed < t <= d["t"] for t in starts.get(d["node"], ()))
-            if not left:
-                out.append(d)
-        return out
+        formed = {(e["id"], e["round"]) for e in self.events if e["ev"] == "formed"}
+        return [d for d in dead if (d["node"], d["round"]) not in formed]
 
     def drain(self, seconds: float) -> list[dict[str, Any]]:
         """The events of the next ``seconds`` (blocks that long)."""
