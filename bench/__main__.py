@@ -120,6 +120,7 @@ def measure_rdzv_scale(args: argparse.Namespace, runs: Path, results: dict[str, 
     say(f"rendezvous at scale: {sizes} on {', '.join(rdzv_scale.BACKENDS)}")
     swept = rdzv_scale.sweep(sizes, rdzv_scale.BACKENDS, runs, say)
     command = "python -m bench --scale-rdzv" if args.scale_rdzv else "make bench"
+    section.pop("notes", None)  # hand-written notes on how an earlier sweep was put together: not this one's
     section.update({**rdzv_scale.where(), "command": command, "sizes": swept,
                     "wall_s": round(time.monotonic() - began)})
 

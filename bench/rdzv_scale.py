@@ -365,7 +365,7 @@ def findings(section: dict[str, Any]) -> list[str]:
         limited = sum(1 for p in b.points for m in shown if p.get(m) is not None and m in p.limited)
         out.append(f"{backend}: measured up to {b.largest} nodes; this machine limited {limited} of {total} "
                    "episode figures (`*`)" + (f"; broke at {b.broke_at} nodes: {b.broke_why}" if b.broke_at else "")
-                   + _why_broke(b.broke_why or ""))
+                   + _why_broke(b.broke_why or "") + _machine_share(section, backend))
         out += _growth(backend, b)
         out += _storm(backend, b)
         form = b.fits.get("formation_s")
@@ -405,12 +405,31 @@ def _why_broke(why: str) -> str:
                 "the store's 60 s timeout (DistStoreError in SimpleElasticAgent._assign_worker_ranks). Heartbeats "
                 "came late because this machine could not run the re-formation's compare-and-set storm in real time")
     if "0 round(s) completed" in why:
-        return (". torch's cause: every join is a compare-and-set of the whole state on one key, retried at once "
-                "when lost (_DistributedRendezvousOpExecutor.run), so N joining nodes make O(N^2) attempts; while "
-                "they queue, joined nodes' heartbeats (also compare-and-sets) age past keep_alive_interval x "
-                "keep_alive_max_attempt and _sanitize removes them again, so the round never holds min_nodes live "
-                "participants. On this machine the storm ran far slower than on N machines")
+        storm = (". torch's mechanism: every join is a compare-and-set of the whole state on one key, retried at "
+                 "once when lost (_DistributedRendezvousOpExecutor.run), so N nodes joining together make O(N^2) "
+                 "attempts, each moving the whole state")
+        if "declared dead" in why:
+            return storm + ("; while they queued, joined nodes' heartbeats (also compare-and-sets) aged past "
+                            "keep_alive_interval x keep_alive_max_attempt and _sanitize removed them again (seen "
+                            "in this run), so the round never held min_nodes live participants")
+        return storm + "; no live participant was seen declared dead: the storm itself did not end in time"
     return ""
+
+
+def _machine_share(section: dict[str, Any], backend: str) -> str:
+    """How long this machine was saturated during the episode a size broke on (from the stored episode)."""
+    sizes = (section.get("sizes") or {}).get(backend) or []
+    if not sizes or not sizes[-1].get("broke") or not sizes[-1].get("episodes"):
+        return ""
+    ep = sizes[-1]["episodes"][-1]
+    if not ep.get("elapsed_s"):
+        return ""
+    share = ep.get("saturated_s", 0.0) / ep["elapsed_s"]
+    where = ("so this machine, running every node's (de)serialisation on its cores, set that pace: on N machines "
+             "the same storm runs in parallel, and whether torch alone breaks at this size is not decided here"
+             if share > 0.5 else "so torch's own timing, not this machine, is the likelier limit")
+    return (f". This machine was saturated for {ep.get('saturated_s')} s of that episode's {ep['elapsed_s']} s "
+            f"({share:.0%}), {where}")
 
 
 def _growth(backend: str, b: Any) -> list[str]:

@@ -286,3 +286,16 @@ def test_a_real_job_that_never_trained_is_said_not_skipped():
     table = "\n".join(_validation_table([], 2, section["real"]))
     assert "| 16 | real job failed: timed out after 600s waiting for training |" in table
     assert any("the real 16-node job never trained at full size" in f for f in findings(section))
+
+
+def test_a_size_that_broke_says_how_long_this_machine_was_saturated_in_it():
+    from bench.rdzv_scale import _machine_share
+
+    def section(saturated):
+        return {"sizes": {"c10d": [{"broke": "formation: ...", "episodes": [
+            {"label": "formation", "saturated_s": saturated, "elapsed_s": 154.0}]}]}}
+
+    assert "saturated for 154.0 s of that episode's 154.0 s (100%)" in _machine_share(section(154.0), "c10d")
+    assert "not decided here" in _machine_share(section(154.0), "c10d")
+    assert "torch's own timing, not this machine" in _machine_share(section(3.0), "c10d")
+    assert _machine_share({"sizes": {"c10d": [{"broke": None, "episodes": []}]}}, "c10d") == ""
