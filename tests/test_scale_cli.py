@@ -122,3 +122,13 @@ def test_the_shipped_figures_load_and_answer_for_both_backends():
         lines = expect(figs, backend, 512, preset("fast").apply(JobSpec()).rdzv)
         assert all(line.seconds is not None and math.isfinite(line.seconds) for line in lines)
     assert knobs(RendezvousSpec())["last_call_timeout"] == 30
+
+
+def test_a_model_that_falls_with_size_is_not_extrapolated_below_the_largest_measurement(tmp_path):
+    # leave 1 measured 3.10 s at 8 and 3.06 s at 16 (limited above): a falling line is noise, not a trend
+    sizes = [size(8), size(16), size(32, busy=0.95)]
+    sizes[0]["episodes"][2]["seconds"], sizes[1]["episodes"][2]["seconds"] = 3.10, 3.06
+    sizes[2]["episodes"][2]["seconds"] = 3.2
+    figs = Figures("2026-11-26", "testbox", 2, "2.13.0", "fast", FAST, {"c10d": backend_figures("c10d", sizes)})
+    value, how = estimate(load(save(figs, tmp_path / "m.json")).backend("c10d"), "reform_leave_s", 512)
+    assert value == pytest.approx(3.06) and how.startswith("AT LEAST as measured at 16 nodes")

@@ -68,8 +68,16 @@ def estimate(b: BackendFigures, metric: str, nodes: int) -> tuple[float | None, 
         if fit is None:
             return pts[-1][1], f"as measured at {pts[-1][0]} nodes, the largest size measured (no model fitted)"
         caveat = f" ({fit.note.removeprefix('fitted on ')})" if "limited" in fit.note else ""
-        return max(0.0, fit(nodes)), (f"EXTRAPOLATED beyond the largest size measured ({pts[-1][0]}): {fit.model} "
-                                      f"fitted on {int(fit.n_min)}-{int(fit.n_max)} nodes, rms {fit.rms:.3g}{caveat}")
+        floor_n = int(fit.n_max)
+        if floor_n in exact and fit(nodes) < exact[floor_n]:
+            # a rendezvous does no less work, and takes no less time, for more nodes: a model that falls below
+            # its own largest point there has fitted noise (often two sizes' hundredths), not a trend. That
+            # point is the largest the fit trusted (a size this machine limited is only an upper bound for itself)
+            return exact[floor_n], (f"AT LEAST as measured at {floor_n} nodes (the model {fit.model} fitted on "
+                                    f"{int(fit.n_min)}-{floor_n} nodes falls below that here: no growth to "
+                                    f"extrapolate; measured up to {pts[-1][0]}{caveat})")
+        return fit(nodes), (f"EXTRAPOLATED beyond the largest size measured ({pts[-1][0]}): {fit.model} "
+                            f"fitted on {int(fit.n_min)}-{int(fit.n_max)} nodes, rms {fit.rms:.3g}{caveat}")
     lo = max((p for p in pts if p[0] < nodes), default=None)
     hi = min((p for p in pts if p[0] > nodes), default=None)
     if lo is None or hi is None:
