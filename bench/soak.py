@@ -93,13 +93,22 @@ def run_catalog(catalog: str, index: int, root: Path, *, keyword: str | None, wo
     # its own session: a Ctrl-C at the terminal reaches only the soak, which forwards one SIGINT
     # (a second would cut the scenario's teardown short)
     proc = subprocess.Popen(pytest_command(catalog, reports, log, keyword=keyword, workers=workers,
-                                           kubeconfig=kubeconfig), cwd=ROOT, start_new_session=True)
+                                           kubeconfig=kubeconfig), cwd=ROOT, start_new_session=True,
+                            preexec_fn=hears_sigint)
     try:
         code = proc.wait()
     except KeyboardInterrupt:
         stop_catalog(proc)
         raise
     return CatalogRun(catalog, index, reports, log, code, round(time.monotonic() - began, 1))
+
+
+def hears_sigint() -> None:
+    """In the catalog run's child, before its exec: SIGINT at its default action. The soak stops a catalog
+    run with SIGINT (stop_catalog); a soak started in the background of a shell script has SIGINT ignored,
+    and an ignored signal is inherited across exec, so its catalog run would ignore the stop and be killed
+    after the wait with its job still up."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 STOP_WAIT_S = 180.0

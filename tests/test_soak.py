@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -169,3 +170,28 @@ def test_the_plugin_logs_each_phase_once_also_under_xdist(pytester, monkeypatch,
     assert {k.split("::")[-1]: v for k, v in outs.items()} == {"test_ok": "passed", "test_bad": "failed",
                                                                "test_gpu": "skipped"}
     assert len(log_path.read_text().splitlines()) == 8         # setup/call/teardown x2, setup/teardown of the skip
+
+
+@pytest.mark.parametrize("hears", [True, False])
+def test_a_soak_started_with_sigint_ignored_still_stops_its_catalog_run_with_it(tmp_path, hears):
+    # a soak run in the background of a shell script inherits SIGINT ignored; its catalog run is started
+    # with SIGINT at its default (soak.hears_sigint), else it would ignore the stop (the control case)
+    done = tmp_path / "torn-down"
+    stand_in = textwrap.dedent(f"""
+        import pathlib, time
+        try:
+            time.sleep(60)
+        except KeyboardInterrupt:
+            pathlib.Path({str(done)!r}).write_text("yes")
+        """)
+    soak_like = textwrap.dedent(f"""
+        import subprocess, sys, time
+        from bench import soak
+        child = subprocess.Popen([sys.executable, "-c", {stand_in!r}], start_new_session=True,
+                                 preexec_fn=soak.hears_sigint if {hears!r} else None)
+        time.sleep(1.5)
+        soak.stop_catalog(child, wait_s=5)
+        """)
+    subprocess.run([sys.executable, "-c", soak_like], cwd=Path(__file__).parent.parent, timeout=60, check=True,
+                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert done.exists() is hears
