@@ -88,3 +88,9 @@ def test_only_a_live_node_that_never_completed_its_round_counts_as_a_false_death
         ev("formed", 3, 18.0, round=5))  # node 3 read as expired by one node, formed round 5 all the same
     assert [(d["node"], d["heartbeat_age_s"]) for d in h.false_deaths(0.0, gone={0})] == [(2, 4.2)]
     assert h.false_deaths(17.75, gone={0}) == []  # declared before the episode began
+
+
+def test_a_node_address_reads_back_as_its_index():
+    from chaos.scale.hollow import node_addr, node_index
+
+    assert [node_index(node_addr(i)) for i in (0, 1, 255, 256, 70_000)] == [0, 1, 255, 256, 70_000]

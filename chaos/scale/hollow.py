@@ -168,8 +168,14 @@ def make_handler(params: RendezvousParameters, counts: Counts) -> DynamicRendezv
     return create_handler(CountingStore(store, counts), CountingBackend(backend, counts), params)
 
 
+def node_addr(index: int) -> str:
+    """Node ``index``'s rendezvous address, as a pod IP reads: the state holds one per node, so its size is
+    realistic. :func:`node_index` reads it back."""
+    return f"10.{index >> 16 & 255}.{index >> 8 & 255}.{index & 255}"
+
+
 def node_index(addr: str) -> int:
-    """The simulated node behind a rendezvous address (chaos.scale.host gives node i ``10.a.b.c``, i = abc)."""
+    """The simulated node behind a rendezvous address made by :func:`node_addr`."""
     _, a, b, c = (int(x) for x in addr.split("."))
     return a << 16 | b << 8 | c
 

@@ -47,14 +47,14 @@ class Host:
     def params(self, index: int) -> Any:
         from torch.distributed.elastic.rendezvous import RendezvousParameters
 
+        from chaos.scale.hollow import node_addr
+
         lo, _, hi = self.args.nodes.partition(":")
         conf = dict(kv.split("=", 1) for kv in self.args.conf.split(",") if kv)
         if self.args.backend == "c10d":
             conf["is_host"] = "0"  # the store lives in the store process
-        # a node's address as a pod IP reads: the state holds one per node, so its size is realistic
-        addr = f"10.{index >> 16 & 255}.{index >> 8 & 255}.{index & 255}"
         return RendezvousParameters(backend=self.args.backend, endpoint=self.args.endpoint, run_id=self.args.run_id,
-                                    min_nodes=int(lo), max_nodes=int(hi or lo), local_addr=addr, **conf)
+                                    min_nodes=int(lo), max_nodes=int(hi or lo), local_addr=node_addr(index), **conf)
 
     def spawn(self, ids: list[int]) -> None:
         from chaos.scale.hollow import hollow_agent
