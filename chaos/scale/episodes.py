@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaos.scale.expect import TORCH_DEFAULTS
 from chaos.scale.harness import Formed, Harness, ScaleJob, on_cpu_between_s
 
 LIMITED_SHARE = 0.1
@@ -44,9 +45,6 @@ LOSSES: tuple[tuple[str, float | None], ...] = (("1", None), ("1%", 0.01), ("10%
 
 MODES = ("hard", "leave", "sigterm")
 """How a lost node goes: heartbeats stop; SIGTERM and leave (the remedy); torch's own SIGTERM path."""
-
-TORCH_KEEP_ALIVE_S = 5
-"""torch's keep_alive_interval when a job sets none."""
 
 SIGTERM_LOSSES = ("1",)
 """torch's own SIGTERM path is measured for one node only: in rendezvous terms it is the hard loss."""
@@ -204,7 +202,7 @@ class Sizer:
         self.next_id = self.n
         self.episodes: list[Episode] = []
         self.rng = random.Random(self.n)
-        interval = harness.job.rdzv.keep_alive_interval or TORCH_KEEP_ALIVE_S
+        interval = harness.job.rdzv.keep_alive_interval or TORCH_DEFAULTS["keep_alive_interval"]
         self.heartbeat_period = 2.0 * interval
         """A loss lands at a random phase of this (seeded): torch writes a heartbeat only when the last is an
         interval old, on a timer of the same period, so one lands about every two intervals, and how long a

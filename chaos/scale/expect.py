@@ -76,8 +76,9 @@ def estimate(b: BackendFigures, metric: str, nodes: int) -> tuple[float | None, 
             return exact[floor_n], (f"AT LEAST as measured at {floor_n} nodes (the model {fit.model} fitted on "
                                     f"{int(fit.n_min)}-{floor_n} nodes falls below that here: no growth to "
                                     f"extrapolate; measured up to {pts[-1][0]}{caveat})")
-        return fit(nodes), (f"EXTRAPOLATED beyond the largest size measured ({pts[-1][0]}): {fit.model} "
-                            f"fitted on {int(fit.n_min)}-{int(fit.n_max)} nodes, rms {fit.rms:.3g}{caveat}")
+        return max(0.0, fit(nodes)), (f"EXTRAPOLATED beyond the largest size measured ({pts[-1][0]}): "
+                                      f"{fit.model} fitted on {int(fit.n_min)}-{int(fit.n_max)} nodes, "
+                                      f"rms {fit.rms:.3g}{caveat}")
     lo = max((p for p in pts if p[0] < nodes), default=None)
     hi = min((p for p in pts if p[0] > nodes), default=None)
     if lo is None or hi is None:
