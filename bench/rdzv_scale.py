@@ -360,12 +360,14 @@ def findings(section: dict[str, Any]) -> list[str]:
     figs = Figures.from_json(section["figures"])
     out = []
     for backend, b in sorted(figs.backends.items()):
+        broken = broken_episode(section, backend)
         shown = [m for m in EPISODE_METRICS]
         total = sum(1 for p in b.points for m in shown if p.get(m) is not None)
         limited = sum(1 for p in b.points for m in shown if p.get(m) is not None and m in p.limited)
         out.append(f"{backend}: measured up to {b.largest} nodes; this machine limited {limited} of {total} "
                    "episode figures (`*`)" + (f"; broke at {b.broke_at} nodes: {b.broke_why}" if b.broke_at else "")
-                   + _why_broke(b.broke_why or "") + _machine_share(section, backend))
+                   + _why_broke(b.broke_why or "", seen_dead=bool(broken and broken.get("declared_dead")))
+                   + _machine_share(broken))
         out += _growth(backend, b)
         out += _storm(backend, b)
         form = b.fits.get("formation_s")
@@ -390,9 +392,10 @@ def _diff(row: dict[str, Any]) -> str:
     return f"{row['nodes']} nodes: {row['diff']:+.2f} s"
 
 
-def _why_broke(why: str) -> str:
-    """torch's code behind a failure the harness saw (matched on what the nodes reported)."""
-    if "assigned_ranks" in why and "declared dead" not in why:
+def _why_broke(why: str, *, seen_dead: bool) -> str:
+    """torch's code behind a failure the harness saw (matched on what the nodes reported); ``seen_dead``: the
+    broken episode saw a live node declared dead (Episode.declared_dead)."""
+    if "assigned_ranks" in why and not seen_dead:
         return (". Why is not established by this run: the nodes timed out waiting for their rank assignment "
                 "(SimpleElasticAgent._assign_worker_ranks), but no participant of a completed round was seen "
                 "declared dead")
@@ -408,7 +411,7 @@ def _why_broke(why: str) -> str:
         storm = (". torch's mechanism: every join is a compare-and-set of the whole state on one key, retried at "
                  "once when lost (_DistributedRendezvousOpExecutor.run), so N nodes joining together make O(N^2) "
                  "attempts, each moving the whole state")
-        if "declared dead" in why:
+        if seen_dead:
             return storm + ("; while they queued, joined nodes' heartbeats (also compare-and-sets) aged past "
                             "keep_alive_interval x keep_alive_max_attempt and _sanitize removed them again (seen "
                             "in this run), so the round never held min_nodes live participants")
@@ -416,13 +419,18 @@ def _why_broke(why: str) -> str:
     return ""
 
 
-def _machine_share(section: dict[str, Any], backend: str) -> str:
-    """How long this machine was saturated during the episode a size broke on (from the stored episode)."""
+def broken_episode(section: dict[str, Any], backend: str) -> dict[str, Any] | None:
+    """The stored episode a backend's sweep broke on (its last size's last episode), None when none broke."""
     sizes = (section.get("sizes") or {}).get(backend) or []
     if not sizes or not sizes[-1].get("broke") or not sizes[-1].get("episodes"):
-        return ""
-    ep = sizes[-1]["episodes"][-1]
-    if not ep.get("elapsed_s"):
+        return None
+    episode: dict[str, Any] = sizes[-1]["episodes"][-1]
+    return episode
+
+
+def _machine_share(ep: dict[str, Any] | None) -> str:
+    """How long this machine was saturated during the episode a size broke on."""
+    if not ep or not ep.get("elapsed_s"):
         return ""
     share = ep.get("saturated_s", 0.0) / ep["elapsed_s"]
     where = ("so this machine, running every node's (de)serialisation on its cores, set that pace: on N machines "

@@ -252,9 +252,10 @@ def test_a_rank_exchange_timeout_is_blamed_on_torch_only_with_a_participant_seen
     from bench.rdzv_scale import _why_broke
 
     timed_out = "formation: 3 node(s) had not formed ...; first errors: node 1: DistStoreError: ... assigned_ranks/0"
-    assert "not established" in _why_broke(timed_out) and "_sanitize" not in _why_broke(timed_out)
-    seen = timed_out + "; 1 live participant(s) of a completed round declared dead (heartbeats up to 5.2 s old)"
-    assert "seen in this run" in _why_broke(seen) and "_sanitize" in _why_broke(seen)
+    unseen = _why_broke(timed_out, seen_dead=False)
+    assert "not established" in unseen and "_sanitize" not in unseen
+    seen = _why_broke(timed_out, seen_dead=True)
+    assert "seen in this run" in seen and "_sanitize" in seen
 
 
 def test_a_real_job_this_machine_overloaded_is_shown_but_not_judged():
@@ -289,13 +290,16 @@ def test_a_real_job_that_never_trained_is_said_not_skipped():
 
 
 def test_a_size_that_broke_says_how_long_this_machine_was_saturated_in_it():
-    from bench.rdzv_scale import _machine_share
+    from bench.rdzv_scale import _machine_share, broken_episode
+
+    def share(section):
+        return _machine_share(broken_episode(section, "c10d"))
 
     def section(saturated):
         return {"sizes": {"c10d": [{"broke": "formation: ...", "episodes": [
             {"label": "formation", "saturated_s": saturated, "elapsed_s": 154.0}]}]}}
 
-    assert "saturated for 154.0 s of that episode's 154.0 s (100%)" in _machine_share(section(154.0), "c10d")
-    assert "not decided here" in _machine_share(section(154.0), "c10d")
-    assert "torch's own timing, not this machine" in _machine_share(section(3.0), "c10d")
-    assert _machine_share({"sizes": {"c10d": [{"broke": None, "episodes": []}]}}, "c10d") == ""
+    assert "saturated for 154.0 s of that episode's 154.0 s (100%)" in share(section(154.0))
+    assert "not decided here" in share(section(154.0))
+    assert "torch's own timing, not this machine" in share(section(3.0))
+    assert share({"sizes": {"c10d": [{"broke": None, "episodes": []}]}}) == ""
