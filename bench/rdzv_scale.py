@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from chaos.scale.episodes import LIMITED_SHARE, elastic_range, measure_size, processes_for
+from chaos.scale.episodes import LIMITED_SHARE, LOSSES, MODES, elastic_range, measure_size, processes_for
 from chaos.scale.figures import EPISODE_METRICS, Figures, backend_figures
 from chaos.scale.harness import HarnessError, ScaleJob
 from chaos.spec import JobSpec, RdzvBackend, preset
@@ -40,22 +40,59 @@ draws both phases independently, so one measurement each can differ by up to 2 s
 deviation of about 0.6 s: 1.5 s is 2.5 of those."""
 
 
-def _job(backend: str, n: int, lo: int | None = None) -> ScaleJob:
+UNDILATED_UP_TO = 32
+"""Sizes up to this run in real time; above, under a time dilation (chaos.scale.clock) chosen by dilation_for."""
+HARNESS_SHARE = 0.25
+"""The share of each host process' core the agents' CPU per real second is sized for: far below BUSY_PROCESS
+(one interpreter lock) and RUN_DELAY, so that no agent waits for this machine."""
+FULL_EPISODES_UP_TO = 8.0
+"""Up to this dilation a size runs every episode; above, each perceived second costs that many real ones, so
+only formation, the steady window and the one-node hard loss and leave (with their joins) run."""
+REDUCED_MODES = ("hard", "leave")
+REDUCED_LOSSES: tuple[tuple[str, float | None], ...] = (("1", None),)
+
+
+def dilation_for(n: int, previous: dict[str, Any] | None = None, *, processes: int | None = None) -> float:
+    """The time dilation size ``n`` runs under here: 1 up to UNDILATED_UP_TO nodes; above, from the harness'
+    CPU per node (per perceived second) that the ``previous`` size measured in its steady window: each node's
+    work grows with N (the state every node reads and writes holds every node), so the agents' total grows as
+    N^2; the dilation makes that fit HARNESS_SHARE of each host process' core, rounded up to a power of two.
+    Without a previous steady window: (N / UNDILATED_UP_TO)^2."""
+    if n <= UNDILATED_UP_TO:
+        return 1.0
+    steady = (previous or {}).get("steady") or {}
+    if steady.get("agent_cpu") and previous:
+        m = int(previous["nodes"])
+        total = float(steady["agent_cpu"]) * m * (n / m) ** 2  # cores per perceived second at n
+        need = total / (HARNESS_SHARE * (processes or processes_for(n)))
+    else:
+        need = (n / UNDILATED_UP_TO) ** 2
+    return float(max(1, 2 ** math.ceil(math.log2(max(1.0, need)))))
+
+
+def _job(backend: str, n: int, lo: int | None = None, dilation: float = 1.0) -> ScaleJob:
     rdzv = preset(PRESET).apply(JobSpec()).rdzv
     lo_, hi = elastic_range(n) if lo is None else (lo, n)
-    return ScaleJob(RdzvBackend(backend), n, lo_, hi, rdzv=rdzv, processes=processes_for(n))
+    return ScaleJob(RdzvBackend(backend), n, lo_, hi, rdzv=rdzv, processes=processes_for(n), dilation=dilation)
 
 
 def sweep(sizes: list[int], backends: tuple[str, ...], runs: Path, say: Callable[[str], None], *,
-          steady_s: float = 10.0,
+          steady_s: float = 10.0, dilation: float | None = None,
           on_size: Callable[[dict[str, Any]], None] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Each backend's sizes in turn, stopping at the first that broke. ``dilation``: every size under that
+    one; None: dilation_for, from the size before."""
     out: dict[str, list[dict[str, Any]]] = {}
     for backend in backends:
         out[backend] = []
         for n in sizes:
-            say(f"rendezvous at scale: {backend}, {n} nodes (load {os.getloadavg()[0]:.2f})")
+            d = dilation if dilation is not None else dilation_for(n, out[backend][-1] if out[backend] else None)
+            full = d <= FULL_EPISODES_UP_TO
+            say(f"rendezvous at scale: {backend}, {n} nodes, time dilation {d:g}"
+                f"{'' if full else ' (formation, steady, hard 1 and leave 1 only)'} (load {os.getloadavg()[0]:.2f})")
             try:
-                size = measure_size(_job(backend, n), runs / f"rdzv-{backend}-{n}", say, steady_s=steady_s).to_json()
+                size = measure_size(_job(backend, n, dilation=d), runs / f"rdzv-{backend}-{n}", say,
+                                    steady_s=steady_s, modes=MODES if full else REDUCED_MODES,
+                                    losses=LOSSES if full else REDUCED_LOSSES).to_json()
             except HarnessError as exc:
                 size = {"backend": backend, "nodes": n, "episodes": [], "steady": None,
                         "broke": f"the harness itself failed: {exc}"}
@@ -194,7 +231,12 @@ def markdown(results: dict[str, Any], plot_name: str | None) -> list[str]:
              f"({section.get('wall_s')} s). Seconds from the event to the last node's rendezvous complete in "
              f"the new world. `*`: this machine was saturated (its cores, or one harness process' interpreter lock) "
              f"for more than {LIMITED_SHARE:.0%} of the episode, so the figure is an upper bound set by the "
-             "machine, not by torch.", ""]
+             "machine, not by torch. Sizes above "
+             f"{UNDILATED_UP_TO} run under a time dilation (the `dilation` column; chaos/scale/clock.py, after "
+             "DieCast): every clock torch's agents read runs that many times slower, so each agent gets that "
+             "many times the CPU per second it perceives, while the store is held to that fraction of one core "
+             "(a single-core store host, chaos/scale/throttle.py); their seconds, rates and CPU per second are "
+             "perceived.", ""]
     lines += [f"- {note}" for note in section.get("notes", [])] + ([""] if section.get("notes") else [])
     for backend, sizes in section["sizes"].items():
         lines += size_table(backend, sizes)
@@ -219,8 +261,8 @@ def _cell(ep: dict[str, Any] | None) -> str:
 def size_table(backend: str, sizes: list[dict[str, Any]]) -> list[str]:
     labels = list(EPISODE_METRICS.values())
     lines = [f"### {backend}", "",
-             "| N | " + " | ".join(labels) + " | store ops/s | store MB/s | store CPU | harness CPU/node | load | "
-             "result |", "|---|" + "---|" * (len(labels) + 6)]
+             "| N | dilation | " + " | ".join(labels) + " | store ops/s | store MB/s | store CPU | harness CPU/node | "
+             "load | result |", "|---|" + "---|" * (len(labels) + 7)]
     for s in sizes:
         eps = {e["label"]: e for e in s.get("episodes", [])}
         st = s.get("steady") or {}
@@ -229,7 +271,7 @@ def size_table(backend: str, sizes: list[dict[str, Any]]) -> list[str]:
         mb = f"{st['bytes_per_s'] / 1e6:.2f}{mark}" if st else "-"
         cpu = f"{st['store_cpu']:.2f}{mark}" if st else "-"
         per = f"{1000 * st['agent_cpu']:.1f} m{mark}" if st else "-"
-        lines.append(f"| {s['nodes']} | " + " | ".join(_cell(eps.get(label)) for label in labels)
+        lines.append(f"| {s['nodes']} | {_dilation(s)} | " + " | ".join(_cell(eps.get(label)) for label in labels)
                      + f" | {ops} | {mb} | {cpu} | {per} | {s.get('load_before', '-')} | "
                      f"{'ok' if not s.get('broke') else 'broke: ' + str(s['broke'])[:160]} |")
     lines += ["", "Columns are episodes (`hard`: heartbeats stop; `leave`: SIGTERM with trainer.rdzv_leave; "
@@ -238,6 +280,15 @@ def size_table(backend: str, sizes: list[dict[str, Any]]) -> list[str]:
                   "get/set of the rank assignment) and payload bytes per second summed over nodes, the store's "
                   "CPU in cores, the harness' CPU per node in millicores.", ""]
     return lines
+
+
+def _dilation(size: dict[str, Any]) -> str:
+    """``1``, or ``x16`` with the store's quota; ``x16 (store unthrottled)`` when none could be set."""
+    d = float(size.get("dilation") or 1.0)
+    if d == 1.0:
+        return "1"
+    share = size.get("store_share")
+    return f"x{d:g}" + (f", store {share:.3g} core" if share else " (store unthrottled)")
 
 
 def _fits_table(figs: Figures) -> list[str]:
@@ -370,6 +421,7 @@ def findings(section: dict[str, Any]) -> list[str]:
                    + _machine_share(broken))
         out += _growth(backend, b)
         out += _storm(backend, b)
+        out += _store_bound(backend, (section.get("sizes") or {}).get(backend) or [])
         form = b.fits.get("formation_s")
         if form is not None:
             out.append(f"{backend} formation: {form.formula()} (rms {form.rms:.2g} s)")
@@ -440,6 +492,26 @@ def _machine_share(ep: dict[str, Any] | None) -> str:
             f"({share:.0%}), {where}")
 
 
+STORE_BOUND_SHARE = 0.25
+"""An episode whose store waited for its one-core quota more than this share of the time was store-bound."""
+
+
+def _store_bound(backend: str, sizes: list[dict[str, Any]]) -> list[str]:
+    """Dilated episodes whose store, held to one core (chaos.scale.throttle), was the limit: a property of torch's
+    rendezvous at that size (every operation goes through one store), not of this machine."""
+    out = []
+    for size in sizes:
+        bound = [e for e in size.get("episodes", []) if e.get("elapsed_s")
+                 and e.get("store_throttled_s", 0.0) > STORE_BOUND_SHARE * e["elapsed_s"]]
+        if bound:
+            worst = max(bound, key=lambda e: e["store_throttled_s"] / e["elapsed_s"])
+            out.append(f"{backend} at {size['nodes']} nodes: the store, held to one core, was the limit in "
+                       f"{len(bound)} episode(s) (worst: {worst['label']}, waiting for its core "
+                       f"{worst['store_throttled_s'] / worst['elapsed_s']:.0%} of the time): a single-threaded store "
+                       "serving every node's whole-state reads and compare-and-sets saturates at this size")
+    return out
+
+
 def _growth(backend: str, b: Any) -> list[str]:
     pts = [(p.nodes, p.get("store_bytes_per_s"), p.get("store_ops_per_s"), "store_bytes_per_s" in p.limited)
            for p in b.points if p.get("store_bytes_per_s")]
@@ -504,7 +576,16 @@ def one_size_main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", required=True, help="comma-separated node counts, e.g. 256,512,1024")
     p.add_argument("--json-dir", type=Path, required=True, help="where rdzv-BACKEND-N.json go")
     p.add_argument("--steady-s", type=float, default=10.0, help="the steady-state window (default 10)")
+    p.add_argument("--dilation", default="auto",
+                   help=f"time dilation: a number >= 1 for every size, or auto (1 up to {UNDILATED_UP_TO} nodes, "
+                        "then from the size before's harness CPU per node; see chaos.scale.clock)")
     args = p.parse_args(argv)
+    try:
+        fixed = None if args.dilation == "auto" else float(args.dilation)
+    except ValueError:
+        p.error(f"--dilation {args.dilation!r}: a number >= 1, or auto")
+    if fixed is not None and not fixed >= 1:
+        p.error(f"--dilation {args.dilation!r}: a number >= 1 (1 = real time), or auto")
     try:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     except ValueError:
@@ -520,7 +601,7 @@ def one_size_main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="rdzv-scale-") as runs:
         swept = sweep(sizes, (args.backend,), Path(runs), lambda m: print(m, flush=True), steady_s=args.steady_s,
-                      on_size=keep)
+                      dilation=fixed, on_size=keep)
     return 1 if any(s.get("broke") for s in swept[args.backend]) else 0
 
 

@@ -242,7 +242,7 @@ def test_the_rendezvous_at_scale_section_renders_from_the_figures(tmp_path):
                                                          "within": True}]}
     section["findings"] = rdzv_scale.findings(section)
     text = "\n".join(rdzv_scale.markdown({"rdzv_scale": section}, "rdzv_scale.png"))
-    assert "## Rendezvous at scale" in text and "| 128 | 2.3 | 5.3* |" in text
+    assert "## Rendezvous at scale" in text and "| 128 | 1 | 2.3 | 5.3* |" in text
     assert "payload bytes as N^2.00" in text
     assert "agrees with real torchrun within 1.5 s on 1 of 1 sizes" in text
     assert rdzv_scale.plot(figs, tmp_path / "p.png") and (tmp_path / "p.png").stat().st_size > 0

@@ -39,7 +39,7 @@ def test_the_lent_machines_runs_get_their_own_section_and_leave_this_machines_fi
     md = (tmp_path / "RESULTS.md").read_text()
     section = md[md.index("## On a lent 16-core machine"):]
     assert "| 1 | 7.0 | 12.2 s = 1.74x (rendezvous 5.3 s) | 9.0 s = 1.29x (rendezvous 1.3 s) |" in section
-    assert "| 512 | FAILED |" in section and "broke: formation" in section and "- why 512 broke" in section
+    assert "| 512 | 1 | FAILED |" in section and "broke: formation" in section and "- why 512 broke" in section
 
 
 def test_nothing_to_record_or_an_unreadable_file_is_refused(tmp_path, capsys):

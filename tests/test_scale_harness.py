@@ -4,6 +4,7 @@ the bench's business (bench/rdzv_scale.py)."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -105,3 +106,20 @@ def test_a_silent_participant_of_a_completed_round_is_reported_declared_dead(tmp
         dead = h.declared_dead(killed)
     assert [d["node"] for d in dead] == [2]
     assert dead[0]["heartbeat_age_s"] >= FAST.keep_alive_interval * FAST.keep_alive_max_attempt
+
+
+def test_under_time_dilation_torch_sees_perceived_seconds_and_the_store_is_held_to_its_share(tmp_path):
+    # dilation 3: every clock the agents read runs 3x slower (chaos.scale.clock), the store gets 1/3 core
+    job = ScaleJob(RdzvBackend.C10D, 3, 2, 3, rdzv=FAST, processes=1, dilation=3.0)
+    cgroups = set(Path("/sys/fs/cgroup/cpu").glob("elastic-chaos-scale-*"))  # another harness' may be there
+    result = measure_size(job, tmp_path / "m", lambda _: None, steady_s=1.0, modes=("hard",), losses=(("1", None),))
+    assert result.broke is None and result.dilation == 3.0 and result.store_share == pytest.approx(1 / 3)
+    hard = result.episode("hard 1")
+    assert hard is not None and hard.seconds is not None
+    expiry = FAST.keep_alive_interval * FAST.keep_alive_max_attempt
+    # the lost node's last heartbeat lands up to two intervals before the loss; the survivors drop it once
+    # it is `expiry` old on *their* perceived clock, then wait the last call: in perceived seconds as at
+    # dilation 1 (a heartbeat written on the real clock would be 3x older or younger than that)
+    assert expiry - 2 * FAST.keep_alive_interval <= hard.seconds <= expiry + FAST.last_call_timeout + 4.0
+    assert hard.elapsed_s >= 2.5 * hard.seconds  # it took about 3x as long in real time
+    assert set(Path("/sys/fs/cgroup/cpu").glob("elastic-chaos-scale-*")) <= cgroups  # the store's cgroup is gone

@@ -92,6 +92,9 @@ class Episode:
     re-forming node's, which formed the round before it stopped its heartbeats, are not counted)."""
     dead_heartbeat_age_s: float | None = None
     """The oldest such heartbeat when it was declared dead (the expiry is interval x attempts)."""
+    store_throttled_s: float = 0.0
+    """Under time dilation: real seconds the store wanted a CPU beyond its one-core quota (the store, one
+    core, was the limit -- a property of the job, not of this machine)."""
 
     @property
     def limited(self) -> bool:
@@ -135,6 +138,10 @@ class SizeResult:
     """The first episode that did not complete, with what was seen; None: every episode completed."""
     wall_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    dilation: float = 1.0
+    """Time dilation it ran under (chaos.scale.clock): its seconds are perceived seconds."""
+    store_share: float | None = None
+    """The share of one core the store was held to under dilation (chaos.scale.throttle); None: unthrottled."""
 
     def episode(self, label: str) -> Episode | None:
         return next((e for e in self.episodes if e.label == label), None)
@@ -155,6 +162,7 @@ class _Meter:
         self.counts = harness.counts()
         self.t = time.monotonic()
         self.cpu = harness.cpu()
+        self.throttled = harness.store_throttled_s()
 
     def saturated(self) -> tuple[float, float]:
         """(seconds this machine was the limit, seconds elapsed) up to the last busy()."""
@@ -164,6 +172,7 @@ class _Meter:
         """Share of this machine's cores used since the start (read when the episode ended)."""
         now, cpu = time.monotonic(), self.h.cpu()
         self.t_end, self.cpu_end = now, cpu
+        self.throttled_end = self.h.store_throttled_s()
         used = sum(cpu.values()) - sum(self.cpu.values())
         return round(used / max(1e-6, (now - self.t) * (os.cpu_count() or 1)), 3)
 
@@ -175,9 +184,15 @@ class _Meter:
         return ops, moved, round(self.cpu_end["store"] - self.cpu["store"], 3)
 
 
-def timeout_s(n: int) -> float:
-    """How long one episode may take before the size counts as broken: generous, bounded."""
-    return 90.0 + 0.25 * n
+EPISODE_REAL_S = 1200.0
+"""The most real seconds one episode may wait, whatever the dilation: a dilated size's timeout in perceived
+seconds shrinks so that a broken size ends in bounded time (its finding says which timeout it was)."""
+
+
+def timeout_s(n: int, dilation: float = 1.0) -> float:
+    """How long (perceived seconds) one episode may take before the size counts as broken: generous,
+    bounded in real time by EPISODE_REAL_S."""
+    return min(90.0 + 0.25 * n, EPISODE_REAL_S / dilation)
 
 
 class Sizer:
@@ -202,6 +217,7 @@ class Sizer:
         self.next_id = self.n
         self.episodes: list[Episode] = []
         self.rng = random.Random(self.n)
+        self.timeout_s = timeout_s(self.n, harness.job.dilation)
         interval = harness.job.rdzv.keep_alive_interval or TORCH_DEFAULTS["keep_alive_interval"]
         self.heartbeat_period = 2.0 * interval
         """A loss lands at a random phase of this (seeded): torch writes a heartbeat only when the last is an
@@ -215,7 +231,8 @@ class Sizer:
         ages = [d["heartbeat_age_s"] for d in dead if d.get("heartbeat_age_s") is not None]
         ep = Episode(kind, label, nodes, world, formed.seconds, formed.rounds, busy, formed.errors[:5],
                      formed.missing, *meter.store_work(), *meter.saturated(), declared_dead=len(dead),
-                     dead_heartbeat_age_s=max(ages) if ages else None)
+                     dead_heartbeat_age_s=max(ages) if ages else None,
+                     store_throttled_s=round(meter.throttled_end - meter.throttled, 2))
         self.episodes.append(ep)
         errors = f", {len(formed.errors)} error(s): {formed.errors[0]}" if formed.errors else ""
         if dead:
@@ -231,22 +248,23 @@ class Sizer:
         offsets = offsets or [0.0] * self.n
         if len(offsets) != self.n:
             raise ValueError(f"{len(offsets)} offsets for {self.n} nodes")
-        self.h.spawn(self.alive, timeout_s=timeout_s(self.n))
+        self.h.spawn(self.alive, timeout_s=timeout_s(self.n))  # real work: not dilated
         meter = _Meter(self.h)
-        at = time.time() + 0.5
+        at = self.h.clock.time() + 0.5
         by_offset: dict[float, list[int]] = {}
         for i, offset in zip(self.alive, sorted(offsets), strict=True):
             by_offset.setdefault(offset, []).append(i)
         for offset, ids in by_offset.items():
             self.h.run_nodes(ids, at + offset)
-        formed = self.h.wait_world(self.alive, self.n, at + max(offsets), timeout_s(self.n) + max(offsets))
+        formed = self.h.wait_world(self.alive, self.n, at + max(offsets), self.timeout_s + max(offsets))
         return self._record("formation", "formation", self.n, self.n, formed, meter, at)
 
     def steady(self) -> Steady:
         before_counts, meter = self.h.counts(), _Meter(self.h)
         cpu0, began = self.h.threads_on_cpu(), time.monotonic()
         events = self.h.drain(self.steady_s)
-        cpu1, after_counts, window = self.h.threads_on_cpu(), self.h.counts(), time.monotonic() - began
+        cpu1, after_counts = self.h.threads_on_cpu(), self.h.counts()
+        window = self.h.clock.perceived_s(time.monotonic() - began)  # rates per perceived second
         ops = {k: round((v - before_counts["ops"].get(k, 0)) / window, 1) for k, v in after_counts["ops"].items()}
         moved = (after_counts["sent"] + after_counts["received"]) - (before_counts["sent"] + before_counts["received"])
         rounds = {e["round"] for e in events if e["ev"] == "formed"}
@@ -262,11 +280,11 @@ class Sizer:
         survivors = [i for i in self.alive if i not in victims]
         self.gone.update(victims)
         meter = _Meter(self.h)
-        at = time.time() + 0.3 + self.rng.uniform(0.0, self.heartbeat_period)
+        at = self.h.clock.time() + 0.3 + self.rng.uniform(0.0, self.heartbeat_period)
         self.h.order(victims, "kill" if mode == "hard" else "sigterm", at, leave=mode == "leave")
         for fail_at, ids in self._fail_times(survivors, at).items():
             self.h.order(ids, "fail", fail_at)
-        formed = self.h.wait_world(survivors, len(survivors), at, timeout_s(self.n))
+        formed = self.h.wait_world(survivors, len(survivors), at, self.timeout_s)
         self.alive = survivors
         return self._record("loss", f"{mode} {label}", k, len(survivors), formed, meter, at)
 
@@ -290,10 +308,10 @@ class Sizer:
         self.next_id += k
         self.h.spawn(new, timeout_s=timeout_s(self.n))
         meter = _Meter(self.h)
-        at = time.time() + 0.3
+        at = self.h.clock.time() + 0.3
         self.h.run_nodes(new, at)
         everyone = self.alive + new
-        formed = self.h.wait_world(everyone, len(everyone), at, timeout_s(self.n))
+        formed = self.h.wait_world(everyone, len(everyone), at, self.timeout_s)
         self.alive = everyone
         return self._record("join", f"join after {after}", k, len(everyone), formed, meter, at)
 
@@ -337,9 +355,10 @@ def measure_size(job: ScaleJob, work_dir: Path, say: Callable[[str], None], *, s
     with Harness(job, work_dir) as h:
         episodes, steady, broke = Sizer(h, say, steady_s=steady_s, modes=modes, losses=losses,
                                         offsets=offsets, restarts=restarts, repeat=repeat).run()
+        extra = {"store_unthrottled": h.unthrottled_why} if h.unthrottled_why else {}
     return SizeResult(job.backend.value, job.nodes, job.min_nodes, job.max_nodes, job.processes, tuple(episodes),
                       steady, round(load, 2), round(os.getloadavg()[0], 2), broke,
-                      round(time.monotonic() - began, 1))
+                      round(time.monotonic() - began, 1), extra, job.dilation, h.store_share)
 
 
 def processes_for(n: int) -> int:

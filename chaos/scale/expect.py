@@ -60,7 +60,9 @@ def estimate(b: BackendFigures, metric: str, nodes: int) -> tuple[float | None, 
     exact = dict(pts)
     if nodes in exact:
         limit = " (this machine was the limit)" if nodes in limited else ""
-        return exact[nodes], f"measured at {nodes} nodes{limit}"
+        dilated = next((p.dilation for p in b.points if p.nodes == nodes and p.dilation != 1.0), None)
+        under = f" under time dilation x{dilated:g}" if dilated else ""
+        return exact[nodes], f"measured at {nodes} nodes{under}{limit}"
     if nodes < pts[0][0]:
         return pts[0][1], f"as measured at {pts[0][0]} nodes, the smallest size measured"
     if nodes > pts[-1][0]:

@@ -52,6 +52,8 @@ class Point:
     limited: tuple[str, ...] = ()
     """Figures this machine limited (chaos.scale.episodes.LIMITED_SHARE)."""
     load_avg: float | None = None
+    dilation: float = 1.0
+    """The time dilation it was measured under (chaos.scale.clock): its seconds are perceived seconds."""
 
     def get(self, metric: str) -> float | None:
         return self.values.get(metric)
@@ -97,7 +99,9 @@ class Figures:
         return {"date": self.date, "machine": self.machine, "cores": self.cores, "torch": self.torch,
                 "preset": self.preset, "rdzv": self.rdzv, "command": self.command,
                 "backends": {name: {"points": [{"nodes": p.nodes, "values": p.values, "limited": list(p.limited),
-                                                "load_avg": p.load_avg} for p in b.points],
+                                                "load_avg": p.load_avg,
+                                                **({"dilation": p.dilation} if p.dilation != 1.0 else {})}
+                                               for p in b.points],
                                     "fits": {m: f.to_json() for m, f in b.fits.items()},
                                     "broke_at": b.broke_at, "broke_why": b.broke_why}
                              for name, b in self.backends.items()}}
@@ -107,7 +111,8 @@ class Figures:
         backends = {}
         for name, b in raw["backends"].items():
             points = tuple(Point(int(p["nodes"]), {k: None if v is None else float(v) for k, v in p["values"].items()},
-                                 tuple(p.get("limited") or ()), p.get("load_avg")) for p in b["points"])
+                                 tuple(p.get("limited") or ()), p.get("load_avg"), float(p.get("dilation", 1.0)))
+                           for p in b["points"])
             backends[name] = BackendFigures(name, points, {m: Fit.from_json(f) for m, f in b.get("fits", {}).items()},
                                             b.get("broke_at"), b.get("broke_why"))
         return cls(str(raw["date"]), str(raw["machine"]), int(raw["cores"]), str(raw["torch"]), str(raw["preset"]),
@@ -158,7 +163,8 @@ def point(size: dict[str, Any]) -> Point:
         values["agent_cpu"] = steady["agent_cpu"]
         if steady.get("limited"):
             limited += list(STEADY_METRICS)
-    return Point(int(size["nodes"]), values, tuple(limited), size.get("load_before"))
+    return Point(int(size["nodes"]), values, tuple(limited), size.get("load_before"),
+                 float(size.get("dilation") or 1.0))
 
 
 def backend_figures(backend: str, sizes: Sequence[dict[str, Any]]) -> BackendFigures:

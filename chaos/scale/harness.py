@@ -29,6 +29,8 @@ from typing import Any, TextIO
 from chaos.errors import ChaosError
 from chaos.platforms.local import lifeline
 from chaos.platforms.local.etcd import EtcdServer, free_port
+from chaos.scale import throttle
+from chaos.scale.clock import Dilation
 from chaos.spec import RdzvBackend, RendezvousSpec
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,8 @@ RUN_DELAY = 0.25
 """Seconds per second a process' threads may wait, runnable, for a CPU before this machine sets the pace."""
 BUSY_PROCESS = 0.9
 """Share of one core above which a host process' agents wait for its interpreter lock."""
+BUSY_MACHINE = 0.9
+"""Share of this machine's cores above which everything on it waits for a core."""
 
 
 class HarnessError(ChaosError):
@@ -61,11 +65,16 @@ class ScaleJob:
     """Host processes the agents are spread over (threads in each)."""
     torch_event_names: bool = False
     """Keep torch's ``inspect.stack()`` for every rendezvous event's name (chaos.scale.host.cheap_event_names)."""
+    dilation: float = 1.0
+    """Time dilation (chaos.scale.clock): every clock the agents read runs this many times slower, and the
+    store is held to 1/dilation of one core (chaos.scale.throttle). 1: real time, the store unthrottled."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_nodes <= self.max_nodes or self.nodes < 1 or self.processes < 1:
             raise ValueError(f"a job of {self.nodes} nodes in {self.min_nodes}:{self.max_nodes} on "
                              f"{self.processes} processes cannot run")
+        if not self.dilation >= 1.0:
+            raise ValueError(f"time dilation {self.dilation!r}: it must be >= 1 (1 = real time)")
 
 
 @dataclass(frozen=True)
@@ -214,9 +223,18 @@ class Harness:
         """Every event read so far, in arrival order."""
         self.samples: list[tuple[float, float, tuple[float, ...], tuple[float, ...]]] = []
         """(monotonic time, the machine's busy share since the last sample, each host's CPU s, each
-        process' run delay s -- the store's first) every SAMPLE_S while started."""
+        process' run delay s -- the store's first, unless throttled) every SAMPLE_S while started."""
         self._stop_sampling = threading.Event()
         self._sampler: threading.Thread | None = None
+        self.clock = Dilation(job.dilation)
+        """Perceived time, shared with the host processes (their epoch is this clock's): every time in an
+        event, an order's ``at``, and the timeouts of wait_world and drain are perceived; CPU and the
+        saturation samples are real."""
+        self._quota: throttle.CpuQuota | None = None
+        self.store_share: float | None = None
+        """The share of one core the store was held to (1/dilation); None: not throttled."""
+        self.unthrottled_why: str | None = None
+        """Why a dilated store could not be throttled (its figures then flatter the store)."""
 
     def __enter__(self) -> Harness:
         self.start()
@@ -239,12 +257,14 @@ class Harness:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         try:
             endpoint = self._start_store()
+            self._throttle_store()
             conf = ",".join(f"{k}={v}" for k, v in self.job.rdzv.conf().items())
             for i in range(self.job.processes):
                 cmd = [sys.executable, "-m", "chaos.scale.host", "agents", "--backend", self.job.backend.value,
                        "--endpoint", endpoint, "--run-id", self.run_id,
                        "--nodes", f"{self.job.min_nodes}:{self.job.max_nodes}", "--conf", conf,
                        "--monitor-interval", str(self.job.monitor_interval),
+                       "--dilation", repr(self.clock.factor), "--epoch", repr(self.clock.epoch),
                        *(["--torch-event-names"] if self.job.torch_event_names else [])]
                 self._hosts.append(_Process(cmd, self.work_dir / f"host-{i}.log", self._events))
             self._expect("ready", len(self._hosts), timeout_s=120)
@@ -272,30 +292,56 @@ class Harness:
             raise HarnessError(f"the c10d store exited at start; its log: {self._store.log_path}")
         return endpoint
 
+    def _throttle_store(self) -> None:
+        if self.clock.factor == 1.0:
+            return
+        self.unthrottled_why = throttle.available()
+        if self.unthrottled_why is not None:
+            log.warning("the store runs unthrottled under time dilation %s: %s", self.clock.factor,
+                        self.unthrottled_why)
+            return
+        self._quota = throttle.CpuQuota(self.clock.factor, name=f"elastic-chaos-{self.run_id}")
+        assert self.store_pid is not None
+        self._quota.add(self.store_pid)
+        self.store_share = self._quota.share
+
+    def store_throttled_s(self) -> float:
+        """Real seconds so far the store wanted a CPU beyond its quota: the store, not this machine, was the limit."""
+        return self._quota.throttled_s() if self._quota is not None else 0.0
+
     def _sample(self) -> None:
         busy, total = machine_busy_s()
         while not self._stop_sampling.wait(SAMPLE_S):
             busy1, total1 = machine_busy_s()
             share = (busy1 - busy) / (total1 - total) if total1 > total else 0.0
             busy, total = busy1, total1
-            pids = [p for p in (self.store_pid, *self.host_pids) if p]
+            pids = [p for p in self._delay_pids() if p]
             self.samples.append((time.monotonic(), share, tuple(proc_cpu_s(p) for p in self.host_pids),
                                  tuple(run_delay_s(p) for p in pids)))
 
+    def _delay_pids(self) -> list[int | None]:
+        """Whose run delay says this machine was the limit. A throttled store waits for its quota, not for this
+        machine. Under time dilation, host processes' waits are left to BUSY_MACHINE: their threads' waits
+        summed (hundreds of agents woken together by one store reply) are real milliseconds, 1/dilation of
+        that in the time torch perceives, while the cores may be mostly idle."""
+        store = None if self._quota is not None else self.store_pid
+        return [store, *(self.host_pids if self.clock.factor == 1.0 else [])]
+
     def saturated_s(self, since: float, until: float) -> float:
-        """Seconds between monotonic ``since`` and ``until`` during which this machine was the limit: a
-        process of the harness or the store waited for a CPU more than RUN_DELAY of the time (the cores
-        were busy, with its work or anyone's), or one host process used more than BUSY_PROCESS of a core
-        (its agents' threads share one interpreter lock)."""
+        """Seconds between monotonic ``since`` and ``until`` during which this machine was the limit: its
+        cores were more than BUSY_MACHINE busy (with this work or anyone's), or a process of the harness
+        (in real time only, see _delay_pids) or an unthrottled store waited for a CPU more than RUN_DELAY of
+        the time, or one host process used more than BUSY_PROCESS of a core (its agents' threads share one
+        interpreter lock)."""
         out = 0.0
         pts = [x for x in self.samples if since - SAMPLE_S <= x[0] <= until + SAMPLE_S]
-        for (t0, _, h0, d0), (t1, _, h1, d1) in zip(pts, pts[1:], strict=False):
+        for (t0, _, h0, d0), (t1, share, h1, d1) in zip(pts, pts[1:], strict=False):
             dt = t1 - t0
             if dt <= 0 or len(h0) != len(h1) or len(d0) != len(d1):
                 continue
             cpu = max(((b - a) / dt for a, b in zip(h0, h1, strict=True)), default=0.0)
             delay = max(((b - a) / dt for a, b in zip(d0, d1, strict=True)), default=0.0)
-            if cpu > BUSY_PROCESS or delay > RUN_DELAY:
+            if cpu > BUSY_PROCESS or delay > RUN_DELAY or share > BUSY_MACHINE:
                 out += dt
         return round(out, 2)
 
@@ -311,6 +357,9 @@ class Harness:
         if self._etcd is not None:
             self._etcd.stop()
             self._etcd = None
+        if self._quota is not None:
+            self._quota.remove()
+            self._quota = None
 
     # -- orders --------------------------------------------------------------
     def _by_host(self, ids: Iterable[int]) -> dict[int, list[int]]:
@@ -386,12 +435,12 @@ class Harness:
 
     def wait_world(self, ids: list[int], world: int, since: float, timeout_s: float) -> Formed:
         """Block until every node of ``ids`` completed a rendezvous of the same round into a world of
-        ``world`` nodes after ``since``, or ``timeout_s`` passed (seconds then None)."""
+        ``world`` nodes after ``since``, or ``timeout_s`` passed (seconds then None); perceived times."""
         want = set(ids)
         last: dict[int, dict[str, Any]] = {}
         rounds: set[Any] = set()
         errors: list[str] = []
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + self.clock.real_s(timeout_s)
         pending = [e for e in self.events if e["ev"] in ("formed", "ended")]  # read while waiting for others
         while True:
             done = [last.get(i) for i in want]
@@ -432,9 +481,9 @@ class Harness:
         return [d for d in dead if (d["node"], d["round"]) not in formed]
 
     def drain(self, seconds: float) -> list[dict[str, Any]]:
-        """The events of the next ``seconds`` (blocks that long)."""
+        """The events of the next ``seconds`` of perceived time (blocks that long)."""
         out = []
-        deadline = time.monotonic() + seconds
+        deadline = time.monotonic() + self.clock.real_s(seconds)
         while (event := self._next(deadline - time.monotonic())) is not None:
             out.append(event)
         return out

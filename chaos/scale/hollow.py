@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import timezone
 from typing import Any
 
 from torch.distributed import Store  # type: ignore[attr-defined]
@@ -46,6 +45,7 @@ from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
     create_handler,
 )
 
+from chaos.scale import clock
 from trainer import rdzv_leave
 
 Emit = Callable[..., None]
@@ -198,7 +198,8 @@ def report_declared_dead(handler: DynamicRendezvousHandler, index: int, counts: 
         original()
         for node in holder._dead_nodes if complete else ():
             if node in participants and counts.first((rnd, node.addr)):
-                age = (datetime.now(timezone.utc) - heartbeats[node]).total_seconds() if node in heartbeats else None
+                now = clock.current().now(timezone.utc)
+                age = (now - heartbeats[node]).total_seconds() if node in heartbeats else None
                 emit("declared_dead", index, round=rnd, node=node_index(node.addr),
                      heartbeat_age_s=None if age is None else round(age, 2))
 
@@ -299,6 +300,5 @@ def hollow_agent(index: int, params: RendezvousParameters, counts: Counts, emit:
 
 
 def sleep_until(t: float) -> None:
-    delay = t - time.time()
-    if delay > 0:
-        time.sleep(delay)
+    """Until perceived wall time ``t`` (chaos.scale.clock)."""
+    clock.current().sleep_until(t)

@@ -7,8 +7,9 @@ The harness (:mod:`chaos.scale.harness`) drives it over stdin and reads what hap
 one JSON object per line each way. Commands: ``spawn`` (make agents ``ids``: handlers connected,
 not started), ``start`` (run them from time ``at``), ``order`` (``fail``/``kill``/``sigterm`` at
 ``at``; ``leave`` with sigterm), ``stats`` (the store counters), ``exit``. Events: ``spawned``,
-``rdzv_started``, ``formed``, ``ended``, ``stats``, ``ready``, ``fatal``. Times are ``time.time()``
-(one machine, one clock). The ``store`` role hosts torch's c10d TCPStore as the first agent would,
+``rdzv_started``, ``formed``, ``ended``, ``stats``, ``ready``, ``fatal``. Times are perceived wall
+times (chaos.scale.clock: ``time.time()`` itself unless ``--dilation`` slows every clock of the process;
+one machine, one epoch, one clock). The ``store`` role hosts torch's c10d TCPStore as the first agent would,
 so its CPU is the store's.
 """
 from __future__ import annotations
@@ -21,6 +22,8 @@ import sys
 import threading
 import time
 from typing import Any, TextIO
+
+from chaos.scale import clock
 
 RUN_AGENT_STACK = 512 * 1024
 """Thread stack size: a thousand agent and keep-alive threads in one process stay small."""
@@ -39,7 +42,7 @@ class Host:
         self._lock = threading.Lock()
 
     def emit(self, ev: str, index: int | None = None, **data: Any) -> None:
-        line = json.dumps({"ev": ev, "id": index, "t": time.time(), **data})
+        line = json.dumps({"ev": ev, "id": index, "t": clock.current().time(), **data})
         with self._lock:
             self.out.write(line + "\n")
             self.out.flush()
@@ -154,6 +157,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--nodes", default="1:1", help="MIN:MAX of the job")
     p.add_argument("--conf", default="", help="rendezvous settings as torchrun's --rdzv-conf")
     p.add_argument("--monitor-interval", type=float, default=0.1)
+    p.add_argument("--dilation", type=float, default=1.0,
+                   help="slow every clock torch reads by this factor (chaos.scale.clock); 1: real time")
+    p.add_argument("--epoch", type=float, default=None,
+                   help="the real time.time() perceived time counts from, shared by a harness' processes")
     p.add_argument("--torch-event-names", action="store_true",
                    help="keep torch's inspect.stack() per rendezvous event (see cheap_event_names)")
     return p.parse_args(argv)
@@ -165,6 +172,8 @@ def main(argv: list[str] | None = None) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # a socket per agent (c10d: per agent at the store)
     threading.stack_size(RUN_AGENT_STACK)
     os.environ["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"  # as the toolkit runs jobs (JobSpec.node_env)
+    if args.role == "agents":
+        clock.install(args.dilation, time.time() if args.epoch is None else args.epoch)
     (serve_store if args.role == "store" else serve_agents)(args)
 
 
