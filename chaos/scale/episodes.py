@@ -184,9 +184,19 @@ class _Meter:
         return ops, moved, round(self.cpu_end["store"] - self.cpu["store"], 3)
 
 
-EPISODE_REAL_S = 1200.0
+EPISODE_REAL_S = 900.0
 """The most real seconds one episode may wait, whatever the dilation: a dilated size's timeout in perceived
 seconds shrinks so that a broken size ends in bounded time (its finding says which timeout it was)."""
+
+
+STEADY_REAL_S = 120.0
+"""The most real seconds the steady window may last: under a large dilation it shrinks, in perceived seconds
+(at least one heartbeat cycle of every node is in it from 60 s perceived down)."""
+
+
+def steady_window_s(steady_s: float, dilation: float) -> float:
+    """The steady window in perceived seconds: ``steady_s``, bounded in real time by STEADY_REAL_S."""
+    return min(steady_s, STEADY_REAL_S / dilation)
 
 
 def timeout_s(n: int, dilation: float = 1.0) -> float:
@@ -206,7 +216,7 @@ class Sizer:
         self.restarts = restarts
         self.h = harness
         self.say = say
-        self.steady_s = steady_s
+        self.steady_s = steady_window_s(steady_s, harness.job.dilation)
         self.modes = modes
         self.losses = losses
         self.offsets = offsets
