@@ -118,9 +118,23 @@ def measure_rdzv_scale(args: argparse.Namespace, runs: Path, results: dict[str, 
         say("rendezvous at scale: no sizes (--rdzv-sizes ''): only the check against real torchrun, the sweep kept")
         return
     say(f"rendezvous at scale: {sizes} on {', '.join(rdzv_scale.BACKENDS)}")
-    swept = rdzv_scale.sweep(sizes, rdzv_scale.BACKENDS, runs, say)
     command = "python -m bench --scale-rdzv" if args.scale_rdzv else "make bench"
     section.pop("notes", None)  # hand-written notes on how an earlier sweep was put together: not this one's
+    done: dict[str, list[dict[str, Any]]] = {}
+
+    def keep(size: dict[str, Any]) -> None:
+        """Each size into OUT/results.json as it ends: a sweep stopped midway (hours at 1,024 nodes) keeps what it
+        measured, said so in the section, and `python -m bench --render` writes it up."""
+        done.setdefault(size["backend"], []).append(size)
+        section.update({**rdzv_scale.where(), "command": command, "sizes": done,
+                        "wall_s": round(time.monotonic() - began),
+                        "interrupted": f"the sweep did not finish: it had measured up to {size['backend']} "
+                                       f"{size['nodes']} nodes when it stopped; the sizes after it were not run"})
+        if args.scale_rdzv:  # every other figure was read from OUT/results.json: nothing of it is lost
+            report.write_json(results, args.out / "results.json")
+
+    swept = rdzv_scale.sweep(sizes, rdzv_scale.BACKENDS, runs, say, on_size=keep)
+    section.pop("interrupted", None)
     section.update({**rdzv_scale.where(), "command": command, "sizes": swept,
                     "wall_s": round(time.monotonic() - began)})
 

@@ -22,7 +22,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from chaos.scale.episodes import LIMITED_SHARE, LOSSES, MODES, elastic_range, measure_size, processes_for
+from chaos.scale.episodes import (
+    EPISODE_REAL_S,
+    LIMITED_SHARE,
+    LOSSES,
+    MODES,
+    elastic_range,
+    measure_size,
+    processes_for,
+    timeout_s,
+)
 from chaos.scale.figures import EPISODE_METRICS, Figures, backend_figures
 from chaos.scale.harness import HarnessError, ScaleJob
 from chaos.spec import JobSpec, RdzvBackend, preset
@@ -239,6 +248,8 @@ def markdown(results: dict[str, Any], plot_name: str | None) -> list[str]:
              "(a single-core store host, chaos/scale/throttle.py); their seconds, rates and CPU per second are "
              "perceived.", ""]
     lines += [f"- {note}" for note in section.get("notes", [])] + ([""] if section.get("notes") else [])
+    if section.get("interrupted"):
+        lines += [f"**Not a whole sweep**: {section['interrupted']}.", ""]
     for backend, sizes in section["sizes"].items():
         lines += size_table(backend, sizes)
     lines += _fits_table(figs)
@@ -418,6 +429,7 @@ def findings(section: dict[str, Any]) -> list[str]:
         limited = sum(1 for p in b.points for m in shown if p.get(m) is not None and m in p.limited)
         out.append(f"{backend}: measured up to {b.largest} nodes; this machine limited {limited} of {total} "
                    "episode figures (`*`)" + (f"; broke at {b.broke_at} nodes: {b.broke_why}" if b.broke_at else "")
+                   + _timeout(section, backend)
                    + _why_broke(b.broke_why or "", seen_dead=bool(broken and broken.get("declared_dead")))
                    + _machine_share(broken))
         out += _growth(backend, b)
@@ -470,6 +482,18 @@ def _why_broke(why: str, *, seen_dead: bool) -> str:
                             "in this run), so the round never held min_nodes live participants")
         return storm + "; no live participant was seen declared dead: the storm itself did not end in time"
     return ""
+
+
+def _timeout(section: dict[str, Any], backend: str) -> str:
+    """The timeout a backend's broken size had, in perceived seconds, when a dilation shortened it."""
+    sizes = (section.get("sizes") or {}).get(backend) or []
+    if not sizes or not sizes[-1].get("broke"):
+        return ""
+    n, d = int(sizes[-1]["nodes"]), float(sizes[-1].get("dilation") or 1.0)
+    if timeout_s(n, d) >= timeout_s(n):
+        return ""
+    return (f" (its timeout: {timeout_s(n, d):g} perceived seconds, at most {EPISODE_REAL_S / 60:g} real minutes "
+            f"at dilation x{d:g}, where {timeout_s(n):g} s would apply in real time)")
 
 
 def broken_episode(section: dict[str, Any], backend: str) -> dict[str, Any] | None:

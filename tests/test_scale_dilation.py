@@ -71,3 +71,10 @@ def test_a_busy_machine_counts_as_saturated_whatever_its_processes_waited(tmp_pa
     # (monotonic t, the machine's busy share over the interval ending at t, host CPU s, run delays s)
     h.samples = [(0.0, 0.1, (0.0,), (0.0,)), (0.5, 0.95, (0.1,), (0.0,)), (1.0, 0.3, (0.2,), (0.0,))]
     assert h.saturated_s(0.0, 1.0) == 0.5
+
+
+def test_a_size_broken_under_dilation_says_its_shorter_timeout():
+    section = {"sizes": {"c10d": [{"nodes": 1024, "dilation": 64.0, "broke": "formation: ..."}]}}
+    said = rdzv_scale._timeout(section, "c10d")
+    assert "14.0625 perceived seconds" in said and "x64" in said and "346 s would apply" in said
+    assert rdzv_scale._timeout({"sizes": {"c10d": [{"nodes": 256, "broke": "x"}]}}, "c10d") == ""
