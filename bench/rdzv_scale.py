@@ -62,22 +62,43 @@ REDUCED_MODES = ("hard", "leave")
 REDUCED_LOSSES: tuple[tuple[str, float | None], ...] = (("1", None),)
 
 
-def dilation_for(n: int, previous: dict[str, Any] | None = None, *, processes: int | None = None) -> float:
-    """The time dilation size ``n`` runs under here: 1 up to UNDILATED_UP_TO nodes; above, from the harness'
-    CPU per node (per perceived second) that the ``previous`` size measured in its steady window: each node's
-    work grows with N (the state every node reads and writes holds every node), so the agents' total grows as
-    N^2; the dilation makes that fit HARNESS_SHARE of each host process' core, rounded up to a power of two.
-    Without a previous steady window: (N / UNDILATED_UP_TO)^2."""
+def dilation_for(n: int, previous: dict[str, Any] | None = None, *, processes: int | None = None,
+                 cores: int | None = None) -> float:
+    """The time dilation size ``n`` runs under here: 1 up to UNDILATED_UP_TO nodes; above, from what the
+    ``previous`` size cost this machine, in cores per perceived second: the larger of its steady window (the
+    harness' CPU per node x nodes) and its busiest episode (the machine's busy share x cores x its dilation: a
+    re-formation's compare-and-set storm costs far more than the steady state, and a dilation sized on the
+    steady state alone let heartbeats expire in the storm). Each node's work grows with N (the state every
+    node reads and writes holds every node), so the total grows as N^2; the dilation makes that fit
+    HARNESS_SHARE of each host process' core, rounded up to a power of two. Without a previous size:
+    (N / UNDILATED_UP_TO)^2."""
     if n <= UNDILATED_UP_TO:
         return 1.0
-    steady = (previous or {}).get("steady") or {}
-    if steady.get("agent_cpu") and previous:
-        m = int(previous["nodes"])
-        total = float(steady["agent_cpu"]) * m * (n / m) ** 2  # cores per perceived second at n
-        need = total / (HARNESS_SHARE * (processes or processes_for(n)))
+    if previous and (previous.get("steady") or previous.get("episodes")):
+        m, d = int(previous["nodes"]), float(previous.get("dilation") or 1.0)
+        steady = float((previous.get("steady") or {}).get("agent_cpu") or 0.0) * m
+        busiest = max((float(e.get("busy") or 0.0) for e in previous.get("episodes") or []), default=0.0)
+        demand = max(steady, busiest * (cores or os.cpu_count() or 1) * d) * (n / m) ** 2
+        need = demand / (HARNESS_SHARE * (processes or processes_for(n)))
     else:
         need = (n / UNDILATED_UP_TO) ** 2
     return float(max(1, 2 ** math.ceil(math.log2(max(1.0, need)))))
+
+
+MIN_PERCEIVED_TIMEOUT_S = 30.0
+"""A size whose dilation leaves an episode less than this many perceived seconds (episodes.EPISODE_REAL_S) is not
+run: a re-formation after a hard loss needs 6-7 s with `fast` and a storm more, so a shorter timeout would call
+torch broken for this machine's want of time."""
+
+
+def too_slow(n: int, d: float) -> str | None:
+    """Why size ``n`` under dilation ``d`` is not run here, or None."""
+    if timeout_s(n, d) >= MIN_PERCEIVED_TIMEOUT_S:
+        return None
+    return (f"not run: the dilation it needs here (x{d:g}, from the size before's CPU) leaves an episode "
+            f"{timeout_s(n, d):.3g} perceived seconds within its {EPISODE_REAL_S / 60:g} real minutes, under the "
+            f"{MIN_PERCEIVED_TIMEOUT_S:g} s a re-formation needs to be judged; measuring it needs a machine with "
+            "more cores (fewer agents per core, a smaller dilation) or a longer bench")
 
 
 def _job(backend: str, n: int, lo: int | None = None, dilation: float = 1.0) -> ScaleJob:
@@ -96,6 +117,14 @@ def sweep(sizes: list[int], backends: tuple[str, ...], runs: Path, say: Callable
         out[backend] = []
         for n in sizes:
             d = dilation if dilation is not None else dilation_for(n, out[backend][-1] if out[backend] else None)
+            why = too_slow(n, d)
+            if why is not None:
+                say(f"  {backend} stops before {n} nodes: {why}")
+                out[backend].append({"backend": backend, "nodes": n, "dilation": d, "episodes": [], "steady": None,
+                                     "broke": None, "not_run": why})
+                if on_size is not None:
+                    on_size(out[backend][-1])
+                break
             full = d <= FULL_EPISODES_UP_TO
             say(f"rendezvous at scale: {backend}, {n} nodes, time dilation {d:g}"
                 f"{'' if full else ' (formation, steady, hard 1 and leave 1 only)'} (load {os.getloadavg()[0]:.2f})")
@@ -167,7 +196,8 @@ def figures(swept: dict[str, list[dict[str, Any]]], on: dict[str, Any]) -> Figur
                    {"keep_alive_interval": int(knobs.keep_alive_interval or 5),
                     "keep_alive_max_attempt": int(knobs.keep_alive_max_attempt or 3),
                     "last_call_timeout": int(knobs.last_call_timeout or 30), "join_timeout": 600},
-                   {b: backend_figures(b, sizes) for b, sizes in swept.items() if sizes})
+                   {b: backend_figures(b, run) for b, sizes in swept.items()
+                    if (run := [s for s in sizes if not s.get("not_run")])})
 
 
 # -- the report ----------------------------------------------------------------------
@@ -285,7 +315,7 @@ def size_table(backend: str, sizes: list[dict[str, Any]]) -> list[str]:
         per = f"{1000 * st['agent_cpu']:.1f} m{mark}" if st else "-"
         lines.append(f"| {s['nodes']} | {_dilation(s)} | " + " | ".join(_cell(eps.get(label)) for label in labels)
                      + f" | {ops} | {mb} | {cpu} | {per} | {s.get('load_before', '-')} | "
-                     f"{'ok' if not s.get('broke') else 'broke: ' + str(s['broke'])[:160]} |")
+                     f"{_result(s)} |")
     lines += ["", "Columns are episodes (`hard`: heartbeats stop; `leave`: SIGTERM with trainer.rdzv_leave; "
                   "`sigterm`: torch's own SIGTERM path; `join after X`: as many new nodes as X lost). Steady state "
                   "over the window after formation: store operations (state reads and compare-and-sets, store "
@@ -294,11 +324,19 @@ def size_table(backend: str, sizes: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _result(size: dict[str, Any]) -> str:
+    if size.get("not_run"):
+        return str(size["not_run"])
+    return "ok" if not size.get("broke") else "broke: " + str(size["broke"])[:160]
+
+
 def _dilation(size: dict[str, Any]) -> str:
     """``1``, or ``x16`` with the store's quota; ``x16 (store unthrottled)`` when none could be set."""
     d = float(size.get("dilation") or 1.0)
     if d == 1.0:
         return "1"
+    if size.get("not_run"):
+        return f"x{d:g} needed"
     share = size.get("store_share")
     return f"x{d:g}" + (f", store {share:.3g} core" if share else " (store unthrottled)")
 
@@ -427,6 +465,9 @@ def findings(section: dict[str, Any]) -> list[str]:
         shown = [m for m in EPISODE_METRICS]
         total = sum(1 for p in b.points for m in shown if p.get(m) is not None)
         limited = sum(1 for p in b.points for m in shown if p.get(m) is not None and m in p.limited)
+        stopped = next((s for s in (section.get("sizes") or {}).get(backend) or [] if s.get("not_run")), None)
+        if stopped:
+            out.append(f"{backend} stopped before {stopped['nodes']} nodes, which were {stopped['not_run']}")
         out.append(f"{backend}: measured up to {b.largest} nodes; this machine limited {limited} of {total} "
                    "episode figures (`*`)" + (f"; broke at {b.broke_at} nodes: {b.broke_why}" if b.broke_at else "")
                    + _timeout(section, backend)
@@ -505,14 +546,27 @@ def broken_episode(section: dict[str, Any], backend: str) -> dict[str, Any] | No
     return episode
 
 
+QUIET_S = 1.0
+"""A broken episode whose machine was saturated no longer than this (two CPU samples) was not held back by it."""
+
+
 def _machine_share(ep: dict[str, Any] | None) -> str:
     """How long this machine was saturated during the episode a size broke on."""
     if not ep or not ep.get("elapsed_s"):
         return ""
-    share = ep.get("saturated_s", 0.0) / ep["elapsed_s"]
-    where = ("so this machine, running every node's (de)serialisation on its cores, set that pace: on N machines "
-             "the same storm runs in parallel, and whether torch alone breaks at this size is not decided here"
-             if share > 0.5 else "so torch's own timing, not this machine, is the likelier limit")
+    saturated = float(ep.get("saturated_s") or 0.0)
+    share = saturated / ep["elapsed_s"]
+    if share > 0.5:
+        where = ("so this machine, running every node's (de)serialisation on its cores, set that pace: on N machines "
+                 "the same storm runs in parallel, and whether torch alone breaks at this size is not decided here")
+    elif saturated > QUIET_S:
+        # a storm saturates the machine for seconds, heartbeats expire, then the nodes wait out the store's
+        # timeouts with the machine idle: a small share of a long episode, but the damage was done in the storm
+        where = ("long enough to delay heartbeats past their expiry while the nodes' compare-and-sets queued on it; "
+                 "the rest of the episode was spent waiting out timeouts, so whether torch alone breaks at this "
+                 "size is not decided here")
+    else:
+        where = "so torch's own timing, not this machine, is the likelier limit"
     return (f". This machine was saturated for {ep.get('saturated_s')} s of that episode's {ep['elapsed_s']} s "
             f"({share:.0%}), {where}")
 

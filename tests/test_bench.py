@@ -301,5 +301,10 @@ def test_a_size_that_broke_says_how_long_this_machine_was_saturated_in_it():
 
     assert "saturated for 154.0 s of that episode's 154.0 s (100%)" in share(section(154.0))
     assert "not decided here" in share(section(154.0))
-    assert "torch's own timing, not this machine" in share(section(3.0))
+    assert "torch's own timing, not this machine" in share(section(0.5))
+    # a storm's 24 s at the start of a 657 s episode spent waiting out the store's timeouts: not torch's limit
+    storm = share({"sizes": {"c10d": [{"broke": "hard 1: ...", "episodes": [
+        {"label": "hard 1", "saturated_s": 24.14, "elapsed_s": 657.0}]}]}})
+    assert "delay heartbeats past their expiry" in storm and "not decided here" in storm
+    assert "likelier limit" not in storm
     assert share({"sizes": {"c10d": [{"broke": None, "episodes": []}]}}) == ""

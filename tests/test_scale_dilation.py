@@ -78,3 +78,32 @@ def test_a_size_broken_under_dilation_says_its_shorter_timeout():
     said = rdzv_scale._timeout(section, "c10d")
     assert "14.0625 perceived seconds" in said and "x64" in said and "346 s would apply" in said
     assert rdzv_scale._timeout({"sizes": {"c10d": [{"nodes": 256, "broke": "x"}]}}, "c10d") == ""
+
+
+def test_the_busiest_episode_of_the_size_before_sets_the_dilation_when_it_costs_more_than_the_steady_state():
+    # 128 nodes at dilation 2: steady 3.7 millicores x 128 = 0.47 cores; its busiest join kept 50 % of 2 cores
+    # busy, x2 = 2 cores per perceived second: the storm, not the steady state, sizes 256 (x4 = 8; / 0.5 = 16)
+    before = {"nodes": 128, "dilation": 2.0, "steady": {"agent_cpu": 0.0037},
+              "episodes": [{"label": "formation", "busy": 0.19}, {"label": "join after leave 1", "busy": 0.5}]}
+    assert dilation_for(256, before, processes=2, cores=2) == 16.0
+    assert dilation_for(256, {**before, "episodes": []}, processes=2, cores=2) == 4.0  # steady alone: too little
+
+
+def test_a_size_the_machine_cannot_time_fairly_is_not_run_and_the_sweep_says_why(tmp_path):
+    # x256 leaves 900/256 = 3.5 perceived seconds per episode: a re-formation needs more, so it is not run
+    said: list[str] = []
+    kept: list[dict] = []
+    out = rdzv_scale.sweep([1024], ("c10d",), tmp_path, said.append, dilation=256.0, on_size=kept.append)
+    assert out["c10d"][0]["not_run"] and kept == out["c10d"]
+    assert any("stops before 1024 nodes" in line for line in said)
+    section = {"sizes": out, "figures": rdzv_scale.figures({"c10d": [size(256)], **{}}, {}).to_json()}
+    section["sizes"] = {"c10d": [size(256), out["c10d"][0]]}
+    table = "\n".join(rdzv_scale.size_table("c10d", section["sizes"]["c10d"]))
+    assert "| 1024 | x256 needed |" in table and "not run: the dilation it needs" in table
+    assert any("stopped before 1024 nodes" in f for f in rdzv_scale.findings(section))
+
+
+def size(n: int) -> dict:
+    return {"backend": "c10d", "nodes": n, "dilation": 16.0, "store_share": 0.0625, "load_before": 0.1,
+            "episodes": [{"label": "formation", "seconds": 1.4, "limited": False, "elapsed_s": 30.0, "busy": 0.1}],
+            "steady": None, "broke": None}
