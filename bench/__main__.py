@@ -129,7 +129,7 @@ def measure_rdzv_scale(args: argparse.Namespace, runs: Path, results: dict[str, 
         section.update({**rdzv_scale.where(), "command": command, "sizes": done,
                         "wall_s": round(time.monotonic() - began),
                         "interrupted": f"the sweep did not finish: it had measured up to {size['backend']} "
-                                       f"{size['nodes']} nodes when it stopped; the sizes after it were not run"})
+                                       f"{size['nodes']} nodes when it stopped; the sizes after it have no figures"})
         if args.scale_rdzv:  # every other figure was read from OUT/results.json: nothing of it is lost
             report.write_json(results, args.out / "results.json")
 
