@@ -232,7 +232,7 @@ class Harness:
         saturation samples are real."""
         self._quota: throttle.CpuQuota | None = None
         self.store_share: float | None = None
-        """The share of one core the store was held to (1/dilation); None: not throttled."""
+        """The share of one core the store was held to (1/dilation); None: not throttled. Kept after stop()."""
         self.unthrottled_why: str | None = None
         """Why a dilated store could not be throttled (its figures then flatter the store)."""
 
