@@ -54,6 +54,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rdzv-sizes", default=None,
                    help="comma-separated node counts for the rendezvous at scale (default "
                         f"{','.join(map(str, rdzv_scale.SIZES))}; '': only the check against real torchrun)")
+    p.add_argument("--rdzv-resume", action="store_true",
+                   help="with --scale-rdzv: continue the sweep in OUT/results.json; the sizes it measured are kept "
+                        "(each with its date), the rest measured from the first size it did not run")
+    p.add_argument("--rdzv-backends", default=",".join(rdzv_scale.BACKENDS),
+                   help="with --scale-rdzv: the backends to sweep, in order (default "
+                        f"{','.join(rdzv_scale.BACKENDS)}); the others' sizes in OUT/results.json are kept as they are")
     p.add_argument("--storage", action="store_true", help="only the checkpoint storage section (bench/storage.py; "
                                                           "root and /dev/fuse), merged into OUT/results.json")
     p.add_argument("--render", action="store_true",
@@ -63,6 +69,17 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.scale_rdzv and (args.quick or args.only or args.replay or args.storage):
         p.error("--scale-rdzv runs alone: without --quick, --only, --replay or --storage")
+    if args.rdzv_resume and not args.scale_rdzv:
+        p.error("--rdzv-resume continues the rendezvous-at-scale sweep: give it with --scale-rdzv")
+    if args.rdzv_resume and not ((args.out / "results.json").exists() and _swept(args.out / "results.json")):
+        p.error(f"--rdzv-resume: {args.out / 'results.json'} holds no rendezvous-at-scale sweep to continue; "
+                "run `python -m bench --scale-rdzv` without it")
+    backends = tuple(b.strip() for b in args.rdzv_backends.split(",") if b.strip())
+    if not backends or any(b not in rdzv_scale.BACKENDS for b in backends):
+        p.error(f"--rdzv-backends {args.rdzv_backends!r}: one or more of {', '.join(rdzv_scale.BACKENDS)}, by commas")
+    if backends != rdzv_scale.BACKENDS and not args.scale_rdzv:
+        p.error("--rdzv-backends chooses what --scale-rdzv sweeps: give it with --scale-rdzv")
+    args.rdzv_backends = backends
     if args.merge and not (args.only or args.replay):
         p.error("--merge needs --only or --replay")
     if args.storage and not (args.out / "results.json").exists():
@@ -117,10 +134,31 @@ def measure_rdzv_scale(args: argparse.Namespace, runs: Path, results: dict[str, 
     if not sizes:
         say("rendezvous at scale: no sizes (--rdzv-sizes ''): only the check against real torchrun, the sweep kept")
         return
-    say(f"rendezvous at scale: {sizes} on {', '.join(rdzv_scale.BACKENDS)}")
+    say(f"rendezvous at scale: {sizes} on {', '.join(args.rdzv_backends)}")
     command = "python -m bench --scale-rdzv" if args.scale_rdzv else "make bench"
     section.pop("notes", None)  # hand-written notes on how an earlier sweep was put together: not this one's
-    done: dict[str, list[dict[str, Any]]] = {}
+    kept: dict[str, list[dict[str, Any]]] = {}
+    if args.rdzv_resume:
+        kept = rdzv_scale.resumable({b: v for b, v in (section.get("sizes") or {}).items()
+                                     if b in args.rdzv_backends}, sizes)
+        for size in (s for done in kept.values() for s in done):
+            size.setdefault("date", section.get("date"))  # measured before sizes carried their own date
+        which = "; ".join(f"{b} {', '.join(str(s['nodes']) for s in done)}" for b, done in kept.items() if done)
+        section["resumed"] = (f"this sweep continued the one of {section.get('date')} (`{section.get('command')}`), "
+                              f"whose sizes it kept: {which or 'none'} nodes")
+        command += " --rdzv-resume"
+    else:
+        section.pop("resumed", None)
+    others = {b: list(s) for b, s in (section.get("sizes") or {}).items() if b not in args.rdzv_backends}
+    section.pop("not_swept", None)
+    if others:  # not swept this time: kept as they were
+        for size in (s for v in others.values() for s in v):
+            size.setdefault("date", section.get("date"))
+        section["not_swept"] = "; ".join(
+            f"{b}, whose sizes were kept as measured ({', '.join(sorted({str(s['date']) for s in v}))})"
+            for b, v in others.items())
+        command += f" --rdzv-backends {','.join(args.rdzv_backends)}"
+    done: dict[str, list[dict[str, Any]]] = {b: list(s) for b, s in {**kept, **others}.items()}
 
     def keep(size: dict[str, Any]) -> None:
         """Each size into OUT/results.json as it ends: a sweep stopped midway (hours at 1,024 nodes) keeps what it
@@ -133,10 +171,19 @@ def measure_rdzv_scale(args: argparse.Namespace, runs: Path, results: dict[str, 
         if args.scale_rdzv:  # every other figure was read from OUT/results.json: nothing of it is lost
             report.write_json(results, args.out / "results.json")
 
-    swept = rdzv_scale.sweep(sizes, rdzv_scale.BACKENDS, runs, say, on_size=keep)
+    swept = rdzv_scale.sweep(sizes, args.rdzv_backends, runs, say, on_size=keep, kept=kept)
     section.pop("interrupted", None)
-    section.update({**rdzv_scale.where(), "command": command, "sizes": swept,
+    section.update({**rdzv_scale.where(), "command": command,
+                    "sizes": {b: swept.get(b) or others[b] for b in rdzv_scale.BACKENDS if b in swept or b in others},
                     "wall_s": round(time.monotonic() - began)})
+
+
+def _swept(path: Path) -> bool:
+    """Whether results.json at ``path`` holds a rendezvous-at-scale sweep (what --rdzv-resume continues)."""
+    try:
+        return bool((json.loads(path.read_text()).get("rdzv_scale") or {}).get("sizes"))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def measure_rest(args: argparse.Namespace, runs: Path, run_dirs: list[Path], results: dict[str, Any]) -> None:

@@ -19,6 +19,7 @@ import os
 import platform
 import statistics
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,16 +61,29 @@ FULL_EPISODES_UP_TO = 8.0
 only formation, the steady window and the one-node hard loss and leave (with their joins) run."""
 REDUCED_MODES = ("hard", "leave")
 REDUCED_LOSSES: tuple[tuple[str, float | None], ...] = (("1", None),)
+FORMATION_REAL_S = 2400.0
+"""Past the sizes whose losses can be judged here (MIN_PERCEIVED_TIMEOUT_S), a size runs its formation and
+steady window only, and the formation may wait this many real seconds: the largest sizes are the question the
+sweep is for, and one long episode costs less than the five of a reduced size."""
+
+SCOPES: dict[str, tuple[tuple[str, ...], tuple[tuple[str, float | None], ...], float]] = {
+    "every episode": (MODES, LOSSES, EPISODE_REAL_S),
+    "formation, steady, hard 1 and leave 1": (REDUCED_MODES, REDUCED_LOSSES, EPISODE_REAL_S),
+    "formation and steady only": ((), (), FORMATION_REAL_S),
+}
+"""What a size runs, by how much dilation it needs: (loss modes, loss sizes, real seconds one episode may wait)."""
+FULL, REDUCED, FORMATION = SCOPES
 
 
 def dilation_for(n: int, previous: dict[str, Any] | None = None, *, processes: int | None = None,
-                 cores: int | None = None) -> float:
+                 cores: int | None = None, episodes: tuple[str, ...] | None = None) -> float:
     """The time dilation size ``n`` runs under here: 1 up to UNDILATED_UP_TO nodes; above, from what the
     ``previous`` size cost this machine, in cores per perceived second: the larger of its steady window (the
     harness' CPU per node x nodes) and its busiest episode (the machine's busy share x cores x its dilation: a
     re-formation's compare-and-set storm costs far more than the steady state, and a dilation sized on the
-    steady state alone let heartbeats expire in the storm). Each node's work grows with N (the state every
-    node reads and writes holds every node), so the total grows as N^2; the dilation makes that fit
+    steady state alone let heartbeats expire in the storm); ``episodes``: only those labels count (a size that
+    runs its formation only need not be sized for the size before's storms). Each node's work grows with N (the
+    state every node reads and writes holds every node), so the total grows as N^2; the dilation makes that fit
     HARNESS_SHARE of each host process' core, rounded up to a power of two. Without a previous size:
     (N / UNDILATED_UP_TO)^2."""
     if n <= UNDILATED_UP_TO:
@@ -77,7 +91,8 @@ def dilation_for(n: int, previous: dict[str, Any] | None = None, *, processes: i
     if previous and (previous.get("steady") or previous.get("episodes")):
         m, d = int(previous["nodes"]), float(previous.get("dilation") or 1.0)
         steady = float((previous.get("steady") or {}).get("agent_cpu") or 0.0) * m
-        busiest = max((float(e.get("busy") or 0.0) for e in previous.get("episodes") or []), default=0.0)
+        busiest = max((float(e.get("busy") or 0.0) for e in previous.get("episodes") or []
+                       if episodes is None or e.get("label") in episodes), default=0.0)
         demand = max(steady, busiest * (cores or os.cpu_count() or 1) * d) * (n / m) ** 2
         need = demand / (HARNESS_SHARE * (processes or processes_for(n)))
     else:
@@ -86,19 +101,40 @@ def dilation_for(n: int, previous: dict[str, Any] | None = None, *, processes: i
 
 
 MIN_PERCEIVED_TIMEOUT_S = 30.0
-"""A size whose dilation leaves an episode less than this many perceived seconds (episodes.EPISODE_REAL_S) is not
-run: a re-formation after a hard loss needs 6-7 s with `fast` and a storm more, so a shorter timeout would call
-torch broken for this machine's want of time."""
+"""A size whose dilation leaves an episode less than this many perceived seconds is not run with it: a
+re-formation after a hard loss needs 6-7 s with `fast` and a storm more, and a formation 1-2 s up to 256 nodes,
+so a shorter timeout would call torch broken for this machine's want of time."""
 
 
-def too_slow(n: int, d: float) -> str | None:
-    """Why size ``n`` under dilation ``d`` is not run here, or None."""
+@dataclass(frozen=True)
+class Plan:
+    """How the sweep runs one size here: under which dilation, which episodes; or why not at all."""
+
+    dilation: float
+    scope: str
+    """A key of SCOPES."""
+    not_run: str | None = None
+
+    @property
+    def episode_real_s(self) -> float:
+        return SCOPES[self.scope][2]
+
+
+def plan(n: int, previous: dict[str, Any] | None, fixed: float | None = None) -> Plan:
+    """Every episode up to FULL_EPISODES_UP_TO; the reduced set while an episode keeps MIN_PERCEIVED_TIMEOUT_S
+    perceived seconds; then formation and steady only, sized on the size before's formation and steady state
+    and given FORMATION_REAL_S; past that, not run (``fixed``: that dilation, whatever the size before)."""
+    d = fixed if fixed is not None else dilation_for(n, previous)
     if timeout_s(n, d) >= MIN_PERCEIVED_TIMEOUT_S:
-        return None
-    return (f"not run: the dilation it needs here (x{d:g}, from the size before's CPU) leaves an episode "
-            f"{timeout_s(n, d):.3g} perceived seconds within its {EPISODE_REAL_S / 60:g} real minutes, under the "
-            f"{MIN_PERCEIVED_TIMEOUT_S:g} s a re-formation needs to be judged; measuring it needs a machine with "
-            "more cores (fewer agents per core, a smaller dilation) or a longer bench")
+        return Plan(d, FULL if d <= FULL_EPISODES_UP_TO else REDUCED)
+    f = fixed if fixed is not None else dilation_for(n, previous, episodes=("formation",))
+    if timeout_s(n, f, FORMATION_REAL_S) >= MIN_PERCEIVED_TIMEOUT_S:
+        return Plan(f, FORMATION)
+    return Plan(f, FORMATION, not_run=(
+        f"not run: the dilation it needs here (x{f:g}, from the size before's CPU) leaves its formation "
+        f"{timeout_s(n, f, FORMATION_REAL_S):.3g} perceived seconds within {FORMATION_REAL_S / 60:g} real minutes, "
+        f"under the {MIN_PERCEIVED_TIMEOUT_S:g} s it is judged in; measuring it needs a machine with more cores "
+        "(fewer agents per core, a smaller dilation) or a longer bench"))
 
 
 def _job(backend: str, n: int, lo: int | None = None, dilation: float = 1.0) -> ScaleJob:
@@ -107,34 +143,54 @@ def _job(backend: str, n: int, lo: int | None = None, dilation: float = 1.0) -> 
     return ScaleJob(RdzvBackend(backend), n, lo_, hi, rdzv=rdzv, processes=processes_for(n), dilation=dilation)
 
 
+def resumable(swept: dict[str, list[dict[str, Any]]], sizes: list[int]) -> dict[str, list[dict[str, Any]]]:
+    """The sizes of an earlier sweep a resumed one keeps: those of ``sizes`` that ran (a not-run size is tried
+    again), in order, up to and including one that broke."""
+    kept: dict[str, list[dict[str, Any]]] = {}
+    for backend, done in swept.items():
+        kept[backend] = []
+        for size in done:
+            if size.get("not_run") or int(size["nodes"]) not in sizes:
+                continue
+            kept[backend].append(size)
+            if size.get("broke"):
+                break
+    return kept
+
+
 def sweep(sizes: list[int], backends: tuple[str, ...], runs: Path, say: Callable[[str], None], *,
           steady_s: float = 10.0, dilation: float | None = None,
-          on_size: Callable[[dict[str, Any]], None] | None = None) -> dict[str, list[dict[str, Any]]]:
-    """Each backend's sizes in turn, stopping at the first that broke. ``dilation``: every size under that
-    one; None: dilation_for, from the size before."""
+          on_size: Callable[[dict[str, Any]], None] | None = None,
+          kept: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Each backend's sizes in turn (each as plan() says), stopping at the first that broke or was not run.
+    ``dilation``: every size under that one; None: dilation_for, from the size before. ``kept``: sizes an
+    earlier sweep measured (resumable()): not measured again, and the size before the first new one."""
     out: dict[str, list[dict[str, Any]]] = {}
     for backend in backends:
-        out[backend] = []
-        for n in sizes:
-            d = dilation if dilation is not None else dilation_for(n, out[backend][-1] if out[backend] else None)
-            why = too_slow(n, d)
-            if why is not None:
-                say(f"  {backend} stops before {n} nodes: {why}")
-                out[backend].append({"backend": backend, "nodes": n, "dilation": d, "episodes": [], "steady": None,
-                                     "broke": None, "not_run": why})
+        out[backend] = list((kept or {}).get(backend) or [])
+        if out[backend] and out[backend][-1].get("broke"):
+            say(f"  {backend}: kept from the earlier sweep, which broke at {out[backend][-1]['nodes']} nodes")
+            continue
+        after = max((int(s["nodes"]) for s in out[backend]), default=0)
+        for n in (n for n in sizes if n > after):
+            step = plan(n, out[backend][-1] if out[backend] else None, dilation)
+            if step.not_run is not None:
+                say(f"  {backend} stops before {n} nodes: {step.not_run}")
+                out[backend].append({"backend": backend, "nodes": n, "dilation": step.dilation, "episodes": [],
+                                     "steady": None, "broke": None, "not_run": step.not_run, "scope": step.scope})
                 if on_size is not None:
                     on_size(out[backend][-1])
                 break
-            full = d <= FULL_EPISODES_UP_TO
-            say(f"rendezvous at scale: {backend}, {n} nodes, time dilation {d:g}"
-                f"{'' if full else ' (formation, steady, hard 1 and leave 1 only)'} (load {os.getloadavg()[0]:.2f})")
+            modes, losses, real_s = SCOPES[step.scope]
+            say(f"rendezvous at scale: {backend}, {n} nodes, time dilation {step.dilation:g}, {step.scope} "
+                f"(load {os.getloadavg()[0]:.2f})")
             try:
-                size = measure_size(_job(backend, n, dilation=d), runs / f"rdzv-{backend}-{n}", say,
-                                    steady_s=steady_s, modes=MODES if full else REDUCED_MODES,
-                                    losses=LOSSES if full else REDUCED_LOSSES).to_json()
+                size = measure_size(_job(backend, n, dilation=step.dilation), runs / f"rdzv-{backend}-{n}", say,
+                                    steady_s=steady_s, modes=modes, losses=losses, episode_real_s=real_s).to_json()
             except HarnessError as exc:
                 size = {"backend": backend, "nodes": n, "episodes": [], "steady": None,
                         "broke": f"the harness itself failed: {exc}"}
+            size.update({"scope": step.scope, "episode_real_s": real_s, "date": datetime.date.today().isoformat()})
             out[backend].append(size)
             if on_size is not None:
                 on_size(size)
@@ -280,6 +336,10 @@ def markdown(results: dict[str, Any], plot_name: str | None) -> list[str]:
     lines += [f"- {note}" for note in section.get("notes", [])] + ([""] if section.get("notes") else [])
     if section.get("interrupted"):
         lines += [f"**Not a whole sweep**: {section['interrupted']}.", ""]
+    if section.get("resumed"):
+        lines += [f"**Resumed**: {section['resumed']}.", ""]
+    if section.get("not_swept"):
+        lines += [f"**Not swept this time**: {section['not_swept']}.", ""]
     for backend, sizes in section["sizes"].items():
         lines += size_table(backend, sizes)
     lines += _fits_table(figs)
@@ -327,7 +387,8 @@ def size_table(backend: str, sizes: list[dict[str, Any]]) -> list[str]:
 def _result(size: dict[str, Any]) -> str:
     if size.get("not_run"):
         return str(size["not_run"])
-    return "ok" if not size.get("broke") else "broke: " + str(size["broke"])[:160]
+    scope = f" ({size['scope']})" if size.get("scope") and size["scope"] != FULL else ""
+    return ("ok" if not size.get("broke") else "broke: " + str(size["broke"])[:160]) + scope
 
 
 def _dilation(size: dict[str, Any]) -> str:
@@ -531,9 +592,10 @@ def _timeout(section: dict[str, Any], backend: str) -> str:
     if not sizes or not sizes[-1].get("broke"):
         return ""
     n, d = int(sizes[-1]["nodes"]), float(sizes[-1].get("dilation") or 1.0)
-    if timeout_s(n, d) >= timeout_s(n):
+    real_s = float(sizes[-1].get("episode_real_s") or EPISODE_REAL_S)
+    if timeout_s(n, d, real_s) >= timeout_s(n):
         return ""
-    return (f" (its timeout: {timeout_s(n, d):g} perceived seconds, at most {EPISODE_REAL_S / 60:g} real minutes "
+    return (f" (its timeout: {timeout_s(n, d, real_s):g} perceived seconds, at most {real_s / 60:g} real minutes "
             f"at dilation x{d:g}, where {timeout_s(n):g} s would apply in real time)")
 
 

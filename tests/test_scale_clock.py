@@ -2,6 +2,7 @@
 install() patches in torch (in a child process: it is process-wide), and a real cgroup on this machine."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -96,7 +97,7 @@ def test_the_store_quota_is_one_ms_of_cpu_per_dilation_ms_and_leaves_nothing_beh
     why = throttle.available()
     if why is not None:
         pytest.fail(f"this machine is meant to allow a CPU cgroup (root, cgroup v1 cpu): {why}")
-    quota = throttle.CpuQuota(8.0, name=f"elastic-chaos-test-{tmp_path.name}")
+    quota = throttle.CpuQuota(8.0, tag=f"test-{tmp_path.name}")
     try:
         assert quota.share == pytest.approx(1 / 8)
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
@@ -110,6 +111,41 @@ def test_the_store_quota_is_one_ms_of_cpu_per_dilation_ms_and_leaves_nothing_beh
     finally:
         quota.remove()
     assert not quota.path.exists()
+
+
+def _dead_pid() -> int:
+    done = subprocess.Popen([sys.executable, "-c", "pass"])
+    done.wait(30)
+    return done.pid
+
+
+def test_only_our_empty_cgroups_whose_maker_is_gone_are_reaped(tmp_path):
+    dead = _dead_pid()
+    left = tmp_path / f"{throttle.PREFIX}{dead}-run1"
+    ours = tmp_path / f"{throttle.PREFIX}{os.getpid()}-run2"  # its maker lives
+    busy = tmp_path / f"{throttle.PREFIX}{dead}-run3"  # not empty: rmdir refuses it, as the kernel would
+    other = tmp_path / f"somebody-else-{dead}"
+    for d in (left, ours, busy, other):
+        d.mkdir()
+    (busy / "cgroup.procs").write_text("1\n")
+    assert throttle.reap_stale(tmp_path) == [left]
+    assert not left.exists() and ours.exists() and busy.exists() and other.exists()
+
+
+def test_a_harness_killed_before_removing_its_cgroup_leaves_it_for_the_next_to_reap():
+    if throttle.available() is not None:
+        pytest.fail(f"this machine is meant to allow a CPU cgroup (root, cgroup v1 cpu): {throttle.available()}")
+    maker = subprocess.run([sys.executable, "-c", "import os, signal; from chaos.scale import throttle; "
+                            "q = throttle.CpuQuota(4.0, tag='killed'); print(q.path, flush=True); "
+                            "os.kill(os.getpid(), signal.SIGKILL)"], capture_output=True, text=True, timeout=60)
+    assert maker.returncode == -9
+    stale = Path(maker.stdout.strip())
+    assert stale.is_dir()  # left behind
+    quota = throttle.CpuQuota(4.0, tag="next")
+    try:
+        assert not stale.exists()
+    finally:
+        quota.remove()
 
 
 def test_without_a_cgroup_controller_the_reason_is_given(monkeypatch, tmp_path):

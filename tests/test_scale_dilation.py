@@ -107,3 +107,118 @@ def size(n: int) -> dict:
     return {"backend": "c10d", "nodes": n, "dilation": 16.0, "store_share": 0.0625, "load_before": 0.1,
             "episodes": [{"label": "formation", "seconds": 1.4, "limited": False, "elapsed_s": 30.0, "busy": 0.1}],
             "steady": None, "broke": None}
+
+
+def test_past_the_reduced_set_a_size_runs_its_formation_alone_sized_on_the_formation_before():
+    # 128 nodes at x8: its hard-loss storm kept 60 % of 2 cores busy (9.6 cores perceived), its formation 4 %
+    before = {"nodes": 128, "dilation": 8.0, "steady": {"agent_cpu": 0.004},
+              "episodes": [{"label": "formation", "busy": 0.04}, {"label": "hard 10%", "busy": 0.6}]}
+    step = rdzv_scale.plan(256, before)
+    # the storm asks x128 at 256 (900/128 = 7 perceived s per episode: no losses judged); the formation
+    # (0.64 cores x 4 = 2.6, steady 0.51 x 4 = 2.0) asks x8, and gets FORMATION_REAL_S
+    assert step == rdzv_scale.Plan(8.0, rdzv_scale.FORMATION)
+    assert step.episode_real_s == rdzv_scale.FORMATION_REAL_S
+    assert rdzv_scale.SCOPES[step.scope][:2] == ((), ())
+    # while an episode keeps 30 perceived seconds, the reduced set runs; up to x8, every episode
+    assert rdzv_scale.plan(256, {**before, "episodes": before["episodes"][:1]}).scope == rdzv_scale.FULL
+    assert rdzv_scale.plan(256, before, fixed=16.0).scope == rdzv_scale.REDUCED
+    assert rdzv_scale.plan(1024, before, fixed=32.0) == rdzv_scale.Plan(32.0, rdzv_scale.FORMATION)
+
+
+def test_a_formation_this_machine_cannot_give_thirty_perceived_seconds_is_not_run():
+    step = rdzv_scale.plan(4096, None, fixed=128.0)  # 2400 / 128 = 18.75 s
+    assert step.not_run and "18.8 perceived seconds within 40 real minutes" in step.not_run
+
+
+def test_a_resumed_sweep_keeps_what_ran_and_tries_a_not_run_size_again(tmp_path):
+    earlier = {"c10d": [size(128), {"backend": "c10d", "nodes": 256, "dilation": 32.0, "not_run": "not run: x"}],
+               "etcd-v2": [size(32), {**size(64), "broke": "hard 1: ..."}]}
+    kept = rdzv_scale.resumable(earlier, [128, 256, 512])
+    assert [s["nodes"] for s in kept["c10d"]] == [128]
+    assert kept["etcd-v2"] == []  # 32 and 64 are not among the sizes asked for
+    assert [s["nodes"] for s in rdzv_scale.resumable(earlier, [32, 64, 128])["etcd-v2"]] == [32, 64]  # up to the break
+    said: list[str] = []
+    # c10d goes on from 128 (x16 kept) at 256: a fixed x256 leaves no time, so it is planned and not run; etcd-v2
+    # is kept as it broke, and not measured again
+    out = rdzv_scale.sweep([32, 64, 128, 256], ("c10d", "etcd-v2"), tmp_path, said.append, dilation=256.0,
+                           kept=rdzv_scale.resumable(earlier, [32, 64, 128, 256]))
+    assert [s["nodes"] for s in out["c10d"]] == [128, 256] and out["c10d"][1]["not_run"]
+    assert [s["nodes"] for s in out["etcd-v2"]] == [32, 64]
+    assert any("kept from the earlier sweep, which broke at 64 nodes" in line for line in said)
+
+
+def test_resume_needs_a_sweep_to_continue(tmp_path, capsys):
+    from bench.__main__ import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--rdzv-resume", "--out", str(tmp_path)])
+    assert exc.value.code == 2 and "with --scale-rdzv" in capsys.readouterr().err
+    (tmp_path / "results.json").write_text('{"recovery": {}}')
+    with pytest.raises(SystemExit) as exc:
+        main(["--scale-rdzv", "--rdzv-resume", "--out", str(tmp_path)])
+    assert exc.value.code == 2 and "holds no rendezvous-at-scale sweep" in capsys.readouterr().err
+
+
+def test_a_size_that_ran_part_of_the_episodes_says_which_and_a_resumed_section_says_so():
+    part = {**size(1024), "scope": rdzv_scale.FORMATION, "episode_real_s": rdzv_scale.FORMATION_REAL_S}
+    table = "\n".join(rdzv_scale.size_table("c10d", [size(512), part]))
+    assert "| ok (formation and steady only) |" in table
+    assert table.count("| ok |") == 1  # a size from before sizes carried their scope: every episode
+    section = {"date": "2026-11-27", "command": "python -m bench --scale-rdzv --rdzv-resume", "wall_s": 1,
+               "sizes": {"c10d": [size(512), part]}, "resumed": "this sweep continued the one of 2026-11-26",
+               "figures": rdzv_scale.figures({"c10d": [size(512), part]}, {}).to_json()}
+    assert "**Resumed**: this sweep continued the one of 2026-11-26." in rdzv_scale.markdown(
+        {"rdzv_scale": section}, None)
+
+
+def test_a_formation_that_broke_in_its_long_budget_says_that_timeout():
+    broke = {"nodes": 1024, "dilation": 64.0, "broke": "formation: ...", "episode_real_s": 2400.0}
+    said = rdzv_scale._timeout({"sizes": {"c10d": [broke]}}, "c10d")
+    assert "37.5 perceived seconds, at most 40 real minutes at dilation x64" in said
+
+
+def test_a_resumed_sweep_of_one_backend_keeps_the_others_sizes_and_says_whose_they_are(tmp_path, monkeypatch):
+    import argparse
+    import json
+
+    from bench import __main__ as bench_main
+
+    etcd = {**size(32), "backend": "etcd-v2"}
+    results = {"rdzv_scale": {"date": "2026-11-26", "command": "python -m bench --scale-rdzv",
+                              "sizes": {"c10d": [size(128), {"backend": "c10d", "nodes": 256, "not_run": "x"}],
+                                        "etcd-v2": [etcd]}}}
+    seen: dict = {}
+
+    def sweep(sizes, backends, runs, say, *, on_size, kept, **_):  # the harness itself: test_scale_harness.py
+        seen.update(backends=backends, kept=kept)
+        new = {**size(256), "scope": rdzv_scale.FORMATION}
+        on_size(new)
+        return {"c10d": [*kept["c10d"], new]}
+
+    monkeypatch.setattr(rdzv_scale, "sweep", sweep)
+    monkeypatch.setattr(rdzv_scale, "validate", lambda *_: [])
+    args = argparse.Namespace(rdzv_sizes=None, scale_rdzv=True, rdzv_resume=True, rdzv_backends=("c10d",),
+                              out=tmp_path)
+    bench_main.measure_rdzv_scale(args, tmp_path, results)
+    section = results["rdzv_scale"]
+    assert seen["backends"] == ("c10d",) and [s["nodes"] for s in seen["kept"]["c10d"]] == [128]
+    assert [s["nodes"] for s in section["sizes"]["c10d"]] == [128, 256]
+    assert section["sizes"]["etcd-v2"] == [{**etcd, "date": "2026-11-26"}]
+    assert section["command"] == "python -m bench --scale-rdzv --rdzv-resume --rdzv-backends c10d"
+    assert "whose sizes it kept: c10d 128 nodes" in section["resumed"]
+    assert section["not_swept"] == "etcd-v2, whose sizes were kept as measured (2026-11-26)"
+    assert "interrupted" not in section
+    on_disk = json.loads((tmp_path / "results.json").read_text())["rdzv_scale"]  # written as the size ended
+    assert [s["nodes"] for s in on_disk["sizes"]["c10d"]] == [128, 256] and on_disk["sizes"]["etcd-v2"]
+
+
+def test_backends_to_sweep_are_checked(tmp_path, capsys):
+    from bench.__main__ import main
+
+    for given in ("zookeeper", ""):
+        with pytest.raises(SystemExit) as exc:
+            main(["--scale-rdzv", "--rdzv-backends", given, "--out", str(tmp_path)])
+        assert exc.value.code == 2 and "--rdzv-backends" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["--rdzv-backends", "c10d", "--out", str(tmp_path)])
+    assert exc.value.code == 2 and "with --scale-rdzv" in capsys.readouterr().err

@@ -123,3 +123,28 @@ def test_under_time_dilation_torch_sees_perceived_seconds_and_the_store_is_held_
     assert expiry - 2 * FAST.keep_alive_interval <= hard.seconds <= expiry + FAST.last_call_timeout + 4.0
     assert hard.elapsed_s >= 2.5 * hard.seconds  # it took about 3x as long in real time
     assert set(Path("/sys/fs/cgroup/cpu").glob("elastic-chaos-scale-*")) <= cgroups  # the store's cgroup is gone
+
+
+def test_the_state_of_a_round_that_has_not_formed_can_be_read_in_numbers(tmp_path):
+    # two of three nodes started: the round waits for min_nodes 3 with both in it
+    job = ScaleJob(RdzvBackend.C10D, 3, 3, 3, rdzv=FAST, processes=1)
+    with Harness(job, tmp_path / "h") as h:
+        h.spawn([0, 1, 2])
+        at = time.time() + 0.3
+        h.run_nodes([0, 1], at)
+        assert h.wait_world([0, 1], 3, at, timeout_s=3.0).seconds is None
+        state = h.peek()
+    assert state is not None
+    assert (state["participants"], state["wait_list"], state["round"], state["complete"]) == (2, 0, 0, False)
+    assert state["heartbeat_span_s"] is not None and state["state_bytes"] > 0
+
+
+def test_a_broken_episode_says_what_the_store_held_when_it_gave_up():
+    from chaos.scale.episodes import Episode, _broke
+
+    ep = Episode("formation", "formation", 1024, 1024, None, 0, 0.3, missing=1024, declared_dead=913,
+                 dead_heartbeat_age_s=4.4, stalled={"participants": 110, "wait_list": 0, "round": 0,
+                                                    "complete": False, "heartbeat_span_s": 3.97})
+    said = _broke(ep)
+    assert "913 live participant(s) declared dead" in said
+    assert "round 0 forming, 110 participant(s) and 0 waiting, their heartbeats spanning 3.97 s" in said

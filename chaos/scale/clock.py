@@ -96,8 +96,9 @@ def _datetime_class(clock: Dilation) -> type[datetime]:
     return DilatedDatetime
 
 
-def install(factor: float, epoch: float) -> Dilation:
-    """Dilate this process' clocks (see the module docstring); returns the clock. Once per process."""
+def install(factor: float, epoch: float | None = None) -> Dilation:
+    """Dilate this process' clocks (see the module docstring); returns the clock. Once per process. ``epoch``:
+    the one every process of the job shares (None: now, for a process alone)."""
     global CLOCK
     clock = Dilation(factor, epoch)
     CLOCK = clock

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.scale.expect import TORCH_DEFAULTS
-from chaos.scale.harness import Formed, Harness, ScaleJob, on_cpu_between_s
+from chaos.scale.harness import Formed, Harness, HarnessError, ScaleJob, on_cpu_between_s
 
 LIMITED_SHARE = 0.1
 """An episode whose machine was saturated (Harness.saturated_s) for more than this share of its duration
@@ -87,14 +87,18 @@ class Episode:
     """Seconds of it during which this machine was the limit (Harness.saturated_s)."""
     elapsed_s: float = 0.0
     declared_dead: int = 0
-    """*Live* participants of a completed round declared dead meanwhile that never completed it: nodes this
-    harness never stopped whose heartbeat was found expired (Harness.false_deaths; a lost node's expiry, and a
-    re-forming node's, which formed the round before it stopped its heartbeats, are not counted)."""
+    """*Live* participants (of a completed round, or of one forming) declared dead meanwhile that never completed
+    that round: nodes this harness never stopped whose heartbeat was found expired (Harness.false_deaths; a lost
+    node's expiry, and a re-forming node's, which formed the round before it stopped its heartbeats, are not
+    counted)."""
     dead_heartbeat_age_s: float | None = None
     """The oldest such heartbeat when it was declared dead (the expiry is interval x attempts)."""
     store_throttled_s: float = 0.0
     """Under time dilation: real seconds the store wanted a CPU beyond its one-core quota (the store, one
     core, was the limit -- a property of the job, not of this machine)."""
+    stalled: dict[str, Any] | None = None
+    """When it did not complete: the rendezvous state the store held at the timeout, in numbers (participants,
+    wait list, round, heartbeat span: Harness.peek); None when it completed or could not be read."""
 
     @property
     def limited(self) -> bool:
@@ -199,10 +203,10 @@ def steady_window_s(steady_s: float, dilation: float) -> float:
     return min(steady_s, STEADY_REAL_S / dilation)
 
 
-def timeout_s(n: int, dilation: float = 1.0) -> float:
+def timeout_s(n: int, dilation: float = 1.0, real_s: float = EPISODE_REAL_S) -> float:
     """How long (perceived seconds) one episode may take before the size counts as broken: generous,
-    bounded in real time by EPISODE_REAL_S."""
-    return min(90.0 + 0.25 * n, EPISODE_REAL_S / dilation)
+    bounded in real time by ``real_s`` (EPISODE_REAL_S unless the caller gives its episodes longer)."""
+    return min(90.0 + 0.25 * n, real_s / dilation)
 
 
 class Sizer:
@@ -211,7 +215,7 @@ class Sizer:
     def __init__(self, harness: Harness, say: Callable[[str], None], *, steady_s: float,
                  modes: tuple[str, ...] = MODES, losses: tuple[tuple[str, float | None], ...] = LOSSES,
                  offsets: list[float] | None = None, restarts: list[float] | None = None,
-                 repeat: int = 1) -> None:
+                 repeat: int = 1, episode_real_s: float = EPISODE_REAL_S) -> None:
         self.repeat = repeat
         self.restarts = restarts
         self.h = harness
@@ -227,7 +231,7 @@ class Sizer:
         self.next_id = self.n
         self.episodes: list[Episode] = []
         self.rng = random.Random(self.n)
-        self.timeout_s = timeout_s(self.n, harness.job.dilation)
+        self.timeout_s = timeout_s(self.n, harness.job.dilation, episode_real_s)
         interval = harness.job.rdzv.keep_alive_interval or TORCH_DEFAULTS["keep_alive_interval"]
         self.heartbeat_period = 2.0 * interval
         """A loss lands at a random phase of this (seeded): torch writes a heartbeat only when the last is an
@@ -242,7 +246,8 @@ class Sizer:
         ep = Episode(kind, label, nodes, world, formed.seconds, formed.rounds, busy, formed.errors[:5],
                      formed.missing, *meter.store_work(), *meter.saturated(), declared_dead=len(dead),
                      dead_heartbeat_age_s=max(ages) if ages else None,
-                     store_throttled_s=round(meter.throttled_end - meter.throttled, 2))
+                     store_throttled_s=round(meter.throttled_end - meter.throttled, 2),
+                     stalled=self._stalled() if formed.seconds is None else None)
         self.episodes.append(ep)
         errors = f", {len(formed.errors)} error(s): {formed.errors[0]}" if formed.errors else ""
         if dead:
@@ -251,6 +256,15 @@ class Sizer:
                  f"busy {busy:.0%} (saturated {ep.saturated_s} s), store {ep.store_ops} ops "
                  f"{ep.store_bytes / 1e6:.1f} MB {ep.store_cpu_s} s CPU{errors}")
         return ep
+
+    def _stalled(self) -> dict[str, Any] | None:
+        """The state an episode that did not complete left in the store (None when it cannot be read: the
+        figure is the store's, and its absence only says less)."""
+        try:
+            return self.h.peek()
+        except HarnessError as exc:
+            self.say(f"    the rendezvous state could not be read: {exc}")
+            return None
 
     def formation(self, offsets: list[float] | None = None) -> Episode:
         """Every node starts at once, or node i ``offsets[i]`` seconds after the first (a real job's
@@ -349,6 +363,12 @@ def _broke(ep: Episode) -> str:
     if ep.declared_dead:
         seen += (f"; {ep.declared_dead} live participant(s) declared dead out of a round they never completed "
                  f"(heartbeats up to {ep.dead_heartbeat_age_s} s old)")
+    st = ep.stalled
+    if st:
+        beats = st.get("heartbeat_span_s")
+        span = f", their heartbeats spanning {beats} s" if beats is not None else ""
+        seen += (f"; the store's state then: round {st['round']}{' complete' if st['complete'] else ' forming'}, "
+                 f"{st['participants']} participant(s) and {st['wait_list']} waiting{span}")
     return (f"{ep.label}: {ep.missing} node(s) had not formed the world of {ep.world} after the episode's "
             f"timeout ({ep.rounds} round(s) completed meanwhile){seen}")
 
@@ -356,15 +376,17 @@ def _broke(ep: Episode) -> str:
 def measure_size(job: ScaleJob, work_dir: Path, say: Callable[[str], None], *, steady_s: float = 10.0,
                  modes: tuple[str, ...] = MODES, losses: tuple[tuple[str, float | None], ...] = LOSSES,
                  offsets: list[float] | None = None, restarts: list[float] | None = None,
-                 repeat: int = 1) -> SizeResult:
+                 repeat: int = 1, episode_real_s: float = EPISODE_REAL_S) -> SizeResult:
     """Every episode for ``job`` on a fresh store and fresh processes (``steady_s`` 0: no steady window;
     ``offsets``: the nodes' arrival times, see Sizer.formation; ``restarts``: when the survivors' workers
-    fail after a loss, see Sizer._fail_times; ``repeat``: each loss and its join that many times). Blocks;
+    fail after a loss, see Sizer._fail_times; ``repeat``: each loss and its join that many times;
+    ``episode_real_s``: the real seconds one episode may wait, see timeout_s). Blocks;
     raises HarnessError when a process or the store fails (not when the rendezvous does: that is ``broke``)."""
     began, load = time.monotonic(), os.getloadavg()[0]
     with Harness(job, work_dir) as h:
         episodes, steady, broke = Sizer(h, say, steady_s=steady_s, modes=modes, losses=losses,
-                                        offsets=offsets, restarts=restarts, repeat=repeat).run()
+                                        offsets=offsets, restarts=restarts, repeat=repeat,
+                                        episode_real_s=episode_real_s).run()
         extra = {"store_unthrottled": h.unthrottled_why} if h.unthrottled_why else {}
     return SizeResult(job.backend.value, job.nodes, job.min_nodes, job.max_nodes, job.processes, tuple(episodes),
                       steady, round(load, 2), round(os.getloadavg()[0], 2), broke,

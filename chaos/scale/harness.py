@@ -300,7 +300,7 @@ class Harness:
             log.warning("the store runs unthrottled under time dilation %s: %s", self.clock.factor,
                         self.unthrottled_why)
             return
-        self._quota = throttle.CpuQuota(self.clock.factor, name=f"elastic-chaos-{self.run_id}")
+        self._quota = throttle.CpuQuota(self.clock.factor, tag=self.run_id)
         assert self.store_pid is not None
         self._quota.add(self.store_pid)
         self.store_share = self._quota.share
@@ -398,6 +398,13 @@ class Harness:
             total["received"] += c["received"]
         return total
 
+    def peek(self, timeout_s: float = 120.0) -> dict[str, Any] | None:
+        """The rendezvous state as the store holds it now, in numbers (hollow.state_summary; read by the first host
+        process); None when that host has no agent. Blocks (the store may be busy: a storm queues the read)."""
+        self._hosts[0].send({"cmd": "peek"})
+        state: dict[str, Any] | None = self._expect("peek", 1, timeout_s=timeout_s)[0]["state"]
+        return state
+
     def cpu(self) -> dict[str, float]:
         """CPU seconds so far: ``store`` (etcd, or the c10d store process) and ``agents`` (the host processes)."""
         store = self.store_pid
@@ -460,8 +467,9 @@ class Harness:
                 errors.append(f"node {event['id']}: {event.get('error')}")
 
     def declared_dead(self, since: float) -> list[dict[str, Any]]:
-        """Participants of a completed round that a node's sync declared dead after ``since`` (chaos.scale.hollow
-        .report_declared_dead), once per round and node over every host process; what has arrived so far."""
+        """Participants (of a completed round, or of one forming) that a node's sync declared dead after ``since``
+        (chaos.scale.hollow.report_declared_dead), once per round and node over every host process; what has
+        arrived so far."""
         while self._next(0.0) is not None:
             pass
         seen: dict[tuple[Any, Any], dict[str, Any]] = {}

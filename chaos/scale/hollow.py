@@ -22,6 +22,7 @@ What stands in for the workers, and how a node is lost:
 """
 from __future__ import annotations
 
+import pickle
 import signal
 import threading
 from collections import Counter
@@ -180,27 +181,43 @@ def node_index(addr: str) -> int:
     return a << 16 | b << 8 | c
 
 
+def state_summary(handler: DynamicRendezvousHandler) -> dict[str, Any]:
+    """The rendezvous state as the store holds it now, in numbers: one read through torch's own backend (counted
+    with the rest), unpickled as torch's state holder does. What a round that did not form looked like."""
+    holder: Any = handler._state_holder
+    got = holder._backend.get_state()
+    if got is None:
+        return {"participants": 0, "wait_list": 0, "round": None, "complete": False, "heartbeat_span_s": None}
+    state = pickle.loads(got[0])
+    beats = sorted(state.last_heartbeats.values())
+    return {"participants": len(state.participants), "wait_list": len(state.wait_list), "round": state.round,
+            "complete": bool(state.complete), "state_bytes": len(got[0]),
+            "heartbeat_span_s": round((beats[-1] - beats[0]).total_seconds(), 2) if beats else None}
+
+
 def report_declared_dead(handler: DynamicRendezvousHandler, index: int, counts: Counts, emit: Emit) -> None:
-    """Report when this node's sync declares a *participant of a completed round* dead: torch's
-    ``_BackendRendezvousStateHolder._sanitize`` drops every node whose last heartbeat is older than
-    keep_alive_interval x keep_alive_max_attempt, also from a round that already completed, whose other
-    nodes go on to exchange ranks with it. Wraps ``_sanitize`` (torch's runs unchanged, its decisions
-    untouched) and emits ``declared_dead`` once per round and node in this process: the evidence behind
-    a round whose rank exchange times out."""
+    """Report when this node's sync declares a *participant* dead -- of a completed round, or of one still
+    forming: torch's ``_BackendRendezvousStateHolder._sanitize`` drops every node whose last heartbeat is
+    older than keep_alive_interval x keep_alive_max_attempt. From a completed round, whose other nodes go on
+    to exchange ranks with it; from a forming one, where a node whose heartbeat could not be written in time
+    (its compare-and-sets queued behind everyone's at the store) is removed and must join again. Wraps
+    ``_sanitize`` (torch's runs unchanged, its decisions untouched) and emits ``declared_dead`` once per round
+    and node in this process (``forming``: the round had not completed): the evidence behind a round whose
+    rank exchange times out, or one that never forms."""
     holder: Any = handler._state_holder
     original = holder._sanitize
 
     def sanitize() -> None:
         state = holder.state
         complete, rnd = state.complete, state.round
-        heartbeats = dict(state.last_heartbeats) if complete else {}
-        participants = set(state.participants) if complete else set()
+        heartbeats = dict(state.last_heartbeats)
+        participants = set(state.participants)
         original()
-        for node in holder._dead_nodes if complete else ():
+        for node in holder._dead_nodes:
             if node in participants and counts.first((rnd, node.addr)):
                 now = clock.current().now(timezone.utc)
                 age = (now - heartbeats[node]).total_seconds() if node in heartbeats else None
-                emit("declared_dead", index, round=rnd, node=node_index(node.addr),
+                emit("declared_dead", index, round=rnd, node=node_index(node.addr), forming=not complete,
                      heartbeat_age_s=None if age is None else round(age, 2))
 
     holder._sanitize = sanitize

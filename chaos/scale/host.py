@@ -6,7 +6,8 @@
 The harness (:mod:`chaos.scale.harness`) drives it over stdin and reads what happened on stdout,
 one JSON object per line each way. Commands: ``spawn`` (make agents ``ids``: handlers connected,
 not started), ``start`` (run them from time ``at``), ``order`` (``fail``/``kill``/``sigterm`` at
-``at``; ``leave`` with sigterm), ``stats`` (the store counters), ``exit``. Events: ``spawned``,
+``at``; ``leave`` with sigterm), ``stats`` (the store counters), ``peek`` (the rendezvous state, in numbers),
+``exit``. Events: ``spawned``,
 ``rdzv_started``, ``formed``, ``ended``, ``stats``, ``ready``, ``fatal``. Times are perceived wall
 times (chaos.scale.clock: ``time.time()`` itself unless ``--dilation`` slows every clock of the process;
 one machine, one epoch, one clock). The ``store`` role hosts torch's c10d TCPStore as the first agent would,
@@ -99,6 +100,11 @@ class Host:
             self.order(cmd["ids"], cmd["order"], cmd["at"], bool(cmd.get("leave")))
         elif what == "stats":
             self.emit("stats", counts=self.counts.snapshot(), agents=len(self.agents))
+        elif what == "peek":  # any agent's handler reads the one shared state
+            from chaos.scale.hollow import state_summary
+
+            agent = next(iter(self.agents.values()), None)
+            self.emit("peek", state=None if agent is None else state_summary(agent.handler))
         elif what == "exit":
             return False
         else:
@@ -173,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
     threading.stack_size(RUN_AGENT_STACK)
     os.environ["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"  # as the toolkit runs jobs (JobSpec.node_env)
     if args.role == "agents":
-        clock.install(args.dilation, time.time() if args.epoch is None else args.epoch)
+        clock.install(args.dilation, args.epoch)
     (serve_store if args.role == "store" else serve_agents)(args)
 
 

@@ -7,8 +7,10 @@ quota is ``1/d`` of one core, with a period of ``d`` ms -- the store runs at mos
 which in perceived time is one core with at most a millisecond's wait.
 
 Needs a writable cgroup CPU controller (root; v1 ``/sys/fs/cgroup/cpu`` or v2 with ``cpu`` enabled);
-:func:`available` says whether there is one and, if not, why. The cgroup is named after this process and
-removed by :meth:`CpuQuota.remove` once the store has exited; nothing else is touched.
+:func:`available` says whether there is one and, if not, why. The cgroup is named after the process that
+made it (``elastic-chaos-scale-PID-TAG``) and removed by :meth:`CpuQuota.remove` once the store has exited. A
+maker killed before that (SIGKILL) leaves it behind, empty (the store dies with its harness): the next
+CpuQuota removes such leftovers -- ours by name, their maker gone, no process in them; nothing else.
 """
 from __future__ import annotations
 
@@ -39,15 +41,45 @@ def available() -> str | None:
     return None
 
 
+PREFIX = "elastic-chaos-scale-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reap_stale(base: Path) -> list[Path]:
+    """Remove the cgroups under ``base`` a killed maker left: named PREFIX + PID-..., that PID gone, empty (an
+    rmdir refuses a cgroup with a process in it). Returns those removed."""
+    gone = []
+    for path in base.glob(f"{PREFIX}*"):
+        pid = path.name[len(PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        try:
+            path.rmdir()
+        except OSError:  # a process still in it, or it went meanwhile: not ours to force
+            continue
+        gone.append(path)
+    return gone
+
+
 class CpuQuota:
     """A cgroup holding processes to ``1/dilation`` of one core; ``add`` a PID, ``remove`` when it has exited."""
 
-    def __init__(self, dilation: float, name: str | None = None) -> None:
+    def __init__(self, dilation: float, tag: str = "quota") -> None:
         root = _root()
         if root is None:
             raise OSError(available())
         base, version = root
-        self.path = base / (name or f"elastic-chaos-scale-{os.getpid()}")
+        reap_stale(base)
+        self.path = base / f"{PREFIX}{os.getpid()}-{tag}"
         self.path.mkdir(exist_ok=True)
         period = max(1000, min(1_000_000, round(PERIOD_PER_DILATION_US * dilation)))
         quota = max(1000, round(period / dilation))
