@@ -123,9 +123,12 @@ class Plan:
 def plan(n: int, previous: dict[str, Any] | None, fixed: float | None = None) -> Plan:
     """Every episode up to FULL_EPISODES_UP_TO; the reduced set while an episode keeps MIN_PERCEIVED_TIMEOUT_S
     perceived seconds; then formation and steady only, sized on the size before's formation and steady state
-    and given FORMATION_REAL_S; past that, not run (``fixed``: that dilation, whatever the size before)."""
+    and given FORMATION_REAL_S, and so every size after it (its storms were not measured, so a dilation for
+    losses could not be sized); past that, not run (``fixed``: that dilation, whatever the size before)."""
     d = fixed if fixed is not None else dilation_for(n, previous)
-    if timeout_s(n, d) >= MIN_PERCEIVED_TIMEOUT_S:
+    # a size before that ran its formation only says nothing of what a loss's storm costs: no losses after it
+    storms_known = fixed is not None or not previous or previous.get("scope") != FORMATION
+    if storms_known and timeout_s(n, d) >= MIN_PERCEIVED_TIMEOUT_S:
         return Plan(d, FULL if d <= FULL_EPISODES_UP_TO else REDUCED)
     f = fixed if fixed is not None else dilation_for(n, previous, episodes=("formation",))
     if timeout_s(n, f, FORMATION_REAL_S) >= MIN_PERCEIVED_TIMEOUT_S:

@@ -123,6 +123,11 @@ def test_past_the_reduced_set_a_size_runs_its_formation_alone_sized_on_the_forma
     assert rdzv_scale.plan(256, {**before, "episodes": before["episodes"][:1]}).scope == rdzv_scale.FULL
     assert rdzv_scale.plan(256, before, fixed=16.0).scope == rdzv_scale.REDUCED
     assert rdzv_scale.plan(1024, before, fixed=32.0) == rdzv_scale.Plan(32.0, rdzv_scale.FORMATION)
+    # after a formation-only size, formation only: its formation is no measure of a loss's storm
+    formed_only = {"nodes": 256, "dilation": 8.0, "scope": rdzv_scale.FORMATION, "steady": {"agent_cpu": 0.004},
+                   "episodes": [{"label": "formation", "busy": 0.05}]}
+    assert rdzv_scale.timeout_s(512, rdzv_scale.dilation_for(512, formed_only)) >= 30  # it would fit
+    assert rdzv_scale.plan(512, formed_only).scope == rdzv_scale.FORMATION
 
 
 def test_a_formation_this_machine_cannot_give_thirty_perceived_seconds_is_not_run():
