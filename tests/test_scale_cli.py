@@ -132,3 +132,20 @@ def test_a_model_that_falls_with_size_is_not_extrapolated_below_the_largest_meas
     figs = Figures("2026-11-26", "testbox", 2, "2.13.0", "fast", FAST, {"c10d": backend_figures("c10d", sizes)})
     value, how = estimate(load(save(figs, tmp_path / "m.json")).backend("c10d"), "reform_leave_s", 512)
     assert value == pytest.approx(3.06) and how.startswith("AT LEAST as measured at 16 nodes")
+
+
+def test_at_and_past_the_size_the_harness_broke_at_nothing_is_extrapolated_past_the_break(tmp_path):
+    broken = {**size(1024), "broke": "formation: 1024 node(s) had not formed ...", "steady": None,
+              "episodes": [{"label": "formation", "seconds": None, "limited": False}]}
+    figs = Figures("2026-11-27", "testbox", 2, "2.13.0", "fast", FAST,
+                   {"c10d": backend_figures("c10d", [size(n) for n in SIZES[:-1]] + [broken])})
+    path = save(figs, tmp_path / "measured.json")
+    out = cli("--nodes", "2048", "--rdzv-backend", "c10d", "--rdzv-preset", "fast", "--figures", str(path))
+    assert out.returncode == 0, out.stderr
+    formation = next(line for line in out.stdout.splitlines() if line.strip().startswith("formation"))
+    assert "DID NOT COMPLETE in the harness at 1024 nodes" in formation and " - " in formation
+    hard = next(line for line in out.stdout.splitlines() if "1 node lost" in line)
+    assert "EXTRAPOLATED" in hard and "the harness broke at 1024 nodes" in hard
+    assert "The harness broke at 1024 nodes (at or below this size): formation: 1024 node(s)" in out.stdout
+    below = cli("--nodes", "512", "--rdzv-backend", "c10d", "--rdzv-preset", "fast", "--figures", str(path))
+    assert "DID NOT COMPLETE" not in below.stdout and "measured at 512 nodes" in below.stdout

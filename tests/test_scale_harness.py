@@ -145,6 +145,8 @@ def test_a_broken_episode_says_what_the_store_held_when_it_gave_up():
     ep = Episode("formation", "formation", 1024, 1024, None, 0, 0.3, missing=1024, declared_dead=913,
                  dead_heartbeat_age_s=4.4, stalled={"participants": 110, "wait_list": 0, "round": 0,
                                                     "complete": False, "heartbeat_span_s": 3.97})
-    said = _broke(ep)
+    said = _broke(ep, 37.5)
+    assert said.startswith("formation: 1024 node(s) had not formed the world of 1024 after the episode's timeout of "
+                           "37.5 perceived seconds (0 round(s) completed meanwhile)")
     assert "913 live participant(s) declared dead" in said
     assert "round 0 forming, 110 participant(s) and 0 waiting, their heartbeats spanning 3.97 s" in said

@@ -343,22 +343,22 @@ class Sizer:
         """Every episode in order; stops at the first that does not complete (the reason returned)."""
         first = self.formation(self.offsets)
         if first.seconds is None:
-            return self.episodes, None, _broke(first)
+            return self.episodes, None, _broke(first, self.timeout_s)
         steady = self.steady() if self.steady_s > 0 else None
         for mode, (label, fraction), _ in itertools.product(self.modes, self.losses, range(self.repeat)):
             if mode == "sigterm" and label not in SIGTERM_LOSSES:
                 continue
             ep = self.loss(mode, label, fraction)
             if ep.seconds is None:
-                return self.episodes, steady, _broke(ep)
+                return self.episodes, steady, _broke(ep, self.timeout_s)
             self.h.drain(1.0)  # the smaller world trains a moment before anyone arrives
             ep = self.join(f"{mode} {label}", ep.nodes)
             if ep.seconds is None:
-                return self.episodes, steady, _broke(ep)
+                return self.episodes, steady, _broke(ep, self.timeout_s)
         return self.episodes, steady, None
 
 
-def _broke(ep: Episode) -> str:
+def _broke(ep: Episode, timeout: float | None = None) -> str:
     seen = f"; first errors: {'; '.join(ep.errors[:2])}" if ep.errors else ""
     if ep.declared_dead:
         seen += (f"; {ep.declared_dead} live participant(s) declared dead out of a round they never completed "
@@ -369,8 +369,9 @@ def _broke(ep: Episode) -> str:
         span = f", their heartbeats spanning {beats} s" if beats is not None else ""
         seen += (f"; the store's state then: round {st['round']}{' complete' if st['complete'] else ' forming'}, "
                  f"{st['participants']} participant(s) and {st['wait_list']} waiting{span}")
+    within = "" if timeout is None else f" of {timeout:.4g} perceived seconds"
     return (f"{ep.label}: {ep.missing} node(s) had not formed the world of {ep.world} after the episode's "
-            f"timeout ({ep.rounds} round(s) completed meanwhile){seen}")
+            f"timeout{within} ({ep.rounds} round(s) completed meanwhile){seen}")
 
 
 def measure_size(job: ScaleJob, work_dir: Path, say: Callable[[str], None], *, steady_s: float = 10.0,

@@ -113,7 +113,27 @@ def expect(figs: Figures, backend: str, nodes: int, rdzv: RendezvousSpec) -> lis
     lines.append(Line("re-formation after 1 node left (--leave-on-sigterm)", left, how))
     join, how = estimate(b, "join_s", nodes)
     lines.append(Line("a node joining the running job", join, how))
-    return lines
+    return _broken(b, nodes, lines)
+
+
+BROKEN_LINES = {"formation": 0, "hard 1": 1, "leave 1": 2, "join after": 3}
+"""Which line the episode a size broke on stands for (Episode.label, the start of BackendFigures.broke_why)."""
+
+
+def _broken(b: BackendFigures, nodes: int, lines: list[Line]) -> list[Line]:
+    """At or past the size the harness broke at, no figure is extrapolated past the break: the episode that did
+    not complete says so, and the others say that the size broke."""
+    if b.broke_at is None or nodes < b.broke_at:
+        return lines
+    why = b.broke_why or ""
+    broken = next((i for label, i in BROKEN_LINES.items() if why.startswith(label)), None)
+    out = []
+    for i, line in enumerate(lines):
+        if i == broken:
+            out.append(Line(line.what, None, f"DID NOT COMPLETE in the harness at {b.broke_at} nodes (below)"))
+        else:
+            out.append(Line(line.what, line.seconds, f"{line.how}; the harness broke at {b.broke_at} nodes (below)"))
+    return out
 
 
 def traffic(figs: Figures, backend: str, nodes: int) -> list[tuple[str, float | None, str]]:
