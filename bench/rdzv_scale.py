@@ -391,7 +391,18 @@ def _result(size: dict[str, Any]) -> str:
     if size.get("not_run"):
         return str(size["not_run"])
     scope = f" ({size['scope']})" if size.get("scope") and size["scope"] != FULL else ""
-    return ("ok" if not size.get("broke") else "broke: " + str(size["broke"])[:160]) + scope
+    return ("ok" if not size.get("broke") else "broke: " + _clipped(str(size["broke"]))) + scope
+
+
+RESULT_CELL_CHARS = 160
+
+
+def _clipped(why: str) -> str:
+    """A break reason short enough for a table cell, cut between words and saying where the rest is."""
+    if len(why) <= RESULT_CELL_CHARS:
+        return why
+    cut = why[:RESULT_CELL_CHARS].rsplit(" ", 1)[0].rstrip(";,:")
+    return f"{cut} ... (whole in the findings)"
 
 
 def _dilation(size: dict[str, Any]) -> str:
@@ -532,7 +543,10 @@ def findings(section: dict[str, Any]) -> list[str]:
         stopped = next((s for s in (section.get("sizes") or {}).get(backend) or [] if s.get("not_run")), None)
         if stopped:
             out.append(f"{backend} stopped before {stopped['nodes']} nodes, which were {stopped['not_run']}")
-        out.append(f"{backend}: measured up to {b.largest} nodes; this machine limited {limited} of {total} "
+        # a size that broke is not "measured": say the last one every episode run there completed at
+        ran = max((p.nodes for p in b.points if b.broke_at is None or p.nodes < b.broke_at), default=0)
+        out.append(f"{backend}: " + (f"measured up to {ran} nodes" if ran else "no size completed")
+                   + f"; this machine limited {limited} of {total} "
                    "episode figures (`*`)" + (f"; broke at {b.broke_at} nodes: {b.broke_why}" if b.broke_at else "")
                    + _timeout(section, backend)
                    + _why_broke(b.broke_why or "", seen_dead=bool(broken and broken.get("declared_dead")))

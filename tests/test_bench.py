@@ -248,6 +248,24 @@ def test_the_rendezvous_at_scale_section_renders_from_the_figures(tmp_path):
     assert rdzv_scale.plot(figs, tmp_path / "p.png") and (tmp_path / "p.png").stat().st_size > 0
 
 
+def test_a_size_that_broke_is_not_counted_as_measured_and_its_long_reason_is_clipped_between_words():
+    from bench import rdzv_scale
+
+    def size(n, broke=None):
+        return {"nodes": n, "load_before": 1.0, "broke": broke, "scope": "formation and steady only",
+                "episodes": [{"label": "formation", "seconds": None if broke else 1.3, "limited": False, "rounds": 1}],
+                "steady": None}
+
+    why = "formation: 1024 node(s) had not formed the world of 1024 after the episode's timeout; " + "word " * 60
+    sizes = [size(256), size(512), size(1024, why)]
+    section = {"sizes": {"c10d": sizes}, "figures": rdzv_scale.figures({"c10d": sizes}, {}).to_json()}
+    (line,) = [f for f in rdzv_scale.findings(section) if f.startswith("c10d: ")]
+    assert line.startswith("c10d: measured up to 512 nodes;") and "broke at 1024 nodes" in line
+    cell = rdzv_scale._result(sizes[-1])
+    assert cell.endswith("... (whole in the findings) (formation and steady only)")
+    assert len(cell) < len(why) and " wor ..." not in cell and cell.count("word") < 60
+
+
 def test_a_rank_exchange_timeout_is_blamed_on_torch_only_with_a_participant_seen_declared_dead():
     from bench.rdzv_scale import _why_broke
 

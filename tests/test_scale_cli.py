@@ -146,6 +146,12 @@ def test_at_and_past_the_size_the_harness_broke_at_nothing_is_extrapolated_past_
     assert "DID NOT COMPLETE in the harness at 1024 nodes" in formation and " - " in formation
     hard = next(line for line in out.stdout.splitlines() if "1 node lost" in line)
     assert "EXTRAPOLATED" in hard and "the harness broke at 1024 nodes" in hard
-    assert "The harness broke at 1024 nodes (at or below this size): formation: 1024 node(s)" in out.stdout
+    assert "The harness broke at 1024 nodes (at or below this size) with preset fast: formation: 1024" in out.stdout
+    assert "not measured there" not in out.stdout  # the job's settings are the ones the break was measured with
+    # torch's defaults: a 15 s keep-alive expiry, not the 4 s the break was measured with -- said, not implied
+    other = cli("--nodes", "1024", "--rdzv-backend", "c10d", "--rdzv-preset", "default", "--figures", str(path))
+    formation = next(line for line in other.stdout.splitlines() if line.strip().startswith("formation"))
+    assert ("DID NOT COMPLETE in the harness at 1024 nodes with preset fast (keep-alive expiry 4 s, last call 1 s); "
+            "this job's settings were not measured there") in formation
     below = cli("--nodes", "512", "--rdzv-backend", "c10d", "--rdzv-preset", "fast", "--figures", str(path))
     assert "DID NOT COMPLETE" not in below.stdout and "measured at 512 nodes" in below.stdout

@@ -83,7 +83,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"  {label.ljust(width)}  {_num(value):>9}  {how}")
     if b.broke_at is not None:
         relation = "at or below" if b.broke_at <= nodes else "above"
-        print(f"\nThe harness broke at {b.broke_at} nodes ({relation} this size): {b.broke_why}")
+        print(f"\nThe harness broke at {b.broke_at} nodes ({relation} this size) with preset {figs.preset}: "
+              f"{b.broke_why}")
     return 0
 
 

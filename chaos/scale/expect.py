@@ -113,16 +113,25 @@ def expect(figs: Figures, backend: str, nodes: int, rdzv: RendezvousSpec) -> lis
     lines.append(Line("re-formation after 1 node left (--leave-on-sigterm)", left, how))
     join, how = estimate(b, "join_s", nodes)
     lines.append(Line("a node joining the running job", join, how))
-    return _broken(b, nodes, lines)
+    return _broken(b, nodes, lines, "" if same else broken_with(figs))
+
+
+def broken_with(figs: Figures) -> str:
+    """How the figures' break was measured, for a job whose settings differ: a break under ``fast``'s short
+    keep-alive expiry (heartbeats aging out while nodes queue for the store) need not happen with longer ones."""
+    k = {**TORCH_DEFAULTS, **figs.rdzv}
+    return (f" with preset {figs.preset} (keep-alive expiry {k['keep_alive_interval'] * k['keep_alive_max_attempt']} s, "
+            f"last call {k['last_call_timeout']} s); this job's settings were not measured there")
 
 
 BROKEN_LINES = {"formation": 0, "hard 1": 1, "leave 1": 2, "join after": 3}
 """Which line the episode a size broke on stands for (Episode.label, the start of BackendFigures.broke_why)."""
 
 
-def _broken(b: BackendFigures, nodes: int, lines: list[Line]) -> list[Line]:
+def _broken(b: BackendFigures, nodes: int, lines: list[Line], measured_with: str = "") -> list[Line]:
     """At or past the size the harness broke at, no figure is extrapolated past the break: the episode that did
-    not complete says so, and the others say that the size broke."""
+    not complete says so, and the others say that the size broke (``measured_with``: broken_with(), when the
+    job's settings are not the ones the break was measured with)."""
     if b.broke_at is None or nodes < b.broke_at:
         return lines
     why = b.broke_why or ""
@@ -130,9 +139,11 @@ def _broken(b: BackendFigures, nodes: int, lines: list[Line]) -> list[Line]:
     out = []
     for i, line in enumerate(lines):
         if i == broken:
-            out.append(Line(line.what, None, f"DID NOT COMPLETE in the harness at {b.broke_at} nodes (below)"))
+            out.append(Line(line.what, None,
+                            f"DID NOT COMPLETE in the harness at {b.broke_at} nodes{measured_with} (below)"))
         else:
-            out.append(Line(line.what, line.seconds, f"{line.how}; the harness broke at {b.broke_at} nodes (below)"))
+            out.append(Line(line.what, line.seconds,
+                            f"{line.how}; the harness broke at {b.broke_at} nodes{measured_with} (below)"))
     return out
 
 
