@@ -120,8 +120,9 @@ def broken_with(figs: Figures) -> str:
     """How the figures' break was measured, for a job whose settings differ: a break under ``fast``'s short
     keep-alive expiry (heartbeats aging out while nodes queue for the store) need not happen with longer ones."""
     k = {**TORCH_DEFAULTS, **figs.rdzv}
-    return (f" with preset {figs.preset} (keep-alive expiry {k['keep_alive_interval'] * k['keep_alive_max_attempt']} s, "
-            f"last call {k['last_call_timeout']} s); this job's settings were not measured there")
+    expiry = k["keep_alive_interval"] * k["keep_alive_max_attempt"]
+    return (f" with preset {figs.preset} (keep-alive expiry {expiry} s, last call {k['last_call_timeout']} s); "
+            "this job's settings were not measured there")
 
 
 BROKEN_LINES = {"formation": 0, "hard 1": 1, "leave 1": 2, "join after": 3}
