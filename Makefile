@@ -32,7 +32,7 @@ help:
 	@echo "make lint        ruff, mypy --strict, import-linter layer contracts"
 	@echo "make install     only the setup (.venv, torch, toolkit, etcd)"
 	@echo "make bench       benchmarks -> bench/results.json, bench/RESULTS.md (about an hour)"
-	@echo "make bench-quick a subset of the benchmarks in under 5 minutes (writes to bench/quick/)"
+	@echo "make bench-quick a subset of the benchmarks in about 5 minutes (writes to bench/quick/)"
 	@echo "make soak        the scenario catalog SOAK_RUNS (5) times back to back, the cluster's SOAK_CLUSTER_RUNS (3)"
 	@echo "                 times where root with a cluster up: pass/fail and metric spread per scenario -> bench/RESULTS.md"
 	@echo "make k8s-testenv build the kube-apiserver the k8s_api tests run against (once, ~10 min, shared with cluster-up)"

@@ -37,7 +37,7 @@ def say(text: str) -> None:
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="a subset that runs in under 5 minutes")
+    p.add_argument("--quick", action="store_true", help="a subset that runs in about 5 minutes")
     p.add_argument("--reps", type=int, help="repetitions per recovery case (default 5; quick 2)")
     p.add_argument("--sizes", default=None, help="comma-separated node counts for the scale bench ('': none)")
     p.add_argument("--integrity-reps", type=int, help="kill-during-checkpoint repetitions (default 20; quick 2)")

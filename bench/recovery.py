@@ -168,7 +168,7 @@ def case_result(case_run: CaseRun, floor_s: float | None) -> dict[str, Any]:
 
 
 def cases(quick: bool) -> list[Case]:
-    if quick:  # the spot pair (without / with leaving the rendezvous) in place of kill-node: under 5 minutes
+    if quick:  # the spot pair (without / with leaving the rendezvous) in place of kill-node: about 1.5 minutes
         return spot_pair("etcd-v2")
     backends = ("etcd-v2", "c10d")
     presets = ("default", "fast")

@@ -176,6 +176,21 @@ def test_every_trainer_progress_line_of_the_recorded_runs_reads_as_its_declared_
     assert all(e is not None for e in read)
 
 
+@pytest.mark.parametrize("written, kept", [("NaN", "nan"), ("Infinity", "inf"), ("-Infinity", "-inf")])
+def test_a_step_whose_loss_is_not_finite_is_kept_with_its_loss_as_null(written, kept):
+    # a diverged script's NaN is its data: dropping the step would cost the verdict a step and its samples
+    import json
+
+    from chaos.watchers.logs import read_progress
+    line = (f'{PREFIX}{{"ev":"step","t":1.5,"rank":1,"world_size":2,"step":65,"epoch_size":2048,'
+            f'"loss":{written},"samples":[[2032,2048]]}}')
+    e = read_progress(line, "node-2")
+    assert e is not None and e.type == ProgressEv.STEP and e.data.step == 65
+    assert e.data.loss is None and e.data.extra["loss_not_finite"] == kept
+    assert e.data.samples == ((2032, 2048),)
+    json.dumps(e.to_json(), allow_nan=False)  # the timeline line it becomes is strict JSON
+
+
 def test_what_the_trainer_reports_on_a_spot_notice_reads_as_its_payload(capsys):
     import io
 

@@ -210,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         # sync_s: forward, backward with DDP's gradient all-reduce, optimizer. A rank that waits
         # for a slower peer spends the wait here; the slow rank itself spends it in its pace.
         progress.report_step(step, epoch=epoch, samples=ranges, epoch_size=args.dataset_size,
-                             loss=round(loss.item(), 6), sync_s=round(time.monotonic() - synced, 4))
+                             loss=round(loss.item(), 6) if len(idx) else None,  # a short last step's empty
+                             sync_s=round(time.monotonic() - synced, 4))            # slice has no loss (mean of none)
         if Stop.requested:
             # Every rank holds the same weights after a DDP step, so whichever
             # rank was told to go can save the job's state on its own.

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import math
 import os
 import re
 import time
@@ -171,7 +172,19 @@ def read_progress(line: str, node: str) -> Event | None:
         t = float(record.pop("t"))
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
+    if ev == "step":
+        _loss_as_data(record)
     return Event.make(_CHECKPOINT_TYPES.get(ev) or declared(Source.PROGRESS.value, ev), t, node, record)
+
+
+def _loss_as_data(record: dict[str, Any]) -> None:
+    """A diverged script's loss -- NaN or infinite, which Python's json writes and reads -- is the script's data,
+    not a malformed line: the step is kept (steps and samples are what the verdict counts), its loss recorded as
+    null (the timeline stays JSON) and what it was as ``loss_not_finite`` (``nan``, ``inf``, ``-inf``)."""
+    loss = record.get("loss")
+    if isinstance(loss, float) and not math.isfinite(loss):
+        record["loss"] = None
+        record["loss_not_finite"] = str(loss)
 
 
 def parse_progress(line: str, node: str) -> Event | None:
