@@ -155,3 +155,18 @@ def test_at_and_past_the_size_the_harness_broke_at_nothing_is_extrapolated_past_
             "this job's settings were not measured there") in formation
     below = cli("--nodes", "512", "--rdzv-backend", "c10d", "--rdzv-preset", "fast", "--figures", str(path))
     assert "DID NOT COMPLETE" not in below.stdout and "measured at 512 nodes" in below.stdout
+
+
+def test_a_reader_that_closed_the_pipe_stops_the_command_quietly():
+    # `elastic-chaos scale ... | head`: the pipe closes before everything is written; a shell's 141, no traceback
+    import os
+
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before the first write: every write fails, whatever the buffering
+    try:
+        out = subprocess.run([sys.executable, "-m", "chaos.cli.main", "scale", "--nodes", "512"],
+                             stdout=w, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(w)
+    assert out.returncode == 141, out.stderr
+    assert not any(word in out.stderr for word in ("Traceback", "internal error", "Exception ignored"))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import traceback
 
@@ -21,6 +22,8 @@ from chaos.errors import ChaosError
 
 EXIT_USAGE = 2
 EXIT_TOOLKIT = 4
+EXIT_BROKEN_PIPE = 141
+"""As a shell reports a command a closed pipe stopped (128 + SIGPIPE)."""
 
 EPILOG = r"""examples:
   elastic-chaos demo
@@ -120,11 +123,19 @@ def main(argv: list[str] | None = None) -> int:
     signals.install()  # Ctrl-C and `kill PID` stop the run and everything it started; teardown is not interrupted
     try:
         code: int = args.func(args)
+        sys.stdout.flush()  # here, where a closed pipe is caught below, and not in the interpreter's exit
         return code
     except ChaosError as exc:
         print(f"elastic-chaos: error: {exc}", file=sys.stderr)
         _say_leftovers(signals.leftovers())
         return _exit_code_of(args.command, exc)
+    except BrokenPipeError:
+        # the reader of our output went away (`elastic-chaos scale ... | head`): not a bug, nothing to say on a
+        # closed pipe; what the command started was stopped as the error unwound. Python would otherwise report
+        # the same error again when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _say_leftovers(signals.leftovers())
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         left = signals.leftovers()
         if left:
