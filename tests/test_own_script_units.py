@@ -184,6 +184,21 @@ def save_atomically(path: Path, payload: bytes) -> None:
     os.replace(tmp, path)
 
 
+def test_a_file_rewritten_at_every_poll_is_no_save_and_is_counted_as_unsettled(tmp_path):
+    # a script saving faster than one poll: never still, so never confirmed complete -- and counted, so the
+    # steady check can say why no save was seen instead of "nothing was written"
+    tl = Timeline()
+    snap = tmp_path / "snap.pt"
+    w = CheckpointWatcher(tl, snap)
+    w.poll()
+    for i in range(4):
+        save_atomically(snap, b"x" * (i + 1))
+        w.poll()
+    assert tl.select(Source.CHECKPOINT) == [] and w.unsettled == 3
+    w.poll()  # it held still at last: one complete save
+    assert len(tl.select(Source.CHECKPOINT)) == 1
+
+
 def test_each_replacement_of_the_checkpoint_file_is_one_saved_event(tmp_path):
     tl = Timeline()
     tl.emit(ProgressEv.STEP, "node-0", Step(step=40, via="regex"), t=time.time() - 1)

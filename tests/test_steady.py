@@ -82,3 +82,13 @@ def test_a_later_faults_restarts_before_it_are_the_earlier_faults_recoveries_not
     warm = [ev[0], Event.make(AgentEv.WORKER_GROUP_FAILED, 1.5, "node-0", {"attempts_left": 2, "max_restarts": 3}),
             *ev[1:]]
     assert [r.restarts_before for r in analyze(warm)] == [1, 1]
+
+
+def test_a_checkpoint_file_rewritten_faster_than_a_poll_is_named_as_such_not_as_nothing_written():
+    ev = [step(1, 10), step(2, 39)]
+    (problem,) = unsteady(ev, world_size=2, checkpoint_every=2, watched="checkpoints/last.pt",
+                          workdir_holds=["last.pt"], unsettled=17, poll_s=0.2)
+    assert "rewritten 17 times by step 39 without once holding still for one poll (0.2 s)" in problem.what
+    assert "save less often (every 0.4 s at the least)" in problem.what and "nothing was written" not in problem.what
+    (quiet,) = unsteady(ev, world_size=2, checkpoint_every=2, watched="checkpoints/last.pt", workdir_holds=[])
+    assert "nothing was written at the --checkpoint path" in quiet.what

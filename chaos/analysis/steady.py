@@ -48,11 +48,13 @@ def restarts_before(events: Sequence[Event], until: float) -> int:
 
 def unsteady(events: Sequence[Event], *, world_size: int, checkpoint_every: int | None = None,
              sees_saves: bool = True, watched: str | None = None,
-             workdir_holds: Sequence[str] = ()) -> list[Unsteady]:
+             workdir_holds: Sequence[str] = (), unsettled: int = 0,
+             poll_s: float = 0.2) -> list[Unsteady]:
     """What keeps the job from being steady now (see the module docstring); [] when it is.
     ``world_size``: the ranks it was started with; ``checkpoint_every``: the interval a bound
     relies on (None: no bound needs saves); ``sees_saves``: whether saves are observable at all
-    (a script that neither reports them nor has a --checkpoint path watched)."""
+    (a script that neither reports them nor has a --checkpoint path watched); ``unsettled``: how often the
+    watched file changed again before holding still for one poll of ``poll_s`` (CheckpointWatcher.unsettled)."""
     out: list[Unsteady] = []
     steps = of(events, ProgressEv.STEP)
     latest = steps[-1] if steps else None
@@ -71,7 +73,14 @@ def unsteady(events: Sequence[Event], *, world_size: int, checkpoint_every: int 
     if checkpoint_every is not None and sees_saves and latest.data.step >= 2 * checkpoint_every:
         # any save seen by now counts, also one stamped after the latest step: a file's save is
         # stamped with its mtime but seen a poll or two later, and fast epochs outrun the polls
-        if first(events, CheckpointEv.SAVED) is None and watched is not None:
+        if first(events, CheckpointEv.SAVED) is None and watched is not None and unsettled >= 2:
+            # written, often: but never still long enough to tell a complete save from one being written
+            out.append(Unsteady(f"the --checkpoint path {watched!r} was rewritten {unsettled} times by step "
+                                f"{latest.data.step} without once holding still for one poll ({poll_s:g} s), so no "
+                                "save could be confirmed complete: the script saves faster than a file can be "
+                                f"watched; save less often (every {2 * poll_s:g} s at the least), or report saves "
+                                "with trainer.progress (docs/INTEGRATE.md)"))
+        elif first(events, CheckpointEv.SAVED) is None and watched is not None:
             holds = ", ".join(workdir_holds) or "nothing"
             out.append(Unsteady(f"nothing was written at the --checkpoint path {watched!r} by step "
                                 f"{latest.data.step}, two save intervals ({checkpoint_every}) in (its folder holds: "

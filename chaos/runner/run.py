@@ -106,6 +106,8 @@ class ChaosRun:
         self.workdir: Path | None = None
         """The job's shared working directory on this machine (None where not local)."""
         self.node_roots: NodeRoots | None = None
+        self.ckpt_watcher: CheckpointWatcher | None = None
+        """The watcher of a script's own checkpoint file (--checkpoint), when there is one."""
         """Where a script's checkpoint path was watched on each node's own disk (node_local_workdir)."""
         self.script_lines: ScriptLines | None = None
         """What reads a user script's own lines (None before start): says whether it printed any."""
@@ -141,9 +143,11 @@ class ChaosRun:
         ckpt, read = job.observe.checkpoint, (lambda: follower.read_until)
         if ckpt and job.node_local_workdir and not Path(ckpt).is_absolute():  # on every node's own disk
             self.node_roots = NodeRoots(self.platform.node_workdirs, ckpt)
-            self.add_watcher(CheckpointWatcher(self.timeline, self.node_roots, read_until=read))
+            self.ckpt_watcher = CheckpointWatcher(self.timeline, self.node_roots, read_until=read)
+            self.add_watcher(self.ckpt_watcher)
         elif ckpt and self.workdir is not None:  # a script's own checkpoint file
-            self.add_watcher(CheckpointWatcher(self.timeline, self.workdir / ckpt, read_until=read, view=view))
+            self.ckpt_watcher = CheckpointWatcher(self.timeline, self.workdir / ckpt, read_until=read, view=view)
+            self.add_watcher(self.ckpt_watcher)
         if storage is not None:
             self.add_watcher(StorageOpWatcher(self.timeline, storage.op_log(), mountpoint=storage.mountpoint()))
         endpoint = self.platform.etcd_endpoint()
@@ -330,7 +334,9 @@ class ChaosRun:
         problems = unsteady(self.timeline.events(), world_size=job.initial_nodes * job.nproc_per_node,
                             checkpoint_every=job.checkpoint_every if checkpoint_bound else None,
                             sees_saves=sees_saves, watched=ckpt,
-                            workdir_holds=listing(folder) if folder is not None else ())
+                            workdir_holds=listing(folder) if folder is not None else (),
+                            unsettled=self.ckpt_watcher.unsettled if self.ckpt_watcher is not None else 0,
+                            poll_s=CheckpointWatcher.interval_s)
         if problems:
             self.phase("not_steady")
             raise NotSteady(problems)

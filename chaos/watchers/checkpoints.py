@@ -118,6 +118,9 @@ class CheckpointWatcher(Watcher):
         self._known: dict[str | None, dict[Path, Signature]] | None = None
         self._pending: dict[Path, Signature] = {}
         self._complete: list[tuple[str | None, Path, Signature]] = []
+        self.unsettled = 0
+        """Times a changed file changed again before it held still for a poll: a script that rewrites it faster
+        than one poll leaves no save this watcher can confirm complete, and the steady check says so."""
 
     def poll(self) -> None:
         roots = dict(self._roots())
@@ -139,6 +142,8 @@ class CheckpointWatcher(Watcher):
                 known[p] = sig
                 self._complete.append((node, p, sig))
             else:
+                if p in self._pending:  # changed again before holding still: no save confirmed from it
+                    self.unsettled += 1
                 self._pending[p] = sig
         for gone in set(known) - set(seen):
             del known[gone]

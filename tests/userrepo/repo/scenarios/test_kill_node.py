@@ -8,7 +8,9 @@ CHECKPOINT = "checkpoints/last.pt"                           # relative to the j
 def test_losing_a_node_costs_at_most_one_checkpoint_interval(run_hypothesis):
     run = run_hypothesis(
         "kill-node",
-        script=["train.py", "--save-every", "2", "--checkpoint", CHECKPOINT],  # from pytest's rootdir
+        # from pytest's rootdir; 16384 samples make an epoch ~0.3 s here, so a save every 2 epochs holds still
+        # for the file watcher's 0.2 s poll (at 4096, epochs of 0.09 s rewrote it faster than a save is confirmed)
+        script=["train.py", "--save-every", "2", "--checkpoint", CHECKPOINT, "--samples", "16384"],
         progress_regex=EPOCH, resume_regex=RESUMED, checkpoint=CHECKPOINT, unit="epoch",
         steady_steps=4, checkpoint_every=2,          # fault after 4 epochs; lose at most 2
         replace_lost_nodes=False, last_call_timeout=3,
