@@ -33,6 +33,8 @@ class PortForward:
         self.ready_timeout_s = ready_timeout_s
         self.local_port: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        self._own_log = False
+        """The log is a temp file this object made (no ``log_path`` given): stop() removes it."""
 
     @property
     def endpoint(self) -> str:
@@ -56,7 +58,7 @@ class PortForward:
         if self.log_path is None:
             fd, name = tempfile.mkstemp(prefix="elastic-chaos-port-forward-", suffix=".log")
             os.close(fd)
-            self.log_path = Path(name)
+            self.log_path, self._own_log = Path(name), True
         with open(self.log_path, "ab") as out:
             self._proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL, start_new_session=True)
@@ -81,13 +83,16 @@ class PortForward:
                             + (said or "no output"))
 
     def stop(self) -> None:
-        """Stop kubectl by PID. Idempotent."""
+        """Stop kubectl by PID, and remove the temp log this object made (a given ``log_path`` is the
+        caller's, kept). Idempotent."""
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        if self._own_log and self.log_path is not None:
+            self.log_path.unlink(missing_ok=True)
+            self.log_path, self._own_log = None, False
