@@ -17,10 +17,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.rdzv_scale import scale_job
 from chaos.errors import SpecError
-from chaos.scale.episodes import elastic_range, measure_size, processes_for, timeout_s
-from chaos.scale.harness import HarnessError, ScaleJob
-from chaos.spec import PRESETS, JobSpec, RdzvBackend, preset
+from chaos.scale.episodes import measure_size, timeout_s
+from chaos.scale.harness import HarnessError
+from chaos.spec import PRESETS, RdzvBackend
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -54,11 +55,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def probe(args: argparse.Namespace, say: Any) -> dict[str, Any]:
-    rdzv = preset(args.rdzv_preset).apply(JobSpec()).rdzv
-    lo, hi = elastic_range(args.nodes)
-    job = ScaleJob(RdzvBackend(args.backend), args.nodes, lo, hi, rdzv=rdzv, processes=processes_for(args.nodes),
-                   dilation=args.dilation)
-    n = args.nodes
+    job = scale_job(args.backend, args.nodes, dilation=args.dilation, preset_name=args.rdzv_preset)
+    n, lo, hi = args.nodes, job.min_nodes, job.max_nodes
     offsets = [args.spread * i / (n - 1) for i in range(n)] if args.spread else None
     real_s = args.real_minutes * 60
     out = args.out or Path(tempfile.mkdtemp(prefix=f"elastic-chaos-probe-{args.backend}-{n}-{args.rdzv_preset}-"))

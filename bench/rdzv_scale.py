@@ -140,8 +140,10 @@ def plan(n: int, previous: dict[str, Any] | None, fixed: float | None = None) ->
         "(fewer agents per core, a smaller dilation) or a longer bench"))
 
 
-def _job(backend: str, n: int, lo: int | None = None, dilation: float = 1.0) -> ScaleJob:
-    rdzv = preset(PRESET).apply(JobSpec()).rdzv
+def scale_job(backend: str, n: int, lo: int | None = None, dilation: float = 1.0,
+              preset_name: str = PRESET) -> ScaleJob:
+    """The simulated job the sweep (and bench.rdzv_probe) runs at ``n`` nodes: job range N-10 %:N unless ``lo``."""
+    rdzv = preset(preset_name).apply(JobSpec()).rdzv
     lo_, hi = elastic_range(n) if lo is None else (lo, n)
     return ScaleJob(RdzvBackend(backend), n, lo_, hi, rdzv=rdzv, processes=processes_for(n), dilation=dilation)
 
@@ -188,7 +190,7 @@ def sweep(sizes: list[int], backends: tuple[str, ...], runs: Path, say: Callable
             say(f"rendezvous at scale: {backend}, {n} nodes, time dilation {step.dilation:g}, {step.scope} "
                 f"(load {os.getloadavg()[0]:.2f})")
             try:
-                size = measure_size(_job(backend, n, dilation=step.dilation), runs / f"rdzv-{backend}-{n}", say,
+                size = measure_size(scale_job(backend, n, dilation=step.dilation), runs / f"rdzv-{backend}-{n}", say,
                                     steady_s=steady_s, modes=modes, losses=losses, episode_real_s=real_s).to_json()
             except HarnessError as exc:
                 size = {"backend": backend, "nodes": n, "episodes": [], "steady": None,
@@ -214,7 +216,7 @@ def validate(real: list[dict[str, Any]], runs: Path, say: Callable[[str], None])
             continue
         say(f"validation: harness replay of the real {n}-node job")
         try:
-            result = measure_size(_job("etcd-v2", n, lo=n - 1), runs / f"rdzv-validate-{n}", say, steady_s=0,
+            result = measure_size(scale_job("etcd-v2", n, lo=n - 1), runs / f"rdzv-validate-{n}", say, steady_s=0,
                                   modes=("hard",), losses=(("1", None),), offsets=rdzv.get("offsets_s"),
                                   restarts=rdzv.get("restarts_s"), repeat=VALIDATION_REPEAT).to_json()
         except HarnessError as exc:

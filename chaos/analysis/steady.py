@@ -73,20 +73,21 @@ def unsteady(events: Sequence[Event], *, world_size: int, checkpoint_every: int 
     if checkpoint_every is not None and sees_saves and latest.data.step >= 2 * checkpoint_every:
         # any save seen by now counts, also one stamped after the latest step: a file's save is
         # stamped with its mtime but seen a poll or two later, and fast epochs outrun the polls
-        if first(events, CheckpointEv.SAVED) is None and watched is not None and unsettled >= 2:
+        unseen = first(events, CheckpointEv.SAVED) is None
+        if unseen and watched is not None and unsettled >= 2:
             # written, often: but never still long enough to tell a complete save from one being written
             out.append(Unsteady(f"the --checkpoint path {watched!r} was rewritten {unsettled} times by step "
                                 f"{latest.data.step} without once holding still for one poll ({poll_s:g} s), so no "
                                 "save could be confirmed complete: the script saves faster than a file can be "
                                 f"watched; save less often (every {2 * poll_s:g} s at the least), or report saves "
                                 "with trainer.progress (docs/INTEGRATE.md)"))
-        elif first(events, CheckpointEv.SAVED) is None and watched is not None:
+        elif unseen and watched is not None:
             holds = ", ".join(workdir_holds) or "nothing"
             out.append(Unsteady(f"nothing was written at the --checkpoint path {watched!r} by step "
                                 f"{latest.data.step}, two save intervals ({checkpoint_every}) in (its folder holds: "
                                 f"{holds}): pass --checkpoint as the file or folder the script saves to, relative "
                                 "to the job's workdir, and --checkpoint-every as its save interval"))
-        elif first(events, CheckpointEv.SAVED) is None:
+        elif unseen:
             out.append(Unsteady(f"no checkpoint was saved by step {latest.data.step}, two intervals in, though "
                                 f"the bound on lost progress is one checkpoint interval ({checkpoint_every}): "
                                 "is --checkpoint-every the script's own save interval?"))

@@ -106,9 +106,9 @@ class ChaosRun:
         self.workdir: Path | None = None
         """The job's shared working directory on this machine (None where not local)."""
         self.node_roots: NodeRoots | None = None
+        """Where a script's checkpoint path was watched on each node's own disk (node_local_workdir)."""
         self.ckpt_watcher: CheckpointWatcher | None = None
         """The watcher of a script's own checkpoint file (--checkpoint), when there is one."""
-        """Where a script's checkpoint path was watched on each node's own disk (node_local_workdir)."""
         self.script_lines: ScriptLines | None = None
         """What reads a user script's own lines (None before start): says whether it printed any."""
         self.report: RunReport | None = None

@@ -113,16 +113,12 @@ def expect(figs: Figures, backend: str, nodes: int, rdzv: RendezvousSpec) -> lis
     lines.append(Line("re-formation after 1 node left (--leave-on-sigterm)", left, how))
     join, how = estimate(b, "join_s", nodes)
     lines.append(Line("a node joining the running job", join, how))
-    return _broken(b, nodes, lines, "" if same else broken_with(figs))
-
-
-def broken_with(figs: Figures) -> str:
-    """How the figures' break was measured, for a job whose settings differ: a break under ``fast``'s short
-    keep-alive expiry (heartbeats aging out while nodes queue for the store) need not happen with longer ones."""
-    k = {**TORCH_DEFAULTS, **figs.rdzv}
-    expiry = k["keep_alive_interval"] * k["keep_alive_max_attempt"]
-    return (f" with preset {figs.preset} (keep-alive expiry {expiry} s, last call {k['last_call_timeout']} s); "
-            "this job's settings were not measured there")
+    # a break under fast's short keep-alive expiry (heartbeats aging out while nodes queue for the store) need
+    # not happen with longer ones: a job with other settings is told what the break was measured with
+    measured_with = "" if same else (
+        f" with preset {figs.preset} (keep-alive expiry {measured_expiry} s, last call "
+        f"{measured['last_call_timeout']} s); this job's settings were not measured there")
+    return _broken(b, nodes, lines, measured_with)
 
 
 BROKEN_LINES = {"formation": 0, "hard 1": 1, "leave 1": 2, "join after": 3}
@@ -131,8 +127,8 @@ BROKEN_LINES = {"formation": 0, "hard 1": 1, "leave 1": 2, "join after": 3}
 
 def _broken(b: BackendFigures, nodes: int, lines: list[Line], measured_with: str = "") -> list[Line]:
     """At or past the size the harness broke at, no figure is extrapolated past the break: the episode that did
-    not complete says so, and the others say that the size broke (``measured_with``: broken_with(), when the
-    job's settings are not the ones the break was measured with)."""
+    not complete says so, and the others say that the size broke (``measured_with``: the settings the break was
+    measured with, when the job's differ)."""
     if b.broke_at is None or nodes < b.broke_at:
         return lines
     why = b.broke_why or ""
