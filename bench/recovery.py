@@ -24,8 +24,9 @@ from typing import Any
 from bench.stats import summary
 from chaos.analysis.recovery import PHASES, Recovery
 from chaos.errors import ChaosError
+from chaos.events.records import FaultRecord
 from chaos.faults import KillNode, Partition, ScaleUp, SpotInterruption
-from chaos.faults.api import Fault, FaultRecord
+from chaos.faults.api import Fault
 from chaos.faults.kubernetes import DeletePod
 from chaos.platforms.local import netns
 from chaos.platforms.local.platform import LocalOptions, NetworkMode

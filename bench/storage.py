@@ -24,7 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from chaos.analysis.storage import STORAGE, job_saves, nearest_rank
+from chaos.analysis.saves import job_saves
+from chaos.analysis.storage import STORAGE, nearest_rank
 from chaos.events import CheckpointEv, Event
 from chaos.faults.api import Fault
 from chaos.faults.storage import SlowStorage, StorageHang

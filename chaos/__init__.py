@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from chaos.analysis.recovery import Recovery
+    from chaos.analysis.result import RunResult
     from chaos.analysis.verdict import Verdict
     from chaos.errors import (
         ChaosError,
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
     )
     from chaos.events import Event, Timeline
     from chaos.faults import Fault, FaultPlan, FaultRecord, KillNode
-    from chaos.reporting.result import RunResult
     from chaos.runner.run import ChaosRun, JobFailed
     from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
 
@@ -44,7 +44,7 @@ _HOMES = {
                                    "RecoveryTimeout", "SetupError", "SpecError", "WatcherDied")},
     "Event": "chaos.events", "Timeline": "chaos.events",
     **{n: "chaos.faults" for n in ("Fault", "FaultPlan", "FaultRecord", "KillNode")},
-    "RunResult": "chaos.reporting.result", "ChaosRun": "chaos.runner.run", "JobFailed": "chaos.runner.run",
+    "RunResult": "chaos.analysis.result", "ChaosRun": "chaos.runner.run", "JobFailed": "chaos.runner.run",
     **{n: "chaos.spec" for n in ("JobSpec", "RdzvBackend", "RendezvousSpec")},
 }
 

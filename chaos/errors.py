@@ -6,6 +6,7 @@ traceback.
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 
@@ -67,3 +68,17 @@ class WatcherDied(ChaosError):
         self.watcher, self.error = watcher, error
         super().__init__(f"{watcher} died: {type(error).__name__}: {error} (its events stop there; "
                          "the run cannot be judged on them)")
+
+
+class DiskFull(ChaosError):
+    """The disk a run keeps its evidence on (the report folder, the job's workdir, etcd's data) is full,
+    or nearly: the run stops while it can still write its report. ``path``: where; ``free_bytes``: what
+    was left there."""
+
+    def __init__(self, path: object, free_bytes: int | None, why: str = "") -> None:
+        free = "unknown" if free_bytes is None else f"{free_bytes:,}"
+        super().__init__(f"no space left on device at {path}: {free} bytes free" + (f" ({why})" if why else ""))
+        self.path = str(path)
+        self.free_bytes = free_bytes
+        self.why = why
+        self.at = time.time()

@@ -32,6 +32,7 @@ terminal summary says where the session's report folders went.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 from collections.abc import Callable, Generator, Iterable, Iterator
@@ -42,6 +43,7 @@ import pytest
 
 from chaos.analysis.verdict import Outcome, Verdict
 from chaos.options import add_arguments, declared
+from chaos.runner.folder import holder
 from chaos.runner.run import ChaosRun
 
 MARKERS = {
@@ -58,7 +60,7 @@ DEFAULT_REPORTS = "reports"
 ``chaos_reports`` says otherwise: ``reports/`` in the rootdir."""
 
 _REPORT_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
-_RUNS_KEY = pytest.StashKey[list[ChaosRun]]()
+RUNS_KEY = pytest.StashKey[list[ChaosRun]]()
 _ERROR_KEY = pytest.StashKey[dict[str, BaseException]]()
 """The exception that failed each phase of a test (its verdict's check says whose it was)."""
 
@@ -139,13 +141,13 @@ def pytest_runtest_makereport(item: pytest.Item,
         item.stash.setdefault(_ERROR_KEY, {})[report.when] = call.excinfo.value
     if report.when == "call" and report.failed:
         _add_failure_context(item, report)
-    if report.when == "teardown" and item.stash.get(_RUNS_KEY, None):
+    if report.when == "teardown" and item.stash.get(RUNS_KEY, None):
         # on the report, not the item: with pytest-xdist only reports reach the process that prints
         phases = item.stash[_REPORT_KEY].values()
         vars(report)["chaos_run"] = {
             "folder": item.nodeid.split("/", 1)[0] if "/" in item.nodeid else ".",
             "spent_s": sum(r.duration for r in phases),
-            "report": str(item.stash[_RUNS_KEY][0].report_dir),
+            "report": str(item.stash[RUNS_KEY][0].report_dir),
             "start": min(r.start for r in phases), "stop": max(r.stop for r in phases)}
     return report
 
@@ -213,7 +215,7 @@ def _add_failure_context(item: pytest.Item, report: pytest.TestReport) -> None:
     if add is None:
         return
     from chaos.reporting.failure import failure_text
-    for run in item.stash.get(_RUNS_KEY, []):
+    for run in item.stash.get(RUNS_KEY, []):
         try:
             text = failure_text(run.report_dir, run.timeline.events(), [f.injected_at for f in run.faults],
                                 run.started_at, run.recoveries())
@@ -289,14 +291,29 @@ def _setup_errors_fail_the_test() -> Iterator[None]:
 
 @pytest.fixture
 def chaos_report_dir(request: pytest.FixtureRequest) -> Path:
-    """This test's report folder, ``<reports>/<test id>`` (emptied first); ``<reports>`` is
-    ``--chaos-reports``, the ini's ``chaos_reports`` or ``reports/`` in the rootdir."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.nodeid).strip("_")
-    path = reports_root(request.config) / safe
-    if path.exists():
-        import shutil
-        shutil.rmtree(path)
-    return path
+    """This test's report folder, ``<reports>/<test id>-<hash>``: the test id made safe for a file
+    name, and a short stable hash of the whole id, so ids that read alike (``kill node``, ``kill_node``)
+    never share one. ``<reports>`` is ``--chaos-reports``, the ini's ``chaos_reports`` or ``reports/``
+    in the rootdir. Nothing is deleted here: the run replaces an earlier run's files in it
+    (chaos.runner.folder: a run's own files only), and a folder a live run owns (another session
+    running the same test) is left alone: this test then reports into ``...-<hash>.2`` (or the next
+    free one) and says so."""
+    base = report_folder(reports_root(request.config), request.node.nodeid)
+    taken: list[str] = []
+    for path in (base, *(base.with_name(f"{base.name}.{n}") for n in range(2, 10))):
+        who = holder(path)
+        if who is None:
+            if taken:
+                request.node.warn(pytest.PytestWarning(f"{'; '.join(taken)}: this test reports into {path}"))
+            return path
+        taken.append(f"report folder {path} belongs to a live run ({who})")
+    raise pytest.fail.Exception("; ".join(taken), pytrace=False)
+
+
+def report_folder(root: Path, nodeid: str) -> Path:
+    """``root``/<the test id, safe for a file name, at most 120 characters>-<8 hex of its SHA-1>."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid).strip("_")[:120]
+    return root / f"{safe}-{hashlib.sha1(nodeid.encode()).hexdigest()[:8]}"
 
 
 @pytest.fixture
@@ -313,7 +330,7 @@ def start_job(request: pytest.FixtureRequest, chaos_platform: str,
     stops the job and etcd, and writes report.json whose verdict is this test's
     outcome. One job per test.
     """
-    runs: list[ChaosRun] = request.node.stash.setdefault(_RUNS_KEY, [])
+    runs: list[ChaosRun] = request.node.stash.setdefault(RUNS_KEY, [])
 
     def start(**options: Any) -> ChaosRun:
         from chaos.hypotheses.api import settings
@@ -325,7 +342,7 @@ def start_job(request: pytest.FixtureRequest, chaos_platform: str,
         with _setup_errors_fail_the_test():
             s = settings(None, values, chaos_platform)
             run = ChaosRun(chaos_report_dir, platform=chaos_platform, scenario=request.node.nodeid,
-                           platform_options=platform_options(chaos_platform, s.platform))
+                           platform_options=platform_options(chaos_platform, s.platform), overwrite=True)
             runs.append(run)
             run.start(s.job)
         return run
@@ -355,7 +372,7 @@ def run_hypothesis(request: pytest.FixtureRequest, chaos_platform: str,
     here skips the test with the reason. Returns the closed run (its timeline,
     recoveries, samples and verdict). One run per test.
     """
-    runs: list[ChaosRun] = request.node.stash.setdefault(_RUNS_KEY, [])
+    runs: list[ChaosRun] = request.node.stash.setdefault(RUNS_KEY, [])
 
     def run(name: str, *, expect_failed: Iterable[str] | None = None, **values: Any) -> ChaosRun:
         from chaos.errors import FaultUnavailable
@@ -367,7 +384,7 @@ def run_hypothesis(request: pytest.FixtureRequest, chaos_platform: str,
         try:
             with _setup_errors_fail_the_test():
                 result = execute(name, values, report_dir=chaos_report_dir, platform=chaos_platform,
-                                 scenario=request.node.nodeid, on_start=runs.append)
+                                 scenario=request.node.nodeid, on_start=runs.append, overwrite=True)
         except FaultUnavailable as exc:
             pytest.skip(f"{exc} (--platform {chaos_platform})")
         _record_metrics(request.node, result)
@@ -386,6 +403,9 @@ def run_hypothesis(request: pytest.FixtureRequest, chaos_platform: str,
         elif verdict.outcome is Outcome.NOT_STEADY:
             pytest.fail(f"{name}: the job was not steady before the fault, so no fault was injected and nothing "
                         f"was tested (report: {result.report_dir}):\n{listing}", pytrace=False)
+        elif verdict.outcome is Outcome.JOB_FINISHED:
+            pytest.fail(f"{name}: the job finished its training on its own before its fault could be judged, so "
+                        f"nothing was tested (report: {result.report_dir}):\n{listing}", pytrace=False)
         elif not verdict.passed:
             pytest.fail(f"hypothesis {name} did not hold (report: {result.report_dir}):\n{listing}", pytrace=False)
         return result

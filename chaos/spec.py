@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from chaos import torch_defaults as _T
 from chaos.errors import SpecError
 from chaos.options import DAY_S, MAX_NODES, MAX_STEPS, environment, option, split, validate
 
@@ -36,15 +37,17 @@ class RendezvousSpec:
     backend: RdzvBackend = option(RdzvBackend.ETCD_V2, "rendezvous backend: etcd-v2 (an etcd server holds "
                                   "the state) or c10d (a TCPStore on one node)", keyword="rdzv_backend")
     join_timeout: int | None = option(None, "seconds a node waits for the rendezvous to form before giving "
-                                      "up (torch: 600)", minimum=1, maximum=DAY_S)
-    last_call_timeout: int | None = option(None, "extra seconds a round waits for more nodes once the "
-                                           "minimum joined (torch: 30)", minimum=1, maximum=DAY_S)
+                                      f"up (torch: {_T.RDZV['join_timeout']})", minimum=1, maximum=DAY_S)
+    last_call_timeout: int | None = option(None, "extra seconds a round waits for more nodes once the minimum "
+                                           f"joined (torch: {_T.RDZV['last_call_timeout']})", minimum=1,
+                                           maximum=DAY_S)
     close_timeout: int | None = option(None, "seconds to close the rendezvous after a node leaves for good "
-                                       "(torch: 30)", minimum=1, maximum=DAY_S)
-    keep_alive_interval: int | None = option(None, "seconds between a node's heartbeats (torch: 5)", minimum=1,
-                                             maximum=3600)
+                                       f"(torch: {_T.RDZV['close_timeout']})", minimum=1, maximum=DAY_S)
+    keep_alive_interval: int | None = option(None, "seconds between a node's heartbeats "
+                                             f"(torch: {_T.RDZV['keep_alive_interval']})", minimum=1, maximum=3600)
     keep_alive_max_attempt: int | None = option(None, "missed heartbeats after which a node counts as dead "
-                                                "(torch: 3)", minimum=1, maximum=1000)
+                                                f"(torch: {_T.RDZV['keep_alive_max_attempt']})", minimum=1,
+                                                maximum=1000)
 
     _KNOBS = ("join_timeout", "last_call_timeout", "close_timeout", "keep_alive_interval",
               "keep_alive_max_attempt")
@@ -197,7 +200,8 @@ class JobSpec:
     max_restarts: int = option(3, "worker-group restarts each agent may spend before the job fails "
                                   "(torchrun --max-restarts)", minimum=0, maximum=1000)
     monitor_interval: float | None = option(None, "seconds between the agent's checks of its workers "
-                                                  "(torch: 0.1)", above=0, units="s", maximum=3600)
+                                                  f"(torch: {_T.MONITOR_INTERVAL_S:g})", above=0, units="s",
+                                            maximum=3600)
     checkpoint_every: int = option(20, "the reference trainer: steps between its checkpoints. A script: its own "
                                        "save interval in --unit (elastic-chaos cannot change it), so the most "
                                        "progress a fault may cost (the bounded-loss check) and, without "
@@ -210,8 +214,8 @@ class JobSpec:
                                         maximum=DAY_S)
     nccl_dump_wait_ms: int | None = option(
         None, "NCCL only: how long a worker's watchdog waits for a debug dump after a collective failed before "
-              "it takes the worker down: the agent sees no failure until then (torch: 60000)", minimum=0,
-        metavar="MS", env="TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC", maximum=DAY_S * 1000)
+              f"it takes the worker down: the agent sees no failure until then (torch: {_T.NCCL_DUMP_WAIT_MS})",
+        minimum=0, metavar="MS", env="TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC", maximum=DAY_S * 1000)
     nccl_async_error_handling: int | None = option(
         None, "NCCL only: what the watchdog does with a failed collective: 0 nothing (the worker hangs), 1 abort "
               "the communicators then take the process down (torchrun sets 1 when unset), 2 abort only, 3 take "
@@ -219,8 +223,8 @@ class JobSpec:
         env="TORCH_NCCL_ASYNC_ERROR_HANDLING")
     nccl_heartbeat_timeout_s: int | None = option(
         None, "NCCL only: seconds the watchdog thread may be stuck (a hung CUDA/NCCL call) before its monitor "
-              "takes the worker down (torch: 480)", minimum=1, units="s", flag="--nccl-heartbeat-timeout",
-        env="TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", maximum=DAY_S)
+              f"takes the worker down (torch: {_T.NCCL_HEARTBEAT_S})", minimum=1, units="s",
+        flag="--nccl-heartbeat-timeout", env="TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", maximum=DAY_S)
     script: tuple[str, ...] = option((), "a user's training script and its arguments (after `--` on the "
                                          "command line); empty: the reference trainer", cli=False)
     trainer_args: tuple[str, ...] = option((), "extra arguments for the reference trainer", cli=False)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from chaos.analysis.advice.rendezvous import _retrain, advise
 from chaos.cli.main import main
-from chaos.reporting.advice import _retrain, advise
 from chaos.reporting.load import load_run
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
@@ -17,9 +17,9 @@ def _suggestions() -> list[tuple[str, tuple[str, ...]]]:
     out = []
     for folder in sorted(p for p in RUNS.iterdir() if p.is_dir()):
         run = load_run(folder)
-        out += [(f"{folder.name}:{f.phase}", f.change) for f in advise(run, 0.1) if f.change]
+        out += [(f"{folder.name}:{f.phase}", f.change) for f in advise(run) if f.change]
         for i, fault in enumerate(run.faults):   # checkpoint_every: under the share rule in these runs
-            f = _retrain(run, i, fault, 0.1)
+            f = _retrain(run, i, fault)
             if f is not None and f.change:
                 out.append((f"{folder.name}:retrain", f.change))
     return out
@@ -43,7 +43,7 @@ def test_each_suggested_change_is_accepted_by_run(where, change, tmp_path, capsy
 
 
 def test_a_keep_alive_suggestion_is_whole_seconds_and_never_fewer_attempts_than_the_fast_preset():
-    from chaos.reporting.advice import _shorter_expiry
+    from chaos.analysis.advice.rendezvous import _shorter_expiry
     from chaos.spec import JobSpec, RendezvousSpec
 
     job = JobSpec(rdzv=RendezvousSpec(keep_alive_interval=3, keep_alive_max_attempt=1))

@@ -161,3 +161,20 @@ def test_a_setup_error_met_by_run_exits_2_and_leaves_no_run_for_audit(tmp_path):
     shutil.move(str(tmp_path / "r"), str(tmp_path / "more" / "r"))
     group, skipped, _ = kill_node_group(tmp_path / "more")
     assert group.pass_rate == 1.0 and [s.folder.name for s in skipped] == ["r"]
+
+
+def test_an_interrupted_run_is_its_own_outcome_and_audit_counts_it_in_no_pass_rate(tmp_path):
+    # before: SIGTERM during a fault (a cancelled CI job) wrote outcome "failed" and audit counted a failed hypothesis
+    from chaos.analysis.verdict import Outcome
+    from chaos.runner.run import ChaosRun
+    two_good_runs(tmp_path / "more")
+    with pytest.raises(KeyboardInterrupt), ChaosRun(tmp_path / "more" / "cancelled", scenario="kill-node") as run:
+        run.phase("recovering")
+        raise KeyboardInterrupt("signal 15")
+    raw = json.loads((tmp_path / "more" / "cancelled" / "report.json").read_text())
+    assert raw["verdict"]["outcome"] == Outcome.INTERRUPTED.value and Outcome.INTERRUPTED.exit_code == 130
+    assert "interrupted (SIGTERM) during the recovering phase" in raw["verdict"]["reasons"][0]
+    runs, _ = audit.survey([tmp_path / "more" / "cancelled"])
+    assert [r.outcome for r in runs] == [Outcome.INTERRUPTED] and not runs[0].judged
+    group, _, _ = kill_node_group(tmp_path / "more")
+    assert group.pass_rate == 1.0 and len(group.runs) == 2

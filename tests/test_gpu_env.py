@@ -6,10 +6,10 @@ import time
 
 import pytest
 
+from chaos.analysis.result import placement_of
 from chaos.events import RunnerEv, Timeline
 from chaos.platforms.local import procs
 from chaos.platforms.local.platform import LocalOptions, LocalPlatform
-from chaos.reporting.result import placement_of
 from chaos.spec import JobSpec
 
 pytestmark = pytest.mark.slow

@@ -49,7 +49,7 @@ def test_nodes_on_the_host_network_use_loopback(tmp_path):
     p = platform(tmp_path, network=NetworkMode.HOST)
     p._c10d_port = 29400
     cmd = agent_command(C10D, python="python", endpoint=p.rdzv_endpoint(C10D), address="127.0.0.1", store_host=True,
-                        script=(), checkpoint_dir=tmp_path)
+                        script=(), checkpoint_dir=tmp_path, log_dir=tmp_path / "agent")
     assert cmd[cmd.index("--local-addr") + 1] == "127.0.0.1"
     assert cmd[cmd.index("--rdzv-endpoint") + 1] == "127.0.0.1:29400"
     assert "is_host=1" in cmd[cmd.index("--rdzv-conf") + 1]

@@ -7,7 +7,9 @@ or helper daemons escape a process group.
 from __future__ import annotations
 
 import os
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -91,11 +93,16 @@ def test_a_node_kill_leaves_no_process_of_that_node_alive(platform_factory):
 
 
 def test_stop_takes_down_every_node_and_is_idempotent(platform_factory):
+    before = set(Path(tempfile.gettempdir()).glob("torchelastic_*"))
     platform, _ = platform_factory(replace_lost_nodes=False)
     pids = node_pids(platform, "node-0", 3) | node_pids(platform, "node-1", 3)
     platform.stop()
     platform.stop()
     assert [p for p in pids if is_running(p)] == []
+    # each agent's own folder (torch: a torchelastic_* folder in the system temp directory, never removed)
+    # lies beside its node's log, in the run's folder
+    assert set(Path(tempfile.gettempdir()).glob("torchelastic_*")) <= before
+    assert (platform.logs_dir / "node-0.torchelastic").is_dir() and (platform.logs_dir / "node-1.torchelastic").is_dir()
 
 
 def test_a_lost_node_is_replaced_after_the_provisioning_delay(platform_factory):

@@ -15,9 +15,10 @@ import pytest
 from chaos.analysis.groups import FaultGroup, FaultMark, fault_group
 from chaos.analysis.metrics import Unit, metric
 from chaos.analysis.registry import fault_groups, register, unregister
+from chaos.analysis.result import result_of_timeline
 from chaos.events import Event, ProgressEv, read_timeline
 from chaos.reporting.failure import metric_properties
-from chaos.reporting.load import load_run, result_of_timeline
+from chaos.reporting.load import load_run
 from chaos.reporting.report import render_table, write_report
 from chaos.reporting.run_report import RunReport
 

@@ -18,14 +18,14 @@ from chaos.analysis.invariants import SplitBrain
 from chaos.analysis.metrics import Measured, MeasuredInt
 from chaos.analysis.observation import ScriptObservation
 from chaos.analysis.recovery import FIELD_METRICS, METRICS, PHASES, Recovery, RecoveryPath, analyze_fault
+from chaos.analysis.result import FaultResult, RunResult, Samples, upgrade_v1
 from chaos.analysis.verdict import Verdict
-from chaos.faults.api import FaultRecord
+from chaos.events.records import FaultRecord
 from chaos.platforms.api import Hit
 from chaos.reporting import audit, audit_view, render_folder
 from chaos.reporting.failure import metric_properties, recovery_line
 from chaos.reporting.load import load_run, read_result
 from chaos.reporting.report import render_table
-from chaos.reporting.result import FaultResult, RunResult, Samples, upgrade_v1
 from chaos.spec import JobSpec, RendezvousSpec
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"

@@ -159,7 +159,7 @@ def test_the_dump_wait_advice_counts_from_the_collectives_failure_not_from_detec
     """A freeze is detected (the store drops the silent node) before the survivors' collective times
     out; the exit phase, counted from detection, then holds that wait too. Seen on an H200 (freeze 30 s,
     fast preset): the advice said "the other 9.0 s were the teardown itself" of a 3.5 s exit."""
-    from chaos.reporting.advice_workers import _dump_wait
+    from chaos.analysis.advice.workers import _dump_wait
 
     run = load_run(RUNS / "nccl-kill-node-fast")
     fault = run.faults[0]

@@ -96,8 +96,8 @@ def test_node_local_folders_not_on_this_machine_are_not_watched_and_said_so(tmp_
     job = JobSpec(script=SCRIPT, node_local_workdir=True, observe=Observation(checkpoint="snapshot.pt"))
     seen = summarize([], job, None, node_workdirs={})
     assert seen is not None and seen.checkpoint is not None and seen.checkpoint.watched is None
-    assert checks(seen) == [(True, "checkpoint 'snapshot.pt' not watched: the nodes' own folders are not on "
-                                   "this machine")]
+    assert checks(seen) == [(None, "whether the script saved to 'snapshot.pt': the nodes' own folders are not "
+                                   "on this machine")]
 
 
 def test_the_option_is_for_a_script_and_a_flag_of_run(tmp_path):

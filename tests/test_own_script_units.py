@@ -274,8 +274,12 @@ def test_a_checkpoint_path_never_written_fails_the_run_and_lists_the_workdir(tmp
     summary = summarize(events, job, tmp_path)
     assert summary is not None and summary.checkpoint is not None and summary.checkpoint.never_written is True
     assert summary.resume == "inferred from the first progress after a restart"
-    [(ok, reason)] = checks(summary)
-    assert not ok and "'snap.pt' was written during the run: it never was" in reason and "ckpt/" in reason
+    [(ok, reason)] = checks(summary)   # the job did not finish: a wrong path, or a save only at its end
+    assert ok is None and "whether the script saves to 'snap.pt': nothing was written there" in reason
+    assert "ckpt/" in reason and "saves only at its end" in reason
+    finished = summarize([*events, Event.make(AgentEv.WORKERS_FINISHED, 2.0, "node-0", {})], job, tmp_path)
+    [(ok, reason)] = checks(finished)  # it trained to its end and wrote nothing there: a wrong path
+    assert ok is False and "though the job trained to its end" in reason
 
 
 def test_the_reference_trainer_has_no_observation_block():
@@ -325,10 +329,10 @@ def test_the_integration_guide_shows_the_diff_of_the_two_example_scripts():
 
 
 def test_a_node_log_tail_leaves_out_torchruns_own_closing_words():
-    from chaos.analysis.observation import script_output
-    log = ["I1122 14:17:05.1 31452 torch/x.py:1] Starting worker group", "loading shards",
+    from chaos.watchers.tails import script_output
+    log = ["I1122 14:17:05.100000 31452 torch/x.py:1] Starting worker group", "loading shards",
            "Traceback (most recent call last):", '  File "train.py", line 4, in <module>',
-           "FileNotFoundError: shard-0", "E1122 14:17:11.2 31452 api.py:1002] failed (exitcode: 1)",
+           "FileNotFoundError: shard-0", "E1122 14:17:11.200000 31452 api.py:1002] failed (exitcode: 1)",
            "Traceback (most recent call last):", '  File "<frozen runpy>", line 198',
            '  File "/v/torch/distributed/run.py", line 1032, in <module>',
            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:", "Root Cause (first observed failure):"]

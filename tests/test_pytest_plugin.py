@@ -96,7 +96,7 @@ def test_the_reports_folder_is_an_ini_setting_relative_to_the_ini_file(pytester)
     """))
     result = pytester.runpytest("-s", "repo")  # from the parent folder
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([f"*REPORT-DIR {repo / 'out' / 'chaos'}/test_where.py_test_where"])
+    result.stdout.fnmatch_lines([f"*REPORT-DIR {repo / 'out' / 'chaos'}/test_where.py_test_where-*"])
 
 
 def test_the_command_line_flag_wins_over_the_ini_setting(pytester):
@@ -119,7 +119,7 @@ def test_without_a_setting_reports_go_to_the_rootdir_whatever_the_current_direct
     """))
     result = pytester.runpytest("-s", "repo/scenarios")  # from the parent folder
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([f"*REPORT-DIR {repo / 'reports'}/scenarios_test_where.py_test_where"])
+    result.stdout.fnmatch_lines([f"*REPORT-DIR {repo / 'reports'}/scenarios_test_where.py_test_where-*"])
 
 
 def test_a_script_missing_from_the_rootdir_fails_saying_where_it_was_looked_for(pytester):
@@ -172,7 +172,42 @@ def test_a_script_path_is_taken_from_the_rootdir_and_the_report_is_announced(pyt
     """))
     result = pytester.runpytest_subprocess("repo/scenarios")
     result.assert_outcomes(passed=1)
-    folder = repo / "chaos-reports" / "scenarios_test_steps.py_test_steps"
+    from chaos.pytest_plugin import report_folder
+    folder = report_folder(repo / "chaos-reports", "scenarios/test_steps.py::test_steps")
     result.stdout.fnmatch_lines([f"elastic-chaos: report: {folder / 'report.html'}"])
     assert json.loads((folder / "report.json").read_text())["verdict"]["passed"] is True
     assert not (pytester.path / "reports").exists() and not (pytester.path / "chaos-reports").exists()
+
+
+def test_report_folders_of_test_ids_that_read_alike_never_collide(pytester):
+    # before: "kill node" and "kill_node" shared one folder; run one after the other, one report was gone
+    pytester.makepyfile(textwrap.dedent("""
+        import pytest
+
+        @pytest.mark.parametrize("name", ["kill node", "kill_node"])
+        def test_where(chaos_report_dir, name):
+            print("REPORT-DIR", chaos_report_dir)
+    """))
+    result = pytester.runpytest("-s")
+    result.assert_outcomes(passed=2)
+    folders = {line.split("REPORT-DIR ", 1)[1] for line in result.outlines if "REPORT-DIR " in line}
+    assert len(folders) == 2, folders
+
+
+def test_a_folder_a_live_run_owns_is_left_alone_and_the_test_reports_beside_it(pytester):
+    from chaos.pytest_plugin import report_folder
+    from chaos.runner.folder import claim
+    pytester.makepyfile(textwrap.dedent("""
+        def test_where(chaos_report_dir):
+            print("REPORT-DIR", chaos_report_dir)
+    """))
+    live = claim(report_folder(pytester.path / "reports", "test_a_folder_a_live_run_owns_is_left_alone_and_the_test_"
+                                                          "reports_beside_it.py::test_where"))
+    (live.path / "timeline.jsonl").write_text("{}\n")
+    try:
+        result = pytester.runpytest_subprocess("-s", "-W", "default")
+        result.assert_outcomes(passed=1, warnings=1)
+        result.stdout.fnmatch_lines([f"*REPORT-DIR {live.path}.2", "*belongs to a live run (PID*"])
+        assert (live.path / "timeline.jsonl").exists()      # the live run's evidence, untouched
+    finally:
+        live.release()

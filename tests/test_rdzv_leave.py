@@ -51,7 +51,7 @@ def test_the_option_runs_every_platforms_agent_through_the_remedy(tmp_path):
 
     def local(job: JobSpec) -> list[str]:
         return agent_command(job, python="python", endpoint="127.0.0.1:29400", address="127.0.0.1",
-                             store_host=True, script=(), checkpoint_dir=tmp_path)
+                             store_host=True, script=(), checkpoint_dir=tmp_path, log_dir=tmp_path / "agent")
 
     assert local(leaving)[1:3] == ["-m", "trainer.rdzv_leave"]
     assert local(plain)[1:3] == ["-m", "torch.distributed.run"]

@@ -196,3 +196,45 @@ def test_every_file_the_report_writes_is_one_overwrite_may_delete(tmp_path):
     assert (folder / "metrics.prom").exists()
     prepare(folder, overwrite=True)                       # a SpecError if anything were not the run's
     assert not any(folder.iterdir())
+
+
+# -- a live run's folder is its own (issue 36) ------------------------------------------------------------------
+
+def test_overwrite_refuses_a_folder_a_live_run_owns_naming_it(tmp_path):
+    from chaos.runner.folder import claim
+    live = claim(tmp_path / "ow")
+    (live.path / "timeline.jsonl").write_text("{}\n")
+    (live.path / "nodes").mkdir()
+    try:
+        # before: --overwrite deleted the live run's files; both runs failed on mixed evidence
+        code = (f"import sys; from pathlib import Path; from chaos.runner.folder import prepare\n"
+                f"prepare(Path({str(live.path)!r}), overwrite=True)")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert out.returncode != 0 and "belongs to a live run" in out.stderr and f"PID {os.getpid()}" in out.stderr
+        assert (live.path / "timeline.jsonl").exists() and (live.path / "nodes").is_dir()
+    finally:
+        live.release()
+    prepare(live.path, overwrite=True)          # released: an old run like any other, overwritten
+    assert not (live.path / "timeline.jsonl").exists()
+
+
+def test_a_runner_killed_with_sigkill_leaves_no_lock_behind(tmp_path):
+    code = ("import os, sys, time; from pathlib import Path; from chaos.runner.folder import claim\n"
+            f"c = claim(Path({str(tmp_path / 'r')!r})); (c.path / 'timeline.jsonl').write_text('')\n"
+            "print('held', flush=True); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        assert "belongs to a live run" in str(pytest.raises(SpecError, prepare, tmp_path / "r", overwrite=True).value)
+    finally:
+        proc.kill()
+        proc.communicate(timeout=10)
+    prepare(tmp_path / "r", overwrite=True)     # the kernel dropped the dead runner's lock
+
+
+def test_a_lock_file_alone_is_an_empty_folder(tmp_path):
+    from chaos.runner.folder import LOCK, claim
+    held = claim(tmp_path / "r")
+    held.release()
+    (tmp_path / "r" / LOCK).write_text("{}")    # a lock file a killed runner left: its lock is free
+    prepare(tmp_path / "r")

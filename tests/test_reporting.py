@@ -236,3 +236,30 @@ def test_the_phase_bars_name_every_node_fit_long_labels_and_say_when_nothing_nee
     assert "no recovery: the job trained through it" in svg and "None" not in svg
     label = re.search(r'<text x="(\d+)"[^>]*text-anchor="end"[^>]*>' + re.escape(long), svg)
     assert label is not None and int(label.group(1)) >= 7 * len(long)      # the whole label fits left of the bars
+
+
+def test_a_scripts_control_and_bidi_characters_are_shown_escaped_in_every_rendering():
+    # before: raw ESC, BEL, backspace, NUL and U+202E from a script's output were copied into report.html
+    from chaos.reporting.text import escape, visible
+    said = "loss 0.3\x1b[2J\x07\x08\x00 \u202etxt.exe <b>"
+    shown = visible(said)
+    assert shown == "loss 0.3\\x1b[2J\\x07\\x08\\x00 \\u202etxt.exe <b>"
+    assert not any(c in shown for c in "\x1b\x07\x08\x00\u202e")
+    assert escape(said).endswith("\\u202etxt.exe &lt;b&gt;")
+    assert visible("a\tb\nc") == "a\tb\nc"      # tabs and newlines stay
+
+
+def test_a_scripts_control_characters_in_a_node_log_reach_no_rendering_raw(copy_run):
+    folder = copy_run("kill-node-shrink")
+    log = folder / "nodes" / "node-0.log"
+    lines = log.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if "Worker group FAILED" in line)
+    # a worker's traceback line that a script printed with a terminal escape, a bell and a bidi override
+    lines.insert(at, "[rank0]: RuntimeError: \x1b[2J\x07hidden\x08\x00 \u202egnp.exe")
+    log.write_text("\n".join(lines) + "\n")
+    render_folder(folder, png=False)
+    page = (folder / "report.html").read_text()
+    assert "\\x1b[2J\\x07hidden\\x08\\x00 \\u202egnp.exe" in page
+    for path in (folder / "report.html", folder / "summary.md"):
+        text = path.read_text()
+        assert not any(c in text for c in "\x1b\x07\x08\x00\u202e"), path.name

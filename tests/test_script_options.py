@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from chaos.analysis.result import RunResult, build_result
 from chaos.errors import SpecError
 from chaos.events import RunnerEv, Timeline, of
 from chaos.hypotheses.api import Trial, settings
@@ -21,7 +22,6 @@ from chaos.hypotheses.catalog import get
 from chaos.platforms.local.threads import announce, plan_threads
 from chaos.reporting import table
 from chaos.reporting.report import render_table
-from chaos.reporting.result import RunResult, build_result
 from chaos.spec import REFERENCE_STEADY_STEPS, JobSpec, default_steady_steps
 
 SCRIPT = {"script": ["train.py"], "progress_regex": r"epoch (?P<step>\d+)", "unit": "epoch"}
@@ -104,7 +104,7 @@ def test_the_report_remarks_what_the_nodes_ran_with_and_reads_it_back():
                           started_at=None, finished_at=None)
     assert result.threads is not None and result.threads.oversubscribed
     remark = f"threads: {result.threads.advice}"
-    assert remark in table.remarks([], result.placement, result.threads)
+    assert remark in table.setup_remarks(result.placement, result.threads)
     assert "OMP_NUM_THREADS=4 (yours, kept)" in render_table(result)
     assert RunResult.from_json(result.to_json()).threads == result.threads
     nothing = build_result([], [], scenario="t", platform="local", job=None, verdict=None, started_at=None,

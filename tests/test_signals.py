@@ -55,6 +55,10 @@ def test_sigterm_to_a_run_stops_its_etcd_and_nodes(tmp_path):
     assert proc.returncode == 130 and "interrupted" in err
     assert [p for p in pids if is_running(p)] == []
     assert (report / "report.json").exists()                     # and the evidence was written
+    # a cancelled CI job is not a failed hypothesis: its own outcome, kept out of an audit's pass rates
+    verdict = json.loads((report / "report.json").read_text())["verdict"]
+    assert verdict["outcome"] == "interrupted", verdict
+    assert any(c["name"] == "interrupted" and "SIGTERM" in c["reason"] for c in verdict["checks"]), verdict
 
 
 # -- nothing outlives the runner (issue 15, finding 3) ----------------------------------------

@@ -40,7 +40,7 @@ def test_detection_by_timeout_is_timed_by_the_survivors_collective_not_by_the_st
     survivors train on until their 10 s collective timeout (measured: 3.3-4.1 s against 10 s):
     the check times the wait by the survivors' collective failure, which nothing else shortens."""
     from chaos.events import Event, ProgressEv, RdzvEv
-    from chaos.faults.api import FaultRecord
+    from chaos.events.records import FaultRecord
     from chaos.hypotheses.silent import first_collective_failure_s
     record = FaultRecord("freeze", "node-1", injected_at=100.0)
     events = [Event.make(RdzvEv.STATE, 104.1, data={"participants": [{"node": "node-0"}]}),

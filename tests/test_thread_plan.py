@@ -52,7 +52,7 @@ def test_the_users_own_setting_is_kept_and_advised_when_it_oversubscribes():
     plan = plan_threads(cores=2, nodes=2, nproc_per_node=1, env={VAR: "4"})
     assert plan.env == {} and plan.threads == 2 and plan.oversubscribed  # torch caps its threads at the cores
     assert plan.advice == ("OMP_NUM_THREADS=4 (yours, kept): 2 worker(s) x 2 thread(s) = 4 on 2 core(s), "
-                           "oversubscribed, and steps slow down many times over; OMP_NUM_THREADS=1 fits, or leave "
+                           "oversubscribed, and training slows down many times over; OMP_NUM_THREADS=1 fits, or leave "
                            "it unset and elastic-chaos sets it")
 
 

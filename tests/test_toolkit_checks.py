@@ -33,7 +33,8 @@ from chaos.errors import (
     WatcherDied,
 )
 from chaos.events import Timeline
-from chaos.faults.api import Fault, FaultPlan, FaultRecord
+from chaos.events.records import FaultRecord
+from chaos.faults.api import Fault, FaultPlan
 from chaos.platforms.api import Hit, Platform
 from chaos.runner.run import ChaosRun
 from chaos.watchers.api import Watcher
@@ -141,8 +142,9 @@ def test_only_what_the_job_did_is_a_verdict_on_the_hypothesis():
         assert check_of(toolkit) in TOOLKIT_CHECKS, toolkit
     for usage in (SpecError("x"), SetupError("x"), FaultUnavailable("x")):
         assert check_of(usage) == USAGE_CHECK
-    for job in (RecoveryTimeout("x", 1.0), AssertionError("x"), KeyboardInterrupt()):
+    for job in (RecoveryTimeout("x", 1.0), AssertionError("x")):
         assert check_of(job) not in TOOLKIT_CHECKS | {USAGE_CHECK}
+    assert check_of(KeyboardInterrupt("signal 15")) == "interrupted"   # a cancelled run: no verdict either way
 
 
 def test_a_scenario_failed_by_the_toolkits_error_is_not_a_failed_hypothesis(pytester):

@@ -52,6 +52,8 @@ class FaultMark:
     """The next independent fault (its recovery window's end); None: the end of the evidence."""
     max_restarts: int | None = None
     """The job's restart budget (each agent's)."""
+    unit: str = "step"
+    """What the job's progress counts (a script's ``--unit``: epoch, iteration, ...): the words of notes."""
 
 
 @dataclass(frozen=True)

@@ -180,3 +180,10 @@ def measured(value: float | int | None, owner: Explains, key: str) -> Any:
     out: Measured | MeasuredInt = MeasuredInt(value) if isinstance(value, int) else Measured(value)
     out.recovery, out.metric = owner, key
     return out
+
+
+def count(n: int | None, unit: str) -> str:
+    """``n`` of the job's progress ``unit`` in words: "1 epoch", "3 epochs", "an unknown number of steps"."""
+    if n is None:
+        return f"an unknown number of {unit}s"
+    return f"{n} {unit}" + ("" if n == 1 else "s")

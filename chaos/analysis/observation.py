@@ -12,16 +12,15 @@ written is a wrong path, not a passing run).
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chaos.analysis.recovery import training_finished
+from chaos.analysis.saves import saves
 from chaos.events import CheckpointEv, Event, ProgressEv, of
 from chaos.spec import JobSpec
-
-TAIL_LINES = 12
 
 
 @dataclass(frozen=True)
@@ -78,9 +77,12 @@ class ScriptObservation:
     """What was inferred or could not be measured, in words."""
     node_local: bool = False
     """Each node worked in a folder of its own (JobSpec.node_local_workdir), lost with it."""
+    finished: bool = False
+    """The job's training finished during the run (an agent said its worker group finished)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"script": list(self.script), "workdir": self.workdir, "unit": self.unit, "node_local": self.node_local,
+                "finished": self.finished,
                 "progress_regex": self.progress_regex, "resume_regex": self.resume_regex,
                 "progress": self.progress, "steps_observed": self.steps_observed, "resume": self.resume,
                 "checkpoint": self.checkpoint.to_json() if self.checkpoint else None, "notes": list(self.notes)}
@@ -99,7 +101,7 @@ class ScriptObservation:
                    steps_observed=_count(raw.get("steps_observed")), resume=text("resume") or "",
                    checkpoint=CheckpointSeen.from_json(ckpt) if isinstance(ckpt, dict) else None,
                    notes=tuple(str(n) for n in raw.get("notes") or [] if isinstance(n, str)),
-                   node_local=raw.get("node_local") is True)
+                   node_local=raw.get("node_local") is True, finished=raw.get("finished") is True)
 
 
 def _count(v: Any) -> int:
@@ -121,25 +123,37 @@ def summarize(events: Sequence[Event], job: JobSpec | None, workdir: Path | None
     notes: list[str] = [e.data.why or "" for e in of(events, ProgressEv.UNPARSED)]
     resume = _resume_source(loaded, obs.resume_regex)
     if by_regex:
-        notes.append("steps are timed by their node's log (when it last grew before the line was read, within "
-                     "~0.1 s); the script stamps none")
+        notes.append(f"{obs.unit}s are timed by their node's log (when it last grew before the line was read, "
+                     "within ~0.1 s); the script stamps none")
         if any(e.data.world_size_from == "agent" for e in by_regex):
             notes.append("world size is the agent's rendezvous result (nodes x nproc_per_node)")
         notes.append("exactly-once sample accounting needs sample ranges, which a log line does not "
                      "carry (two-line integration, docs/INTEGRATE.md)")
     if resume.startswith("inferred"):
-        notes.append("resumed step (and so lost progress) inferred from the first progress after each "
-                     "restart: pass --resume-regex, or report loads with trainer.progress, to measure it")
+        notes.append(f"the {obs.unit} each restart resumed from (and so lost progress) is inferred from its first "
+                     f"{obs.unit} after the restart: pass --resume-regex, or report loads with trainer.progress, to "
+                     "measure it")
+    raced = {e.data.path: e for e in of(events, CheckpointEv.CONCURRENT_WRITES)}   # the latest count per path
+    notes += [_raced(e) for e in raced.values()]
     if job.node_local_workdir:
         notes.append("each node worked in a folder of its own, lost with the node (--node-local-workdir): "
                      "a save is its node's; a lost node's saves went with it")
     return ScriptObservation(
-        node_local=job.node_local_workdir,
+        node_local=job.node_local_workdir, finished=training_finished(events) is not None,
         script=tuple(job.script), workdir=str(workdir) if workdir else job.workdir, unit=obs.unit,
         progress_regex=obs.progress_regex, resume_regex=obs.resume_regex,
         progress=_progress_source(by_regex, reported), steps_observed=len(steps), resume=resume,
         checkpoint=_checkpoint(events, obs.checkpoint, workdir) if not job.node_local_workdir
         else _node_local_checkpoint(events, obs.checkpoint, node_workdirs or {}), notes=tuple(notes))
+
+
+def _raced(e: Event) -> str:
+    """The warning of a checkpoint path that more than one writer wrote at once (chaos.watchers.inotify)."""
+    d = e.data
+    return (f"the checkpoint {d.path} was written by {d.writes} writers at once, at {d.bursts} save(s): every "
+            "node's local rank 0 saving the same path in the shared workdir? Such writes race (a torn file, a "
+            "restart that cannot load it): save from global rank 0 only, or give each node a folder of its own "
+            "with --node-local-workdir")
 
 
 def _progress_source(by_regex: list[Event], reported: list[Event]) -> str:
@@ -161,11 +175,11 @@ def _resume_source(loaded: list[Event], resume_regex: str | None) -> str:
 
 
 def _checkpoint(events: Sequence[Event], path: str | None, workdir: Path | None) -> CheckpointSeen | None:
-    saved = of(events, CheckpointEv.SAVED)
+    saved = saves(events)
     if path is None:
         return CheckpointSeen(saves_reported=len(saved)) if saved else None
     watched = _resolve(path, workdir)
-    observed = [e for e in saved if e.data.via == "file"]
+    observed = saves(events, via="file")
     never = watched is not None and not observed
     return CheckpointSeen(path=path, watched=str(watched) if watched else None, saves_observed=len(observed),
                           never_written=never,
@@ -177,7 +191,7 @@ def _node_local_checkpoint(events: Sequence[Event], path: str | None,
     """The checkpoint path in every node's own folder: watched as ``<disks>/*/<path>``."""
     if path is None or Path(path).is_absolute():
         return _checkpoint(events, path, None)
-    observed = [e for e in of(events, CheckpointEv.SAVED) if e.data.via == "file"]
+    observed = saves(events, via="file")
     if not folders:
         return CheckpointSeen(path=path, saves_observed=len(observed))
     parent = next(iter(folders.values())).parent
@@ -204,55 +218,37 @@ def listing(workdir: Path, limit: int = 12) -> list[str]:
     return names[:limit] + ([f"... {len(names) - limit} more"] if len(names) > limit else [])
 
 
-def checks(seen: ScriptObservation | None) -> list[tuple[bool, str]]:
-    """The checks every script run shares, as (passed, reason) pairs."""
+def checks(seen: ScriptObservation | None) -> list[tuple[bool | None, str]]:
+    """The checks every script run shares, as (passed, reason) pairs (None: could not be checked)."""
     if seen is None:
         return []
-    out: list[tuple[bool, str]] = []
+    out: list[tuple[bool | None, str]] = []
     if seen.progress_regex and not seen.steps_observed:
-        out.append((False, f"--progress-regex {seen.progress_regex!r} matched a line of the script: "
-                           "it matched none (compare it with nodes/*.log)"))
+        out.append((False, f"--progress-regex {seen.progress_regex!r} matches the script's progress lines: it "
+                           "matched none of them (compare it with nodes/*.log)"))
     ckpt = seen.checkpoint
     if ckpt and ckpt.path:
         if ckpt.watched is None:
             where = "the nodes' own folders are" if seen.node_local else "the job's workdir is"
-            out.append((True, f"checkpoint {ckpt.path!r} not watched: {where} not on this machine"))
+            out.append((None, f"whether the script saved to {ckpt.path!r}: {where} not on this machine"))
         elif ckpt.never_written:
-            files = ", ".join(ckpt.files_in_workdir) or "nothing"
-            out.append((False, f"the checkpoint path {ckpt.path!r} was written during the run: it never was "
-                               f"(watched {ckpt.watched}; the workdir holds: {files}). Pass --checkpoint "
-                               "as the file or directory the script saves to, relative to --workdir"))
+            out.append(_never_written(ckpt, seen))
         else:
             # a poll sees a save once the file held still for a poll: faster saves merge into one
-            out.append((True, f"checkpoint {ckpt.path!r} seen written {ckpt.saves_observed} time(s) during the run "
-                              "(the file is polled: saves less than 0.4 s apart count once)"))
+            out.append((True, f"the script saved to {ckpt.path!r}: {ckpt.saves_observed} save(s) seen up to the "
+                              "end of the run (the path is polled: saves less than 0.4 s apart count once)"))
     return out
 
 
-_GLOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ ")
-
-
-def script_output(lines: list[str]) -> list[str]:
-    """A node log without torchrun's own words: its glog lines, and the agent's
-    closing traceback and ChildFailedError summary (which name no cause)."""
-    end = len(lines)
-    for i in range(len(lines) - 1, -1, -1):
-        if lines[i].startswith("Traceback") and any("torch/distributed/run.py" in x for x in lines[i + 1:i + 6]):
-            end = i
-            break
-    return [x for x in lines[:end] if not _GLOG_LINE.match(x)]
-
-
-def log_tails(node_logs: dict[str, Path], lines: int = TAIL_LINES) -> list[str]:
-    """The last lines the script printed on every node (torchrun's own lines left
-    out; the raw log's tail when the script printed nothing), one block per node."""
-    out = []
-    for name, path in sorted(node_logs.items()):
-        try:
-            raw = path.read_text(errors="replace").splitlines()
-        except OSError:
-            raw = ["(no log)"]
-        own = script_output(raw)[-lines:]
-        text, what = (own, "the script's last") if own else (raw[-lines:], "the log's last")
-        out.append(f"--- {name}: {what} {len(text)} lines ({path}) ---\n" + "\n".join(text))
-    return out
+def _never_written(ckpt: CheckpointSeen, seen: ScriptObservation) -> tuple[bool | None, str]:
+    """Nothing was written at the watched path: a wrong path when the job ran to its end, else a wrong path or a
+    script that saves only at its end (both leave the path empty while it trains)."""
+    files = ", ".join(ckpt.files_in_workdir) or "nothing"
+    where = f"(watched {ckpt.watched}; the workdir holds: {files})"
+    if seen.finished:
+        return (False, f"the script saves to {ckpt.path!r}: nothing was written there, though the job trained to "
+                       f"its end {where}. Pass --checkpoint as the file or folder the script saves to, relative to "
+                       "--workdir")
+    return (None, f"whether the script saves to {ckpt.path!r}: nothing was written there while the run watched "
+                  f"{where}: a wrong path (pass --checkpoint as the file or folder the script saves to, relative to "
+                  "--workdir), or a script that saves only at its end")

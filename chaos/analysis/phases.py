@@ -8,7 +8,7 @@ the evidence for the ones that do not apply to every recovery:
   the watchdog waits ``TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC`` (60 s) for a debug
   dump first: that wait is here, not in the rendezvous.
 - ``shutdown``: the agent sent a worker SIGTERM and killed it only after its
-  shutdown wait (30 s in torch 2.13), because the worker ignored the signal
+  shutdown wait (chaos.torch_defaults.AGENT_SHUTDOWN_WAIT_S), because the worker ignored the signal
   (``Unable to shutdown process ... forcefully exiting via 9``).
 - ``stall``: the fault ended on its own (a freeze thawed, a partition healed)
   and training went on at the same world size without a restart: the whole

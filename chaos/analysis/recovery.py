@@ -29,7 +29,8 @@ from chaos.analysis.phases import (
     unsettled_steps,
     worker_exit,
 )
-from chaos.analysis.steady import restarts_before
+from chaos.analysis.saves import saves
+from chaos.analysis.steady import landing, restarts_before
 from chaos.events import (
     AgentEv,
     CheckpointEv,
@@ -122,6 +123,8 @@ class Recovery:
     rejoin_s: float | None = metric("rejoin", _S, "replacement machine Ready -> the replacement node is a "
                                     "participant of a complete round (the pod re-created, scheduled, started, "
                                     "admitted)", junit=True)
+    saves_before: int | None = metric("saves before", _N, "checkpoints seen saved before the fault (reported by "
+                                      "the script, or seen by the checkpoint file watcher)", junit=True)
     restarts_used: int = metric("restarts", _N, "the most worker-group restarts one agent spent after the "
                                 "fault", default=0, table=True, junit=True)
     restarts_before: int = metric("restarts before", _N, "the most worker-group restarts one agent spent "
@@ -200,7 +203,7 @@ METRICS: tuple[Metric, ...] = (*PHASE_METRICS, *FIELD_METRICS)
 
 def _measure(events: Sequence[Event], mark: FaultMark) -> Recovery:
     return analyze_fault(events, kind=mark.kind, target=mark.target, injected_at=mark.injected_at, until=mark.until,
-                         max_restarts=mark.max_restarts)
+                         max_restarts=mark.max_restarts, unit=mark.unit)
 
 
 RECOVERY = fault_group(
@@ -245,9 +248,10 @@ def first_detection(events: Iterable[Event], f: float, target: str | None) -> Ev
 
 def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
                   injected_at: float, until: float | None = None,
-                  max_restarts: int | None = None) -> Recovery:
+                  max_restarts: int | None = None, unit: str = "step") -> Recovery:
     """Metrics for the fault at ``injected_at``; ``until`` bounds world_size_final
-    (the next fault's time in a multi-fault run)."""
+    (the next fault's time in a multi-fault run); ``unit``: what the job's progress counts,
+    the word its notes use."""
     events = sorted(events, key=lambda e: e.t)
     f = injected_at
     rec = Recovery(fault_kind=kind, target=target, injected_at=f, restart_budget=max_restarts)
@@ -257,13 +261,13 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
     if before:
         rec.world_size_before = before[-1].data.world_size or None
     else:
-        rec.missing.append("no step completed before the fault (no steady state)")
+        rec.missing.append(f"no {unit} completed before the fault (no steady state)")
     stalled = stall(events, f, kind, target, lambda e: not new_gen(e), rec.world_size_before, until)
     if stalled is not None:
-        return _finish(_stalled(rec, events, stalled, until), events)
+        return _finish(_stalled(rec, events, stalled, until, unit), events, unit)
     went_on = trained_through(events, f, target, lambda e: not new_gen(e), rec.world_size_before, until)
     if went_on is not None:
-        return _finish(_through(rec, events, went_on, until), events)
+        return _finish(_through(rec, events, went_on, until, unit), events, unit)
     # Work counts as done by the pre-fault generation even when it finished just
     # after F: a gracefully stopped worker completes (and saves) its last step;
     # not a step its worker reported after its own collective failed (see unsettled_steps)
@@ -273,7 +277,7 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
                and (e.t <= f or (not new_gen(e) and (until is None or e.t <= until)))]
     rec.pre_step = max((e.data.step for e in old_gen), default=0)
     rec.unsettled_steps = len(unsettled)
-    rec.notes += [f"step {e.data.step} on {e.node} (rank {e.data.rank}) came after its worker's "
+    rec.notes += [f"{unit} {e.data.step} on {e.node} (rank {e.data.rank}) came after its worker's "
                   "collective had failed (an aborted NCCL communicator lets a blocked step finish on gradients "
                   "that were never all-reduced): it was never saved and is not counted as progress or as lost"
                   for e in unsettled]
@@ -296,15 +300,16 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
 
     rec.detect_s = _since(f, detect, "no survivor noticed the fault", rec)
     rec.rendezvous_s = _since(f, rdzv, "no rendezvous round completed after the fault", rec)
-    rec.recovery_s = _since(f, first_new, "no restarted worker completed a step", rec)
-    rec.regain_s = _since(f, regain, "progress never passed the pre-fault step", rec)
+    rec.recovery_s = _since(f, first_new, f"no restarted worker completed a {unit}", rec)
+    rec.regain_s = _since(f, regain, f"progress never passed the pre-fault {unit}", rec)
     if first_new is not None:
         rec.path = RecoveryPath.RESTART
     if resumed is not None:
         rec.resumed_from_step = resumed.data.step or 0
     elif first_new is not None:
         rec.resumed_from_step = first_new.data.step - 1
-        rec.missing.append("no checkpoint-loaded event: resume step inferred from the first step")
+        rec.missing.append(f"no checkpoint-loaded event: the {unit} it resumed from is inferred from the first "
+                           f"{unit} after the restart")
     if rec.resumed_from_step is not None and rec.pre_step is not None:
         rec.lost_steps = max(0, rec.pre_step - rec.resumed_from_step)
     if first_new is not None:
@@ -331,7 +336,7 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
     _set_phases(rec, f, marks)
     rec.evidence = _evidence(events, f, regain.t if regain else until,
                              [detect, exited.event, killed.event, rdzv, resumed, first_new, regain])
-    return _finish(rec, events)
+    return _finish(rec, events, unit)
 
 
 E = TypeVar("E", bound=Event)
@@ -342,7 +347,7 @@ def _by(mark: E | None, until: float) -> E | None:
     return mark if mark is not None and mark.t <= until else None
 
 
-def _stalled(rec: Recovery, events: Sequence[Event], s: Stall, until: float | None) -> Recovery:
+def _stalled(rec: Recovery, events: Sequence[Event], s: Stall, until: float | None, unit: str) -> Recovery:
     """A fault that ended on its own, training on without a restart: one stall, nothing lost."""
     f = rec.injected_at
     rec.path = RecoveryPath.STALL
@@ -357,12 +362,12 @@ def _stalled(rec: Recovery, events: Sequence[Event], s: Stall, until: float | No
     marks["stall"] = Mark(s.regain)
     _set_phases(rec, f, marks)
     rec.notes.append(f"the job stalled {rec.regain_s:.1f} s and trained on at world size {rec.world_size_after} "
-                     f"without a restart once the {rec.fault_kind} ended (+{s.ended.t - f:.1f} s): 0 steps lost")
+                     f"without a restart once the {rec.fault_kind} ended (+{s.ended.t - f:.1f} s): 0 {unit}s lost")
     rec.evidence = _evidence(events, f, s.regain.t, [s.ended, s.regain])
     return rec
 
 
-def _through(rec: Recovery, events: Sequence[Event], t: Through, until: float | None) -> Recovery:
+def _through(rec: Recovery, events: Sequence[Event], t: Through, until: float | None, unit: str) -> Recovery:
     """A fault the job trained through (a slowdown not over yet): nothing to recover, nothing lost."""
     f = rec.injected_at
     rec.path = RecoveryPath.THROUGH
@@ -373,9 +378,9 @@ def _through(rec: Recovery, events: Sequence[Event], t: Through, until: float | 
     why = "the same workers trained on through the fault: no restart"
     _set_phases(rec, f, {p: Mark(not_applicable=why) for p in PHASES})
     upto = (f"until the next fault (+{until - f:.1f} s)" if until is not None and t.last.t <= until
-            else f"to step {t.last.data.step} (+{t.last.t - f:.1f} s)")
+            else f"to {unit} {t.last.data.step} (+{t.last.t - f:.1f} s)")
     rec.notes.append(f"the job trained on through the {rec.fault_kind} at world size {rec.world_size_after}, "
-                     f"every node stepping and no restart, {upto}: nothing to recover from, 0 steps lost")
+                     f"every node stepping and no restart, {upto}: nothing to recover from, 0 {unit}s lost")
     rec.evidence = _evidence(events, f, t.last.t, [t.past, t.last])
     return rec
 
@@ -386,9 +391,16 @@ def _set_phases(rec: Recovery, f: float, marks: dict[str, Mark]) -> None:
     rec.missing += [m.missing for m in marks.values() if m.missing is not None]
 
 
-def _finish(rec: Recovery, events: Sequence[Event]) -> Recovery:
+def _finish(rec: Recovery, events: Sequence[Event], unit: str) -> Recovery:
+    rec.saves_before = len(saves(events, until=rec.injected_at))
+    if rec.saves_before == 0 and rec.path is RecoveryPath.RESTART and rec.resumed_from_step == 0 and rec.lost_steps:
+        rec.notes.append(f"no checkpoint was seen saved before the fault: training started over, so every {unit} "
+                         f"since the start was lost ({rec.lost_steps})")
     for m in FIELD_METRICS:
         setattr(rec, m.key, measured(m.of(rec), rec, m.key))
+    late = landing(events, rec.injected_at, unit)
+    if late is not None:
+        rec.notes.append(late)
     return rec
 
 
@@ -582,6 +594,14 @@ class JobOutcome:
         return self.state is JobState.FAILED
 
 
+def training_finished(events: Sequence[Event]) -> Event | None:
+    """The first sign that the job's training ended on its own: an agent logged that its worker
+    group finished (its workers exited 0: torch's ``worker group successfully finished``), or a
+    worker reported ``finished`` through trainer.progress. In an elastic job every worker ends
+    together, so one agent's finished group is the job's."""
+    return first(events, AgentEv.WORKERS_FINISHED, ProgressEv.FINISHED)
+
+
 def job_outcome(events: Sequence[Event], job: Any = None) -> JobOutcome:
     """Why the job is gone, from the evidence: agents that gave up after spending
     their restart budget, rendezvous failures, node exits. ``job`` (a JobSpec)
@@ -591,7 +611,7 @@ def job_outcome(events: Sequence[Event], job: Any = None) -> JobOutcome:
     starts = {e.node for e in of(events, NodeEv.STARTED)}
     if not starts or starts - set(ends):
         return JobOutcome(JobState.RUNNING)
-    if first(events, ProgressEv.FINISHED) is not None \
+    if training_finished(events) is not None \
             and all(e.data.exit_code == 0 for e in ends.values() if e.type == NodeEv.EXITED):
         return JobOutcome(JobState.FINISHED, ["every node finished training"])
     why = [_node_failure(node, ends[node], of(events, Source.AGENT, node=node), getattr(job, "max_restarts", None))
@@ -633,27 +653,3 @@ def _node_failure(node: str, end: Event, agent: list[Event], budget: int | None)
                 f"restarted {spent} time(s)" + (f" (max_restarts={budget})" if budget is not None else "")
                 + ", then its agent gave up")
     return FailureCause.EXITED, f"{node} exited with code {end.data.exit_code}"
-
-
-def goodput(events: Sequence[Event], end: float | None = None) -> float | None:
-    """Useful step time / wall time (docs/REPORTS.md): committed steps (rolled-back
-    ones excluded) x the steady step time (median gap between a worker's
-    consecutive steps), over the span from the first step's start to the later of
-    the last step and ``end`` (when the run's evidence ends: a stall until the end
-    counts as lost). Downtime and replayed steps both lower it."""
-    from chaos.analysis.samples import account_samples
-
-    steps = [e for e in of(events, ProgressEv.STEP) if (e.data.rank or 0) == 0]
-    if len(steps) < 2:
-        return None
-    by_pid: dict[Any, list[float]] = {}
-    for e in steps:  # a script's regex steps carry no pid: one series per node
-        by_pid.setdefault((e.data.pid, e.node), []).append(e.t)
-    gaps = sorted(b - a for ts in by_pid.values() for a, b in zip(ts, ts[1:], strict=False))
-    if not gaps:
-        return None
-    step_time = gaps[len(gaps) // 2]
-    committed = account_samples(events).committed_steps or len({e.data.step for e in steps})
-    last = max(steps[-1].t, end) if end is not None else steps[-1].t
-    wall = last - (steps[0].t - step_time)
-    return max(0.0, min(1.0, committed * step_time / wall)) if wall > 0 else None

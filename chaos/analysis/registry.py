@@ -2,7 +2,7 @@
 user or test registers; every view iterates it (chaos.analysis.groups says what a group is)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chaos.analysis.groups import FaultGroup, FaultMark, RunGroup, RunMark
@@ -54,12 +54,14 @@ def run_groups() -> tuple[RunGroup[Any], ...]:
     return tuple(_RUN)
 
 
-def measure_fault(events: Sequence[Event], mark: FaultMark) -> dict[str, Any]:
-    """Group name -> value for every group that applies to ``mark`` and measured something."""
+def measure_fault(events: Sequence[Event], mark: FaultMark,
+                  known: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Group name -> value for every group that applies to ``mark`` and measured something;
+    ``known``: values already measured (by group name), taken as they are."""
     out: dict[str, Any] = {}
     for g in fault_groups():
         if g.applies(mark.kind):
-            value = g.measure(events, mark)
+            value = (known or {}).get(g.name) or g.measure(events, mark)
             if value is not None:
                 out[g.name] = value
     return out

@@ -21,9 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaos.analysis.goodput import goodput
 from chaos.analysis.groups import run_group
 from chaos.analysis.metrics import Metric, Unit, declared, metric
-from chaos.events import Event, FaultEv, ProgressEv, RunnerEv, last, of, payload_json
+from chaos.events import Event, FaultEv, RunnerEv, last, of, payload_json
 from chaos.events.fault_events import Replayed
 
 REPLAY_OVER = "replay-over"
@@ -130,23 +131,12 @@ def replay_summary(events: Sequence[Event], checkpoint_every: int | None = None)
 
 
 def replay_goodput(events: Sequence[Event], start: float) -> float | None:
-    """Goodput from ``start`` to the last step (the module docstring); None without steps
-    on both sides of ``start``."""
+    """Goodput from ``start`` to the end of the replay (chaos.analysis.goodput: the one formula); None
+    without steps on both sides of ``start``."""
     over = last(events, RunnerEv.PHASE, where=lambda e: e.data.phase == REPLAY_OVER and e.t > start)
-    steps = [e for e in of(events, ProgressEv.STEP, until=over.t if over else None)
-             if (e.data.rank or 0) == 0]
-    before = [e for e in steps if e.t <= start]
-    after = [e for e in steps if e.t > start]
-    if len(before) < 3 or not after:
-        return None
-    gaps = sorted(b.t - a.t for a, b in zip(before, before[1:], strict=False)
-                  if a.data.pid == b.data.pid)
-    if not gaps:
-        return None
-    step_s = gaps[len(gaps) // 2]
-    progress = max(e.data.step for e in after) - before[-1].data.step
-    wall = after[-1].t - start
-    return round(max(0.0, min(1.0, progress * step_s / wall)), 4) if wall > 0 else None
+    upto = [e for e in events if over is None or e.t <= over.t]
+    gp = goodput(upto, start=start, end=over.t if over is not None else None)
+    return None if gp is None else round(gp, 4)
 
 
 REPLAY = run_group("replay", "Replayed trace", ReplaySummary,

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from chaos.events import AgentEv, CheckpointEv, Event, NodeEv, ProgressEv, first, of
+from chaos.events import AgentEv, CheckpointEv, Event, FaultEv, NodeEv, ProgressEv, RunnerEv, first, last, of
 
 
 @dataclass(frozen=True)
@@ -94,3 +94,30 @@ def unsteady(events: Sequence[Event], *, world_size: int, checkpoint_every: int 
     return out
 
 
+
+
+LANDING_NOTE_S = 1.0
+"""A fault whose injection began this long after steady state was reached is explained in the report."""
+
+
+def landing(events: Sequence[Event], injected_at: float, unit: str = "step") -> str | None:
+    """Why the fault at ``injected_at`` began more than LANDING_NOTE_S after the job was found steady
+    (the runner's ``steady`` phase names the step and any wait), in the job's unit; None when it came
+    at once, or when another fault came between."""
+    steady = [e for e in of(events, RunnerEv.PHASE, until=injected_at) if e.data.phase == "steady"]
+    began = [e for e in of(events, RunnerEv.PHASE, until=injected_at) if e.data.phase == "inject"]
+    if not steady or not began or first(events, FaultEv.INJECTED, after=steady[-1].t,
+                                        where=lambda e: e.t < injected_at) is not None:
+        return None
+    found, start = steady[-1], began[-1]
+    reached = last(events, ProgressEv.STEP, until=found.t, where=lambda e: e.data.step == found.data.step)
+    origin = reached.t if reached is not None else found.t
+    gap = start.t - origin
+    if gap < LANDING_NOTE_S:
+        return None
+    at = last(events, ProgressEv.STEP, until=start.t)
+    moved = f", at {unit} {at.data.step}" if at is not None and at.data.step != found.data.step else ""
+    why = found.data.why or ("the hypothesis prepared its fault" if start.t - found.t >= LANDING_NOTE_S
+                             else "the logs were read past that step")
+    return (f"the fault began {gap:.1f} s after steady state was reached ({unit} {found.data.step}){moved}: "
+            f"{why}")

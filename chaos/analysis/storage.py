@@ -27,6 +27,7 @@ from typing import Any
 
 from chaos.analysis.groups import FaultMark, fault_group
 from chaos.analysis.metrics import Metric, Unit, declared, metric
+from chaos.analysis.saves import JobSave, job_saves
 from chaos.events import CheckpointEv, Event, NodeEv, ProgressEv, first, last, of
 
 INTERRUPTED = "EINTR"
@@ -124,49 +125,6 @@ def nearest_rank(values: Sequence[float], q: float) -> float:
     return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
-@dataclass(frozen=True)
-class JobSave:
-    """One save as the job timed it: from its start to the moment it was durable (None: never)."""
-
-    node: str | None
-    start: float
-    end: float | None
-    step: int | None = None
-    reason: str | None = None
-    error: str | None = None
-
-    @property
-    def duration_s(self) -> float | None:
-        return None if self.end is None else self.end - self.start
-
-
-def job_saves(events: Sequence[Event]) -> list[JobSave]:
-    """Every save of the run, in start order: the job's own ``checkpoint/started`` ->
-    ``checkpoint/saved`` (the reference trainer, an integrated script) when it reports them,
-    else the storage layer's (create -> rename, as the volume timed it)."""
-    started = [e for e in of(events, CheckpointEv.STARTED) if e.data.via != "file"]
-    if not started:
-        return [JobSave(e.node, float(e.data.started_at or e.t), None if e.data.error else e.t,
-                        error=e.data.error) for e in of(events, CheckpointEv.STORAGE_SAVE)]
-    saved = [e for e in of(events, CheckpointEv.SAVED) if e.data.via != "file"]
-    out = []
-    for i, e in enumerate(started):
-        who = (e.node, e.data.rank)
-        nxt = next((n.t for n in started[i + 1:] if (n.node, n.data.rank) == who), None)
-        done = next((d for d in saved if (d.node, d.data.rank) == who and d.data.step == e.data.step
-                     and d.t >= e.t and (nxt is None or d.t <= nxt)), None)
-        out.append(JobSave(e.node, e.t, done.t if done is not None else None, e.data.step, e.data.reason,
-                           error=None if done is not None else _volume_error(events, e.node, e.t, nxt)))
-    return out
-
-
-def _volume_error(events: Sequence[Event], node: str | None, start: float, until: float | None) -> str | None:
-    """The errno the volume gave the first failed file of ``node`` in [start, until] (None: none)."""
-    failed = first(events, CheckpointEv.STORAGE_SAVE, node=node, after=start - 1e-6, until=until,
-                   where=lambda e: bool(e.data.error))
-    return failed.data.error if failed is not None else None
-
-
 def measure_storage(events: Sequence[Event], mark: FaultMark) -> StorageCost | None:
     """The StorageCost of ``mark``; None when the run had no storage layer (no storage events)."""
     if not of(events, CheckpointEv.STORAGE_LAYER, CheckpointEv.STORAGE_SAVE, CheckpointEv.STORAGE_SUMMARY):
@@ -208,7 +166,7 @@ def _termination(events: Sequence[Event], mark: FaultMark) -> tuple[float, float
     lost = first(events, NodeEv.LOST, node=mark.target, after=mark.injected_at - 1.0, until=mark.until,
                  where=lambda e: (e.data.action or "").startswith("sigterm"))
     if lost is not None:
-        grace = lost.data.extra.get("grace_s", mark.detail.get("grace_s"))
+        grace = lost.data.grace_s if lost.data.grace_s is not None else mark.detail.get("grace_s")
         return (lost.t, float(grace)) if isinstance(grace, (int, float)) else None
     ending = first(events, NodeEv.TERMINATING, node=mark.target, after=mark.injected_at - 1.0, until=mark.until)
     if ending is not None and ending.data.grace_s is not None:

@@ -26,21 +26,10 @@ from dataclasses import dataclass
 
 from chaos.options import DAY_S, option, validate
 from chaos.spec import JobSpec, PgBackend
+from chaos.torch_defaults import AGENT_SHUTDOWN_WAIT_S, NCCL_DUMP_WAIT_MS, NCCL_HEARTBEAT_S, PG_TIMEOUT_S, RDZV
 
-TORCH_DEFAULTS = {"keep_alive_interval": 5, "keep_alive_max_attempt": 3, "last_call_timeout": 30}
-"""torch's dynamic rendezvous defaults (seconds, attempts)."""
-TORCH_PG_TIMEOUT_S = {PgBackend.GLOO: 1800.0, PgBackend.NCCL: 600.0}
-"""init_process_group's default collective timeout per backend (torch 2.x)."""
 TRAINER_PG_TIMEOUT_S = 60.0
 """The reference trainer's --pg-timeout default."""
-NCCL_DUMP_WAIT_MS = 60_000
-"""TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC's default."""
-NCCL_HEARTBEAT_S = 480
-"""TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC's default."""
-TORCHRUN_ASYNC_ERROR_HANDLING = 1
-"""What torchrun gives its workers when TORCH_NCCL_ASYNC_ERROR_HANDLING is unset."""
-AGENT_SHUTDOWN_WAIT_S = 30.0
-"""torch.distributed.elastic's SIGTERM -> SIGKILL wait when an agent restarts its workers (torch 2.13)."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +96,7 @@ def collective_timeout(job: JobSpec, backend: PgBackend, origin: Origin) -> tupl
     if job.pg_timeout_s is not None:
         return job.pg_timeout_s, origin.of("pg_timeout_s", job.pg_timeout_s)
     if origin.script:
-        return TORCH_PG_TIMEOUT_S[backend], f"torch's {backend.value} default, unless your script sets one"
+        return PG_TIMEOUT_S[backend.value], f"torch's {backend.value} default, unless your script sets one"
     return TRAINER_PG_TIMEOUT_S, "the reference trainer's default"
 
 
@@ -147,9 +136,9 @@ def hierarchy(job: JobSpec, backend: PgBackend, around: Surroundings, origin: Or
 
 def _rdzv(job: JobSpec) -> tuple[int, int, int]:
     r = job.rdzv
-    return (r.keep_alive_interval or TORCH_DEFAULTS["keep_alive_interval"],
-            r.keep_alive_max_attempt or TORCH_DEFAULTS["keep_alive_max_attempt"],
-            r.last_call_timeout or TORCH_DEFAULTS["last_call_timeout"])
+    return (r.keep_alive_interval or RDZV["keep_alive_interval"],
+            r.keep_alive_max_attempt or RDZV["keep_alive_max_attempt"],
+            r.last_call_timeout or RDZV["last_call_timeout"])
 
 
 def check(job: JobSpec, backend: PgBackend, around: Surroundings, origin: Origin) -> list[Finding]:

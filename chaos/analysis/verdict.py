@@ -14,8 +14,16 @@ from typing import Any
 
 STEADY_CHECK = "steady-state"
 """The check a run makes before its fault: the job is steady (chaos.hypotheses.steady)."""
-TOOLKIT_CHECKS = frozenset({"watcher", "cleanup", "toolkit"})
+DISK_CHECK = "disk-full"
+"""The check a run fails when a disk it keeps its evidence on ran out of room (chaos.runner.disk)."""
+TOOLKIT_CHECKS = frozenset({"watcher", "cleanup", "toolkit", DISK_CHECK})
 """Checks that judge the toolkit itself (a watcher died, cleanup failed), never the hypothesis."""
+JOB_FINISHED_CHECK = "job-finished"
+"""The check a run fails when the job ended on its own (every node exited 0) before its fault
+could be judged: it finished training before the fault, or before the hypothesis' wait ended."""
+INTERRUPTED_CHECK = "interrupted"
+"""The check a run fails when Ctrl-C or SIGTERM stopped it (a cancelled CI job): not a verdict on
+the hypothesis."""
 USAGE_CHECK = "usage"
 """The check of a run stopped by a bad input or setup found only once it had begun (a file that
 cannot be read, a missing binary): no run was made, and the command exits 2."""
@@ -31,6 +39,12 @@ class Outcome(str, enum.Enum):
     NOT_STEADY = "not_steady"
     """The job was not steady before the fault (crashed, restarted, not training at its size):
     no fault was injected, no experiment was made (exit 3)."""
+    JOB_FINISHED = "job_finished"
+    """The job ended on its own (its workers finished training, every node exited 0) before the
+    fault could be judged: no experiment was made (exit 3, as for a job that was not steady)."""
+    INTERRUPTED = "interrupted"
+    """Ctrl-C or SIGTERM stopped the run before it ended (a cancelled CI job): it says nothing about the
+    hypothesis, and an audit keeps it out of pass rates (exit 130)."""
     TOOLKIT_ERROR = "toolkit_error"
     """The toolkit itself failed (a watcher died, cleanup failed): the run says nothing about the
     job (exit 4)."""
@@ -40,7 +54,7 @@ class Outcome(str, enum.Enum):
     @property
     def exit_code(self) -> int:
         return {Outcome.PASSED: 0, Outcome.FAILED: 1, Outcome.USAGE_ERROR: USAGE_EXIT, Outcome.NOT_STEADY: 3,
-                Outcome.TOOLKIT_ERROR: 4}[self]
+                Outcome.JOB_FINISHED: 3, Outcome.TOOLKIT_ERROR: 4, Outcome.INTERRUPTED: INTERRUPTED_EXIT}[self]
 
     @property
     def judges_hypothesis(self) -> bool:
@@ -49,9 +63,19 @@ class Outcome(str, enum.Enum):
         an audit keeps it out of pass rates."""
         return self in (Outcome.PASSED, Outcome.FAILED)
 
+    @property
+    def word(self) -> str:
+        """The outcome in a word or two, as every rendering titles the run (CLI, summary.md,
+        report.html, ``report DIR``)."""
+        return self.value.replace("_", " ").upper()
+
     def describe(self) -> str:
         return {Outcome.PASSED: "PASSED", Outcome.FAILED: "FAILED",
                 Outcome.NOT_STEADY: "NOT STEADY (no experiment: the job was not steady before the fault)",
+                Outcome.JOB_FINISHED: "JOB FINISHED (no experiment: the job ended on its own before its fault "
+                                      "could be judged)",
+                Outcome.INTERRUPTED: "INTERRUPTED (Ctrl-C or SIGTERM stopped the run: it says nothing about the "
+                                     "hypothesis)",
                 Outcome.TOOLKIT_ERROR: "TOOLKIT ERROR (the run says nothing about the job)",
                 Outcome.USAGE_ERROR: "USAGE ERROR (a bad input found once the run had begun: not a run)"}[self]
 
@@ -133,10 +157,14 @@ class Verdict:
         failed = self.failed_checks()
         if USAGE_CHECK in failed:
             return Outcome.USAGE_ERROR
+        if INTERRUPTED_CHECK in failed:
+            return Outcome.INTERRUPTED
         if failed & TOOLKIT_CHECKS:
             return Outcome.TOOLKIT_ERROR
         if STEADY_CHECK in failed:
             return Outcome.NOT_STEADY
+        if JOB_FINISHED_CHECK in failed:
+            return Outcome.JOB_FINISHED
         return Outcome.FAILED if failed else Outcome.PASSED
 
     def to_json(self) -> dict[str, Any]:
@@ -167,3 +195,12 @@ class Verdict:
         v = cls()
         v.fail(reason, check=check)
         return v
+
+
+NO_VERDICT_WORD = "NO VERDICT"
+"""How a run that reached no verdict (it never finished) is titled."""
+
+
+def verdict_word(verdict: Verdict | None) -> str:
+    """The word every rendering titles a run with: its outcome's, or NO VERDICT."""
+    return verdict.outcome.word if verdict is not None else NO_VERDICT_WORD

@@ -160,8 +160,8 @@ def main(args: argparse.Namespace) -> int:
 def _metrics(folder: Path, events: list[Any], gateway: str | None) -> bool:
     """metrics.prom in the game day's folder, from its timeline in memory, pushed to ``gateway`` when
     given; False when the push failed."""
+    from chaos.analysis.result import result_of_timeline
     from chaos.cli.pushgateway import push_report
-    from chaos.reporting.load import result_of_timeline
     from chaos.reporting.prometheus import write_metrics
     from chaos.reporting.run_report import RunReport
     if not events:

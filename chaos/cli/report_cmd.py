@@ -29,6 +29,7 @@ def register(sub: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from chaos.analysis.verdict import verdict_word
     from chaos.cli.pushgateway import preflight, push_report
     from chaos.reporting import render_folder
     preflight(args.pushgateway)
@@ -36,7 +37,7 @@ def main(args: argparse.Namespace) -> int:
     for folder in args.dirs:
         result = render_folder(folder, png=args.png)
         run = result.run
-        word = "PASSED" if run.passed else "FAILED" if run.passed is False else "NO VERDICT"
+        word = verdict_word(run.result.verdict)
         print(f"{folder}: {word}, {len(run.faults)} fault(s), {len(result.findings)} tuning finding(s)")
         for note in [*run.missing, *result.notes]:
             print(f"  note: {note}")

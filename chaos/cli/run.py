@@ -27,8 +27,9 @@ exit codes:
   0  the hypothesis held
   1  the hypothesis did not hold
   2  a usage or setup error (bad input: nothing was run)
-  3  not steady: the job was not steady before the fault (it crashed, restarted or did not
-     train at its size), so no fault was injected and no experiment was made
+  3  no experiment: the job was not steady before the fault (it crashed, restarted or did not
+     train at its size), or it finished its training on its own before its fault could be
+     judged; report.json's outcome says which (not_steady, job_finished)
   4  the toolkit failed (a watcher died, cleanup or the metrics push failed): the run says
      nothing about the job
   130 interrupted (Ctrl-C, SIGTERM)

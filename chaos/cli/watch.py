@@ -82,8 +82,7 @@ def _watch_kubernetes(args: argparse.Namespace) -> int:
 
 
 def _watch(args: argparse.Namespace, endpoint: str, run_id: str, platform: str) -> int:
-    from chaos.reporting.load import result_of_timeline
-    from chaos.reporting.record import watch_verdict
+    from chaos.analysis.result import result_of_timeline, watch_verdict
     from chaos.runner.watch import WatchOptions, watch
     opts = WatchOptions(etcd=endpoint, run_id=run_id, record=args.record, duration_s=getattr(args, "duration_s", None),
                         logs=args.logs, platform=platform)

@@ -1,6 +1,7 @@
 """Checkpoints: trainer.progress ``checkpoint_*`` lines, a script's --resume-regex, the
-checkpoint file watcher (watchers/checkpoints.py, ``via: file``), and the storage layer's op
-log (watchers/storage.py: saves as the volume saw them, stalls, a writer held at a crash point)."""
+checkpoint file watcher (watchers/checkpoints.py, ``via: file``; with inotify, more than one
+writer of a path at once), and the storage layer's op log (watchers/storage.py: saves as the
+volume saw them, stalls, a writer held at a crash point)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -25,7 +26,31 @@ class Save(Worker):
     """``progress``: the file watcher's ``step`` is the latest progress step seen when the file
     was written (a file does not say which step it holds)."""
     inode: int | None = None
+    """The file's (a save of one file; None for several)."""
     size: int | None = None
+    """Bytes: the file's, or the sum of a save's files."""
+    files: int | None = None
+    """How many files the file watcher saw complete as this one save (``path``: the file, or the
+    folder they share); None where the save was reported, not seen."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConcurrentWrites(Payload):
+    """One checkpoint path written by more than one writer at once (watchers/inotify.py): each
+    writer had it (or the temporary file it renamed onto it) open before another's write of it
+    completed. A shared workdir whose every node saves the same path does this; the writes race
+    (a torn file, a restart that cannot load it), which a folder of each node's own avoids
+    (``--node-local-workdir``)."""
+
+    path: str | None = None
+    writes: int | None = None
+    """The most writes of the path that overlapped in one burst (the writers seen at once)."""
+    bursts: int | None = None
+    """Bursts of overlapping writes seen so far (saves that raced)."""
+    first_at: float | None = None
+    """When the first such burst was seen."""
+    last_at: float | None = None
+    """When the latest was."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,3 +158,7 @@ class CheckpointEv:
     """The storage layer's op log summed up (time stalled, failed operations) as the run ends."""
     STORAGE_PAUSED = event_type(Source.CHECKPOINT, "storage_paused", StoragePaused)
     """A writer was held at a crash point of its save (the node is the writer's)."""
+    CONCURRENT_WRITES = event_type(Source.CHECKPOINT, "concurrent_writes", ConcurrentWrites)
+    """A watched checkpoint path was written by more than one writer at once (``path``, ``writes``,
+    ``bursts``): said when first seen, again when more writers are seen at once, and as the run ends
+    when more bursts were seen since (the node: the node-local folder's; None: a shared path)."""

@@ -32,10 +32,29 @@ class Acted(Payload):
 class Lost(Acted):
     machine: str | None = None
     how: str | None = None
+    grace_s: float | None = None
+    """A graceful loss: the seconds from SIGTERM to SIGKILL of whatever was left."""
+    exited_within_grace_s: float | None = None
+    """A graceful loss whose processes all exited on SIGTERM: how soon (None: SIGKILL was needed)."""
     id: str | None = None
     """A watch's loss: the participant's rendezvous id."""
     last_heartbeat: float | None = None
     noticed_at: float | None = None
+
+
+def how_lost(lost: Lost) -> str:
+    """What a node's loss did to its processes, in words (``pids``: the processes that had to be killed)."""
+    n = len(lost.pids)
+    killed = f"{n} process" + ("" if n == 1 else "es")
+    if lost.action == "sigterm":
+        within = lost.exited_within_grace_s
+        return "SIGTERM; its processes exited" + (f" within {within:.1f} s" if within is not None else "")
+    if lost.action == "sigterm-then-sigkill":
+        grace = f" after the {lost.grace_s:g} s grace" if lost.grace_s is not None else ""
+        return f"SIGTERM, then SIGKILL of {killed} still running{grace}"
+    if lost.action == "sigkill-all":
+        return f"SIGKILL of {killed}"
+    return f"{lost.action or 'lost'}" + (f", {killed} killed" if n else "")
 
 
 @dataclass(frozen=True, kw_only=True)

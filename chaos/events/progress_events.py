@@ -47,6 +47,9 @@ class Step(Worker):
     """The script's line (regex steps)."""
     world_size_from: str | None = None
     """``agent``: the world size came from the agent's rendezvous result, not the line."""
+    written_after: float | None = None
+    """Regex steps: when the LogFollower last looked at the log and this line's bytes were not
+    there yet: the line was written after it (and by the event's time, the log's mtime when read)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,6 +19,12 @@ class Phase(Payload):
     """starting: the job's node range."""
     target_step: int | None = None
     """steady_state: the step it waits for."""
+    step: int | None = None
+    """steady: the step the job had reached when it was found steady (the fault follows at once)."""
+    waited_s: float | None = None
+    why: str | None = None
+    """steady: how long the check waited after the step was reached, and why (None: only to read the
+    logs past the step)."""
     fault: str | None = None
     """inject, recovering: the fault's name."""
     target: str | None = None
@@ -143,6 +149,17 @@ class WatcherDied(Payload):
     error: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class DiskFull(Payload):
+    """A disk the run writes its evidence to ran out of room (chaos.runner.disk)."""
+
+    path: str
+    free_bytes: int | None = None
+    why: str | None = None
+    at: float | None = None
+    """When the run saw it (the event is written later, once the run has made room)."""
+
+
 class RunnerEv:
     """The toolkit itself: ChaosRun and the platforms."""
 
@@ -177,6 +194,9 @@ class RunnerEv:
     LEFTOVERS = event_type(Source.RUNNER, "leftovers", Leftovers)
     """The local platform's own stop missed processes of the run and killed them afterwards
     (``killed``: PID -> tag); a bug worth a look, not a failure of the job."""
+    DISK_FULL = event_type(Source.RUNNER, "disk_full", DiskFull)
+    """A disk the run writes to ran out of room (``path``, ``free_bytes``, ``why``, ``at``): the run
+    stopped there, and says so (``elastic-chaos report`` names it)."""
     WATCHER_DIED = event_type(Source.RUNNER, "watcher_died", WatcherDied)
     """A watcher's thread ended with an error (``watcher``, ``error``): what it watched is
     unobserved from here on, and the run fails (watchers/api.py)."""

@@ -15,8 +15,10 @@ checker (``first(events, ProgressEv.STEP).data.step`` is an int).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -97,6 +99,12 @@ class Timeline:
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
+        self.write_error: OSError | None = None
+        """The first failed write of the file (a full disk): later events are kept in memory and written
+        by ``flush_unwritten`` once there is room; the adders never see the error."""
+        self._unwritten: list[Event[Any]] = []
+        self._whole = 0
+        """The file's size after its last whole line."""
         self._events: list[Event[Any]] = []
         self._cond = threading.Condition()
         self._file: IO[str] | None = None
@@ -104,13 +112,12 @@ class Timeline:
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._file = open(path, "a", encoding="utf-8")
+            self._whole = self._file.tell()
 
     def add(self, event: Event[P]) -> Event[P]:
         with self._cond:
             self._events.append(event)
-            if self._file is not None:
-                self._file.write(json.dumps(event.to_json(), separators=(",", ":")) + "\n")
-                self._file.flush()
+            self._write(event)
             self._cond.notify_all()
             listeners = list(self._listeners)
         for listener in listeners:
@@ -173,10 +180,49 @@ class Timeline:
                     return None
                 self._cond.wait(min(left, 1.0))
 
+    def _write(self, event: Event[Any]) -> None:
+        """Append ``event`` to the file (held in memory after a failed write: see ``write_error``)."""
+        if self._file is None:
+            return
+        if self.write_error is not None:
+            self._unwritten.append(event)
+            return
+        line = json.dumps(event.to_json(), separators=(",", ":")) + "\n"
+        try:
+            self._file.write(line)
+            self._file.flush()
+            self._whole = self._file.tell()
+        except OSError as exc:
+            self.write_error = exc
+            self._unwritten.append(event)
+            self._reopen()
+
+    def _reopen(self) -> None:
+        """After a failed write the file may end in part of a line: cut it back to its last whole line
+        and reopen (the event is held in memory, written again by ``flush_unwritten``)."""
+        assert self._file is not None and self.path is not None
+        with contextlib.suppress(OSError):
+            self._file.close()
+        with contextlib.suppress(OSError):
+            os.truncate(self.path, self._whole)
+        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    def flush_unwritten(self) -> int:
+        """Write the events held in memory since a failed write (there is room again: the run freed its
+        reserve); returns how many are still unwritten (0: the file is whole)."""
+        with self._cond:
+            if self._file is None or self.write_error is None:
+                return len(self._unwritten)
+            held, self._unwritten, self.write_error = self._unwritten, [], None
+            for event in held:
+                self._write(event)
+            return len(self._unwritten)
+
     def close(self) -> None:
         with self._cond:
             if self._file is not None:
-                self._file.close()
+                with contextlib.suppress(OSError):
+                    self._file.close()
                 self._file = None
 
     @classmethod

@@ -2,7 +2,8 @@
 kind and platform (``catalog``). The generic faults are handed on here for scenario code."""
 from __future__ import annotations
 
-from chaos.faults.api import Fault, FaultPlan, FaultRecord
+from chaos.events.records import FaultRecord
+from chaos.faults.api import Fault, FaultPlan
 from chaos.faults.hang import Freeze, Partition
 from chaos.faults.node import KillDuringCheckpoint, KillNode, ScaleUp, StoreHostLoss, WorkerCrash
 from chaos.faults.slow import HungRank, Straggler

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from chaos.errors import InjectionFailed
-from chaos.events import Event, FaultEv, Timeline, payload_json
-from chaos.events.fault_events import Injected, Observed, Planned, Reverted
+from chaos.events import Event, FaultEv, Timeline
+from chaos.events.fault_events import Planned, Reverted
+from chaos.events.records import FaultRecord
 from chaos.options import validate
 from chaos.platforms.api import Hit, Platform
 from chaos.platforms.capabilities import Capability
@@ -32,57 +33,6 @@ class FaultPlan:
 
     def describe(self) -> str:
         return f"{self.fault} -> {self.target}: " + "; ".join(self.actions)
-
-
-@dataclass(frozen=True)
-class FaultRecord:
-    """What a fault hit, when, and its detail; report.json writes its ``fault`` as ``kind``."""
-
-    fault: str
-    """The fault's name (``kill-node``)."""
-    target: str | None
-    injected_at: float
-    """When the fault hit (for a spot interruption: the SIGTERM, not the notice)."""
-    hit: Hit | None = None
-    detail: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.fault, "target": self.target,
-                               "injected_at": round(self.injected_at, 6), **self.detail}
-        if self.hit is not None:
-            out["hit"] = {"action": self.hit.action, "pids": list(self.hit.pids), **self.hit.detail}
-        return out
-
-    def event_payload(self) -> Injected:
-        """The ``fault/injected`` event's payload: the fault, what it hit, and its detail."""
-        return Injected.read({**{k: v for k, v in self.to_json().items() if k not in ("kind", "target", "injected_at")},
-                              "fault": self.fault})
-
-    @classmethod
-    def from_event(cls, e: Event[Injected] | Event[Observed]) -> FaultRecord:
-        """The record a ``fault/injected`` event (or a watch's ``fault/observed``) holds."""
-        entry: dict[str, Any] = {**{k: v for k, v in payload_json(e.data).items() if k != "fault"},
-                                 "kind": e.data.fault, "target": e.node, "injected_at": e.t}
-        if e.type == FaultEv.OBSERVED:
-            entry["observed"] = True
-        return cls.from_json(entry)
-
-    @classmethod
-    def from_json(cls, raw: dict[str, Any]) -> FaultRecord:
-        """A record as report.json holds it (``to_json``); keys besides kind, target,
-        injected_at and hit are its detail (``metrics`` aside: the report's, not the record's)."""
-        target = raw.get("target")
-        target = None if target is None else str(target)
-        at = raw.get("injected_at")
-        at = float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else 0.0
-        hit = raw.get("hit")
-        made = None
-        if isinstance(hit, dict):
-            extra = {k: v for k, v in hit.items() if k not in ("action", "pids")}
-            made = Hit(node=target or "", at=at, action=str(hit.get("action", "")),
-                       pids=tuple(int(p) for p in hit.get("pids") or []), detail=extra)
-        detail = {k: v for k, v in raw.items() if k not in ("kind", "target", "injected_at", "hit", "metrics")}
-        return cls(str(raw.get("kind", "unknown")), target, at, made, detail)
 
 
 StopCheck = Callable[[], "str | None"]

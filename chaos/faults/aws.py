@@ -25,7 +25,8 @@ from typing import ClassVar
 from chaos.errors import FaultUnavailable, SpecError
 from chaos.events import FaultEv, Timeline
 from chaos.events.fault_events import FisState
-from chaos.faults.api import Fault, FaultPlan, FaultRecord, StopCheck
+from chaos.events.records import FaultRecord
+from chaos.faults.api import Fault, FaultPlan, StopCheck
 from chaos.platforms.api import Hit, Platform
 from chaos.platforms.aws.actions import (
     ExperimentOutcome,

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 from chaos.errors import FaultUnavailable
 from chaos.events import Timeline
-from chaos.faults.api import Fault, FaultPlan, FaultRecord, pick_victim
+from chaos.events.records import FaultRecord
+from chaos.faults.api import Fault, FaultPlan, pick_victim
 from chaos.platforms.api import Hit, Platform
 
 if TYPE_CHECKING:

@@ -18,7 +18,8 @@ from typing import ClassVar
 
 from chaos.errors import InjectionFailed
 from chaos.events import CheckpointEv, Event, Timeline, first
-from chaos.faults.api import Fault, FaultPlan, FaultRecord, pick_victim
+from chaos.events.records import FaultRecord
+from chaos.faults.api import Fault, FaultPlan, pick_victim
 from chaos.options import MAX_NODES, option
 from chaos.platforms.api import Platform
 from chaos.platforms.capabilities import Capability, NodeAdder, StoreHost, WorkerKiller

@@ -20,7 +20,8 @@ from typing import ClassVar
 
 from chaos.errors import SpecError
 from chaos.events import Timeline
-from chaos.faults.api import Fault, FaultPlan, FaultRecord, pick_victim
+from chaos.events.records import FaultRecord
+from chaos.faults.api import Fault, FaultPlan, pick_victim
 from chaos.options import DAY_S, MAX_NODES, option
 from chaos.platforms.api import Hit, Platform
 from chaos.platforms.capabilities import Capability, Slower, WorkerHanger

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from chaos.events import Timeline
-from chaos.faults.api import Fault, FaultPlan, FaultRecord, pick_victim
+from chaos.events.records import FaultRecord
+from chaos.faults.api import Fault, FaultPlan, pick_victim
 from chaos.options import DAY_S, option
 from chaos.platforms.api import Platform
 from chaos.platforms.capabilities import Capability, NoticeSender

@@ -33,7 +33,8 @@ from typing import ClassVar
 
 from chaos.errors import InjectionFailed, SpecError
 from chaos.events import Timeline
-from chaos.faults.api import Fault, FaultPlan, FaultRecord
+from chaos.events.records import FaultRecord
+from chaos.faults.api import Fault, FaultPlan
 from chaos.options import DAY_S, MAX_SEED, option
 from chaos.platforms.api import Hit, Platform
 from chaos.platforms.capabilities import Capability, CheckpointStorage

@@ -27,7 +27,8 @@ from typing import Any
 
 from chaos.errors import SpecError
 from chaos.events import Event, Timeline
-from chaos.faults.api import Fault, FaultRecord
+from chaos.events.records import FaultRecord
+from chaos.faults.api import Fault
 from chaos.faults.aws import AwsFault
 from chaos.faults.catalog import fault_class
 from chaos.gameday.cleanup import Replayed, describe, replay

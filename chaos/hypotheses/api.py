@@ -28,11 +28,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaos.analysis.metrics import count
 from chaos.analysis.recovery import Recovery, RecoveryPath
 from chaos.analysis.verdict import Verdict
 from chaos.errors import FaultUnavailable, SpecError
 from chaos.events import Event
-from chaos.faults.api import Fault, FaultRecord
+from chaos.events.records import FaultRecord
+from chaos.faults.api import Fault
 from chaos.faults.catalog import fault_class
 from chaos.options import DAY_S, MAX_STEPS, declared, option, split, validate
 from chaos.platforms import platform_option_classes
@@ -274,16 +276,25 @@ class Trial:
     def check_recovered(self, rec: Recovery, *, lost_at_most: int | None = None) -> None:
         """Training resumed, and lost at most ``lost_at_most`` steps (default: one
         checkpoint interval)."""
-        bound = self.job.checkpoint_every if lost_at_most is None else lost_at_most
-        unit = f" (in {self.job.observe.unit}s)" if self.job.script and self.job.observe.unit != "step" else ""
         went_on = (f"stalled {seconds(rec.regain_s)}, no restart" if rec.path is RecoveryPath.STALL
                    else "trained on through it, no restart" if rec.path is RecoveryPath.THROUGH
                    else seconds(rec.recovery_s))
         self.verdict.require(rec.recovered, f"training resumed after the fault ({went_on})", check="recovered")
-        unsettled = (f"; {rec.unsettled_steps} step(s) reported after their worker's collective had failed are "
-                     "not counted (see the notes)") if rec.unsettled_steps else ""
+        self.check_lost(rec, lost_at_most)
+
+    def check_lost(self, rec: Recovery, lost_at_most: int | None = None) -> None:
+        """The fault cost at most ``lost_at_most`` of the job's units (default: one checkpoint interval)."""
+        bound = self.job.checkpoint_every if lost_at_most is None else lost_at_most
+        unit = self.job.observe.unit
+        allowed = (f"at most {count(bound, unit)} allowed (one checkpoint interval: --checkpoint-every {bound})"
+                   if lost_at_most is None else f"at most {count(bound, unit)} allowed")
+        unsettled = (f"; {count(rec.unsettled_steps, unit)} reported after their worker's collective had failed "
+                     "are not counted (see the notes)") if rec.unsettled_steps else ""
+        nothing_saved = (f"; no checkpoint was seen saved before the fault, so every {unit} since the start was lost"
+                         if rec.saves_before == 0 and rec.resumed_from_step == 0 and rec.lost_steps else "")
         self.verdict.require(rec.lost_steps is not None and rec.lost_steps <= bound,
-                             f"lost_steps {rec.lost_steps} <= {bound}{unit}{unsettled}", check="bounded-loss")
+                             f"lost {count(rec.lost_steps, unit)}, {allowed}{unsettled}{nothing_saved}",
+                             check="bounded-loss")
 
 
 def _field_names(cls: type) -> set[str]:

@@ -9,15 +9,17 @@ from typing import Any
 
 from chaos.analysis import barrier
 from chaos.analysis.observation import checks as observation_checks
-from chaos.analysis.observation import log_tails
-from chaos.analysis.verdict import STEADY_CHECK, Check
+from chaos.analysis.result import RunResult
+from chaos.analysis.verdict import JOB_FINISHED_CHECK, STEADY_CHECK, Check
 from chaos.errors import FaultUnavailable, RecoveryTimeout, WatcherDied
 from chaos.events import ProgressEv
+from chaos.events.records import FaultRecord
 from chaos.hypotheses.api import Trial, settings
 from chaos.hypotheses.catalog import get
 from chaos.hypotheses.dryrun import build_fault
 from chaos.platforms import platform_options
-from chaos.runner.run import ChaosRun, JobFailed, NotSteady
+from chaos.runner.run import ChaosRun, JobFailed, JobFinished, NotSteady
+from chaos.watchers.tails import log_tails
 
 
 def execute(name: str, values: Mapping[str, Any], *, report_dir: Path, platform: str = "local",
@@ -40,6 +42,7 @@ def execute(name: str, values: Mapping[str, Any], *, report_dir: Path, platform:
         if on_start is not None:
             on_start(run)
         trial = Trial(h, run, s)
+        run.verdict = trial.verdict   # the checks made so far stay when the run is interrupted
         if h.fault is not None:  # before the job starts: skip (pytest) or refuse (CLI) at once
             reason = trial.fault().unavailable(run.platform)
             if reason is not None:
@@ -48,6 +51,8 @@ def execute(name: str, values: Mapping[str, Any], *, report_dir: Path, platform:
             h.steps(trial)
         except NotSteady as exc:     # checked before the fault: no fault was injected
             trial.verdict.checks.append(_not_steady(run, exc))
+        except JobFinished as exc:
+            trial.verdict.checks.append(_job_finished(run, exc))
         except JobFailed as exc:
             trial.verdict.checks.append(_job_failed(run, exc))
         except RecoveryTimeout as exc:
@@ -58,7 +63,7 @@ def execute(name: str, values: Mapping[str, Any], *, report_dir: Path, platform:
         except WatcherDied as exc:   # blind from then on: no other check can be made
             trial.verdict.fail(str(exc), check="watcher")
         else:
-            _shared_checks(trial)
+            run.closing_checks = shared_checks
         run.verdict = trial.verdict
     return run
 
@@ -82,6 +87,39 @@ def _job_failed(run: ChaosRun, exc: JobFailed) -> Check:
                                       f"({reasons}), so no fault was injected. {_tails(run)}")
 
 
+def _job_finished(run: ChaosRun, exc: JobFinished) -> Check:
+    """The check of a job whose training ended on its own before its fault could be judged: what it
+    trained, when it finished, and what the run was still waiting for (no experiment was made)."""
+    job = run.job
+    unit = job.observe.unit if job is not None else "step"
+    steps = run.timeline.select(ProgressEv.STEP)
+    fault = run.faults[0] if run.faults else None
+    origin = fault.injected_at if fault is not None else run.started_at
+    said = f"{exc.finished.node or 'a worker'} reported its workers finished at {_at(exc.finished.t, fault, origin)}"
+    if not steps:
+        regex = job.observe.progress_regex if job is not None else None
+        why = (f"no line matched --progress-regex {regex!r}, so no {unit} was seen" if regex else
+               f"no training {unit} was reported")
+        return Check(JOB_FINISHED_CHECK, False, f"the job finished on its own ({said}) before a training {unit} was "
+                                                f"seen: {why}; no fault was injected, nothing was tested. "
+                                                f"{_tails(run)}")
+    last = steps[-1]
+    trained = f"its last {unit} seen was {last.data.step}, at {_at(last.t, fault, origin)}"
+    if fault is None:
+        return Check(JOB_FINISHED_CHECK, False, f"the job finished its training on its own ({said}; {trained}) "
+                                                f"while the run waited for {exc.what}: no fault was injected, nothing "
+                                                f"was tested; give the job more {unit}s, or inject sooner "
+                                                "(--steady-steps)")
+    return Check(JOB_FINISHED_CHECK, False, f"the job finished its training on its own ({said}; {trained}) while "
+                                            f"the run waited for {exc.what}: the {fault.fault} could not be judged; "
+                                            f"give the job more {unit}s after the fault")
+
+
+def _at(t: float, fault: FaultRecord | None, origin: float) -> str:
+    """A time said from the fault (+/-s), else from the run's start."""
+    return f"{t - origin:+.1f} s from the fault" if fault is not None else f"{t - origin:.1f} s into the run"
+
+
 def _not_steady(run: ChaosRun, exc: NotSteady) -> Check:
     """The check of a job that was not steady before the fault: what, and the nodes' own lines."""
     what = "; ".join(p.what for p in exc.problems)
@@ -96,11 +134,12 @@ def _tails(run: ChaosRun, only: list[str] | None = None) -> str:
     return f"The nodes' last log lines:\n{tails}"
 
 
-def _shared_checks(t: Trial) -> None:
-    """Checks every run shares: what a user's script let us see, exactly-once samples."""
-    for ok, reason in observation_checks(t.run.observation()):
-        t.verdict.require(ok, reason, check="observation")
-    samples = t.run.samples
-    if samples.accounted:
-        t.verdict.require(samples.exactly_once, f"every sample trained exactly once in the committed "
-                                                f"history ({samples.summary()})", check="exactly-once")
+def shared_checks(result: RunResult) -> list[Check]:
+    """Checks every run shares, made from its final result as it closes (ChaosRun.closing_checks): what a
+    user's script let us see, exactly-once samples."""
+    out = [Check("observation", ok, reason) for ok, reason in observation_checks(result.observation)]
+    samples = result.samples
+    if samples is not None and samples.accounted:
+        out.append(Check("exactly-once", samples.exactly_once, "every sample trained exactly once in the committed "
+                                                               f"history ({samples.summary})"))
+    return out

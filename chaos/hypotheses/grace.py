@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from chaos.analysis.storage import grace_sentence
 from chaos.events import CheckpointEv, Event, first
-from chaos.faults.api import FaultRecord
+from chaos.events.records import FaultRecord
 from chaos.faults.node import KillNode
 from chaos.faults.storage import SlowStorage
 from chaos.faults.triggers import during_rendezvous

@@ -23,8 +23,7 @@ def scale_up(t: Trial) -> None:
                       f"the world grew {rec.world_size_before} -> {rec.world_size_final}", check="grew")
     t.verdict.require(rec.restarts_used == 0, f"no restart budget spent (used {rec.restarts_used}): a "
                                               "membership change is not a failure", check="restarts")
-    t.verdict.require(rec.lost_steps is not None and rec.lost_steps <= job.checkpoint_every,
-                      f"lost_steps {rec.lost_steps} <= {job.checkpoint_every}", check="bounded-loss")
+    t.check_lost(rec)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from chaos.events import AgentEv, CheckpointEv, RdzvEv, last, of
-from chaos.faults.api import FaultRecord
+from chaos.events.records import FaultRecord
 from chaos.faults.triggers import checkpoint_started, during_rendezvous, round_closed
 from chaos.hypotheses.api import Trial, hypothesis, seconds
 from chaos.options import DAY_S, MAX_STEPS, option, validate

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from chaos.analysis.recovery import Recovery
 from chaos.events import CheckpointEv
-from chaos.faults.api import FaultRecord
+from chaos.events.records import FaultRecord
 from chaos.hypotheses.api import Trial, hypothesis, seconds
 
 

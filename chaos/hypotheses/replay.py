@@ -32,7 +32,8 @@ from chaos.analysis.recovery import Recovery
 from chaos.analysis.replay import REPLAY_OVER, replay_goodput
 from chaos.events import FaultEv
 from chaos.events.fault_events import Replayed, Skipped
-from chaos.faults.api import FaultRecord, pick_victim
+from chaos.events.records import FaultRecord
+from chaos.faults.api import pick_victim
 from chaos.faults.trace import Bursts, Replaying, Trace, read_trace
 from chaos.hypotheses.api import Trial, hypothesis
 from chaos.options import option, validate

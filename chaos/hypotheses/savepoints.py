@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from chaos.errors import SpecError
 from chaos.events import CheckpointEv
-from chaos.faults.api import FaultRecord
+from chaos.events.records import FaultRecord
 from chaos.hypotheses.api import Trial, hypothesis
 from chaos.options import option, validate
 from chaos.platforms.capabilities import CheckpointStorage

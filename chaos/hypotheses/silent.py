@@ -6,9 +6,10 @@ from dataclasses import dataclass
 
 from chaos.analysis.hang import peer_errors
 from chaos.analysis.recovery import Recovery, RecoveryPath
-from chaos.analysis.timeouts import TORCH_PG_TIMEOUT_S, TRAINER_PG_TIMEOUT_S
+from chaos.analysis.saves import saves
+from chaos.analysis.timeouts import TRAINER_PG_TIMEOUT_S
 from chaos.events import CheckpointEv, Event, ProgressEv, RunnerEv, field_value
-from chaos.faults.api import FaultRecord
+from chaos.events.records import FaultRecord
 from chaos.faults.node import KillNode
 from chaos.faults.spot import AWS_TIMING, SpotInterruption
 from chaos.faults.store import EtcdOutage
@@ -16,6 +17,7 @@ from chaos.faults.triggers import during_rendezvous
 from chaos.hypotheses.api import Trial, hypothesis, seconds
 from chaos.options import option, validate
 from chaos.spec import JobSpec, PgBackend
+from chaos.torch_defaults import PG_TIMEOUT_S
 
 SILENT_PG_TIMEOUT_S = 15.0
 """A collective timeout short enough that a silent node is found out in seconds
@@ -107,7 +109,7 @@ def collective_timeout(job: JobSpec) -> tuple[float, str, bool]:
             return job.pg_timeout_s, "the job's --pg-timeout", True
         return TRAINER_PG_TIMEOUT_S, "the reference trainer's default", True
     backend = job.backend or PgBackend.GLOO
-    return TORCH_PG_TIMEOUT_S[backend], f"torch's {backend.value} default, if the script sets none", False
+    return PG_TIMEOUT_S[backend.value], f"torch's {backend.value} default, if the script sets none", False
 
 
 def _how(rec: Recovery) -> str:
@@ -196,17 +198,20 @@ def spot_interruption(t: Trial) -> None:
 
 def _script_saved_in_time(t: Trial, record: FaultRecord, events: list[Event], noticed: list[Event]) -> None:
     """A user's script need not read spot notices; what counts is that it saved
-    before it went (on the notice, or on SIGTERM): a checkpoint after the first warning."""
+    before it went (on the notice, or on SIGTERM): a checkpoint between the first warning
+    and the node's end (its processes exited, or SIGKILL came), not one made after the restart."""
     warned = float(record.detail.get("rebalance_at") or record.detail.get("notice_at") or record.injected_at)
-    saves = [e for e in events if e.type == CheckpointEv.SAVED and e.t >= warned]
+    gone = record.hit.ended_at() if record.hit is not None else record.injected_at
+    saved = saves(events, after=warned, until=gone)
     if noticed:
         t.verdict.require(True, f"the script on {record.target} observed the notice", check="noticed")
     else:
         t.verdict.skip(f"whether the script on {record.target} saw the notice (it reports none; only saving "
                        "before the node goes matters here)", check="noticed")
-    hint = "" if saves or t.job.observe.checkpoint else " (pass --checkpoint PATH so the script's saves are seen)"
-    t.verdict.require(bool(saves), f"a checkpoint was saved between the first warning and the node's end "
-                                   f"({len(saves)}){hint}", check="emergency-save")
+    hint = "" if saved or t.job.observe.checkpoint else " (pass --checkpoint PATH so the script's saves are seen)"
+    window = f"+{warned - record.injected_at:.1f} s .. +{gone - record.injected_at:.1f} s from SIGTERM"
+    t.verdict.require(bool(saved), f"a checkpoint was saved between the first warning and {record.target}'s end "
+                                   f"({window}): {len(saved)} save(s) in that window{hint}", check="emergency-save")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from chaos.analysis.groups import FaultMark
 from chaos.analysis.storage import StorageCost, grace_sentence, measure_storage
 from chaos.errors import SpecError
 from chaos.events import CheckpointEv, Event, FaultEv, ProgressEv, first, of
-from chaos.faults.api import FaultRecord
+from chaos.events.records import FaultRecord
 from chaos.faults.spot import SpotInterruption
 from chaos.faults.storage import SlowStorage, StorageHang
 from chaos.hypotheses.api import Trial, hypothesis, seconds

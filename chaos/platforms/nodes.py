@@ -5,7 +5,10 @@ from __future__ import annotations
 import enum
 import time
 from dataclasses import dataclass, field
-from typing import Any
+
+from chaos.events.records import Hit
+
+__all__ = ["Hit", "NodeInfo", "NodeState", "now"]
 
 
 class NodeState(enum.Enum):
@@ -28,17 +31,6 @@ class NodeInfo:
     replaces: str | None = None
     exit_code: int | None = None
     labels: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Hit:
-    """What a fault actually touched: the platform's side of a fault record."""
-
-    node: str
-    at: float
-    action: str
-    pids: tuple[int, ...] = ()
-    detail: dict[str, Any] = field(default_factory=dict)
 
 
 def now() -> float:

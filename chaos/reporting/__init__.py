@@ -1,6 +1,6 @@
 """Reports people read: report.html, summary.md, timeline.png, and audits across runs.
 
-report.json and timeline.jsonl (chaos.reporting.result, chaos.events) are the
+report.json and timeline.jsonl (chaos.analysis.result, chaos.events) are the
 evidence; this package writes report.json from a run's typed result and turns a
 report folder into pictures and prose. The renderings read only what is on
 disk, so the same code renders a report at the end of a run and later, with

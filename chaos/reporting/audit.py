@@ -43,11 +43,10 @@ from typing import Any
 
 from chaos.analysis.metrics import Metric, Unit
 from chaos.analysis.registry import fault_groups
+from chaos.analysis.result import REPORT, TIMELINE, FaultResult
 from chaos.analysis.verdict import Outcome
 from chaos.errors import SpecError
 from chaos.reporting.load import load_run
-from chaos.reporting.result import REPORT, TIMELINE, FaultResult
-from chaos.reporting.series import extract
 
 
 def audited() -> dict[str, Metric]:
@@ -198,12 +197,11 @@ def find_runs(paths: Iterable[Path]) -> list[Path]:
 def summarize_run(folder: Path) -> RunSummary:
     """One run as the audit sees it. Raises SpecError (ReportUnreadable: file, line, why) for a
     folder whose report.json or timeline cannot be read."""
-    from chaos.reporting.render import run_goodput
     run = load_run(folder, strict=True)
     verdict = run.result.verdict
     why = next((c.reason for c in verdict.checks if c.ok is False), "") if verdict is not None else ""
     return RunSummary(folder=folder, platform=run.platform, passed=run.passed, faults=tuple(run.faults),
-                      goodput=run_goodput(run, extract(run.events, run.t_end)), missing=tuple(run.missing),
+                      goodput=run.result.goodput, missing=tuple(run.missing),
                       outcome=verdict.outcome if verdict is not None else None, why=why)
 
 

@@ -9,7 +9,6 @@ import datetime
 import os
 import urllib.parse
 from collections.abc import Sequence
-from html import escape
 from pathlib import Path
 
 from chaos.analysis.metrics import Metric
@@ -18,6 +17,7 @@ from chaos.reporting.audit import SCORE_HALF_S, Group, Regression, RunSummary, S
 from chaos.reporting.html import AUDIT_CSP, CSS
 from chaos.reporting.svg import phase_bars_svg
 from chaos.reporting.table import aligned
+from chaos.reporting.text import escape
 
 
 def headline() -> list[Metric]:

@@ -15,9 +15,9 @@ from pathlib import Path
 from chaos.analysis import recovery
 from chaos.analysis.recovery import RECOVERY, Recovery
 from chaos.analysis.registry import fault_groups, run_groups
+from chaos.analysis.result import RunResult
 from chaos.events import Event, ProgressEv, node_name, payload_json
 from chaos.events.rdzv_events import RdzvState
-from chaos.reporting.result import RunResult
 
 MAX_LINES = 40
 BEFORE_S = 3.0

@@ -14,17 +14,19 @@ import datetime
 import hashlib
 import urllib.parse
 from collections.abc import Sequence
-from html import escape
 from pathlib import Path
 
+from chaos.analysis.advice.finding import Finding
+from chaos.analysis.metrics import count
+from chaos.analysis.result import FaultResult
+from chaos.analysis.verdict import verdict_word
 from chaos.events import node_name
 from chaos.reporting import table
-from chaos.reporting.excerpts import EXPECTED_NOTE, Excerpt
-from chaos.reporting.finding import Finding
-from chaos.reporting.result import FaultResult
+from chaos.reporting.excerpts import EXPECTED_NOTE, Excerpt, Line
 from chaos.reporting.run_report import RunReport
 from chaos.reporting.series import GOODPUT_MEANS, Series
 from chaos.reporting.svg import PHASE_COLORS, node_color, phase_bars_svg, timeline_svg
+from chaos.reporting.text import escape
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1160px;
@@ -43,6 +45,8 @@ th{background:#f5f5f5}td:first-child,td:nth-child(2){text-align:left}
 .change{font-family:monospace;background:#e6f4ea;border-left:3px solid #188038;padding:2px 6px;margin:3px 0}
 pre{background:#fafafa;border:1px solid #eee;padding:8px;font-size:11.5px;overflow-x:auto;margin:4px 0 12px}
 pre .agent{color:#1a4d8f}pre .error{color:#b3261e}pre .progress{color:#888}pre .expected{color:#8a6d00}
+pre .omitted{color:#888;font-style:italic}pre .t{color:#999}pre .t.inferred{cursor:help}
+pre .pulled{background:#f0f0f0}
 .expected-note{font-size:12px;color:#8a6d00;margin:2px 0 6px}
 .legend span{display:inline-block;margin-right:14px;font-size:12px}
 .legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-1px;border-radius:2px}
@@ -100,8 +104,8 @@ def _when(ts: float | None) -> str:
 
 def _verdict(run: RunReport) -> str:
     passed = run.passed
-    cls, word = ("passed", "PASSED") if passed else ("failed", "FAILED") if passed is False else \
-        ("unknown", "NO VERDICT")
+    cls = "passed" if passed else "failed" if passed is False else "unknown"
+    word = verdict_word(run.result.verdict)
     items = "".join(f"<li>{escape(r)}</li>" for r in run.reasons)
     return f'<div class="verdict {cls}" id="verdict"><b>{word}</b><ul>{items}</ul></div>'
 
@@ -115,8 +119,7 @@ def _missing(run: RunReport) -> str:
 
 
 def _remarks(run: RunReport) -> str:
-    lines = table.remarks((f.recovery for f in table.shown_faults(run.result)), run.result.placement,
-                          run.result.threads)
+    lines = table.remarks(run.result)
     if not lines:
         return ""
     return '<ul class="notes" id="notes">' + "".join(f"<li>{escape(m)}</li>" for m in lines) + "</ul>"
@@ -129,7 +132,8 @@ def _job(run: RunReport) -> str:
     tuned = ", ".join(f"{k}={v}" for k, v in job.rdzv.conf().items())
     bits = [f"nodes {job.nodes}", f"{job.nproc_per_node} worker(s)/node",
             f"rendezvous {job.rdzv.backend.value}" + (f" ({tuned})" if tuned else " (torch defaults)"),
-            f"checkpoint every {job.checkpoint_every} steps", f"max restarts {job.max_restarts}"]
+            f"checkpoint every {count(job.checkpoint_every, run.result.progress_unit)}",
+            f"max restarts {job.max_restarts}"]
     return " · ".join(escape(b) for b in bits)
 
 
@@ -196,15 +200,40 @@ def _excerpts(excerpts: Sequence[tuple[FaultResult, list[Excerpt]]], t0: float) 
                    f"at +{fault.injected_at - t0:.1f}s</h3>")
         shown = [ex for ex in items if ex.lines]
         for ex in shown:
-            lines = "\n".join(f'<span class="{ln.level}">{escape(ln.text)}</span>' for ln in ex.lines)
+            lines = "\n".join(_excerpt_line(ln, t0) for ln in ex.lines)
             note = f'<p class="expected-note">{escape(EXPECTED_NOTE)}</p>' if ex.expected_errors else ""
             out.append(f"<details{' open' if ex.node == fault.target or len(shown) <= 3 else ''}>"
-                       f"<summary>{escape(ex.node)}: {len(ex.lines)} line(s) from +{ex.start - t0:.1f}s "
-                       f"to +{ex.end - t0:.1f}s</summary>{note}<pre>{lines}</pre></details>")
-        quiet = [ex.node for ex in items if not ex.lines]
+                       f"<summary>{escape(ex.node)}: {escape(ex.summary(t0))}</summary>{note}<pre>{lines}</pre>"
+                       "</details>")
+        unread = [f"{ex.node}: {ex.error}" for ex in items if ex.error]
+        if unread:
+            out.append(f'<p class="meta">Not read: {escape("; ".join(unread))}.</p>')
+        quiet = [ex.node for ex in items if not ex.lines and not ex.error]
         if quiet:
             out.append(f'<p class="meta">No log lines in this window from {escape(", ".join(quiet))}.</p>')
     return "".join(out)
+
+
+def _excerpt_line(ln: Line, t0: float) -> str:
+    """One excerpt line: its time from the run's start (``~`` and a title when inferred), its text."""
+    when = "" if ln.t is None else f"+{ln.t - t0:.2f}s"
+    if ln.inferred and ln.t is not None:
+        stamp = (f'<span class="t inferred" title="time inferred: written {_written(ln, t0)}">'
+                 f'{("~" + when):>10}</span>')
+    else:
+        stamp = f'<span class="t">{when:>10}</span>'
+    title = ' title="outside the window: shown for what happened"' if ln.pulled else ""
+    cls = ln.level + (" pulled" if ln.pulled else "")
+    return f'{stamp} <span class="{cls}"{title}>{escape(ln.text)}</span>'
+
+
+def _written(ln: Line, t0: float) -> str:
+    """When a line with an inferred time was written, in words."""
+    if ln.after is not None and ln.before is not None:
+        return f"between +{ln.after - t0:.2f}s and +{ln.before - t0:.2f}s"
+    if ln.after is not None:
+        return f"after +{ln.after - t0:.2f}s (no later line has a time)"
+    return f"by +{ln.before - t0:.2f}s" if ln.before is not None else "at a time not known"
 
 
 def _files(run: RunReport, png: bool) -> str:

@@ -30,6 +30,7 @@ from chaos.events import (
     field_value,
     payload_json,
 )
+from chaos.events.node_events import how_lost
 
 CLEAR = "\r\x1b[K"
 
@@ -178,7 +179,7 @@ class ConsoleProgress:
         if e.type == NodeEv.STARTED:
             return f"{e.node}: agent started (pid {d.agent_pid})" + (f", replacing {d.replaces}" if d.replaces else "")
         if e.type == NodeEv.LOST:
-            return f"{e.node}: LOST ({d.action}, {len(d.pids)} processes)"
+            return f"{e.node}: LOST ({how_lost(d)})"
         if e.type == NodeEv.EXITED:
             return f"{e.node}: agent exited with code {d.exit_code}"
         if e.type == NodeEv.PROVISIONING:

@@ -19,14 +19,16 @@ is refused, exit 2); ``audit`` (``strict=True``) skips the run and lists it.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
+from chaos.analysis.goodput import goodput
+from chaos.analysis.result import REPORT, SCHEMA_VERSION, TIMELINE, RunResult, result_of_timeline
 from chaos.errors import SpecError
-from chaos.events import Event, FaultEv, RunnerEv, first, of, read_timeline
-from chaos.faults.api import FaultRecord
-from chaos.reporting.result import REPORT, SCHEMA_VERSION, TIMELINE, RunResult, build_result
+from chaos.events import Event, read_timeline
 from chaos.reporting.run_report import RunReport, missing_in
 from chaos.reporting.schema import ReportInvalid, ReportUnreadable, check_report
 from chaos.spec import JobSpec
@@ -65,7 +67,12 @@ def load_run(folder: Path, *, strict: bool = False) -> RunReport:
     complete = result is not None
     if result is None:
         result = result_of_timeline(events)
+    elif result.goodput is None and events:   # written before report.json kept it: the same formula, now
+        gp = goodput(events, end=result.finished_at)
+        result = dataclasses.replace(result, goodput=None if gp is None else round(gp, 4))
     missing += missing_in(result, events, have_timeline=timeline_path.exists())
+    if not complete:
+        missing += _full_disk(folder)
     return RunReport(folder=folder, result=result, events=events, node_logs=_node_logs(folder, result, missing),
                      missing=tuple(missing), complete=complete)
 
@@ -136,18 +143,6 @@ def _read_report(path: Path, missing: list[str], *, strict: bool = False) -> Run
     return RunResult.from_json(raw)
 
 
-def result_of_timeline(events: list[Event[Any]]) -> RunResult:
-    """What a timeline alone says about a run (no verdict: none was reached): the job it
-    started, and every fault it recorded (injected, or observed by a passive watch) measured
-    by the same code a run uses."""
-    started = first(events, RunnerEv.JOB_STARTED)
-    job = _job(started.data.spec if started else None)
-    return build_result(events, [FaultRecord.from_event(e) for e in of(events, FaultEv.INJECTED, FaultEv.OBSERVED)],
-                        scenario=None, platform=started.data.platform if started else None, job=job, verdict=None,
-                        started_at=events[0].t if events else None, finished_at=None,
-                        end=events[-1].t if events else None)
-
-
 def _job(spec: Any) -> JobSpec | None:
     if not isinstance(spec, dict):
         return None
@@ -169,3 +164,19 @@ def _node_logs(folder: Path, result: RunResult, missing: list[str]) -> dict[str,
             missing.append(f"the log of {name} ({path.name}) is missing")
             del logs[name]
     return logs
+
+
+FULL_BELOW = 4 * 1024 * 1024
+"""A folder whose disk has less free space than this may have been cut short by it."""
+
+
+def _full_disk(folder: Path) -> list[str]:
+    """A run that left no report.json on a disk that is full now: the likely cause, said."""
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return []
+    if free >= FULL_BELOW:
+        return []
+    return [f"the disk holding {folder} has {free:,} bytes free: a full disk may have stopped this run before it "
+            "wrote report.json (free some space; the timeline and node logs are what it kept)"]

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from chaos.analysis.advice.finding import Finding
+from chaos.analysis.verdict import verdict_word
 from chaos.events import node_name
 from chaos.reporting import table
-from chaos.reporting.finding import Finding
 from chaos.reporting.run_report import RunReport
 from chaos.reporting.series import GOODPUT_MEANS
+from chaos.reporting.text import visible
 
 
 def _cell(text: str) -> str:
@@ -16,8 +18,7 @@ def _cell(text: str) -> str:
 
 def render_markdown(run: RunReport, findings: Sequence[Finding], *, goodput: float | None,
                     png: bool) -> str:
-    passed = run.passed
-    word = "PASSED" if passed else "FAILED" if passed is False else "NO VERDICT"
+    word = verdict_word(run.result.verdict)
     lines = [f"# {run.title}: {word}", ""]
     meta = f"platform `{run.platform}`, {run.t_end - run.t0:.1f} s"
     if goodput is not None:
@@ -33,8 +34,7 @@ def render_markdown(run: RunReport, findings: Sequence[Finding], *, goodput: flo
         lines += ["", f"## {title}", "", "| " + " | ".join(_cell(c) for c in header) + " |",
                   "|" + "|".join("---" for _ in header) + "|"]
         lines += ["| " + " | ".join(_cell(c) for c in r) + " |" for r in t.rows[1:]]
-    remarks = table.remarks((f.recovery for f in table.shown_faults(run.result)), run.result.placement,
-                            run.result.threads)
+    remarks = table.remarks(run.result)
     if remarks:
         lines += [""] + [f"- {r}" for r in remarks]
     if findings:
@@ -48,4 +48,4 @@ def render_markdown(run: RunReport, findings: Sequence[Finding], *, goodput: flo
     files = ["report.html", *(["timeline.png"] if png else []),
              *(n for n in ("report.json", "timeline.jsonl") if (run.folder / n).exists())]
     lines += ["", "Files: " + " · ".join(f"[{n}]({n})" for n in files), ""]
-    return "\n".join(lines)
+    return visible("\n".join(lines))   # a script's control characters, shown: never passed on

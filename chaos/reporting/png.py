@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from chaos.analysis.result import FaultResult
 from chaos.events import CheckpointEv
-from chaos.reporting.result import FaultResult
 from chaos.reporting.series import Series
 from chaos.reporting.svg import FAULT_COLOR, PHASE_COLORS, node_color
 

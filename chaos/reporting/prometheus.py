@@ -27,8 +27,8 @@ from prometheus_client import CollectorRegistry, Gauge, push_to_gateway, write_t
 
 from chaos.analysis.metrics import Metric, Unit
 from chaos.analysis.registry import fault_groups, run_groups
+from chaos.analysis.result import FaultResult
 from chaos.analysis.verdict import Check
-from chaos.reporting.result import FaultResult
 from chaos.reporting.run_report import RunReport
 
 FILE = "metrics.prom"

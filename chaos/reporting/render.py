@@ -12,18 +12,18 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from chaos.analysis.advice import advise
+from chaos.analysis.advice.finding import Finding
+from chaos.analysis.result import FaultResult
 from chaos.errors import SpecError
 from chaos.reporting import png as png_mod
-from chaos.reporting.advice import advise
 from chaos.reporting.excerpts import Excerpt, excerpt, window
-from chaos.reporting.finding import Finding
 from chaos.reporting.html import render_html
 from chaos.reporting.load import load_run
 from chaos.reporting.markdown import render_markdown
 from chaos.reporting.prometheus import write_metrics
-from chaos.reporting.result import FaultResult
 from chaos.reporting.run_report import RunReport
-from chaos.reporting.series import Series, extract, goodput
+from chaos.reporting.series import Series, extract
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,11 @@ def fault_excerpts(run: RunReport) -> list[tuple[FaultResult, list[Excerpt]]]:
     tz = log_timezone(run.platform)
     for f in run.faults:
         start, end = window(f.record.injected_at, f.recovery.regain_s)
+        # the target's last lines before its end (after SIGTERM it may print for a while), the survivors' failure
+        ended = f.record.hit.ended_at() if f.record.hit is not None else f.injected_at
         out.append((f, [excerpt(node, path, start, end, tz,
-                                survivor_after=f.injected_at if node != f.target else None)
+                                survivor_after=f.injected_at if node != f.target else None,
+                                killed_at=ended if node == f.target else None)
                         for node, path in run.node_logs.items()]))
     return out
 
@@ -69,13 +72,6 @@ def log_timezone(platform: str) -> datetime.tzinfo | None:
         return platform_class(platform).node_log_timezone()
     except ImportError:  # a platform whose module cannot load here: its report still renders
         return None
-
-
-def run_goodput(run: RunReport, series: Series) -> float | None:
-    """The result's goodput when the analysis provides one, else the series' (docs/REPORTS.md)."""
-    if run.result.goodput is not None:
-        return run.result.goodput
-    return goodput(series.steps, series.steady_step_s, run.t_end)
 
 
 def _png(folder: Path, series: Series, run: RunReport, notes: list[str]) -> Path | None:
@@ -113,8 +109,8 @@ def render(run: RunReport, *, png: bool = True) -> RenderResult:
     folder = run.folder
     notes: list[str] = _metrics_file(run)
     series = extract(run.events, run.t_end)
-    findings = advise(run, series.steady_step_s)
-    gp = run_goodput(run, series)
+    findings = advise(run)
+    gp = run.result.goodput
     png_path: Path | None = None
     if png and run.events:
         if png_mod.available():

@@ -1,6 +1,6 @@
 """Write a run's report folder from its report, and the tables a person reads at the end.
 
-``write_report`` writes report.json (chaos.reporting.result has its schema) from the run's
+``write_report`` writes report.json (chaos.analysis.result has its schema) from the run's
 typed result, then the readable renderings beside it (report.html, summary.md,
 metrics.prom, timeline.png: chaos.reporting.render) from the same report in memory;
 ``elastic-chaos report DIR`` renders the same from the folder (chaos.reporting.load).
@@ -10,21 +10,28 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from chaos.analysis.result import REPORT, RunResult
+from chaos.analysis.verdict import NO_VERDICT_WORD
 from chaos.reporting import table
 from chaos.reporting.render import RenderResult, render
-from chaos.reporting.result import REPORT, RunResult
 from chaos.reporting.run_report import RunReport
 from chaos.reporting.schema import dumps
+from chaos.reporting.text import visible
 
 log = logging.getLogger(__name__)
 
 
 def write_result(result: RunResult, folder: Path) -> Path:
-    """Write ``folder``/report.json (atomically: a reader never sees half of it); returns it."""
+    """Write ``folder``/report.json (atomically: a reader never sees half of it); returns it. OSError when
+    it cannot be written (a full disk): no half-written temporary file is left."""
     path = folder / REPORT
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(dumps(result.to_json(), indent=2) + "\n")
-    tmp.replace(path)
+    try:
+        tmp.write_text(dumps(result.to_json(), indent=2) + "\n")
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 
@@ -53,11 +60,9 @@ def render_table(result: RunResult) -> str:
         if t.group != "recovery":
             lines.append(t.title)
         lines += table.aligned(t.rows)
-    lines += ["", "verdict: " + (result.verdict.outcome.describe() if result.verdict else "FAILED")]
+    lines += ["", "verdict: " + (result.verdict.outcome.describe() if result.verdict else NO_VERDICT_WORD)]
     reasons = result.verdict.reasons if result.verdict else ["no verdict was reached"]
     lines += [f"  {r}" for r in reasons]
     lines += [f"  note ({n.split(': ', 1)[0]}): {n.split(': ', 1)[1]}" for n in table.notes(result)]
-    lines += [f"  {remark}" for remark in table.remarks([f.recovery for f in table.shown_faults(result)],
-                                                        result.placement, result.threads)]
-    lines += [f"  note (script): {why}" for why in (result.observation.notes if result.observation else ())]
-    return "\n".join(lines)
+    lines += [f"  {remark}" for remark in table.remarks(result)]
+    return visible("\n".join(lines))   # to a terminal: a script's ESC sequences shown, never obeyed

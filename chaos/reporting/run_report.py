@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaos.analysis.result import TIMELINE, FaultResult, RunResult
 from chaos.events import Event, RunnerEv, of
-from chaos.reporting.result import TIMELINE, FaultResult, RunResult
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,9 @@ class RunReport:
 
 def missing_in(result: RunResult, events: Sequence[Event], *, have_timeline: bool = True) -> list[str]:
     """What a report must say it lacks, whatever made it: an interrupted timeline, no fault."""
-    out: list[str] = []
+    out: list[str] = [f"the run stopped: no space left on device at {e.data.path}: "
+                      f"{'unknown' if e.data.free_bytes is None else f'{e.data.free_bytes:,}'} bytes free"
+                      + (f" ({e.data.why})" if e.data.why else "") for e in of(events, RunnerEv.DISK_FULL)]
     if have_timeline:
         if not events:
             out.append(f"{TIMELINE} holds no events")

@@ -8,10 +8,10 @@ new fault family shows up without a renderer change.
 """
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaos.analysis.goodput import step_time_s
 from chaos.events import (
     AgentEv,
     CheckpointEv,
@@ -108,7 +108,7 @@ class Series:
 def extract(events: list[Event], t_end: float) -> Series:
     out = Series()
     out.steps = _steps(events)
-    out.steady_step_s = steady_step_s(out.steps, _first_fault_t(events))
+    out.steady_step_s = step_time_s(events)
     out.rounds = _rounds(events)
     out.lifetimes = _lifetimes(events, t_end)
     out.markers = [_marker(e) for e in of(events, Source.FAULT) if e.type != FaultEv.PLANNED]
@@ -117,11 +117,6 @@ def extract(events: list[Event], t_end: float) -> Series:
     out.world_size, out.pauses = _world_size(events, out.steady_step_s)
     out.checkpoints = _checkpoints(events)
     return out
-
-
-def _first_fault_t(events: list[Event]) -> float | None:
-    injected = first(events, FaultEv.INJECTED)
-    return injected.t if injected is not None else None
 
 
 def _int(v: Any, default: int = 0) -> int:
@@ -138,21 +133,6 @@ def _steps(events: list[Event]) -> list[StepSeries]:
         by_proc.setdefault(key, []).append((e.t, e.data.step))
     return [StepSeries(node=k[0], rank=k[1], pid=k[2], points=tuple(v))
             for k, v in sorted(by_proc.items(), key=lambda kv: kv[1][0][0])]
-
-
-def steady_step_s(steps: list[StepSeries], before: float | None) -> float | None:
-    """Median seconds between consecutive steps of one process (before ``before``
-    when at least 3 such intervals exist): the job's steady step time."""
-    def gaps(limit: float | None) -> list[float]:
-        out = []
-        for s in steps:
-            pts = [p for p in s.points if limit is None or p[0] <= limit]
-            out += [b[0] - a[0] for a, b in zip(pts, pts[1:], strict=False) if b[1] == a[1] + 1]
-        return out
-    chosen = gaps(before)
-    if len(chosen) < 3:
-        chosen = gaps(None)
-    return statistics.median(chosen) if chosen else None
 
 
 def _rounds(events: list[Event]) -> list[Round]:
@@ -243,19 +223,3 @@ def _checkpoints(events: list[Event]) -> list[tuple[float, int, str]]:
 GOODPUT_MEANS = ("the share of the run's wall time, from the first step, spent on training that counted: "
                  "committed steps x the steady step time; downtime and steps trained twice lower it")
 """What "goodput" means, said wherever it is shown (report.html, summary.md)."""
-
-
-def goodput(steps: list[StepSeries], steady: float | None, end: float | None = None) -> float | None:
-    """Useful step time / wall time from the first step to the end of the run (docs/REPORTS.md).
-
-    useful = (highest step - lowest step + 1) x steady step time; wall = the later of
-    the last step and ``end`` (when the run's evidence ends) - first step time + one
-    steady step. A replayed step counts once; a stall until the end counts as lost."""
-    points = [p for s in steps for p in s.points]
-    if len(points) < 2 or not steady:
-        return None
-    first_t = min(p[0] for p in points)
-    last_t = max([p[0] for p in points] + ([end] if end is not None else []))
-    useful = (max(p[1] for p in points) - min(p[1] for p in points) + 1) * steady
-    wall = last_t - first_t + steady
-    return max(0.0, min(1.0, useful / wall)) if wall > 0 else None

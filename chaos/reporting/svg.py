@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from html import escape
 
 from chaos.analysis.recovery import PHASES
+from chaos.analysis.result import FaultResult
 from chaos.events import FaultEv, NodeEv, node_name
-from chaos.reporting.result import FaultResult
 from chaos.reporting.series import Marker, Series
+from chaos.reporting.text import escape
 
 PHASE_COLORS = {"detect": "#f2a541", "exit": "#e84393", "shutdown": "#8d6e63", "rendezvous": "#6c5ce7",
                 "restart": "#00a8a8", "retrain": "#e17055", "stall": "#95a5a6"}

@@ -12,17 +12,17 @@ table metrics.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from chaos.analysis.groups import FaultGroup, RunGroup
 from chaos.analysis.metrics import Metric
-from chaos.analysis.recovery import RECOVERY, Recovery
+from chaos.analysis.recovery import RECOVERY
 from chaos.analysis.registry import fault_groups, run_groups
+from chaos.analysis.result import FaultResult, RunResult
 from chaos.events import node_name
 from chaos.events.runner_events import GpuPlacement, Threads
-from chaos.reporting.result import FaultResult, RunResult
 
 
 @dataclass(frozen=True)
@@ -127,11 +127,18 @@ def notes(result: RunResult) -> list[str]:
     return out
 
 
-def remarks(recoveries: Iterable[Recovery], placement: GpuPlacement | None = None,
-            threads: Threads | None = None) -> list[str]:
-    """How each recovery went and what its numbers leave out (Recovery.notes), how the
-    local platform placed the job on GPUs (report.json ``placement``) and fitted its
-    threads to the cores (``threads``)."""
+def remarks(result: RunResult) -> list[str]:
+    """Every remark of the run, the same lines in every rendering: how each recovery shown went and what
+    its numbers leave out (Recovery.notes), how the local platform placed the job on GPUs (report.json
+    ``placement``) and fitted its threads to the cores (``threads``), and what could and could not be seen
+    of a user's script (``observation``'s notes)."""
+    return [*setup_remarks(result.placement, result.threads),
+            *(f"{f.recovery.fault_kind} on {node_name(f.recovery.target)}: {note}" for f in shown_faults(result)
+              for note in f.recovery.notes),
+            *(f"script: {note}" for note in (result.observation.notes if result.observation else ()))]
+
+
+def setup_remarks(placement: GpuPlacement | None = None, threads: Threads | None = None) -> list[str]:
+    """How the local platform placed the job on GPUs and fitted its threads to the cores."""
     out = [f"GPUs: {placement.note}"] if placement is not None and placement.note else []
-    out += [f"threads: {threads.advice}"] if threads is not None and threads.advice else []
-    return out + [f"{r.fault_kind} on {node_name(r.target)}: {note}" for r in recoveries for note in r.notes]
+    return out + ([f"threads: {threads.advice}"] if threads is not None and threads.advice else [])

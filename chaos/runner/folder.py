@@ -21,12 +21,25 @@ with a user's cannot be told apart, and overwriting deletes only ours).
 
 A folder that is a file, lies under a file or cannot be written is refused too,
 with what to do instead, never with a traceback from the middle of a run.
+
+A live run owns its folder: :func:`claim` takes a lock (``flock`` on :data:`LOCK` in the folder,
+held until the run has written its report; the kernel drops it when the runner dies, so a killed
+run leaves no stale lock) before anything in the folder is deleted or written. ``--overwrite``, the
+pytest plugin and :func:`check` refuse a folder whose lock is held, naming the run that holds it
+(its PID, command and start), and so does a live local run registered with that folder: a second
+run once deleted a live run's files and both failed on mixed evidence.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 import os
 import shutil
+import sys
 import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from chaos.errors import SpecError
@@ -35,8 +48,12 @@ from chaos.reporting.prometheus import FILE as METRICS_FILE
 RUN_MARKERS = ("report.json", "timeline.jsonl", "nodes", "checkpoints")
 """What makes a folder a used one."""
 
+LOCK = ".elastic-chaos.lock"
+"""The file a live run holds locked in its folder (its PID, command and start inside, to name it)."""
+
 RUN_OUTPUTS = frozenset({
-    *RUN_MARKERS, "report.html", "summary.md", "timeline.png", "timeline.png.tmp.png", "workdir",
+    *RUN_MARKERS, LOCK, ".elastic-chaos.reserve", "report.html", "summary.md", "timeline.png",
+    "timeline.png.tmp.png", "workdir",
     "etcd-data", "etcd.log", "watchdog.log", "port-forward.log", "node-disks", "storage", METRICS_FILE,
 })
 """Everything a run (its platform, its report) writes into its folder: what overwriting deletes."""
@@ -46,25 +63,52 @@ _PROBE = ".write-check-"
 """The prefix of the file the write check makes (and removes at once)."""
 
 
-def prepare(path: Path, *, overwrite: bool = False) -> Path:
-    """Make ``path`` ready for one new run; returns it absolute. Blocks briefly (a write check).
+@dataclass
+class Claim:
+    """A report folder owned by this process for one run: its lock is held until ``release``."""
 
-    Raises SpecError, saying what to do, when ``path`` is a file, lies under a
-    file, cannot be created or written, or already holds a run (unless
-    ``overwrite``: then the old run's files are deleted first). Creates the
-    folder when it is missing. Not idempotent by design: a second call for the
-    same folder after a run has written there refuses it.
-    """
+    path: Path
+    fd: int | None
+
+    def release(self) -> None:
+        """Give the folder up: the lock file goes, then the lock. Idempotent."""
+        if self.fd is None:
+            return
+        with contextlib.suppress(OSError):
+            (self.path / LOCK).unlink()
+        os.close(self.fd)
+        self.fd = None
+
+
+def claim(path: Path, *, overwrite: bool = False) -> Claim:
+    """Own ``path`` for one new run: check it, take its lock, delete an old run's files when
+    ``overwrite``, create it when missing; the claim holds the lock until released. Blocks briefly
+    (a write check). Raises SpecError, saying what to do, when ``path`` is a file, lies under a file,
+    cannot be created or written, already holds a run (unless ``overwrite``), or a live run owns it
+    (never overwritten). Not idempotent by design: a folder a run has written is refused after."""
     path = check(path, overwrite=overwrite)
-    if any((path / m).exists() for m in RUN_MARKERS):
-        _delete_old_run(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise SpecError(f"cannot create report folder {path}: {exc.strerror}; pick a folder you can write "
                         "(--report-dir)") from None
-    _check_writable(path)
-    return path
+    held = Claim(path, _lock(path))
+    try:
+        if any((path / m).exists() for m in RUN_MARKERS):
+            _delete_old_run(path)
+        _check_writable(path)
+    except BaseException:
+        held.release()
+        raise
+    return held
+
+
+def prepare(path: Path, *, overwrite: bool = False) -> Path:
+    """``claim``, released at once: ``path`` checked, emptied of an old run (``overwrite``) and created;
+    returns it absolute. For a caller that only needs the folder ready."""
+    held = claim(path, overwrite=overwrite)
+    held.release()
+    return held.path
 
 
 def check(path: Path, *, overwrite: bool = False) -> Path:
@@ -73,6 +117,7 @@ def check(path: Path, *, overwrite: bool = False) -> Path:
     path = Path(os.path.abspath(path.expanduser()))
     _refuse_never_ours(path)
     _refuse_file_on_the_way(path)
+    _refuse_live(path)
     used = [m for m in RUN_MARKERS if (path / m).exists()]
     if used and not overwrite:
         raise SpecError(f"report folder {path} already holds a run ({', '.join(used)}): a new run there would "
@@ -99,7 +144,9 @@ def _refuse_never_ours(path: Path) -> None:
 def _refuse_other_files(path: Path) -> None:
     """A folder that holds something but no run is someone else's: refused, overwrite or not."""
     try:
-        names = sorted(p.name for p in path.iterdir() if not p.name.startswith(_PROBE)) if path.is_dir() else []
+        names = sorted(p.name for p in path.iterdir() if not p.name.startswith(_PROBE) and not p.name.startswith(
+            ".elastic-chaos.")) \
+            if path.is_dir() else []
     except OSError as exc:
         raise SpecError(f"report folder {path} cannot be listed ({exc.strerror}); pick a folder you can read "
                         "and write (--report-dir)") from None
@@ -148,6 +195,8 @@ def _old_run(path: Path) -> dict[str, Path]:
 
 def _delete_old_run(path: Path) -> None:
     for entry in _old_run(path).values():
+        if entry.name == LOCK:
+            continue   # ours now
         try:
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry)
@@ -156,3 +205,80 @@ def _delete_old_run(path: Path) -> None:
         except OSError as exc:
             raise SpecError(f"--overwrite could not delete {entry}: {exc.strerror}; delete it yourself or pick "
                             "a new folder (--report-dir)") from None
+
+
+def holder(path: Path) -> str | None:
+    """Who owns ``path`` now, in words ("run PID 4242 (elastic-chaos run kill-node ...), started
+    12:00:05"), or None when no live run does: its lock is free, or a live local run registered
+    with this folder is named instead."""
+    lock = path / LOCK
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return _registered_live(path)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _named(lock)
+    finally:
+        os.close(fd)   # closing drops the shared lock taken just to test it
+    return _registered_live(path)
+
+
+def _refuse_live(path: Path) -> None:
+    who = holder(path)
+    if who is not None:
+        raise SpecError(f"report folder {path} belongs to a live run ({who}): its files are that run's evidence "
+                        "while it runs, and --overwrite never deletes them. Pick a new folder (--report-dir), or "
+                        "wait for that run to end")
+
+
+def _lock(path: Path) -> int:
+    """Take ``path``'s lock (a file recreated by the last owner's release is retried); SpecError when
+    a live run holds it."""
+    lock = path / LOCK
+    for _ in range(5):
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise SpecError(f"report folder {path} is not writable ({exc.strerror}); pick a folder you can write "
+                            "(--report-dir)") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise SpecError(f"report folder {path} belongs to a live run ({_named(lock)}); pick a new folder "
+                            "(--report-dir), or wait for that run to end") from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(lock).st_ino   # not a file its owner unlinked as we opened it
+        except FileNotFoundError:
+            same = False
+        if same:
+            os.ftruncate(fd, 0)
+            os.write(fd, json.dumps({"pid": os.getpid(), "argv": sys.argv[:8], "at": time.time()}).encode())
+            return fd
+        os.close(fd)
+    raise SpecError(f"could not take the lock of report folder {path}: it kept changing hands")
+
+
+def _named(lock: Path) -> str:
+    """The run a lock file names, from what its owner wrote into it."""
+    try:
+        raw = json.loads(lock.read_text() or "{}")
+    except (OSError, ValueError):
+        return "a run whose lock says nothing more"
+    argv = " ".join(Path(a).name if i == 0 else a for i, a in enumerate(raw.get("argv") or []))
+    at = raw.get("at")
+    when = time.strftime(", started %H:%M:%S", time.localtime(at)) if isinstance(at, (int, float)) else ""
+    return f"PID {raw.get('pid', '?')}" + (f": {argv}" if argv else "") + when
+
+
+def _registered_live(path: Path) -> str | None:
+    """A live local run registered with ``path`` as its report folder (chaos.platforms.local.registry),
+    in words; None when there is none."""
+    from chaos.platforms.local.registry import Registry
+    for record in Registry().records():
+        if Path(record.report_dir).resolve() == path.resolve() and record.runner_alive() \
+                and record.runner_pid != os.getpid():
+            return f"local run {record.run_id}, runner PID {record.runner_pid}"
+    return None

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from chaos.errors import ChaosError, FaultUnavailable, RecoveryTimeout
 from chaos.events import Event, FaultEv, RunnerEv, Timeline
 from chaos.events.fault_events import Armed, Skipped, Triggered
+from chaos.events.records import FaultRecord
 from chaos.events.runner_events import Phase
-from chaos.faults.api import Fault, FaultRecord
+from chaos.faults.api import Fault
 from chaos.faults.triggers import Trigger
 from chaos.platforms.api import Platform
 

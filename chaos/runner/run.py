@@ -13,13 +13,16 @@ drives it with a few blocking calls that read like the hypothesis::
 
 Leaving the block reverts what faults broke, stops everything (also on
 failure), builds the run's report once in memory (``report``: its typed result,
-chaos.reporting.result.RunResult, with the evidence) and writes report.json and
+chaos.analysis.result.RunResult, with the evidence) and writes report.json and
 the renderings from it. A report folder holds one run: a used one is refused
 before anything starts (chaos.runner.folder), unless ``overwrite``.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
+import re
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,24 +30,28 @@ from typing import Any
 
 from chaos import signals
 from chaos.analysis import recovery as analysis
+from chaos.analysis.goodput import goodput
 from chaos.analysis.invariants import SplitBrain, split_brains
 from chaos.analysis.observation import ScriptObservation, listing
+from chaos.analysis.result import RunResult, build_result
 from chaos.analysis.samples import SampleAccount, account_samples
 from chaos.analysis.steady import Unsteady, unsteady
-from chaos.analysis.verdict import USAGE_CHECK, Verdict
-from chaos.errors import ChaosError, FaultUnavailable, RecoveryTimeout, SetupError, SpecError, WatcherDied
+from chaos.analysis.tracking import RecoveryTracker
+from chaos.analysis.verdict import DISK_CHECK, INTERRUPTED_CHECK, JOB_FINISHED_CHECK, USAGE_CHECK, Check, Verdict
+from chaos.errors import ChaosError, DiskFull, FaultUnavailable, RecoveryTimeout, SetupError, SpecError, WatcherDied
 from chaos.events import AgentEv, CheckpointEv, Event, ProgressEv, RunnerEv, Timeline
+from chaos.events.records import FaultRecord
+from chaos.events.runner_events import DiskFull as DiskFullEvent
 from chaos.events.runner_events import Phase
-from chaos.faults.api import Fault, FaultRecord
+from chaos.faults.api import Fault
 from chaos.faults.triggers import Trigger
 from chaos.platforms import create_platform
 from chaos.platforms.api import Platform
 from chaos.platforms.storage import storage_of
 from chaos.reporting.render import RenderResult
 from chaos.reporting.report import write_report
-from chaos.reporting.result import RunResult, build_result
 from chaos.reporting.run_report import RunReport, missing_in
-from chaos.runner import folder
+from chaos.runner import disk, folder
 from chaos.runner.ledger import ArmedFault, FaultLedger
 from chaos.spec import JobSpec
 from chaos.waiting import eventually
@@ -66,6 +73,18 @@ class JobFailed(ChaosError):
         self.outcome = outcome
 
 
+class JobFinished(ChaosError):
+    """The job's training ended on its own (its workers exited 0) while the run waited for ``what``:
+    before its fault, or before the fault could be judged. ``finished`` is the event that says so
+    (chaos.analysis.recovery.training_finished). Not a failure of the job, and no experiment."""
+
+    def __init__(self, what: str, finished: Event) -> None:
+        super().__init__(f"while waiting for {what}: the job finished its training on its own "
+                         f"({finished.node or 'a worker'}: {finished.type})")
+        self.what = what
+        self.finished = finished
+
+
 class NotSteady(ChaosError):
     """The job was not steady when a hypothesis was about to inject its fault (chaos.analysis.steady);
     ``problems`` says how. No fault is injected: no experiment was made."""
@@ -77,6 +96,11 @@ class NotSteady(ChaosError):
 
 SAVE_CATCH_UP_S = 3.0
 """How long the steady-state check waits for a save the checkpoint watcher has yet to report."""
+
+READ_PAST_S = 1.0
+"""How long the steady check waits for the log followers to read past the step it reached."""
+LINE_SLACK_S = 0.1
+"""Lines written this soon after the step (a failure beside it) are read before the check."""
 
 SETTLE_STEPS = 5
 SETTLE_S = 5.0
@@ -90,12 +114,19 @@ class ChaosRun:
                  platform_options: dict[str, Any] | None = None, overwrite: bool = False) -> None:
         """Open the run's report folder: SpecError when it already holds a run (``overwrite``
         deletes that run first), is a file or cannot be written. Starts nothing."""
+        # the folder is this run's until its report is written (chaos.runner.folder: a live run's lock)
+        self._claim = folder.claim(report_dir, overwrite=overwrite)
         # nodes run with another cwd: paths must be absolute
-        self.report_dir = folder.prepare(report_dir, overwrite=overwrite).resolve()
+        self.report_dir = self._claim.path.resolve()
         self.scenario = scenario
-        self.timeline = Timeline(self.report_dir / "timeline.jsonl")
-        self.platform: Platform = create_platform(platform, self.timeline, self.report_dir,
-                                                  **(platform_options or {}))
+        try:
+            disk.reserve(self.report_dir)   # room for the report, whatever fills the disk
+            self.timeline = Timeline(self.report_dir / "timeline.jsonl")
+            self.platform: Platform = create_platform(platform, self.timeline, self.report_dir,
+                                                      **(platform_options or {}))
+        except BaseException:
+            self._claim.release()
+            raise
         self.job: JobSpec | None = None
         self.ledger = FaultLedger(self.platform, self.timeline, check_alive=self._check_alive,
                                   last_progress=self.last_progress)
@@ -109,12 +140,23 @@ class ChaosRun:
         """Where a script's checkpoint path was watched on each node's own disk (node_local_workdir)."""
         self.ckpt_watcher: CheckpointWatcher | None = None
         """The watcher of a script's own checkpoint file (--checkpoint), when there is one."""
+        self._follower: LogFollower | None = None
+        self._phase: str | None = None
         self.script_lines: ScriptLines | None = None
         """What reads a user script's own lines (None before start): says whether it printed any."""
+        self.closing_checks: Callable[[RunResult], list[Check]] | None = None
+        """Checks made from the run's final result as it closes (the checks every run shares:
+        chaos.hypotheses.execute), added to ``verdict`` before the report is written."""
+        self.judged: dict[float, analysis.Recovery] = {}
+        """Each fault's Recovery as a hypothesis last read it (by injected_at): the report shows these
+        (measured once), so a check's figures and the report's cannot differ."""
         self.report: RunReport | None = None
         """The run's report, made once when it closes (its result, events and node logs)."""
         self.rendered: RenderResult | None = None
         """What was rendered from it (report.html, ...); None before close or when rendering failed."""
+        self.unwritten: str | None = None
+        """Why the report could not be written (a disk full past the reserve), and where the evidence is."""
+        self._disk: disk.DiskWatch | None = None
 
     # -- lifecycle -----------------------------------------------------------
     def __enter__(self) -> ChaosRun:
@@ -122,10 +164,16 @@ class ChaosRun:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: object) -> None:
-        if exc is not None and self.verdict is None:
+        if exc is not None:
             check = check_of(exc)
-            self.verdict = Verdict.failed(f"not a run: {exc}" if check == USAGE_CHECK else
-                                          f"run aborted: {type(exc).__name__}: {exc}", check=check)
+            why = (f"not a run: {exc}" if check == USAGE_CHECK else
+                   f"interrupted ({_interruption(exc)}) during the {self._phase or 'start'} phase: the run was "
+                   "stopped, so it says nothing about the hypothesis" if check == INTERRUPTED_CHECK else
+                   f"run aborted: {type(exc).__name__}: {exc}")
+            if self.verdict is None:
+                self.verdict = Verdict.failed(why, check=check)
+            elif check == INTERRUPTED_CHECK or check not in self.verdict.failed_checks():
+                self.verdict.fail(why, check=check)   # the checks made so far stay, and say what was seen
         self.close()
 
     def start(self, job: JobSpec) -> None:
@@ -137,6 +185,7 @@ class ChaosRun:
         self.script_lines = ScriptLines(job.observe, job.nproc_per_node)
         follower = LogFollower(self.timeline, self.platform.node_logs, self.script_lines,
                                tz=self.platform.node_log_timezone())
+        self._follower = follower
         self.add_watcher(follower)
         storage = storage_of(self.platform)  # the checkpoint folder behind the storage layer: read it past the mount
         view = storage.view if storage is not None else None
@@ -148,6 +197,8 @@ class ChaosRun:
         elif ckpt and self.workdir is not None:  # a script's own checkpoint file
             self.ckpt_watcher = CheckpointWatcher(self.timeline, self.workdir / ckpt, read_until=read, view=view)
             self.add_watcher(self.ckpt_watcher)
+        self._disk = disk.DiskWatch(self.timeline, lambda: [p for p in (self.report_dir, self.workdir) if p])
+        self.add_watcher(self._disk)
         if storage is not None:
             self.add_watcher(StorageOpWatcher(self.timeline, storage.op_log(), mountpoint=storage.mountpoint()))
         endpoint = self.platform.etcd_endpoint()
@@ -170,8 +221,11 @@ class ChaosRun:
         if self._closed:
             return
         self._closed = True
-        with signals.deferred():
-            self._teardown()
+        try:
+            with signals.deferred():
+                self._teardown()
+        finally:
+            self._claim.release()
 
     def _teardown(self) -> None:
         self._settle()
@@ -189,11 +243,14 @@ class ChaosRun:
         for w in self._watchers:
             try:
                 w.stop()
+            except DiskFull:   # said below, once the reserve makes room to say it
+                pass
             except WatcherDied as exc:   # the run was partly blind: it cannot pass
                 died.append(str(exc))
             except Exception as exc:  # noqa: BLE001 - as above
                 errors.append(_said(exc))
         problems = [(f"cleanup: {e}", "cleanup") for e in errors]
+        problems += self._room_for_the_report()
         problems += [(d, "watcher") for d in died if self.verdict is None
                      or not any(c.name == "watcher" and c.reason == d for c in self.verdict.checks)]
         # whatever the scenario asserted, two worlds training at once is a failure
@@ -204,18 +261,44 @@ class ChaosRun:
                 self.verdict.fail(reason, check=check)
         self.phase("finished")
         result = self.result()
+        if self.closing_checks is not None and self.verdict is not None:
+            # made from the final result, so a check's count is report.json's (saves seen up to teardown)
+            self.verdict.checks.extend(self.closing_checks(result))
+            result = dataclasses.replace(result, verdict=self.verdict)
         events = self.timeline.events()
         self.report = RunReport(self.report_dir, result, events, node_logs=self.platform.node_logs(),
                                 missing=tuple(missing_in(result, events)))
-        self.rendered = write_report(self.report)
+        try:
+            self.rendered = write_report(self.report)
+        except (OSError, ChaosError) as exc:   # the disk filled past the reserve: say where the evidence is
+            self.unwritten = (f"the report could not be written ({_said(exc)}); the evidence is in {self.report_dir} "
+                              "(timeline.jsonl, nodes/*.log): free some space and run `elastic-chaos report "
+                              f"{self.report_dir}`")
+            log.error("%s", self.unwritten)
         self.timeline.close()
+
+    def _room_for_the_report(self) -> list[tuple[str, str]]:
+        """Free the reserve (chaos.runner.disk) for the report, write what the timeline held in memory, and
+        record a full disk that stopped the run; returns it as a problem of the verdict (if not said yet)."""
+        disk.unreserve(self.report_dir)
+        left = self.timeline.flush_unwritten()
+        full = self._disk.full if self._disk is not None else None
+        if full is None and self.timeline.write_error is not None:
+            full = DiskFull(self.timeline.path, disk.free_bytes(self.report_dir), "the timeline could not be written")
+        if full is None:
+            return []
+        self.timeline.emit(RunnerEv.DISK_FULL, None, DiskFullEvent(path=full.path, free_bytes=full.free_bytes,
+                                                                   why=full.why or None, at=full.at))
+        said = str(full) + (f"; {left} event(s) of the timeline could not be written" if left else "")
+        known = self.verdict is not None and DISK_CHECK in self.verdict.failed_checks()
+        return [] if known else [(said, DISK_CHECK)]
 
     def _settle(self) -> None:
         """A job that recovered trains a few more steps before it is torn down (at most SETTLE_S), so
         the report's step chart shows training after the recovery, not a line that ends at it. Never
         fatal: a job that stops training here is simply torn down."""
         faults = self.ledger.records
-        if not faults or self.job is None:
+        if not faults or self.job is None or (self._disk is not None and self._disk.full is not None):
             return
         after = [e.data.step for e in self.timeline.select(ProgressEv.STEP)
                  if e.t > max(r.injected_at for r in faults)]
@@ -228,6 +311,7 @@ class ChaosRun:
             time.sleep(max(0.0, SETTLE_MIN_S - (time.monotonic() - began)))  # fast steps: still visible
 
     def phase(self, name: str, **data: Any) -> None:
+        self._phase = name
         self.timeline.emit(RunnerEv.PHASE, None, Phase(phase=name, **data))
 
     def _pid_to_node(self) -> dict[int | str, str]:
@@ -265,9 +349,14 @@ class ChaosRun:
             and not self.platform.replacement_pending()
 
     def _check_alive(self, what: str) -> None:
-        """Raise WatcherDied if a watcher died (the timeline went blind), JobFailed if the job is gone for good."""
+        """Raise WatcherDied if a watcher died (the timeline went blind), JobFinished if its training ended on
+        its own (at once: a finished job's agents may wait minutes for each other), JobFailed if the job is
+        gone for good."""
         for w in self._watchers:
             w.check()
+        finished = analysis.training_finished(self.timeline.events())
+        if finished is not None:
+            raise JobFinished(what, finished)
         if self.job_gone():
             outcome = analysis.job_outcome(self.timeline.events(), self.job)
             tails = "\n".join(f"--- {name} (last lines) ---\n{_tail(path)}"
@@ -310,7 +399,8 @@ class ChaosRun:
     def wait_for_step(self, step: int, timeout: float = 120.0) -> Event:
         """Steady state: block until some rank has completed ``step``."""
         self.phase("steady_state", target_step=step)
-        return self.wait_for(f"training step {step}",
+        unit = self.job.observe.unit if self.job is not None else "step"
+        return self.wait_for(f"training {unit} {step}",
                              lambda e: e.type == ProgressEv.STEP and e.data.step >= step, timeout)
 
     def wait_until_steady(self, step: int, *, timeout: float = 120.0, checkpoint_bound: bool = True) -> Event:
@@ -319,14 +409,18 @@ class ChaosRun:
         since it started, a checkpoint saved where ``checkpoint_bound`` relies on one); NotSteady
         says what is not so. The wait settles first: events of the step's instant are read."""
         reached = self.wait_for_step(step, timeout)
-        time.sleep(0.3)   # let the followers read the lines written with the step (a failure beside it)
+        began = time.monotonic()
+        self._read_past(reached.t)   # the lines written with the step (a failure beside it) are read
         job = self.job
         assert job is not None, "start the job first"
         sees_saves = not job.script or job.observe.checkpoint is not None or bool(
             self.timeline.select(CheckpointEv.SAVED))
-        if checkpoint_bound and sees_saves and not self.timeline.select(CheckpointEv.SAVED):
-            # the checkpoint file's watcher reports a save once it held still for a poll and the
-            # logs were read past it: give it that long before calling the job unsteady
+        why = None
+        if checkpoint_bound and sees_saves and reached.data.step >= 2 * job.checkpoint_every \
+                and not self.timeline.select(CheckpointEv.SAVED):
+            # the check below needs a save by now; the checkpoint file's watcher reports one once it held
+            # still for a poll and the logs were read past it: give it that long before calling the job unsteady
+            why = "the steady check needs a save by now and the checkpoint watcher had yet to report one"
             self.timeline.wait_for(lambda e: e.type == CheckpointEv.SAVED, timeout=SAVE_CATCH_UP_S)
         ckpt = job.observe.checkpoint
         folder = (self.workdir / ckpt).parent if ckpt and self.workdir is not None and not job.node_local_workdir \
@@ -340,7 +434,16 @@ class ChaosRun:
         if problems:
             self.phase("not_steady")
             raise NotSteady(problems)
+        self.phase("steady", step=reached.data.step, waited_s=round(time.monotonic() - began, 3), why=why)
         return reached
+
+    def _read_past(self, t: float, limit_s: float = READ_PAST_S) -> None:
+        """Block until the node logs have been read past ``t`` (at most ``limit_s``): what a node wrote
+        up to then is on the timeline."""
+        follower = self._follower
+        if follower is None:
+            return
+        eventually(lambda: follower.read_until > t + LINE_SLACK_S, timeout_s=limit_s, interval_s=0.02)
 
     def wait_for_steps(self, count: int, timeout: float = 120.0) -> Event:
         """Block until training has advanced ``count`` steps past the latest one seen."""
@@ -376,15 +479,12 @@ class ChaosRun:
         """Block until progress passes the pre-fault step (and, if given, training
         runs at ``world_size``); then return the fault's Recovery."""
         self.phase("recovering", fault=fault.fault, target=fault.target)
+        tracker = self._tracker(fault)
 
         def regained(e: Event) -> bool:
-            if not (e.type == ProgressEv.STEP and e.t > fault.injected_at):
+            if world_size is not None and e.type == ProgressEv.STEP and e.data.world_size != world_size:
                 return False
-            if world_size is not None and e.data.world_size != world_size:
-                return False
-            rec = analysis.analyze_fault(self.timeline.events(), kind=fault.fault, target=fault.target,
-                                         injected_at=fault.injected_at)
-            return rec.regain_s is not None
+            return tracker.regained(e)
 
         self.wait_for(f"recovery from {fault.fault} on {fault.target}"
                       + (f" at world size {world_size}" if world_size else ""), regained, timeout)
@@ -403,12 +503,17 @@ class ChaosRun:
 
     def recovery(self, fault: FaultRecord) -> analysis.Recovery:
         """The fault's Recovery so far. A later fault fired by a trigger (a cascade)
-        is part of this recovery; an independent one ends its window."""
-        events = self.timeline.events()
+        is part of this recovery; an independent one ends its window. The last one read is
+        the one the report shows (``judged``): what a hypothesis checked is what it says."""
         until = analysis.window_end(fault.injected_at, [(f.injected_at, "trigger" in f.detail) for f in self.faults])
-        return analysis.analyze_fault(events, kind=fault.fault, target=fault.target,
-                                      injected_at=fault.injected_at, until=until,
-                                      max_restarts=self.job.max_restarts if self.job else None)
+        rec = self._tracker(fault).measure(until)
+        self.judged[fault.injected_at] = rec
+        return rec
+
+    def _tracker(self, fault: FaultRecord) -> RecoveryTracker:
+        return RecoveryTracker(fault.fault, fault.target, fault.injected_at, self.timeline.events,
+                               max_restarts=self.job.max_restarts if self.job else None,
+                               unit=self.job.observe.unit if self.job else "step")
 
     def recoveries(self) -> list[analysis.Recovery]:
         return [self.recovery(f) for f in self.faults]
@@ -416,13 +521,13 @@ class ChaosRun:
     def result(self) -> RunResult:
         """What the run found so far, as report.json records it: its verdict, each fault with
         its metric groups, the run's groups, goodput, split brains, samples, what a script let
-        us see (chaos.reporting.result.build_result: the same measurement a crashed run's
+        us see (chaos.analysis.result.build_result: the same measurement a crashed run's
         folder gets from its timeline)."""
         logs = self.platform.node_logs()
         return build_result(
             self.timeline.events(), self.faults, scenario=self.scenario, platform=self.platform.name, job=self.job,
             verdict=self.verdict, started_at=self.started_at, finished_at=time.time(), end=time.time(),
-            observation=self.observation(),
+            observation=self.observation(), judged=self.judged,
             node_logs={name: str(path.relative_to(self.report_dir)) if path.is_relative_to(self.report_dir)
                        else str(path) for name, path in logs.items()})
 
@@ -445,7 +550,7 @@ class ChaosRun:
     @property
     def goodput(self) -> float | None:
         """Useful step time / wall time since the first step (None before two steps)."""
-        return analysis.goodput(self.timeline.events(), end=time.time())
+        return goodput(self.timeline.events(), end=time.time())
 
 
 def check_of(exc: BaseException) -> str:
@@ -458,9 +563,27 @@ def check_of(exc: BaseException) -> str:
         return USAGE_CHECK
     if isinstance(exc, WatcherDied):
         return "watcher"
+    if isinstance(exc, JobFinished):
+        return JOB_FINISHED_CHECK
+    if isinstance(exc, DiskFull):
+        return DISK_CHECK
+    if isinstance(exc, KeyboardInterrupt):
+        return INTERRUPTED_CHECK
     if isinstance(exc, (RecoveryTimeout, JobFailed, AssertionError)) or not isinstance(exc, Exception):
         return "run"
     return "toolkit"
+
+
+def _interruption(exc: BaseException) -> str:
+    """What stopped the run, in words (chaos.signals turns SIGTERM into a KeyboardInterrupt that says so)."""
+    said = str(exc)
+    number = re.fullmatch(r"signal (\d+)", said)
+    if number is not None:
+        try:
+            return signal.Signals(int(number[1])).name
+        except ValueError:
+            return said
+    return said or "Ctrl-C"
 
 
 def _said(exc: BaseException) -> str:

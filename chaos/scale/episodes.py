@@ -33,8 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos.scale.expect import TORCH_DEFAULTS
 from chaos.scale.harness import Formed, Harness, HarnessError, ScaleJob, on_cpu_between_s
+from chaos.torch_defaults import RDZV
 
 LIMITED_SHARE = 0.1
 """An episode whose machine was saturated (Harness.saturated_s) for more than this share of its duration
@@ -232,7 +232,7 @@ class Sizer:
         self.episodes: list[Episode] = []
         self.rng = random.Random(self.n)
         self.timeout_s = timeout_s(self.n, harness.job.dilation, episode_real_s)
-        interval = harness.job.rdzv.keep_alive_interval or TORCH_DEFAULTS["keep_alive_interval"]
+        interval = harness.job.rdzv.keep_alive_interval or RDZV["keep_alive_interval"]
         self.heartbeat_period = 2.0 * interval
         """A loss lands at a random phase of this (seeded): torch writes a heartbeat only when the last is an
         interval old, on a timer of the same period, so one lands about every two intervals, and how long a

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from chaos.options import option, validate
 from chaos.scale.figures import BackendFigures, Figures
 from chaos.spec import RendezvousSpec
+from chaos.torch_defaults import RDZV
 
 MAX_SCALE_NODES = 100_000
 """The largest world a question may name: beyond any cluster torchrun has run, so a typo is refused
 rather than extrapolated."""
 
-TORCH_DEFAULTS = {"keep_alive_interval": 5, "keep_alive_max_attempt": 3, "last_call_timeout": 30,
-                  "join_timeout": 600}
-"""torch 2.13's values for the knobs a RendezvousSpec leaves None (dynamic_rendezvous.py)."""
+KNOBS = ("keep_alive_interval", "keep_alive_max_attempt", "last_call_timeout", "join_timeout")
+"""The rendezvous knobs a scale answer reads (torch's values for them: chaos.torch_defaults.RDZV)."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Line:
 
 def knobs(rdzv: RendezvousSpec) -> dict[str, int]:
     """The job's rendezvous timeouts, torch's defaults where it leaves them unset."""
-    return {k: int(getattr(rdzv, k)) if getattr(rdzv, k) is not None else v for k, v in TORCH_DEFAULTS.items()}
+    return {k: int(getattr(rdzv, k)) if getattr(rdzv, k) is not None else RDZV[k] for k in KNOBS}
 
 
 def estimate(b: BackendFigures, metric: str, nodes: int) -> tuple[float | None, str]:
@@ -93,7 +93,7 @@ def estimate(b: BackendFigures, metric: str, nodes: int) -> tuple[float | None, 
 def expect(figs: Figures, backend: str, nodes: int, rdzv: RendezvousSpec) -> list[Line]:
     """The lines ``elastic-chaos scale`` prints, in order. Raises SpecError for an unmeasured backend."""
     b = figs.backend(backend)
-    job, measured = knobs(rdzv), {**TORCH_DEFAULTS, **figs.rdzv}
+    job, measured = knobs(rdzv), {**{k: RDZV[k] for k in KNOBS}, **figs.rdzv}
     expiry, measured_expiry = (k["keep_alive_interval"] * k["keep_alive_max_attempt"] for k in (job, measured))
     shift_last_call = job["last_call_timeout"] - measured["last_call_timeout"]
     same = expiry == measured_expiry and shift_last_call == 0

@@ -6,11 +6,16 @@ with carriage returns and may print no newline for the whole run (tqdm, Lightnin
 Lines with the ``trainer.progress`` prefix become ``progress``/``checkpoint`` events
 stamped with the trainer's own time; torchrun agent lines we understand become
 ``agent`` events stamped with the agent's own log time. Lines that carry no time
-of their own (a script's, a worker's traceback) are stamped when the log last grew
-before they were read (its mtime): no later than they were written's poll, and not
-as late as a loaded machine reads them. A script may log in the agent's own glog
-format (absl-style ``I0501 12:00:00.123456 4242 train.py:88] ...``): only lines
-from torch's own files are the agent's.
+of their own (a script's, a worker's traceback) get a window of their own: the
+follower samples every log's size each SAMPLE_S between its reads (every READ_S),
+and a line was written after the last sample that did not hold it (its lower
+bound, kept on a --progress-regex step as ``written_after``) and by the first
+that did (its time), whichever read gives it to us. The samples are kept in the
+log's line-time index beside it (chaos.watchers.line_times), which the report's
+excerpts read back. A script may log in the agent's own glog format (absl-style
+``I0501 12:00:00.123456 4242 train.py:88] ...``): only lines from torch's own
+files are the agent's. The parsers here are the only ones: the excerpts
+(chaos.watchers.timed_lines) use them.
 """
 from __future__ import annotations
 
@@ -18,13 +23,12 @@ import datetime
 import json
 import logging
 import math
-import os
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from chaos.events import (
     AgentEv,
@@ -41,7 +45,9 @@ from chaos.events import (
 from chaos.events.agent_events import AgentError, RoundResult
 from chaos.events.progress_events import Unparsed, WorkerError
 from chaos.watchers.api import Watcher
-from chaos.watchers.glog import glog_time
+from chaos.watchers.glog import GLOG, glog_stamp
+from chaos.watchers.glog import glog_time as glog_time  # read from here too (tests)
+from chaos.watchers.line_times import SAMPLE_S, FollowedLog, TimesWriter
 from chaos.watchers.nccl import parse_nccl
 from chaos.watchers.script_lines import ScriptLines
 
@@ -49,9 +55,8 @@ log = logging.getLogger(__name__)
 
 PREFIX = "ELASTIC_CHAOS "  # trainer.progress.PREFIX; chaos does not import trainer
 
-# glog header torch's elastic logger writes: I1122 08:18:31.027000 2869 path:line] msg
-_GLOG = re.compile(r"^([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6}) +(\d+) [^\]]*\] ?(.*)$")
-_LINE_END = re.compile(rb"\r\n|\r|\n")
+READ_S = 0.1
+"""How often the follower's thread reads the logs' new bytes (it samples their sizes every SAMPLE_S)."""
 _TORCH_SOURCE = re.compile(r"(?:^|[\s/\\])torch[/\\]")
 
 
@@ -78,6 +83,20 @@ _AGENT_PATTERNS: list[tuple[EventType, re.Pattern[str]]] = [
     (AgentEv.WORKER_KILL_FORCED, re.compile(r"Unable to shutdown process (?P<pid>\d+) via (?P<signal>[\w.]+), "
                                             r"forcefully exiting via (?P<kill_signal>[\w.]+)")),
 ]
+
+
+def agent_match(message: str) -> tuple[EventType, re.Match[str]] | None:
+    """The agent event a torch glog line's message stands for, with its match; None for the others."""
+    for type, pattern in _AGENT_PATTERNS:
+        hit = pattern.search(message)
+        if hit:
+            return type, hit
+    return None
+
+
+AGENT_SAW_FAILURE = frozenset({AgentEv.WORKER_FAILED, AgentEv.WORKER_GROUP_FAILED, AgentEv.AGENT_GAVE_UP})
+"""The agent's lines that say a worker failed: how a survivor's agent reacts to its collective's failure."""
+
 # the result block's "  key=value" lines (master_addr, local_ranks, ... sit between the ones we keep)
 _RESULT_FIELD = re.compile(r"^\s+(\w+)=(.*?)\s*$")
 _RESULT_KEPT = ("restart_count", "group_rank", "group_world_size")
@@ -133,6 +152,24 @@ def collective_cause(message: str) -> str:
             or "remote process exit" in low:
         return "connection_closed"
     return "other"
+
+
+_EXCEPTION = re.compile(r"^(?:\[rank\d+\]: ?)?(?P<error>[\w.]*(?:Error|Exception)): ?(?P<message>.{0,240})")
+# what a worker's exception says when its collective failed, beyond collective_cause's wording:
+# the backend's own errors (gloo's "Read error", NCCL's, a process group's)
+_COLLECTIVE = re.compile(r"Read error|Broken pipe|NCCL|ProcessGroup|DistNetworkError|DistBackendError|gloo", re.I)
+
+
+def exception_line(line: str) -> tuple[str, str] | None:
+    """(error, message) of a traceback's last line (``[rankN]: `` prefixed or not); None for another line."""
+    m = _EXCEPTION.match(line)
+    return (m["error"], m["message"]) if m else None
+
+
+def collective_failed(error: str, message: str) -> bool:
+    """Whether a worker's exception says a collective failed (a peer closed the connection, a
+    timeout, the backend's error): how a survivor notices that a peer is gone."""
+    return collective_cause(message) != "other" or _COLLECTIVE.search(f"{error}: {message}") is not None
 
 
 def parse_raw(line: str, node: str, t: float) -> Event | None:
@@ -207,11 +244,10 @@ class _AgentParser:
     out: list[Event] = field(default_factory=list)
 
     def feed(self, line: str) -> list[Event]:
-        m = _GLOG.match(line)
-        if not m:
+        m = GLOG.match(line)
+        t = glog_stamp(m, tz=self.tz) if m else None
+        if m is None or t is None:
             return []
-        month, day, hh, mm, ss, us = (int(m[i]) for i in range(2, 8))
-        t = glog_time(month, day, hh, mm, ss, us, tz=self.tz)
         msg = m[9]
         events: list[Event] = []
         if self.pending is not None:
@@ -223,84 +259,122 @@ class _AgentParser:
             events.append(Event.make(AgentEv.RENDEZVOUS_COMPLETE, self.pending_t, self.node,
                                      RoundResult.read(self.pending)))
             self.pending = None
-        for type, pattern in _AGENT_PATTERNS:
-            hit = pattern.search(msg)
-            if hit:
-                data = {k: (int(v) if v.lstrip("-").isdigit() else v) for k, v in hit.groupdict().items()}
-                if type == AgentEv.RENDEZVOUS_COMPLETE:
-                    self.pending, self.pending_t = data, t
-                else:
-                    try:
-                        events.append(Event.make(type, t, self.node, data))
-                    except PayloadError as exc:  # a torch whose wording we misread: say so, keep following
-                        log.warning("%s: an agent line was not read: %s", self.node, exc)
-                break
+        found = agent_match(msg)
+        if found is not None:
+            type, hit = found
+            data = {k: (int(v) if v.lstrip("-").isdigit() else v) for k, v in hit.groupdict().items()}
+            if type == AgentEv.RENDEZVOUS_COMPLETE:
+                self.pending, self.pending_t = data, t
+            else:
+                try:
+                    events.append(Event.make(type, t, self.node, data))
+                except PayloadError as exc:  # a torch whose wording we misread: say so, keep following
+                    log.warning("%s: an agent line was not read: %s", self.node, exc)
         return events
 
 
 class LogFollower(Watcher):
-    """Follows every node log the platform reports (new nodes are picked up as they appear)."""
+    """Follows every node log the platform reports (new nodes are picked up as they appear).
+    Its thread samples the open logs' sizes every SAMPLE_S and reads them every READ_S; a
+    ``poll()`` called directly reads at once.
+
+    Beside each log under ``index`` (True: the folder of the timeline's file, when it has one;
+    False: none) it keeps the log's line-time index (chaos.watchers.line_times): when each
+    sample's bytes were written, so a report can time a line that has no time of its own."""
+
+    interval_s = SAMPLE_S
 
     def __init__(self, timeline: Timeline, logs: Callable[[], dict[str, Path]],
-                 script: ScriptLines | None = None, *, tz: datetime.tzinfo | None = None) -> None:
+                 script: ScriptLines | None = None, *, tz: datetime.tzinfo | None = None,
+                 index: Path | bool = True) -> None:
         super().__init__(timeline)
         self._logs = logs
+        self._index_under = (timeline.path.parent if index is True and timeline.path is not None
+                             else index if isinstance(index, Path) else None)
+        """Logs under this folder get a line-time index (None: no log does)."""
+        self._followed: dict[str, FollowedLog] = {}
+        self._resume: dict[str, int] = {}
+        """Where a log closed by finish() is read from again."""
+        self._missed: dict[str, float] = {}
+        """When a read found no log yet: its bytes were all written later."""
         self._tz = tz
         """The zone of the agents' log times (the platform's node_log_timezone)."""
         self._script = script if script is not None and script.active else None
         """A user script's own lines as progress (--progress-regex/--resume-regex)."""
-        self._offsets: dict[str, int] = {}
-        self._partial: dict[str, bytes] = {}
         self._agents: dict[str, _AgentParser] = {}
         self._last_raw: dict[tuple[Any, ...], float] = {}
         self._unreadable: set[tuple[str, str]] = set()
         """(node, event) whose trainer.progress line was said to be unreadable (once each)."""
-        self._files: dict[str, BinaryIO] = {}
         self._read_until = 0.0
+        self._paced = False
+
+    def start(self) -> None:
+        self._paced = True  # the thread samples between its reads
+        super().start()
 
     def poll(self) -> None:
-        began = time.time()
+        """Read every node log's new lines onto the timeline. Called directly it returns then; in
+        the watcher's thread it then samples the open logs' sizes every SAMPLE_S until the next
+        read is due (READ_S after this one), and returns within SAMPLE_S of ``stop()`` (a sleep
+        between samples costs less CPU than the watcher's wait on its stop event)."""
+        began, wall = time.monotonic(), time.time()
         for node, path in self._logs().items():
-            lines, written = self._new_lines(node, path)
-            for line in lines:
-                self._handle(node, line, written)
-        self._read_until = began
+            opened = self._open(node, path)
+            for line, after, by in opened.read() if opened is not None else ():
+                self._handle(node, line, by, after)
+        self._read_until = wall
+        while self._paced and not self._stop.is_set() and time.monotonic() + SAMPLE_S < began + READ_S:
+            time.sleep(SAMPLE_S)
+            self.sample()
+
+    def sample(self) -> None:
+        """Note the open logs' sizes now (an fstat each: no read): the lines they hold past the
+        last sample get this moment as their upper bound, the lines after them as their lower one.
+        The started follower's thread does it every SAMPLE_S; call it only on one not started."""
+        for followed in self._followed.values():
+            followed.sample()
 
     @property
     def read_until(self) -> float:
         """Every line written to a node log before this time has been read and is on the
-        timeline (the start of the last complete poll; 0 before the first)."""
+        timeline (the start of the last complete read; 0 before the first)."""
         return self._read_until
 
-    def _new_lines(self, node: str, path: Path) -> tuple[list[str], float]:
-        """The node's complete new lines, and when the log last grew (its mtime when read,
-        never later than now): the latest any of them can have been written."""
-        f = self._files.get(node)
-        if f is None:  # kept open: reopening every log ten times a second is most of our cost
+    def looked(self, node: str) -> float | None:
+        """When ``node``'s log was last sampled (what it did not hold then was written later); None
+        while it is not open."""
+        followed = self._followed.get(node)
+        return followed.looked if followed is not None else None
+
+    def _open(self, node: str, path: Path) -> FollowedLog | None:
+        """The node's log, kept open, with its index; None while it does not exist."""
+        followed = self._followed.get(node)
+        if followed is None:
+            looked = time.time()
             try:
                 f = open(path, "rb")  # noqa: SIM115 - closed in finish()
             except FileNotFoundError:
-                return [], 0.0
-            f.seek(self._offsets.get(node, 0))
-            self._files[node] = f
-        chunk = f.read()
-        if not chunk:
-            return [], 0.0
-        written = min(time.time(), os.fstat(f.fileno()).st_mtime)
-        self._offsets[node] = self._offsets.get(node, 0) + len(chunk)
-        data = self._partial.pop(node, b"") + chunk
-        lines = _LINE_END.split(data)  # a \r\n cut between two reads leaves an empty line: skipped
-        if lines[-1]:
-            self._partial[node] = lines[-1]
-        return [raw.decode("utf-8", "replace") for raw in lines[:-1] if raw], written
+                self._missed[node] = looked
+                return None
+            at = self._resume.pop(node, 0)
+            followed = self._followed[node] = FollowedLog(
+                f, at, self._missed.pop(node, None) if at == 0 else None,
+                TimesWriter(path) if self._indexed(path) else None)
+        return followed
+
+    def _indexed(self, path: Path) -> bool:
+        under = self._index_under
+        return under is not None and path.resolve().is_relative_to(under.resolve())
 
     def finish(self) -> None:
-        for f in self._files.values():
-            f.close()
-        self._files.clear()
+        for node, followed in self._followed.items():
+            self._resume[node] = followed.resume_at
+            followed.close()
+        self._followed.clear()
 
-    def _handle(self, node: str, line: str, written: float) -> None:
-        """One line of ``node``'s log; ``written``: the latest it can have been written."""
+    def _handle(self, node: str, line: str, written: float, after: float | None = None) -> None:
+        """One line of ``node``'s log; ``written``: the latest it can have been written;
+        ``after``: when the follower looked and it was not there yet (None: unknown)."""
         try:
             event = read_progress(line, node)
         except PayloadError as exc:   # a script's own fields of the wrong type: said once, not a watcher's death
@@ -315,7 +389,7 @@ class LogFollower(Watcher):
             self.timeline.add(ev)
             if self._script is not None:
                 self._script.agent_event(ev)
-        glog = _GLOG.match(line) is not None
+        glog = GLOG.match(line) is not None
         if parsed or (glog and from_torch(line)):
             return
         if not glog:
@@ -325,7 +399,7 @@ class LogFollower(Watcher):
                     self.timeline.add(nccl)
                 return
         if self._script is not None:  # the script's own line, in whatever format it logs
-            own = self._script.feed(node, line, written)
+            own = self._script.feed(node, line, written, written_after=after)
             if own is not None:
                 self.timeline.add(own)
                 return

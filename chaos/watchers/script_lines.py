@@ -8,9 +8,13 @@ match (named group ``step``) becomes a ``progress/step`` event, and with
 the analysis needs no special case. What such a line cannot say is filled in
 from the agent's own log, and marked: ``world_size`` from the node's last
 rendezvous result (nodes x nproc_per_node) unless the regex has a
-``world_size`` group. Each event carries ``via: "regex"`` and the line; its
-time is when the line was read (within one poll of the follower), since the
-script stamps nothing.
+``world_size`` group. Each event carries ``via: "regex"`` and the line. The
+script stamps nothing, so the follower gives each line its own window
+(chaos.watchers.line_times): the event's time is its upper bound, the first
+sample of the log's size that held the line (about 10 ms after it was written,
+whichever read gives it to us), and a step also carries ``written_after``, the
+lower bound: the last sample that did not hold it yet, so a save seen on disk
+can be put after or before it (chaos.watchers.checkpoints).
 """
 from __future__ import annotations
 
@@ -51,8 +55,10 @@ class ScriptLines:
         elif event.type == AgentEv.WORKERS_STARTING:
             self._last_step.pop(node, None)  # a new worker generation may repeat a step
 
-    def feed(self, node: str, line: str, t: float) -> Event | None:
-        """The event a script line stands for, or None."""
+    def feed(self, node: str, line: str, t: float, written_after: float | None = None) -> Event | None:
+        """The event a script line stands for, or None. ``t``: the latest the line can have been
+        written; ``written_after``: a time it was not written yet (None: unknown). Its own line's
+        window, not its read's: the lines of one read get ordered windows."""
         if line.strip() and not _torchrun_banner(line):
             self.lines_seen += 1
         if self.resume is not None:
@@ -77,7 +83,8 @@ class ScriptLines:
         from_agent = world is None and node in self._world
         return Event.make(ProgressEv.STEP, t, node, Step(
             step=step, via="regex", line=line[:LINE_LIMIT], world_size=self._world[node] if from_agent else world,
-            world_size_from="agent" if from_agent else None, restart_count=self._restart.get(node)))
+            world_size_from="agent" if from_agent else None, restart_count=self._restart.get(node),
+            written_after=written_after))
 
     def _unparsed(self, node: str, option: str, text: str | None, line: str, t: float) -> Event | None:
         """Once per option: a match whose ``step`` is not an integer (such lines are ignored)."""

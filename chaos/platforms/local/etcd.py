@@ -22,7 +22,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chaos.errors import EtcdError
+from chaos.errors import DiskFull, EtcdError
 from chaos.platforms import etcd_v2
 from chaos.platforms.local import lifeline, procs
 from chaos.waiting import eventually
@@ -220,8 +220,19 @@ class EtcdServer:
             self._proc = None
             if "address already in use" in tail:
                 raise _PortRace()
+            if self._said_disk_full():   # its Go stack frames bury the cause: say it in one line
+                raise DiskFull(self.data_dir, _free(self.data_dir), "etcd could not write its data: it sets 64 MB "
+                               f"aside for its write-ahead log as it starts; {self.log_path}")
             raise EtcdError(f"etcd exited at start; log {self.log_path}:\n{tail}")
         return etcd_v2.serves_v2(self.endpoint, timeout_s=1.0) and etcd_v2.settled(self.endpoint, timeout_s=1.0)
+
+    def _said_disk_full(self) -> bool:
+        """Whether etcd's log says it ran out of room (its last 64 KiB)."""
+        if not self.log_path or not self.log_path.exists():
+            return False
+        with open(self.log_path, "rb") as f:
+            f.seek(max(0, f.seek(0, 2) - 65536))
+            return b"no space left on device" in f.read()
 
     def log_tail(self, lines: int = 15) -> str:
         if not self.log_path or not self.log_path.exists():
@@ -295,3 +306,11 @@ def _end_group(leader: subprocess.Popen[bytes], timeout_s: float) -> None:
 
 class _PortRace(Exception):
     pass
+
+
+def _free(path: Path) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize

@@ -365,7 +365,8 @@ class LocalPlatform(Platform):
                 env.update(self.disks.env(name, shared))
             cwd = self.disks.create(name) if self.disks is not None else shared
             cmd = agent_command(job, python=self.options.python, endpoint=self.rdzv_endpoint(job), address=rec_address,
-                                store_host=store_host, script=self._script, checkpoint_dir=self.checkpoint_dir)
+                                store_host=store_host, script=self._script, checkpoint_dir=self.checkpoint_dir,
+                                log_dir=self.logs_dir / f"{name}.torchelastic")
             if self.network is not None:
                 cmd = self.network.wrap(name, cmd)
             if self.cgroups is not None:  # outermost: `ip netns exec` remounts /sys without the cgroups

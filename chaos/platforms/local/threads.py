@@ -73,7 +73,7 @@ def plan_threads(cores: int, nodes: int, nproc_per_node: int, env: Mapping[str, 
     plan = ThreadPlan(cores, workers, fit, {VAR: str(fit)})
     advice = (f"{workers} worker(s) ({nodes} node(s) x {nproc_per_node}) share this machine's {cores} core(s): "
               f"{VAR}={fit} set on every node (torch would run {default} thread(s) in each, "
-              f"{workers * default} on {cores} cores, and steps slow down many times over)")
+              f"{workers * default} on {cores} cores, and training slows down many times over)")
     if plan.oversubscribed:
         advice += f"; still {workers} workers on {cores} cores: each trains slower than on a machine of its own"
     return replace(plan, advice=f"{advice}. Set {VAR} yourself (--env {VAR}=N) to choose.")
@@ -91,7 +91,7 @@ def _user_set(cores: int, workers: int, fit: int, given: str) -> ThreadPlan:
         return ThreadPlan(cores, workers, threads)
     return ThreadPlan(cores, workers, threads, advice=(
         f"{VAR}={given} (yours, kept): {workers} worker(s) x {threads} thread(s) = {workers * threads} on "
-        f"{cores} core(s), oversubscribed, and steps slow down many times over; {VAR}={fit} fits, or leave it "
+        f"{cores} core(s), oversubscribed, and training slows down many times over; {VAR}={fit} fits, or leave it "
         f"unset and elastic-chaos sets it"))
 
 

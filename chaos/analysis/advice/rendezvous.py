@@ -16,19 +16,23 @@ fault's regain time (``SHARE`` and ``MIN_COST_S``):
   ``checkpoint_every`` bounds them (the checkpoint save time is measured too).
 - restart: no rendezvous setting governs it; the breakdown says where it went
   (worker start, checkpoint load, first step).
-- the workers' side (chaos.reporting.advice_workers): the collective timeout,
+- the workers' side (chaos.analysis.advice.workers): the collective timeout,
   NCCL's dump wait and heartbeat, the agent's shutdown wait.
 """
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
+from chaos import torch_defaults
+from chaos.analysis.advice.evidence import RunEvidence
+from chaos.analysis.advice.finding import Finding
+from chaos.analysis.advice.storage import storage_findings
+from chaos.analysis.advice.workers import worker_findings
+from chaos.analysis.goodput import step_time_at, step_time_s
+from chaos.analysis.metrics import count
+from chaos.analysis.result import FaultResult
+from chaos.analysis.saves import save_duration_s
 from chaos.events import AgentEv, CheckpointEv, Event, ProgressEv, RdzvEv, first, last, of
-from chaos.reporting.advice_storage import storage_findings
-from chaos.reporting.advice_workers import worker_findings
-from chaos.reporting.finding import Finding
-from chaos.reporting.result import FaultResult
-from chaos.reporting.run_report import RunReport
 from chaos.spec import PRESETS, JobSpec, Preset, RdzvBackend
 
 SHARE = 0.2
@@ -37,9 +41,6 @@ MIN_COST_S = 1.0
 LAST_CALL_SUGGESTED = 5
 """Seconds of last call suggested: short, yet room for a replacement already on its way."""
 
-TORCH_DEFAULTS: dict[str, float] = {"last_call_timeout": 30.0, "keep_alive_interval": 5.0,
-                                    "keep_alive_max_attempt": 3.0, "join_timeout": 600.0,
-                                    "close_timeout": 30.0}
 
 
 def _setting(job: JobSpec | None, name: str) -> tuple[float, bool]:
@@ -47,21 +48,21 @@ def _setting(job: JobSpec | None, name: str) -> tuple[float, bool]:
     value = getattr(job.rdzv, name, None) if job is not None else None
     if isinstance(value, (int, float)):
         return float(value), False
-    return TORCH_DEFAULTS[name], True
+    return float(torch_defaults.RDZV[name]), True
 
 
 def _g(v: float) -> str:
     return f"{v:g}"
 
 
-def advise(run: RunReport, steady: float | None = None) -> list[Finding]:
-    """Findings for every fault of the run; ``steady`` is the steady seconds per step."""
+def advise(run: RunEvidence) -> list[Finding]:
+    """Findings for every fault of the run."""
     out: list[Finding] = []
     for i, fault in enumerate(run.faults):
         regain = fault.recovery.regain_s
         total = float(regain) if regain is not None and regain > 0 else None
         for finding in (_keep_alive(run, i, fault), _last_call(run, i, fault),
-                        _retrain(run, i, fault, steady), _restart(run, i, fault), *worker_findings(run, i, fault)):
+                        _retrain(run, i, fault), _restart(run, i, fault), *worker_findings(run, i, fault)):
             if finding is None:
                 continue
             if total is not None and finding.cost_s < SHARE * total:
@@ -74,7 +75,7 @@ def advise(run: RunReport, steady: float | None = None) -> list[Finding]:
                                "the c10d backend its internals (who waited for whom) are not observable; "
                                "rerun on etcd-v2 to attribute it to keep-alive expiry or last call.",
                                change=("--rdzv-backend", "etcd-v2")))
-        out.extend(storage_findings(i, fault))   # chaos.reporting.advice_storage: the checkpoint volume
+        out.extend(storage_findings(i, fault))   # chaos.analysis.advice.storage: the checkpoint volume
     return out
 
 
@@ -82,11 +83,11 @@ def _phase(fault: FaultResult, name: str) -> float:
     return fault.phases.get(name) or 0.0
 
 
-def _c10d(run: RunReport) -> bool:
+def _c10d(run: RunEvidence) -> bool:
     return run.result.job is not None and run.result.job.rdzv.backend is RdzvBackend.C10D
 
 
-def _states(run: RunReport, start: float, end: float) -> list[Event]:
+def _states(run: RunEvidence, start: float, end: float) -> list[Event]:
     return of(run.events, RdzvEv.STATE, after=start, until=end)
 
 
@@ -103,7 +104,7 @@ def _rdzv_done(fault: FaultResult) -> float | None:
     return fault.injected_at + r if r is not None else None
 
 
-def _keep_alive(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
+def _keep_alive(run: RunEvidence, i: int, fault: FaultResult) -> Finding | None:
     done = _rdzv_done(fault)
     if fault.target is None or done is None:
         return None
@@ -181,7 +182,7 @@ def _shorter_expiry(job: JobSpec | None, interval: float, attempts: float,
                             "fewer attempts risk a live node declared dead.")
 
 
-def _last_heartbeat(events: list[Event], ids: set[str], before: float) -> float | None:
+def _last_heartbeat(events: Sequence[Event], ids: set[str], before: float) -> float | None:
     """The target's last heartbeat seen in the rendezvous states (watchers that record them)."""
     beats = [float(v) for e in of(events, RdzvEv.STATE, until=before)
              for k, v in e.data.heartbeats.items() if k in ids]
@@ -197,7 +198,7 @@ def _raw_ids(e: Event) -> set[str]:
     return {str(p.id) for p in (*e.data.participants, *e.data.wait_list)}
 
 
-def _last_call(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
+def _last_call(run: RunEvidence, i: int, fault: FaultResult) -> Finding | None:
     done = _rdzv_done(fault)
     if done is None:
         return None
@@ -242,25 +243,32 @@ def _node_range(job: JobSpec | None) -> tuple[int, int | None]:
     return job.min_nodes, job.max_nodes
 
 
-def _retrain(run: RunReport, i: int, fault: FaultResult, steady: float | None) -> Finding | None:
+def _retrain(run: RunEvidence, i: int, fault: FaultResult) -> Finding | None:
     replay = fault.phases.get("retrain")
     lost = fault.recovery.lost_steps
     every = run.result.job.checkpoint_every if run.result.job is not None else None
     if replay is None or not isinstance(lost, int) or not isinstance(every, int):
         return None
-    save = _save_s(run.events)
-    text = (f"{replay:.1f} s replaying {lost} step(s) lost since the last checkpoint "
-            f"(checkpoint_every={every}")
-    if steady:
-        text += f"; the worst case is {every} steps, about {every * steady:.1f} s at {steady:.2f} s/step"
+    unit = run.result.progress_unit
+    save = save_duration_s(run.events)
+    text = (f"{replay:.1f} s retraining {count(lost, unit)} lost since the last checkpoint "
+            f"(a save every {count(every, unit)}")
+    # the worst case is paid after the fault: at the world size training resumed at, whose pace differs
+    world = fault.recovery.world_size_after
+    pace = step_time_at(run.events, world, after=fault.injected_at) if world else None
+    where = f" at world size {world}" if pace else " before the fault"
+    pace = pace or step_time_s(run.events)
+    if pace:
+        text += (f"; the worst case is {count(every, unit)}, about {every * pace:.1f} s at {pace:.2f} s per "
+                 f"{unit}{where}")
     text += ")."
     half = max(1, every // 2)
     if every <= 1:
         return Finding(i, "retrain", "checkpoint_every", replay, text)
-    cost = f" for about {save:.2f} s more saving every {half} steps" if save is not None else ""
+    cost = f" for about {save:.2f} s more saving every {count(half, unit)}" if save is not None else ""
     script = bool(run.result.job is not None and run.result.job.script)
     if script:  # the script's own interval: elastic-chaos cannot change it
-        text += f" Saving every {half} steps in the script halves the worst case{cost}."
+        text += f" Saving every {count(half, unit)} in the script halves the worst case{cost}."
         return Finding(i, "retrain", "checkpoint_every", replay, text)
     text += f" checkpoint_every={half} halves the worst case{cost}."
     pre = fault.recovery.pre_step
@@ -271,19 +279,7 @@ def _retrain(run: RunReport, i: int, fault: FaultResult, steady: float | None) -
                    torchrun=f"the trainer's own --checkpoint-every {half}", saved_s=saved)
 
 
-def _save_s(events: list[Event]) -> float | None:
-    started: dict[Any, float] = {}
-    durations = []
-    for e in of(events, CheckpointEv.STARTED, CheckpointEv.SAVED):
-        key = (e.node, e.data.pid, e.data.step)
-        if e.type == CheckpointEv.STARTED:
-            started[key] = e.t
-        elif key in started:
-            durations.append(e.t - started.pop(key))
-    return sorted(durations)[len(durations) // 2] if durations else None
-
-
-def _restart(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
+def _restart(run: RunEvidence, i: int, fault: FaultResult) -> Finding | None:
     restart = fault.phases.get("restart")
     done = _rdzv_done(fault)
     regain = fault.recovery.recovery_s
@@ -299,7 +295,7 @@ def _restart(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
                      "(process start, imports, process group)")
     if loaded is not None:
         parts.append(f"the checkpoint was loaded at +{loaded.t - done:.1f} s")
-    parts.append(f"the first step completed at +{first_step - done:.1f} s")
+    parts.append(f"the first {run.result.progress_unit} completed at +{first_step - done:.1f} s")
     text = (f"{restart:.1f} s restarting workers; no rendezvous setting governs this: "
             + "; ".join(parts) + ".")
     return Finding(i, "restart", None, restart, text)

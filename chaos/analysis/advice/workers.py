@@ -1,5 +1,5 @@
 """Tuning advice about the workers' side of a recovery: the settings that kept a failed
-worker alive, each with what it cost in this run (chaos.reporting.advice has the rule).
+worker alive, each with what it cost in this run (chaos.analysis.advice.rendezvous has the rule).
 
 - collective timeout: a silent peer (partition, hung host) is found out only when a
   survivor's collective times out; detection waits for it (the reference trainer's
@@ -19,26 +19,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from chaos.analysis.advice.evidence import RunEvidence
+from chaos.analysis.advice.finding import Finding
 from chaos.analysis.phases import collective_error, shutdown_wait
+from chaos.analysis.result import FaultResult
+from chaos.analysis.timeouts import TRAINER_PG_TIMEOUT_S
 from chaos.events import AgentEv, Event, ProgressEv, first
-from chaos.reporting.finding import Finding
-from chaos.reporting.result import FaultResult
-from chaos.reporting.run_report import RunReport
+from chaos.torch_defaults import AGENT_SHUTDOWN_WAIT_S, NCCL_DUMP_WAIT_MS, NCCL_HEARTBEAT_S
 
-TORCH_DUMP_WAIT_MS = 60_000
-"""ProcessGroupNCCL's TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC default (torch 2.4 to 2.13)."""
-TORCH_HEARTBEAT_S = 480
-"""ProcessGroupNCCL's TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC default."""
-AGENT_SHUTDOWN_WAIT_S = 30
-"""torch.distributed.elastic's wait between a worker's SIGTERM and its SIGKILL when the agent
-restarts workers (torch 2.13: fixed; --shutdown-timeout sets only the agent's own exit)."""
-TRAINER_PG_TIMEOUT_S = 60.0
-"""The reference trainer's --pg-timeout default."""
 H100_NOTE = ("measured on one H100 in an earlier session (issue 16): kill-node with the fast rendezvous preset "
              "regained in 70.2 s with the 60 s default, 16.6 s with 1000 ms")
 
 
-def worker_findings(run: RunReport, i: int, fault: FaultResult) -> list[Finding]:
+def worker_findings(run: RunEvidence, i: int, fault: FaultResult) -> list[Finding]:
     """The findings of this module for fault ``i`` (before the share/cost filter)."""
     found = (_collective_timeout(run, i, fault), _dump_wait(run, i, fault), _heartbeat(run, i, fault),
              _shutdown(run, i, fault))
@@ -50,15 +43,15 @@ def _finding(i: int, phase: str, setting: str, cost: float, text: str, change: t
     return Finding(i, phase, setting, cost, text, change=change, torchrun=torchrun, saved_s=saved)
 
 
-def _job(run: RunReport, key: str) -> Any:
+def _job(run: RunEvidence, key: str) -> Any:
     return getattr(run.result.job, key, None)
 
 
-def _error(run: RunReport, fault: FaultResult) -> Event | None:
+def _error(run: RunEvidence, fault: FaultResult) -> Event | None:
     return collective_error(run.events, fault.injected_at, fault.target)
 
 
-def _collective_timeout(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
+def _collective_timeout(run: RunEvidence, i: int, fault: FaultResult) -> Finding | None:
     detect = fault.phases.get("detect")
     err = _error(run, fault)
     if detect is None or err is None or err.data.cause != "timeout":
@@ -84,13 +77,13 @@ def _collective_timeout(run: RunReport, i: int, fault: FaultResult) -> Finding |
                     saved=max(0.0, min(detect, timeout - shorter)))
 
 
-def _dump_wait(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
+def _dump_wait(run: RunEvidence, i: int, fault: FaultResult) -> Finding | None:
     exit_s = fault.phases.get("exit")
     err = _error(run, fault)
     if exit_s is None or err is None:
         return None
     given = _job(run, "nccl_dump_wait_ms")
-    wait_ms = int(given) if isinstance(given, int) else TORCH_DUMP_WAIT_MS
+    wait_ms = int(given) if isinstance(given, int) else NCCL_DUMP_WAIT_MS
     dumped = first(run.events, ProgressEv.NCCL_DUMP, node=err.node, after=err.t - 1.0)
     if dumped is None and err.data.via != "nccl":
         return None  # not NCCL: a gloo worker exits as soon as its collective raises
@@ -123,13 +116,13 @@ def _dump_wait(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
     return _finding(i, "exit", "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC", exit_s, text)
 
 
-def _heartbeat(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
+def _heartbeat(run: RunEvidence, i: int, fault: FaultResult) -> Finding | None:
     stuck = first(run.events, ProgressEv.WORKER_ERROR, after=fault.injected_at,
                   where=lambda e: e.data.cause == "watchdog_stuck" and e.node != fault.target)
     if stuck is None:
         return None
     given = _job(run, "nccl_heartbeat_timeout_s")
-    timeout = int(given) if isinstance(given, int) else TORCH_HEARTBEAT_S
+    timeout = int(given) if isinstance(given, int) else NCCL_HEARTBEAT_S
     cost = stuck.t - fault.injected_at
     text = (f"{cost:.1f} s until the NCCL heartbeat monitor on {stuck.node} found its watchdog stuck in a CUDA or "
             f"NCCL call and took the worker down: TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC={timeout} "
@@ -142,7 +135,7 @@ def _heartbeat(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
                     saved=max(0.0, min(cost, timeout - 60)))
 
 
-def _shutdown(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
+def _shutdown(run: RunEvidence, i: int, fault: FaultResult) -> Finding | None:
     if fault.phases.get("shutdown") is None:
         return None
     f = fault.injected_at
@@ -160,6 +153,6 @@ def _shutdown(run: RunReport, i: int, fault: FaultResult) -> Finding | None:
         else ""
     text = (f"{wait:.1f} s of the agent's shutdown wait on {killed.node}: it sent worker {killed.data.pid} "
             f"SIGTERM at +{killed.t - wait - f:.1f} s and killed it at +{killed.t - f:.1f} s because {why}. "
-            f"torch's agent waits {AGENT_SHUTDOWN_WAIT_S} s whenever it restarts workers (torch 2.13: not "
+            f"torch's agent waits {AGENT_SHUTDOWN_WAIT_S:g} s whenever it restarts workers (torch 2.13: not "
             "configurable there; TORCH_ELASTIC_SHUTDOWN_TIMEOUT sets only the agent's own exit)." + nccl)
-    return _finding(i, "shutdown", f"the agent's shutdown wait ({AGENT_SHUTDOWN_WAIT_S} s)", wait, text)
+    return _finding(i, "shutdown", f"the agent's shutdown wait ({AGENT_SHUTDOWN_WAIT_S:g} s)", wait, text)

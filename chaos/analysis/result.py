@@ -1,4 +1,4 @@
-"""A run's result, typed: built once from the timeline, written as report.json, read back the same.
+"""A run's result, typed: measured once from the timeline, written as report.json, read back the same.
 
 ``build_result`` measures every metric group (chaos.analysis.groups) of every fault
 and of the run from the events; ``ChaosRun.close`` calls it with what it knows
@@ -15,7 +15,7 @@ and the fault's detail, and one block per metric group that applies to it: the
 recovery's ``metrics`` (every metric of chaos.analysis.recovery.Recovery by its
 key, ``phases``, ``missing``, ``restart_budget``, ``overtaken``, ``path``,
 ``not_applicable``, ``notes``), a straggler's ``throughput``, a hung rank's
-``hang``), ``goodput`` (chaos.analysis.recovery.goodput), one block per run group
+``hang``), ``goodput`` (chaos.analysis.goodput.goodput), one block per run group
 (``replay``: a replayed trace, chaos.analysis.replay; null otherwise),
 ``split_brain`` (periods two worlds trained at once: chaos.analysis.invariants),
 ``samples`` (exactly-once accounting: accounted, exactly_once, committed/rolled-back
@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from chaos.analysis import recovery as analysis
+from chaos.analysis.goodput import goodput
 from chaos.analysis.groups import FaultGroup, FaultMark, GroupValue, RunGroup, RunMark
 from chaos.analysis.invariants import SplitBrain, split_brains
 from chaos.analysis.observation import ScriptObservation
@@ -47,10 +48,10 @@ from chaos.analysis.registry import fault_groups, measure_fault, measure_run, ru
 from chaos.analysis.samples import SampleAccount, account_samples
 from chaos.analysis.verdict import Verdict
 from chaos.errors import SpecError
-from chaos.events import Event, RunnerEv, last
+from chaos.events import Event, FaultEv, RunnerEv, first, last, node_name, of
 from chaos.events.payload import PayloadError
+from chaos.events.records import FaultRecord
 from chaos.events.runner_events import GpuPlacement, Threads
-from chaos.faults.api import FaultRecord
 from chaos.spec import JobSpec
 
 log = logging.getLogger(__name__)
@@ -278,16 +279,19 @@ def _renamed(by_phase: dict[str, Any]) -> dict[str, Any]:
 
 
 def measure_faults(events: Sequence[Event], records: Sequence[FaultRecord], *,
-                   max_restarts: int | None = None) -> tuple[FaultResult, ...]:
+                   max_restarts: int | None = None, unit: str = "step",
+                   judged: Mapping[float, Recovery] | None = None) -> tuple[FaultResult, ...]:
     """Each fault with every metric group that applies to it, measured from ``events``; a fault's
     recovery window ends at the next fault that was not fired by a trigger (a cascade is part of
-    the recovery it interrupted)."""
+    the recovery it interrupted). ``judged``: recoveries a run's hypothesis already read (by
+    injected_at), kept as they are so the report says what was checked."""
     starts = [(r.injected_at, "trigger" in r.detail) for r in records]
     out = []
     for r in records:
         mark = FaultMark(r.fault, r.target, r.injected_at, r.detail, until=analysis.window_end(r.injected_at, starts),
-                         max_restarts=max_restarts)
-        out.append(FaultResult(r, measure_fault(events, mark)))
+                         max_restarts=max_restarts, unit=unit)
+        known = {"recovery": judged[r.injected_at]} if judged and r.injected_at in judged else None
+        out.append(FaultResult(r, measure_fault(events, mark, known)))
     return tuple(out)
 
 
@@ -295,14 +299,17 @@ def build_result(events: Sequence[Event], records: Sequence[FaultRecord], *, sce
                  platform: str | None, job: JobSpec | None, verdict: Verdict | None,
                  started_at: float | None, finished_at: float | None, end: float | None = None,
                  observation: ScriptObservation | None = None,
-                 node_logs: Mapping[str, str] | None = None) -> RunResult:
+                 node_logs: Mapping[str, str] | None = None,
+                 judged: Mapping[float, Recovery] | None = None) -> RunResult:
     """The run's result, measured from its events: every fault's metric groups, the run's groups,
-    goodput (up to ``end``: the run's evidence ends there), split brains, samples, GPU placement."""
-    gp = analysis.goodput(events, end=end)
+    goodput (up to ``end``: the run's evidence ends there), split brains, samples, GPU placement.
+    ``judged``: the recoveries a hypothesis checked (ChaosRun.judged), reported as they were."""
+    gp = goodput(events, end=end)
     samples = account_samples(events)
     return RunResult(
         scenario=scenario, platform=platform, job=job, verdict=verdict,
-        faults=measure_faults(events, records, max_restarts=job.max_restarts if job else None),
+        faults=measure_faults(events, records, max_restarts=job.max_restarts if job else None,
+                              unit=job.observe.unit if job else "step", judged=judged),
         goodput=None if gp is None else round(gp, 4),
         measured=measure_run(events, RunMark(checkpoint_every=job.checkpoint_every if job else None)),
         split_brains=tuple(split_brains(events)), samples=Samples.of(samples), observation=observation,
@@ -370,3 +377,34 @@ def _int(v: Any) -> int:
 
 def _str(v: Any) -> str | None:
     return None if v is None else str(v)
+
+
+def result_of_timeline(events: Sequence[Event]) -> RunResult:
+    """What a timeline alone says about a run (no verdict: none was reached): the job it
+    started, and every fault it recorded (injected, or observed by a passive watch) measured
+    by the same code a run uses."""
+    started = first(events, RunnerEv.JOB_STARTED)
+    job = _job(started.data.spec if started else None)
+    return build_result(events, [FaultRecord.from_event(e) for e in of(events, FaultEv.INJECTED, FaultEv.OBSERVED)],
+                        scenario=None, platform=started.data.platform if started else None, job=job, verdict=None,
+                        started_at=events[0].t if events else None, finished_at=None,
+                        end=events[-1].t if events else None)
+
+
+def watch_verdict(recoveries: Sequence[Recovery], saw_progress: bool, errors: Sequence[str]) -> Verdict:
+    """A passive watch's verdict: each observed loss re-formed its rendezvous and (where progress
+    was seen) regained progress; and every watcher stopped cleanly."""
+    verdict = Verdict()
+    for r in recoveries:
+        ok = r.rendezvous_s is not None and (not saw_progress or r.regain_s is not None)
+        how = f"rendezvous re-formed after {r.rendezvous_s:.1f}s" if r.rendezvous_s is not None \
+            else "no rendezvous round completed afterwards"
+        if saw_progress:
+            how += f", progress regained after {r.regain_s:.1f}s" if r.regain_s is not None \
+                else ", progress never regained"
+        verdict.require(ok, f"{r.fault_kind} of {node_name(r.target)}: {how}", check="recovered")
+    for e in errors:
+        verdict.fail(f"watcher: {e}", check="watcher")
+    if not recoveries:
+        verdict.require(True, "no loss observed while watching", check="recovered")
+    return verdict

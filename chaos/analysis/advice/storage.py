@@ -1,5 +1,5 @@
 """Advice about the checkpoint volume, from what this run's storage layer measured
-(chaos.analysis.storage; the rule of chaos.reporting.advice: this run's figures, never tips).
+(chaos.analysis.storage; the rule of chaos.analysis.advice.rendezvous: this run's figures, never tips).
 
 - the grace period: a node told to go (a spot interruption, a graceful kill, a pod
   deletion) had ``grace_s`` to save and its last save took longer, or ended with too
@@ -14,17 +14,15 @@
 """
 from __future__ import annotations
 
+from chaos.analysis.advice.finding import Finding
+from chaos.analysis.result import FaultResult
 from chaos.analysis.storage import STORAGE, StorageCost
-from chaos.reporting.finding import Finding
-from chaos.reporting.result import FaultResult
+from chaos.torch_defaults import AGENT_SHUTDOWN_WAIT_S
 
 MARGIN = 0.2
 """A save that leaves less than this share of the grace period is called too close."""
 SLOWER = 3.0
 """Saves this many times slower than before the fault are worth a finding."""
-TORCHRUN_SIGKILL_S = 30
-"""torch.distributed.elastic's agent SIGKILLs its workers 30 s after it forwards SIGTERM (torch 2.13:
-fixed, pytorch/pytorch#119856), whatever the node's own grace period."""
 
 
 def storage_findings(i: int, fault: FaultResult) -> list[Finding]:
@@ -49,8 +47,8 @@ def _grace(i: int, fault: FaultResult, cost: StorageCost, slow: bool) -> Finding
     on = " on slow storage" if slow else ""
     how = (f"it ended {left:.1f} s before the SIGKILL" if cost.saved_in_time and left is not None
            else "it did not end before the SIGKILL")
-    cap = (f"; torchrun's agent SIGKILLs its workers {TORCHRUN_SIGKILL_S} s after SIGTERM whatever the grace "
-           "period" if cost.grace_s > TORCHRUN_SIGKILL_S else "")
+    cap = (f"; torchrun's agent SIGKILLs its workers {AGENT_SHUTDOWN_WAIT_S:g} s after SIGTERM whatever the grace "
+           "period" if cost.grace_s > AGENT_SHUTDOWN_WAIT_S else "")
     text = (f"{fault.target}'s save took {cost.last_save_s:.0f} s{on}; the grace period is {cost.grace_s:.0f} s "
             f"({how}): raise terminationGracePeriodSeconds (--grace, the pod's), save asynchronously, or save "
             f"more often so that less is lost when the save does not make it{cap}.")
