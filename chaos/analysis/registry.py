@@ -57,13 +57,16 @@ def run_groups() -> tuple[RunGroup[Any], ...]:
 def measure_fault(events: Sequence[Event], mark: FaultMark,
                   known: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Group name -> value for every group that applies to ``mark`` and measured something;
-    ``known``: values already measured (by group name), taken as they are."""
+    ``known``: values already measured (by group name), taken as they are. A value is held as
+    report.json holds it (written and read back): a figure rendered from memory at the end of a run
+    and from report.json by ``elastic-chaos report`` rounds the same (recovery rounds its own seconds
+    where it measures them, and keeps its evidence)."""
     out: dict[str, Any] = {}
     for g in fault_groups():
         if g.applies(mark.kind):
             value = (known or {}).get(g.name) or g.measure(events, mark)
             if value is not None:
-                out[g.name] = value
+                out[g.name] = value if g.name == "recovery" or g.read is None else g.read(mark, value.to_json())
     return out
 
 
@@ -73,7 +76,7 @@ def measure_run(events: Sequence[Event], mark: RunMark) -> dict[str, Any]:
     for g in run_groups():
         value = g.measure(events, mark)
         if value is not None:
-            out[g.name] = value
+            out[g.name] = value if g.read is None else g.read(value.to_json())
     return out
 
 

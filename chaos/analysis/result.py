@@ -25,7 +25,9 @@ only, else null: chaos.analysis.observation.ScriptObservation), ``started_at``,
 folder), ``placement`` (the local platform on a GPU machine: how nodes got GPUs;
 null otherwise), ``threads`` (the local platform: OMP_NUM_THREADS set or advised because
 the nodes' threads would oversubscribe the cores, chaos.events.runner_events.Threads;
-null otherwise). Additive changes keep the version; renames bump it.
+null otherwise), ``clock_offsets`` (node -> seconds its clock was off the runner's, where its log
+times were moved onto the runner's clock: chaos.watchers.clocks; {} otherwise). Additive changes keep
+the version; renames bump it.
 
 Version 2 renamed the recovery phase ``replay`` (the steps trained again) to
 ``retrain``: ``replay`` is the fault that replays a preemption trace. Version 1
@@ -185,6 +187,9 @@ class RunResult:
     threads: Threads | None = None
     """How the local platform fitted the nodes' threads to the cores, when they would have
     oversubscribed them (runner/threads); None: nothing to say."""
+    clock_offsets: Mapping[str, float] = field(default_factory=dict)
+    """Node -> how far its clock was off the runner's (its clock minus the runner's, seconds), where its
+    stamped log times were moved onto the runner's clock (chaos.watchers.clocks); empty: none was."""
 
     @property
     def passed(self) -> bool:
@@ -228,6 +233,7 @@ class RunResult:
             "node_logs": dict(self.node_logs),
             "placement": _placement_json(self.placement),
             "threads": _placement_json(self.threads),
+            "clock_offsets": dict(self.clock_offsets),
         })
         return out
 
@@ -258,7 +264,8 @@ class RunResult:
             started_at=_float(raw.get("started_at")), finished_at=_float(raw.get("finished_at")),
             node_logs={str(k): str(v) for k, v in logs.items()} if isinstance(logs, dict) else {},
             timeline=str(raw.get("timeline") or TIMELINE),
-            placement=_placement(raw.get("placement")), threads=_threads(raw.get("threads")))
+            placement=_placement(raw.get("placement")), threads=_threads(raw.get("threads")),
+            clock_offsets=_offsets(raw.get("clock_offsets")))
 
 
 def upgrade_v1(raw: dict[str, Any]) -> dict[str, Any]:
@@ -315,13 +322,26 @@ def build_result(events: Sequence[Event], records: Sequence[FaultRecord], *, sce
         split_brains=tuple(split_brains(events)), samples=Samples.of(samples), observation=observation,
         started_at=None if started_at is None else round(started_at, 3),
         finished_at=None if finished_at is None else round(finished_at, 3),
-        node_logs=dict(node_logs or {}), placement=placement_of(events), threads=threads_of(events))
+        node_logs=dict(node_logs or {}), placement=placement_of(events), threads=threads_of(events),
+        clock_offsets=clock_offsets(events))
 
 
 def placement_of(events: Sequence[Event]) -> GpuPlacement | None:
     """The GPU placement the local platform recorded at start (runner/gpu_placement), if any."""
     e = last(events, RunnerEv.GPU_PLACEMENT)
     return e.data if e is not None else None
+
+
+def clock_offsets(events: Sequence[Event]) -> dict[str, float]:
+    """Each node whose stamped times were moved onto the runner's clock, with the offset last applied."""
+    last_said = {e.node: e.data.offset_s for e in of(events, RunnerEv.CLOCK_OFFSET) if e.node}
+    return {node: offset for node, offset in sorted(last_said.items()) if offset}
+
+
+def _offsets(raw: Any) -> dict[str, float]:
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): float(v) for k, v in raw.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def threads_of(events: Sequence[Event]) -> Threads | None:

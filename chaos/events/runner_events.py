@@ -160,6 +160,16 @@ class DiskFull(Payload):
     """When the run saw it (the event is written later, once the run has made room)."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class ClockOffset(Payload):
+    """A node's clock is off the runner's (chaos.watchers.clocks): its stamped log times are moved by
+    ``offset_s`` (its clock minus the runner's), measured between ``lower_s`` and ``upper_s``."""
+
+    offset_s: float
+    lower_s: float | None = None
+    upper_s: float | None = None
+
+
 class RunnerEv:
     """The toolkit itself: ChaosRun and the platforms."""
 
@@ -197,6 +207,9 @@ class RunnerEv:
     DISK_FULL = event_type(Source.RUNNER, "disk_full", DiskFull)
     """A disk the run writes to ran out of room (``path``, ``free_bytes``, ``why``, ``at``): the run
     stopped there, and says so (``elastic-chaos report`` names it)."""
+    CLOCK_OFFSET = event_type(Source.RUNNER, "clock_offset", ClockOffset)
+    """A node's clock differs from the runner's (``offset_s``): its stamped log times are placed on the
+    runner's clock from here on (0: no longer corrected)."""
     WATCHER_DIED = event_type(Source.RUNNER, "watcher_died", WatcherDied)
     """A watcher's thread ended with an error (``watcher``, ``error``): what it watched is
     unobserved from here on, and the run fails (watchers/api.py)."""

@@ -70,6 +70,8 @@ TOP: dict[str, tuple[Check, str]] = {
                   "an object of strings or null"),
     "placement": (_opt(lambda v: _dict(v) and _opt(_text)(v.get("note"))), "an object (its note a string) or null"),
     "threads": (_opt(lambda v: _dict(v) and _opt(_text)(v.get("advice"))), "an object (its advice a string) or null"),
+    "clock_offsets": (_opt(lambda v: _dict(v) and all(_number(x) for x in v.values())),
+                      "an object of numbers (node -> seconds) or null"),
 }
 VERDICT: dict[str, tuple[Check, str]] = {
     "passed": (_opt(lambda v: isinstance(v, bool)), "true, false or null"),

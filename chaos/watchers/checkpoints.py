@@ -59,6 +59,8 @@ def _coarse_tick() -> float:
 CLOCK_GRAIN_S = _coarse_tick()
 """A file's mtime comes from the kernel's coarse clock, up to one tick behind the write it stamps:
 a step whose lower bound is less than a tick after a save's mtime may still have been before it."""
+CROSS_NODE_S = 0.05
+"""A progress line of another node printed this soon after a node's save tells of the step it saved."""
 GIVE_UP_S = 10.0
 """A complete save waits at most this long for the node logs to be read past it."""
 GROUP_S = 0.5
@@ -103,15 +105,18 @@ def scan(path: Path) -> dict[Path, Signature]:
     return out
 
 
-def completed_before(step: Event[Any], t: float) -> bool:
+def completed_before(step: Event[Any], t: float, saver: str | None = None) -> bool:
     """Whether a progress step was completed before ``t`` (a save's mtime). A regex step carries
     a lower bound (``written_after``: its line was not in the log yet then): it was before the save
     when that bound is; a step without one (trainer.progress' exact time, an older regex step) is
-    when its time is, give or take SLACK_S."""
+    when its time is, give or take SLACK_S. ``saver``: the node that saved, when known: a line
+    another node printed up to CROSS_NODE_S after the save tells of the same step (the ranks of a
+    step finish together at its all-reduce; which of them writes first is a race of milliseconds)."""
+    grain = CROSS_NODE_S if saver is not None and step.node != saver else CLOCK_GRAIN_S
     after = field_value(step.data, "written_after")
     if isinstance(after, (int, float)):
-        return after < t + CLOCK_GRAIN_S
-    return step.t <= t + SLACK_S
+        return after < t + grain
+    return step.t <= t + max(SLACK_S, grain)
 
 
 Roots = Callable[[], Mapping[str | None, Path]]
@@ -189,6 +194,7 @@ class CheckpointWatcher(Watcher):
         self._roots: Roots = (lambda: {None: path}) if isinstance(path, Path) else path
         self.view = view
         """Where to read a watched path from (the storage layer's direct view); None: the path itself."""
+        self._step_at = step_at
         self.step_at = step_at or self._latest_step
         self._read_until = read_until
         self.saves = 0
@@ -294,16 +300,16 @@ class CheckpointWatcher(Watcher):
         watched folder at most), timed by its last file, on the step completed before its first."""
         files = sorted(save.files)
         one = len(files) == 1
-        step = self.step_at(save.began)
+        step = self.step_at(save.began) if self._step_at is not None else self._latest_step(save.began, save.node)
         self.saves += 1
         self.timeline.emit(CheckpointEv.SAVED, save.node, Save(
             path=str(files[0] if one else Path(os.path.commonpath(files))), reason="observed", via="file",
             inode=save.files[files[0]][0] if one else None, size=sum(s[2] for s in save.files.values()),
             files=len(files), step=step, step_from="progress" if step is not None else None), t=save.ended)
 
-    def _latest_step(self, t: float) -> int | None:
-        """The last progress step completed before ``t`` (see ``completed_before``)."""
-        latest = last(self.timeline.events(), ProgressEv.STEP, where=lambda e: completed_before(e, t))
+    def _latest_step(self, t: float, saver: str | None = None) -> int | None:
+        """The last progress step completed before ``t``, by a save of ``saver`` (see ``completed_before``)."""
+        latest = last(self.timeline.events(), ProgressEv.STEP, where=lambda e: completed_before(e, t, saver))
         return latest.data.step if latest is not None else None
 
     def _count_writers(self, roots: Mapping[str | None, Path]) -> None:
