@@ -21,7 +21,7 @@ SCENARIO_WORKERS ?= $(shell [ "$$(nproc 2>/dev/null || echo 1)" -ge 2 ] && echo 
 # moto's on one, else a module each): ~11 min instead of ~19.5 here. TEST_WORKERS=0: one at a time.
 TEST_WORKERS ?= $(SCENARIO_WORKERS)
 
-.PHONY: install demo test test-quick scenarios user-test lint clean help k8s-testenv browser-testenv pushgateway-testenv bench bench-quick soak
+.PHONY: install demo test test-quick scenarios user-test lint dist clean help k8s-testenv browser-testenv pushgateway-testenv clock-testenv bench bench-quick soak
 
 help:
 	@echo "make demo        set up, then run a real kill-node scenario on 2 local nodes"
@@ -30,6 +30,7 @@ help:
 	@echo "make scenarios   only the scenario catalog (pytest scenarios/)"
 	@echo "make user-test   as a new user: the wheel into a fresh virtualenv outside the clone, a user repository's scenario"
 	@echo "make lint        ruff, mypy --strict, import-linter layer contracts"
+	@echo "make dist        the sdist and the wheel into dist/, checked with twine (pip install dist/elastic_chaos-*.whl)"
 	@echo "make install     only the setup (.venv, torch, toolkit, etcd)"
 	@echo "make bench       benchmarks -> bench/results.json, bench/RESULTS.md (about an hour)"
 	@echo "make bench-quick a subset of the benchmarks in about 5 minutes (writes to bench/quick/)"
@@ -62,7 +63,7 @@ test: install
 	for rc in $$a $$b; do case $$rc in 0|5) ;; *) exit $$rc;; esac; done
 
 test-quick: install
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 scenarios: install
 	$(BIN)/python -m pytest scenarios/ -n $(SCENARIO_WORKERS) $(PYTEST_ARGS)
@@ -79,6 +80,14 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# The sdist and the wheel a release would publish, into dist/ (emptied first), built in an isolated
+# environment (python -m build: setuptools from the package index) and checked with twine (metadata,
+# README.md rendered as the description). Elsewhere: pip install dist/elastic_chaos-*.whl (docs/INSTALL.md)
+dist: install
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
+
 # A real kube-apiserver for the k8s_api tests (built once, cached in .k8s-testenv/)
 k8s-testenv:
 	CLUSTER_BUILD_DIR=$(or $(ELASTIC_CHAOS_CLUSTER_DIR),$(CURDIR)/.cluster)/build kind/testenv/build-kube-apiserver.sh
@@ -90,6 +99,14 @@ browser-testenv:
 	  if [ "$$(id -u)" != 0 ]; then echo "chromium is missing: run 'apt-get install chromium' as root"; exit 2; fi; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	chromium --version
+
+# Debian's libfaketime, for tests/test_node_clocks.py's nodes whose clock is a day ahead of the runner's
+# (skipped without it locally, a failure under CI=true)
+clock-testenv:
+	@test -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 || { \
+	  if [ "$$(id -u)" != 0 ]; then echo "libfaketime is missing: run 'apt-get install faketime' as root"; exit 2; fi; \
+	  apt-get install -y -qq faketime >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null; }; }
+	@ls /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
 
 # Debian's Prometheus Pushgateway, for tests/test_prometheus.py's push to a real one (skipped
 # without it locally, a failure under CI=true). Unpacked from its .deb into .pushgateway-testenv/,

@@ -9,18 +9,22 @@ from __future__ import annotations
 import argparse
 import datetime
 import fnmatch
-import json
 import os
 import platform
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import fidelity, floor, gpu, integrity, overhead, rdzv_scale, recovery, replay, report, scale, storage
-from bench.findings import recovery_findings, scale_findings, spot_summary
+from bench import fidelity, floor, gpu, integrity, local_nodes, overhead, recovery, replay, storage
+from bench.findings import spot_summary
+from bench.rdzv import measure as rdzv
+from bench.rdzv.section import KEY as RDZV
+from bench.rdzv.section import RdzvSection
+from bench.rdzv.sweep import BACKENDS as RDZV_BACKENDS
+from bench.rdzv.sweep import SIZES as RDZV_SIZES
+from bench.results_file import read_json, read_results, write, write_json
 from chaos.signals import terminate_cleanly
 
 HERE = Path(__file__).parent
@@ -47,19 +51,19 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                                                         "OUT/results.json")
     p.add_argument("--replay", action="store_true", help="only the replayed-trace goodput (bench/replay.py)")
     p.add_argument("--scale-rdzv", action="store_true",
-                   help="only the rendezvous at scale (bench/rdzv_scale.py): the real scale bench's jobs at --sizes "
+                   help="only the rendezvous at scale (bench/rdzv): the real scale bench's jobs at --sizes "
                         "to check the harness against (kept apart: the Scale table is not replaced), then the "
                         "harness over --rdzv-sizes; merged into OUT/results.json when it exists; rewrites "
                         "chaos/scale/measured.json")
     p.add_argument("--rdzv-sizes", default=None,
                    help="comma-separated node counts for the rendezvous at scale (default "
-                        f"{','.join(map(str, rdzv_scale.SIZES))}; '': only the check against real torchrun)")
+                        f"{','.join(map(str, RDZV_SIZES))}; '': only the check against real torchrun)")
     p.add_argument("--rdzv-resume", action="store_true",
                    help="with --scale-rdzv: continue the sweep in OUT/results.json; the sizes it measured are kept "
                         "(each with its date), the rest measured from the first size it did not run")
-    p.add_argument("--rdzv-backends", default=",".join(rdzv_scale.BACKENDS),
+    p.add_argument("--rdzv-backends", default=",".join(RDZV_BACKENDS),
                    help="with --scale-rdzv: the backends to sweep, in order (default "
-                        f"{','.join(rdzv_scale.BACKENDS)}); the others' sizes in OUT/results.json are kept as they are")
+                        f"{','.join(RDZV_BACKENDS)}); the others' sizes in OUT/results.json are kept as they are")
     p.add_argument("--storage", action="store_true", help="only the checkpoint storage section (bench/storage.py; "
                                                           "root and /dev/fuse), merged into OUT/results.json")
     p.add_argument("--render", action="store_true",
@@ -71,13 +75,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         p.error("--scale-rdzv runs alone: without --quick, --only, --replay or --storage")
     if args.rdzv_resume and not args.scale_rdzv:
         p.error("--rdzv-resume continues the rendezvous-at-scale sweep: give it with --scale-rdzv")
-    if args.rdzv_resume and not ((args.out / "results.json").exists() and _swept(args.out / "results.json")):
+    if args.rdzv_resume and not _swept(args.out / "results.json"):
         p.error(f"--rdzv-resume: {args.out / 'results.json'} holds no rendezvous-at-scale sweep to continue; "
                 "run `python -m bench --scale-rdzv` without it")
-    backends = tuple(b.strip() for b in args.rdzv_backends.split(",") if b.strip())
-    if not backends or any(b not in rdzv_scale.BACKENDS for b in backends):
-        p.error(f"--rdzv-backends {args.rdzv_backends!r}: one or more of {', '.join(rdzv_scale.BACKENDS)}, by commas")
-    if backends != rdzv_scale.BACKENDS and not args.scale_rdzv:
+    backends = rdzv.backends_arg(args.rdzv_backends)
+    if backends is None:
+        p.error(f"--rdzv-backends {args.rdzv_backends!r}: one or more of {', '.join(RDZV_BACKENDS)}, by commas")
+    if backends != RDZV_BACKENDS and not args.scale_rdzv:
         p.error("--rdzv-backends chooses what --scale-rdzv sweeps: give it with --scale-rdzv")
     args.rdzv_backends = backends
     if args.merge and not (args.only or args.replay):
@@ -110,86 +114,26 @@ def measure_recovery(args: argparse.Namespace, reps: int, runs: Path, floor_s: f
 
 
 def measure_scale(args: argparse.Namespace, runs: Path, results: dict[str, Any]) -> None:
-    sizes = _sizes(args.sizes, "2" if args.quick else "2,4,8,16")
+    sizes = rdzv.sizes_arg(args.sizes, "2" if args.quick else "2,4,8,16")
     if not sizes:
         say("scale: no sizes (--sizes ''): the real jobs are not run, the last ones are kept")
         return
     say(f"scale: {sizes}")
-    results["scale"] = [scale.run_size(n, runs, say) for n in sizes]
-
-
-def _sizes(given: str | None, default: str) -> list[int]:
-    """``--sizes``-style node counts; '' means none."""
-    return [int(s) for s in (default if given is None else given).split(",") if s.strip()]
-
-
-def measure_rdzv_scale(args: argparse.Namespace, runs: Path, results: dict[str, Any]) -> None:
-    """The harness over --rdzv-sizes, checked against the scale bench's real jobs; the shipped figures."""
-    began = time.monotonic()
-    sizes = _sizes(args.rdzv_sizes, ",".join(map(str, rdzv_scale.SIZES)))
-    section = results.setdefault("rdzv_scale", {})
-    real = section.get("real") if args.scale_rdzv else results.get("scale")
-    section["validation"] = rdzv_scale.validate(real or [], runs, say)
-    section["validated"] = datetime.date.today().isoformat()
-    if not sizes:
-        say("rendezvous at scale: no sizes (--rdzv-sizes ''): only the check against real torchrun, the sweep kept")
-        return
-    say(f"rendezvous at scale: {sizes} on {', '.join(args.rdzv_backends)}")
-    command = "python -m bench --scale-rdzv" if args.scale_rdzv else "make bench"
-    section.pop("notes", None)  # hand-written notes on how an earlier sweep was put together: not this one's
-    kept: dict[str, list[dict[str, Any]]] = {}
-    if args.rdzv_resume:
-        kept = rdzv_scale.resumable({b: v for b, v in (section.get("sizes") or {}).items()
-                                     if b in args.rdzv_backends}, sizes)
-        for size in (s for done in kept.values() for s in done):
-            size.setdefault("date", section.get("date"))  # measured before sizes carried their own date
-        which = "; ".join(f"{b} {', '.join(str(s['nodes']) for s in done)}" for b, done in kept.items() if done)
-        section["resumed"] = (f"this sweep continued the one of {section.get('date')} (`{section.get('command')}`), "
-                              f"whose sizes it kept: {which or 'none'} nodes")
-        command += " --rdzv-resume"
-    else:
-        section.pop("resumed", None)
-    others = {b: list(s) for b, s in (section.get("sizes") or {}).items() if b not in args.rdzv_backends}
-    section.pop("not_swept", None)
-    if others:  # not swept this time: kept as they were
-        for size in (s for v in others.values() for s in v):
-            size.setdefault("date", section.get("date"))
-        section["not_swept"] = "; ".join(
-            f"{b}, whose sizes were kept as measured ({', '.join(sorted({str(s['date']) for s in v}))})"
-            for b, v in others.items())
-        command += f" --rdzv-backends {','.join(args.rdzv_backends)}"
-    done: dict[str, list[dict[str, Any]]] = {b: list(s) for b, s in {**kept, **others}.items()}
-
-    def keep(size: dict[str, Any]) -> None:
-        """Each size into OUT/results.json as it ends: a sweep stopped midway (hours at 1,024 nodes) keeps what it
-        measured, said so in the section, and `python -m bench --render` writes it up."""
-        done.setdefault(size["backend"], []).append(size)
-        section.update({**rdzv_scale.where(), "command": command, "sizes": done,
-                        "wall_s": round(time.monotonic() - began),
-                        "interrupted": f"the sweep did not finish: it had measured up to {size['backend']} "
-                                       f"{size['nodes']} nodes when it stopped; the sizes after it have no figures"})
-        if args.scale_rdzv:  # every other figure was read from OUT/results.json: nothing of it is lost
-            report.write_json(results, args.out / "results.json")
-
-    swept = rdzv_scale.sweep(sizes, args.rdzv_backends, runs, say, on_size=keep, kept=kept)
-    section.pop("interrupted", None)
-    section.update({**rdzv_scale.where(), "command": command,
-                    "sizes": {b: swept.get(b) or others[b] for b in rdzv_scale.BACKENDS if b in swept or b in others},
-                    "wall_s": round(time.monotonic() - began)})
+    results["scale"] = [local_nodes.run_size(n, runs, say).to_json() for n in sizes]
 
 
 def _swept(path: Path) -> bool:
     """Whether results.json at ``path`` holds a rendezvous-at-scale sweep (what --rdzv-resume continues)."""
     try:
-        return bool((json.loads(path.read_text()).get("rdzv_scale") or {}).get("sizes"))
-    except (OSError, ValueError, AttributeError):
+        return RdzvSection.of(read_json(path)).swept
+    except (OSError, ValueError, AttributeError, TypeError):
         return False
 
 
 def measure_rest(args: argparse.Namespace, runs: Path, run_dirs: list[Path], results: dict[str, Any]) -> None:
     measure_scale(args, runs, results)
     if not args.quick:
-        measure_rdzv_scale(args, runs, results)
+        rdzv.measure(args, runs, results, say)
     integrity_reps = args.integrity_reps or (2 if args.quick else 20)
     say(f"checkpoint integrity: {integrity_reps} kills during checkpoint writes")
     results["integrity"] = integrity.kill_during_checkpoint(integrity_reps, runs, say)
@@ -211,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     say(f"runs go to {runs}")
     if args.scale_rdzv:
         return scale_rdzv_only(args, runs)
-    results: dict[str, Any] = (json.loads((args.out / "results.json").read_text()) if args.merge or args.storage
+    results: dict[str, Any] = (read_json(args.out / "results.json") if args.merge or args.storage
                                else {"recovery": {}, "skipped": {}})
     stamp = {"command": "make bench-quick" if args.quick else "make bench",
              "date": datetime.date.today().isoformat()}
@@ -259,12 +203,14 @@ def scale_rdzv_only(args: argparse.Namespace, runs: Path) -> int:
     """``--scale-rdzv``: the rendezvous-at-scale section only, every other figure of OUT/results.json kept
     as it is (the section carries its own date and command)."""
     path = args.out / "results.json"
-    results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    results: dict[str, Any] = read_json(path) if path.exists() else {}
     real: dict[str, Any] = {}  # the scale bench's real jobs, for the check only: its own table is kept
     measure_scale(args, runs, real)
     if "scale" in real:
-        results.setdefault("rdzv_scale", {})["real"] = real["scale"]
-    measure_rdzv_scale(args, runs, results)
+        section = RdzvSection.of(results).updated(real=tuple(local_nodes.NodesRun.from_json(r) for r in real["scale"]))
+        results[RDZV] = section.to_json()
+    # each size into OUT/results.json as it ends: every other figure was read from it, nothing of it is lost
+    rdzv.measure(args, runs, results, say, save=lambda r: write_json(r, args.out / "results.json"))
     write(args.out, results, say)
     return 0
 
@@ -276,60 +222,12 @@ def measure_storage(args: argparse.Namespace, runs: Path, stamp: dict[str, str])
             "wall_s": round(time.monotonic() - began)}
 
 
-def read_results(out: Path, who: str, advice: str) -> dict[str, Any] | None:
-    """OUT/results.json, or None after saying on stderr why it cannot be read and what to do."""
-    path = out / "results.json"
-    try:
-        results: dict[str, Any] = json.loads(path.read_text())
-        return results
-    except (OSError, ValueError) as e:
-        print(f"{who}: cannot read {path}: {e}; {advice}", file=sys.stderr)
-        return None
-
-
 def render(out: Path) -> int:
     results = read_results(out, "bench", "run `make bench` to measure")
     if results is None:
         return 2
     write(out, results, say)
     return 0
-
-
-def record(out: Path, key: str, section: dict[str, Any], who: str) -> int:
-    """Put ``section`` under ``key`` of OUT/results.json (every other figure kept) and re-render RESULTS.md:
-    for figures measured elsewhere (bench/gpu_runs.py, bench/device_runs.py). 2 when there is none yet."""
-    results = read_results(out, who, "run `make bench` first")
-    if results is None:
-        return 2
-    results[key] = section
-    write(out, results, say)
-    return 0
-
-
-def write(out: Path, results: dict[str, Any], say: Callable[[str], None]) -> None:
-    # findings are derived from the figures here, for every path (a measurement, a
-    # merge, --render), so a newer bench explains older figures too
-    results["findings"] = recovery_findings(results)
-    if "scale" in results:
-        results["scale_findings"] = scale_findings(results["scale"])
-    has_rdzv = bool((results.get("rdzv_scale") or {}).get("sizes"))
-    if has_rdzv:  # the shipped figures, derived here from the sizes for every path (a sweep, --render)
-        section = results["rdzv_scale"]
-        figs = rdzv_scale.figures(section["sizes"], section)
-        section["figures"] = figs.to_json()
-        section["findings"] = rdzv_scale.findings(section) + rdzv_scale.recorded_finding(results)
-        from chaos.scale.figures import save
-        say(f"wrote {save(figs)}")
-    out.mkdir(parents=True, exist_ok=True)
-    plot_name = "recovery.png" if report.plot(results, out / "recovery.png") else None
-    rdzv_plot = None
-    if has_rdzv:
-        from chaos.scale.figures import Figures
-        figs = Figures.from_json(results["rdzv_scale"]["figures"])
-        rdzv_plot = "rdzv_scale.png" if rdzv_scale.plot(figs, out / "rdzv_scale.png") else None
-    report.write_json(results, out / "results.json")
-    report.write_markdown(results, out / "RESULTS.md", plot_name, rdzv_plot)
-    say(f"wrote {out / 'results.json'} and {out / 'RESULTS.md'}")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from chaos.analysis.recovery import analyze_fault, faults_in, window_end
 from chaos.events import Event, ProgressEv, RdzvEv, Source, of, read_events
 from chaos.watchers.logs import _AgentParser, parse_progress
 from chaos.watchers.nccl import parse_nccl
+from chaos.watchers.sources import without_tee
 
 METRICS = ("detect_s", "rendezvous_s", "recovery_s", "regain_s", "lost_steps", "resumed_from_step")
 
@@ -44,7 +45,7 @@ def source_events(run_dir: Path, live_events: list[Event]) -> list[Event]:
         node = log.stem
         parser = _AgentParser(node, tz)
         for line in log.read_text(errors="replace").splitlines():
-            ev = parse_progress(line, node) or parse_nccl(line, node)
+            ev = parse_progress(line, node) or parse_nccl(without_tee(line), node)   # a worker's copy: its prefix off
             events.extend([ev] if ev is not None else parser.feed(line))
     events += of(live_events, Source.FAULT, Source.NODE)
     return events

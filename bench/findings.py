@@ -1,20 +1,23 @@
-"""Plain-language findings computed from the measured figures (nothing hard-coded)."""
+"""Plain-language findings computed from the measured figures (nothing hard-coded): the recovery cases,
+the spot pair with and without leaving the rendezvous, the cluster beside the local platform, the local nodes."""
 from __future__ import annotations
 
 import os
 from typing import Any
 
+from bench.local_nodes import NodesRun
+from bench.stats import median
+
 TARGET_RATIO = 1.5
 
 
 def _median(case: dict[str, Any], key: str) -> float | None:
-    v = (case.get(key) or {}).get("median")
-    return float(v) if v is not None else None
+    return median(case.get(key))
 
 
 def recovery_findings(results: dict[str, Any]) -> list[str]:
     out: list[str] = []
-    floor = (results.get("floor_s") or {}).get("median")
+    floor = median(results.get("floor_s"))
     cases: dict[str, Any] = results.get("recovery", {})
     for key, case in cases.items():
         phases = {p: _median(case, p) for p in ("detect", "rendezvous", "restart", "retrain")}
@@ -86,28 +89,28 @@ def _why(phase: str) -> str:
     }.get(phase, "")
 
 
-def scale_findings(scale: list[dict[str, Any]]) -> list[str]:
+def scale_findings(scale: list[NodesRun]) -> list[str]:
     out: list[str] = []
-    ok = [s for s in scale if s.get("ok")]
-    failed = [s for s in scale if not s.get("ok")]
+    ok = [s for s in scale if s.ok]
+    failed = [s for s in scale if not s.ok]
     if ok:
-        biggest = max(ok, key=lambda s: s["nodes"])
-        mem = biggest.get("memory_per_node_mb") or 0.0
+        biggest = max(ok, key=lambda s: s.nodes)
+        mem = biggest.memory_per_node_mb or 0.0
         total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
-        out.append(f"largest size that formed and recovered: {biggest['nodes']} nodes "
-                   f"(formation {biggest.get('formation_s')} s, recovery {biggest.get('recovery_s')} s)")
+        out.append(f"largest size that formed and recovered: {biggest.nodes} nodes "
+                   f"(formation {biggest.formation_s} s, recovery {biggest.recovery_s} s)")
         if mem:
             out.append(f"memory: {mem:.0f} MB per node (agent + worker); {total_mb / 1024:.0f} GB of RAM "
                        f"would hold about {int(total_mb / mem)} nodes")
         if len(ok) >= 2:
-            small, large = min(ok, key=lambda s: s["nodes"]), biggest
-            if small.get("formation_s") and large.get("formation_s"):
-                per = (large["formation_s"] - small["formation_s"]) / (large["nodes"] - small["nodes"])
+            small, large = min(ok, key=lambda s: s.nodes), biggest
+            if small.formation_s and large.formation_s:
+                per = (large.formation_s - small.formation_s) / (large.nodes - small.nodes)
                 out.append(f"formation grows by about {per:.1f} s per node: every node starts two Python "
                            f"processes that import torch (~3.5 s of CPU each) on {os.cpu_count()} cores, "
                            "so CPU, not memory, limits the count here")
     for s in failed:
-        out.append(f"{s['nodes']} nodes did not complete: {s.get('error')}")
+        out.append(f"{s.nodes} nodes did not complete: {s.error}")
     return out
 
 
@@ -189,8 +192,7 @@ def _floor(results: dict[str, Any], case: dict[str, Any]) -> float | None:
     own = case.get("floor_s")
     if isinstance(own, (int, float)):
         return float(own)
-    median = (results.get("floor_s") or {}).get("median")
-    return float(median) if median is not None else None
+    return median(results.get("floor_s"))
 
 
 def _met(case: dict[str, Any]) -> bool:

@@ -6,7 +6,7 @@ one step) and kill-node and spot-interruption with each preset, the reference
 trainer on NCCL, two local nodes placed on the GPUs as the local platform places
 them (sharing one GPU, each with its own NCCL host id, when there are fewer GPUs
 than ranks). They go to ``results.json``'s ``gpu`` block and a section of
-RESULTS.md; without a GPU the block says why nothing was measured.
+RESULTS.md (bench/render/gpu.py); without a GPU the block says why nothing was measured.
 """
 from __future__ import annotations
 
@@ -71,23 +71,3 @@ def findings(block: dict[str, Any], cpu: dict[str, Any]) -> list[str]:
             out.append(f"nccl/{key}: recovery {g:.1f} s vs {c:.1f} s on CPU/gloo")
     return out
 
-
-def markdown(results: dict[str, Any]) -> list[str]:
-    """RESULTS.md's GPU section."""
-    from bench.sections import gpu_runs_markdown as single_runs
-    from bench.tables import phase_table
-    block = results.get("gpu")
-    lines = ["## On GPU (NCCL)", ""]
-    if not block or "recovery" not in block:
-        why = (block or {}).get("skipped") or "the last `make bench` predates the GPU benchmarks"
-        return lines + [f"Not measured by `make bench`: {why}. `make bench` on a machine with NVIDIA GPUs "
-                        "measures the floor and the presets on NCCL here (medians); docs/PRESETS.md has the "
-                        "figures taken by hand on one H100 (issue 16).", ""] + single_runs(results)
-    fl = block.get("floor_s") or {}
-    lines += [f"{block.get('gpus')} x {block.get('device')}, driver {block.get('driver')}, CUDA {block.get('cuda')}. "
-              f"Placement: {block.get('placement')}.", "",
-              f"Floor on NCCL: median **{fl.get('median')} s** (min {fl.get('min')}, max {fl.get('max')}, "
-              f"n={fl.get('n')}).", ""]
-    lines += phase_table(block.get("recovery") or {}, {})
-    lines += ["", "### Findings on GPU", ""] + [f"- {f}" for f in findings(block, results)] + [""]
-    return lines + single_runs(results)

@@ -1,19 +1,24 @@
-"""How far the local platform scales: rendezvous formation and recovery for N nodes.
+"""How many real nodes the local platform runs here: formation and recovery of torchrun jobs of N nodes.
 
 Each size runs ``nodes = N-1:N`` (so the job can shrink by one) with the fast
 preset and slow, tiny steps. Formation is job start -> the first step at
 world size N; recovery is one hard kill -> the first step of the re-formed
 world. Memory per node is the resident set of every process of a node
-(agent + worker), averaged over nodes, in steady state.
+(agent + worker), averaged over nodes, in steady state. results.json keeps
+each size as a :class:`NodesRun` (its ``scale`` list, RESULTS.md's "Scale"
+table); the rendezvous lab replays these jobs to check its harness against
+torchrun (bench/rdzv/validate.py), reading their :class:`RdzvLog`.
 """
 from __future__ import annotations
 
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.json_record import JsonRecord, optional, read
 from chaos.errors import ChaosError
 from chaos.events import AgentEv, Event, ProgressEv
 from chaos.events.timeline import of
@@ -39,8 +44,43 @@ def node_memory_mb(platform: LocalPlatform) -> float:
     return sum(per_node) / len(per_node) if per_node else 0.0
 
 
-def rendezvous_figures(events: list[Event], n: int, fault_t: float, victim: str | None) -> dict[str, Any]:
-    """The rendezvous alone, as torchrun's agents logged it (what bench/rdzv_scale.py's harness is
+@dataclass(frozen=True)
+class RdzvLog(JsonRecord):
+    """One real job's rendezvous, as its agents logged it (rendezvous_figures)."""
+
+    offsets_s: tuple[float, ...] = ()
+    formation_s: float | None = None
+    reformation_s: float | None = None
+    restarts_s: tuple[float, ...] | None = None
+    absent: frozenset[str] = field(default=frozenset(), compare=False, repr=False, kw_only=True)
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> RdzvLog:
+        return cls(**read(cls, raw, offsets_s=tuple, restarts_s=optional(tuple)))
+
+
+@dataclass(frozen=True)
+class NodesRun(JsonRecord):
+    """One size's real job: what it measured before it ended (``ok``), or where it stopped (``error``)."""
+
+    nodes: int
+    formation_s: float | None = None
+    memory_per_node_mb: float | None = None
+    load_avg_1m: float | None = None
+    recovery_s: float | None = None
+    phases: dict[str, float | None] = field(default_factory=dict)
+    ok: bool = False
+    rdzv: RdzvLog | None = None
+    error: str | None = None
+    absent: frozenset[str] = field(default=frozenset(), compare=False, repr=False, kw_only=True)
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> NodesRun:
+        return cls(**read(cls, raw, rdzv=optional(RdzvLog.from_json)))
+
+
+def rendezvous_figures(events: list[Event], n: int, fault_t: float, victim: str | None) -> RdzvLog:
+    """The rendezvous alone, as torchrun's agents logged it (what bench/rdzv/validate.py's harness is
     checked against): when each node first started to rendezvous (``offsets_s`` from the first),
     the last node's start -> every node's rendezvous complete in the world of ``n`` (``formation_s``),
     the fault -> every survivor's rendezvous complete in the world of ``n - 1`` (``reformation_s``), and the
@@ -69,10 +109,12 @@ def rendezvous_figures(events: list[Event], n: int, fault_t: float, victim: str 
         if e.node is not None and e.node != victim and e.t >= fault_t:
             restarted.setdefault(e.node, e.t)
     out["restarts_s"] = sorted(round(t - fault_t, 3) for t in restarted.values()) if len(restarted) == n - 1 else None
-    return out
+    return RdzvLog.from_json(out)
 
 
-def run_size(n: int, out: Path, say: Callable[[str], None], timeout: float = 600.0) -> dict[str, Any]:
+def run_size(n: int, out: Path, say: Callable[[str], None], timeout: float = 600.0) -> NodesRun:
+    """One real job of ``n`` local nodes, formed then one node killed (blocks up to ``timeout`` per wait); a
+    ChaosError ends it with what it had measured and why (``error``)."""
     job = preset("fast").apply(JobSpec(nodes=f"{n - 1}:{n}", checkpoint_every=50, step_time=0.5,
                                        max_restarts=10, trainer_args=("--batch-size", "4")))
     result: dict[str, Any] = {"nodes": n}
@@ -93,9 +135,9 @@ def run_size(n: int, out: Path, say: Callable[[str], None], timeout: float = 600
             result["recovery_s"] = round(rec.recovery_s, 2) if rec.recovery_s is not None else None
             result["phases"] = {k: (round(v, 2) if v is not None else None) for k, v in rec.phases.items()}
             result["ok"] = True
-            result["rdzv"] = rendezvous_figures(run.timeline.events(), n, fault.injected_at, fault.target)
+            result["rdzv"] = rendezvous_figures(run.timeline.events(), n, fault.injected_at, fault.target).to_json()
     except ChaosError as exc:
         result["ok"] = False
         result["error"] = str(exc).splitlines()[0][:300]
     say(f"  scale {n} nodes: {result}")
-    return result
+    return NodesRun.from_json(result)

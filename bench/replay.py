@@ -10,10 +10,11 @@ only this block into an existing results.json.
 """
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from bench.stats import median_of
 
 TRACE = Path(__file__).resolve().parent.parent / "chaos" / "faults" / "traces" / "spot-3.csv"
 COMPRESS = 30.0
@@ -41,25 +42,7 @@ def measure(quick: bool, runs: Path, say: Callable[[str], None],
         block["intervals"][str(every)] = {
             "passed": result.passed, "goodput": replay.get("goodput"), "injected": replay.get("injected"),
             "skipped": replay.get("skipped"), "max_late_s": replay.get("max_late_s"),
-            "lost_steps": lost, "regain_s_median": round(statistics.median(regain), 1) if regain else None}
+            "lost_steps": lost, "regain_s_median": median_of(regain, 1)}
         say(f"replay: every {every} steps: goodput {replay.get('goodput')}, lost steps {lost}")
     return block
 
-
-def markdown(results: dict[str, Any]) -> list[str]:
-    """RESULTS.md's replay section."""
-    block = results.get("replay")
-    lines = ["## Goodput under a replayed trace", ""]
-    if not block or not block.get("intervals"):
-        return lines + ["Not measured yet: `python -m bench --replay --merge`.", ""]
-    lines += [f"Measured {block.get('date')}: "
-              f"`{block.get('trace')}` (three EC2 spot interruptions in 26 minutes) replayed at "
-              f"`--compress {block.get('compress'):g}` onto the 2-node job (fast preset, replacements on); "
-              "goodput over the replay = progress x steady step time / wall time (docs/FAULTS.md, replay).", "",
-              "| checkpoint every | goodput | preemptions injected | steps lost per preemption | "
-              "median regain_s | verdict |", "|---|---|---|---|---|---|"]
-    for every, row in sorted(block["intervals"].items(), key=lambda kv: int(kv[0])):
-        lines.append(f"| {every} steps | {row.get('goodput')} | {row.get('injected')} (skipped {row.get('skipped')}) "
-                     f"| {', '.join(str(x) for x in row.get('lost_steps') or []) or '-'} | "
-                     f"{row.get('regain_s_median')} | {'PASSED' if row.get('passed') else 'FAILED'} |")
-    return lines + [""]

@@ -14,7 +14,7 @@ differs between identical runs is ours to fix at its cause, never retried), and
 the spread of its key metrics over the runs, read from the report folders
 (every injected fault's ``regain_s`` and ``lost_steps``: n, min, median, max).
 The result goes into bench/results.json (``soak``, every other figure kept) and
-its section of bench/RESULTS.md (re-rendered from results.json; the plot is left as it is).
+its section of bench/RESULTS.md (bench/render/soak.py; re-rendered from results.json, the plots left as they are).
 
 ``-k EXPR`` selects scenarios as pytest does (a small soak); ``--render`` only
 re-renders from results.json.
@@ -28,7 +28,6 @@ import os
 import platform
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -36,6 +35,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from bench.stats import median_of, stat
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -215,11 +216,10 @@ class Scenario:
 
 
 def spread(values: Sequence[float]) -> dict[str, Any]:
-    """n, min, median, max (and the values) of one metric over the runs; None where unmeasured."""
-    if not values:
-        return {"n": 0, "min": None, "median": None, "max": None, "values": []}
-    return {"n": len(values), "min": min(values), "median": round(statistics.median(values), 3),
-            "max": max(values), "values": list(values)}
+    """n, min, median (bench.stats: nearest rank), max and the values of one metric over the runs; None where
+    unmeasured."""
+    s = stat(values)
+    return {"n": s.n, "min": s.min, "median": median_of(values), "max": s.max, "values": list(values)}
 
 
 def aggregate(runs: Iterable[tuple[str, Mapping[str, str], Mapping[str, Mapping[str, list[float]]]]]
@@ -341,10 +341,10 @@ def soak(args: argparse.Namespace, run: Callable[..., CatalogRun] | None = None)
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
-    from bench import report
-    path = args.out / "results.json"
+    from bench.results_file import RESULTS, drawn, read_json, write_files
+    path = args.out / RESULTS
     try:
-        results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+        results: dict[str, Any] = read_json(path) if path.exists() else {}
     except (OSError, ValueError) as exc:
         print(f"soak: cannot read {path}: {exc}", file=sys.stderr)
         return 2
@@ -356,10 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except KeyboardInterrupt:
             say("interrupted: results.json and RESULTS.md left as they were")
             return 130
-    args.out.mkdir(parents=True, exist_ok=True)   # every other figure, and the plot, stay as they are
-    report.write_json(results, path)
-    plots = [name if (args.out / name).exists() else None for name in ("recovery.png", "rdzv_scale.png")]
-    report.write_markdown(results, args.out / "RESULTS.md", *plots)
+    write_files(args.out, results, drawn(args.out))  # every other figure, and the plots, stay as they are
     say(f"wrote {path} and {args.out / 'RESULTS.md'}")
     flaky = [f for c in (results.get("soak") or {}).get("catalogs", {}).values() for f in c.get("flaky") or []]
     say(f"{len(flaky)} flaky scenario(s)" + (f": {', '.join(flaky)}" if flaky else ""))

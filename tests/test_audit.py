@@ -40,12 +40,13 @@ def fake_run(folder: Path, *, kind: str = "kill-node", platform: str = "local", 
 
 
 def test_nearest_rank_percentiles():
-    assert audit.percentile([1, 2, 3, 4], 50) == 2          # rank ceil(2.0) = 2
-    assert audit.percentile([4, 1, 3, 2, 5], 50) == 3       # rank ceil(2.5) = 3, after sorting
-    assert audit.percentile(list(range(1, 11)), 95) == 10   # rank ceil(9.5) = 10: the largest
-    assert audit.percentile(list(range(1, 21)), 95) == 19   # rank ceil(19.0) = 19
-    assert audit.percentile([7], 95) == 7
-    assert audit.percentile([], 50) is None
+    from chaos.analysis.stats import percentile
+    assert percentile([1, 2, 3, 4], 50) == 2          # rank ceil(2.0) = 2
+    assert percentile([4, 1, 3, 2, 5], 50) == 3       # rank ceil(2.5) = 3, after sorting
+    assert percentile(list(range(1, 11)), 95) == 10   # rank ceil(9.5) = 10: the largest
+    assert percentile(list(range(1, 21)), 95) == 19   # rank ceil(19.0) = 19
+    assert percentile([7], 95) == 7
+    assert percentile([], 50) is None
 
 
 @pytest.fixture

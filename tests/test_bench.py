@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 
-from bench import report
-from bench.findings import recovery_findings, scale_findings
+from bench import results_file
+from bench.findings import recovery_findings, scale_findings, spot_summary
+from bench.local_nodes import NodesRun
+from bench.rdzv.section import RdzvSection
+from bench.render import write_markdown
+from bench.render.recovery import cluster_table
 from bench.stats import summary
 from chaos.events import Event, RdzvEv
 
@@ -27,6 +31,12 @@ RESULTS = {
 def test_summary_ignores_missing_values():
     assert summary([3.0, None, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0, "n": 3}
     assert summary([None]) == {"median": None, "min": None, "max": None, "n": 0}
+
+
+def test_a_median_is_a_measured_value_the_audits_nearest_rank():
+    # one statistic everywhere (chaos.analysis.stats): of an even count, the lower middle value, never a mean
+    assert summary([4.0, 1.0, 3.0, 2.0])["median"] == 2.0
+    assert summary([1.0, 2.0, 3.0, 4.0, 5.0])["median"] == 3.0
 
 
 def test_findings_name_the_dominant_phase_and_the_preset_gain():
@@ -60,17 +70,16 @@ def test_render_recomputes_findings_from_results_json(tmp_path, capsys):
     from bench.__main__ import main
     assert main(["--render", "--out", str(tmp_path)]) == 2
     assert "run `make bench`" in capsys.readouterr().err
-    report.write_json(dict(RESULTS, findings=["stale"]), tmp_path / "results.json")
+    results_file.write_json(dict(RESULTS, findings=["stale"]), tmp_path / "results.json")
     assert main(["--render", "--out", str(tmp_path)]) == 0
     md = (tmp_path / "RESULTS.md").read_text()
     assert "stale" not in md and "the rendezvous phase dominates" in md
 
 
 def test_scale_findings_name_the_largest_size_and_failures():
-    found = scale_findings([{"nodes": 2, "ok": True, "formation_s": 20.0, "recovery_s": 9.0, "memory_per_node_mb": 500},
-                            {"nodes": 8, "ok": True, "formation_s": 50.0, "recovery_s": 14.0,
-                             "memory_per_node_mb": 480},
-                            {"nodes": 16, "ok": False, "error": "timed out after 600s"}])
+    found = scale_findings([NodesRun(2, ok=True, formation_s=20.0, recovery_s=9.0, memory_per_node_mb=500),
+                            NodesRun(8, ok=True, formation_s=50.0, recovery_s=14.0, memory_per_node_mb=480),
+                            NodesRun(16, ok=False, error="timed out after 600s")])
     assert found[0].startswith("largest size that formed and recovered: 8 nodes")
     assert any("5.0 s per node" in f for f in found)
     assert found[-1] == "16 nodes did not complete: timed out after 600s"
@@ -78,8 +87,8 @@ def test_scale_findings_name_the_largest_size_and_failures():
 
 def test_results_files_are_written(tmp_path):
     results = dict(RESULTS, findings=recovery_findings(RESULTS), date="2026-11-22", wall_s=10)
-    report.write_json(results, tmp_path / "results.json")
-    report.write_markdown(results, tmp_path / "RESULTS.md", None)
+    results_file.write_json(results, tmp_path / "results.json")
+    write_markdown(results, tmp_path / "RESULTS.md")
     loaded = json.loads((tmp_path / "results.json").read_text())
     assert loaded["recovery"]["etcd-v2/fast/kill-node"]["recovery_s"] == {"median": 10.0, "min": 10.0,
                                                                           "max": 10.0, "n": 1}
@@ -125,12 +134,14 @@ def fake_gpu(name: str = "NVIDIA H100 80GB HBM3"):
 
 def test_without_a_gpu_the_gpu_block_says_why_and_runs_nothing(tmp_path):
     from bench import gpu
+    from bench.render import Plots
+    from bench.render.gpu import markdown
     from chaos.platforms.local.gpus import Inventory
     ran = []
     block = gpu.measure(False, 5, tmp_path, print, detect=lambda: Inventory(why_none="nvidia-smi not found"),
                         floor=lambda *a, **k: ran.append("floor"), run_case=lambda *a, **k: ran.append("case"))
     assert block == {"skipped": "no GPU on this machine (nvidia-smi not found)"} and ran == []
-    md = "\n".join(gpu.markdown({"gpu": block}))
+    md = "\n".join(markdown({"gpu": block}, Plots()))
     assert "Not measured by `make bench`: no GPU on this machine" in md
 
 
@@ -160,7 +171,7 @@ def test_on_a_gpu_the_floor_and_every_preset_run_on_nccl(tmp_path):
     case = block["recovery"]["etcd-v2/fast/kill-node"]
     assert case["exit"]["median"] == 1.1 and case["ratio_to_floor"] == round(12.0 / 9.5, 2)
     results = dict(RESULTS, gpu=block, findings=[], date="2026-11-22", wall_s=1)
-    report.write_markdown(results, tmp_path / "RESULTS.md", None)
+    write_markdown(results, tmp_path / "RESULTS.md")
     md = (tmp_path / "RESULTS.md").read_text()
     assert "## On GPU (NCCL)" in md and "Floor on NCCL: median **9.5 s**" in md
     assert "| etcd-v2/fast/kill-node | 0.5 | 1.1 | - | 1.9 | 9.6 | 1.0 | - | 12.0 |" in md
@@ -175,7 +186,7 @@ def test_the_cluster_cases_stand_beside_the_same_fault_on_the_local_platform():
     results = json.loads(json.dumps(RESULTS))
     results["recovery"]["cluster:etcd-v2/fast/kill-node"] = case(0.2, 15.0, 3.0, 1.0, 19.0, 3.8)
     results["recovery"]["cluster:etcd-v2/fast/delete-pod"] = case(0.2, 9.0, 3.0, 1.0, 13.0, 2.6)
-    table = "\n".join(report.cluster_table(results))
+    table = "\n".join(cluster_table(results))
     assert "| kill-node | local | 0.5 | - | - | 3.0 | 6.5 | 1.0 | - | 10.0 |" in table
     assert "| kill-node | cluster | 0.2 | - | - | 15.0 | 3.0 | 1.0 | - | 19.0 |" in table
     assert "| delete-pod | local | no local counterpart |" in table
@@ -188,6 +199,8 @@ def test_the_replay_block_runs_one_replay_per_interval_and_renders_a_table(tmp_p
     from types import SimpleNamespace
 
     from bench import replay
+    from bench.render import Plots
+    from bench.render.replay import markdown
     from chaos.analysis.recovery import Recovery
     from chaos.analysis.replay import ReplaySummary
     asked = []
@@ -202,10 +215,10 @@ def test_the_replay_block_runs_one_replay_per_interval_and_renders_a_table(tmp_p
 
     block = replay.measure(False, tmp_path, lambda s: None, execute=execute, date="2026-11-23")
     assert asked == [("replay", 10, True), ("replay", 50, True)]
-    md = "\n".join(replay.markdown({"replay": block}))
+    md = "\n".join(markdown({"replay": block}, Plots()))
     assert "| 10 steps | 0.5 | 3 (skipped 0) | 5, 5, 5 | 16.0 | PASSED |" in md
     assert "| 50 steps | 0.3 | 3 (skipped 0) | 25, 25, 25 | 16.0 | PASSED |" in md
-    assert "Not measured yet" in "\n".join(replay.markdown({}))
+    assert "Not measured yet" in "\n".join(markdown({}, Plots()))
 
 
 def test_the_spot_pair_is_summed_up_beside_the_floor_with_and_without_leaving():
@@ -213,7 +226,7 @@ def test_the_spot_pair_is_summed_up_beside_the_floor_with_and_without_leaving():
                "recovery": {"etcd-v2/fast/spot-interruption": case(0.6, 5.2, 2.2, 0.0, 8.0, 4.0),
                             "etcd-v2/fast/spot-interruption+leave": {**case(0.6, 1.4, 4.0, 0.0, 6.0, 3.0),
                                                                      "departed_exit_s": summary([4.5])}}}
-    (line,) = report.spot_summary(results)
+    (line,) = spot_summary(results)
     assert line == ("etcd-v2/fast/spot-interruption: floor 2.0 s | without leaving the rendezvous 8.0 s = 4.0x "
                     "| with --leave-on-sigterm 6.0 s = 3.0x the floor (goal <= 1.5x: NOT met)")
     (finding,) = [f for f in recovery_findings(results) if "+leave: the rendezvous phase takes" in f]
@@ -221,9 +234,18 @@ def test_the_spot_pair_is_summed_up_beside_the_floor_with_and_without_leaving():
     assert "exit 4.5 s after SIGTERM" in finding and "still exiting 2.5 s after the survivor's new round" in finding
 
 
+def _rdzv(sizes: list[dict], **more) -> RdzvSection:
+    """A rendezvous section holding these sizes (as results.json keeps them) and their figures."""
+    from bench.rdzv.shipped import figures
+
+    section = RdzvSection.from_json({"sizes": {"c10d": sizes}, **more})
+    return section.updated(figures=figures(section.sizes, RdzvSection.from_json({})))
+
+
 def test_the_rendezvous_at_scale_section_renders_from_the_figures(tmp_path):
-    from bench import rdzv_scale
-    from chaos.scale.figures import Figures, backend_figures
+    from bench.rdzv.findings import findings
+    from bench.render.plots import rdzv as plot
+    from bench.render.rdzv import markdown
 
     def ep(label, seconds, limited=False):
         return {"label": label, "seconds": seconds, "limited": limited, "rounds": 1}
@@ -232,24 +254,22 @@ def test_the_rendezvous_at_scale_section_renders_from_the_figures(tmp_path):
               "episodes": [ep("formation", 1 + n / 100), ep("hard 1", 5 + n / 500, n >= 64)],
               "steady": {"ops_per_s": {"state_get": float(n)}, "bytes_per_s": 50.0 * n * n, "store_cpu": 0.01,
                          "agent_cpu": 0.002, "limited": False}} for n in (8, 16, 32, 64, 128)]
-    figs = Figures("2026-11-25", "box", 2, "2.13.0", "fast", {"keep_alive_interval": 1, "keep_alive_max_attempt": 4,
-                                                             "last_call_timeout": 1, "join_timeout": 600},
-                   {"c10d": backend_figures("c10d", sizes)})
-    section = {"date": "2026-11-25", "command": "python -m bench --scale-rdzv", "wall_s": 1, "figures": figs.to_json(),
-               "sizes": {"c10d": sizes}, "validation": [{"nodes": 2, "load_avg_real": 1.0, "load_before": 1.0,
-                                                         "formation_s": {"real": 3.2, "harness": 3.0, "diff": -0.2},
-                                                         "reformation_s": {"real": 6.5, "harness": 6.1, "diff": -0.4},
-                                                         "within": True}]}
-    section["findings"] = rdzv_scale.findings(section)
-    text = "\n".join(rdzv_scale.markdown({"rdzv_scale": section}, "rdzv_scale.png"))
+    section = _rdzv(sizes, date="2026-11-25", command="python -m bench --scale-rdzv", wall_s=1,
+                    validation=[{"nodes": 2, "load_avg_real": 1.0, "load_before": 1.0,
+                                 "formation_s": {"real": 3.2, "harness": 3.0, "diff": -0.2},
+                                 "reformation_s": {"real": 6.5, "harness": 6.1, "diff": -0.4}, "within": True}])
+    assert section.figures is not None
+    section = section.updated(findings=tuple(findings(section, section.figures)))
+    text = "\n".join(markdown(section, [], "rdzv_scale.png"))
     assert "## Rendezvous at scale" in text and "| 128 | 1 | 2.3 | 5.3* |" in text
     assert "payload bytes as N^2.00" in text
     assert "agrees with real torchrun within 1.5 s on 1 of 1 sizes" in text
-    assert rdzv_scale.plot(figs, tmp_path / "p.png") and (tmp_path / "p.png").stat().st_size > 0
+    assert plot(section.figures, tmp_path / "p.png") and (tmp_path / "p.png").stat().st_size > 0
 
 
 def test_a_size_that_broke_is_not_counted_as_measured_and_its_long_reason_is_clipped_between_words():
-    from bench import rdzv_scale
+    from bench.rdzv.findings import findings
+    from bench.render.rdzv import _result
 
     def size(n, broke=None):
         return {"nodes": n, "load_before": 1.0, "broke": broke, "scope": "formation and steady only",
@@ -257,17 +277,17 @@ def test_a_size_that_broke_is_not_counted_as_measured_and_its_long_reason_is_cli
                 "steady": None}
 
     why = "formation: 1024 node(s) had not formed the world of 1024 after the episode's timeout; " + "word " * 60
-    sizes = [size(256), size(512), size(1024, why)]
-    section = {"sizes": {"c10d": sizes}, "figures": rdzv_scale.figures({"c10d": sizes}, {}).to_json()}
-    (line,) = [f for f in rdzv_scale.findings(section) if f.startswith("c10d: ")]
+    section = _rdzv([size(256), size(512), size(1024, why)])
+    assert section.figures is not None
+    (line,) = [f for f in findings(section, section.figures) if f.startswith("c10d: ")]
     assert line.startswith("c10d: measured up to 512 nodes;") and "broke at 1024 nodes" in line
-    cell = rdzv_scale._result(sizes[-1])
+    cell = _result(section.sizes["c10d"][-1])
     assert cell.endswith("... (whole in the findings) (formation and steady only)")
     assert len(cell) < len(why) and " wor ..." not in cell and cell.count("word") < 60
 
 
 def test_a_rank_exchange_timeout_is_blamed_on_torch_only_with_a_participant_seen_declared_dead():
-    from bench.rdzv_scale import _why_broke
+    from bench.rdzv.findings import _why_broke
 
     timed_out = "formation: 3 node(s) had not formed ...; first errors: node 1: DistStoreError: ... assigned_ranks/0"
     unseen = _why_broke(timed_out, seen_dead=False)
@@ -277,18 +297,21 @@ def test_a_rank_exchange_timeout_is_blamed_on_torch_only_with_a_participant_seen
 
 
 def test_a_real_job_this_machine_overloaded_is_shown_but_not_judged():
-    from bench.rdzv_scale import _validation_finding, _validation_table
+    from bench.rdzv.findings import _validation_finding
+    from bench.rdzv.validate import ValidationRow
+    from bench.render.rdzv import validation_table
 
     def row(n, load, diff):
-        return {"nodes": n, "load_avg_real": load, "within": abs(diff) <= 1.5, "restarts_replayed": True,
-                "formation_s": {"real": 1.0 + diff, "harness": 1.0, "diff": -diff},
-                "reformation_s": {"real": 5.0, "harness": 5.0, "diff": 0.0}}
+        return ValidationRow.from_json({"nodes": n, "load_avg_real": load, "within": abs(diff) <= 1.5,
+                                        "restarts_replayed": True,
+                                        "formation_s": {"real": 1.0 + diff, "harness": 1.0, "diff": -diff},
+                                        "reformation_s": {"real": 5.0, "harness": 5.0, "diff": 0.0}})
 
     rows = [row(2, 0.8, 0.2), row(16, 15.25, 160.0)]
     findings = _validation_finding(rows, cores=2)
     assert findings[0].startswith("the harness agrees with real torchrun within 1.5 s on 1 of 1 sizes (2 nodes)")
     assert "real 16-node job measured this machine" in findings[1] and "load average 15.25 on 2 cores" in findings[1]
-    table = "\n".join(_validation_table(rows, cores=2))
+    table = "\n".join(validation_table(rows, cores=2))
     assert "| 16 | 161.0 | 1.0 | -160.0 | 5.0 | 5.0 | 0.0 | not judged | replayed | 15.25* |" in table
     assert "| 2 | 1.2 | 1.0 | -0.2 | 5.0 | 5.0 | 0.0 | yes | replayed | 0.8 |" in table
     # the same overloaded job on a machine with the cores for it is judged, and fails
@@ -296,33 +319,36 @@ def test_a_real_job_this_machine_overloaded_is_shown_but_not_judged():
 
 
 def test_a_real_job_that_never_trained_is_said_not_skipped():
-    from bench.rdzv_scale import _validation_table, findings
+    from bench.rdzv.findings import findings
+    from bench.render.rdzv import validation_table
     from chaos.scale.figures import Figures
 
-    section = {"real": [{"nodes": 16, "ok": False, "error": "timed out after 600s waiting for training"}],
-               "validation": [], "cores": 2,
-               "figures": Figures("2026-11-26", "box", 2, "2.13.0", "fast", {}, {}).to_json()}
-    table = "\n".join(_validation_table([], 2, section["real"]))
+    section = RdzvSection.from_json({"real": [{"nodes": 16, "ok": False,
+                                               "error": "timed out after 600s waiting for training"}],
+                                     "validation": [], "cores": 2})
+    table = "\n".join(validation_table([], 2, section.unfinished_real))
     assert "| 16 | real job failed: timed out after 600s waiting for training |" in table
-    assert any("the real 16-node job never trained at full size" in f for f in findings(section))
+    figs = Figures("2026-11-26", "box", 2, "2.13.0", "fast", {}, {})
+    assert any("the real 16-node job never trained at full size" in f for f in findings(section, figs))
 
 
 def test_a_size_that_broke_says_how_long_this_machine_was_saturated_in_it():
-    from bench.rdzv_scale import _machine_share, broken_episode
+    from bench.rdzv.findings import _machine_share, broken_episode
+    from bench.rdzv.records import SizeResult
 
-    def share(section):
-        return _machine_share(broken_episode(section, "c10d"))
+    def share(sizes):
+        return _machine_share(broken_episode([SizeResult.from_json(s) for s in sizes]))
 
-    def section(saturated):
-        return {"sizes": {"c10d": [{"broke": "formation: ...", "episodes": [
-            {"label": "formation", "saturated_s": saturated, "elapsed_s": 154.0}]}]}}
+    def sizes(saturated):
+        return [{"broke": "formation: ...", "episodes": [
+            {"label": "formation", "saturated_s": saturated, "elapsed_s": 154.0}]}]
 
-    assert "saturated for 154.0 s of that episode's 154.0 s (100%)" in share(section(154.0))
-    assert "not decided here" in share(section(154.0))
-    assert "torch's own timing, not this machine" in share(section(0.5))
+    assert "saturated for 154.0 s of that episode's 154.0 s (100%)" in share(sizes(154.0))
+    assert "not decided here" in share(sizes(154.0))
+    assert "torch's own timing, not this machine" in share(sizes(0.5))
     # a storm's 24 s at the start of a 657 s episode spent waiting out the store's timeouts: not torch's limit
-    storm = share({"sizes": {"c10d": [{"broke": "hard 1: ...", "episodes": [
-        {"label": "hard 1", "saturated_s": 24.14, "elapsed_s": 657.0}]}]}})
+    storm = share([{"broke": "hard 1: ...", "episodes": [
+        {"label": "hard 1", "saturated_s": 24.14, "elapsed_s": 657.0}]}])
     assert "delay heartbeats past their expiry" in storm and "not decided here" in storm
     assert "likelier limit" not in storm
-    assert share({"sizes": {"c10d": [{"broke": None, "episodes": []}]}}) == ""
+    assert share([{"broke": None, "episodes": []}]) == ""

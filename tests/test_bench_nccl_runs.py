@@ -1,11 +1,11 @@
-"""bench/gpu_runs.py: single GPU runs brought back from a lent device, read from their report.json."""
+"""bench/nccl_runs.py: single runs on NCCL brought back from a lent device, read from their report.json."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from bench import gpu_runs
+from bench import nccl_runs
 
 REPORT = {"scenario": "freeze", "job": {"backend": "nccl", "pg_timeout_s": 10.0}, "goodput": 0.19,
           "verdict": {"passed": True}, "started_at": 100.0, "finished_at": 142.2,
@@ -19,7 +19,7 @@ REPORT = {"scenario": "freeze", "job": {"backend": "nccl", "pg_timeout_s": 10.0}
 def test_a_run_row_is_what_its_report_measured(tmp_path):
     (tmp_path / "results.json").write_text(json.dumps({"recovery": {}, "skipped": {}}))
     (tmp_path / "freeze.json").write_text(json.dumps(REPORT))
-    assert gpu_runs.main(["--device", "1 x GPU", "--out", str(tmp_path), f"freeze30={tmp_path / 'freeze.json'}",
+    assert nccl_runs.main(["--device", "1 x GPU", "--out", str(tmp_path), f"freeze30={tmp_path / 'freeze.json'}",
                           "--note", "one note"]) == 0
     results = json.loads((tmp_path / "results.json").read_text())
     (row,) = results["gpu_runs"]["runs"]
@@ -33,6 +33,6 @@ def test_a_file_that_is_no_report_is_refused_with_its_name(tmp_path, capsys):
     (tmp_path / "results.json").write_text("{}")
     (tmp_path / "bad.json").write_text("not json")
     with pytest.raises(SystemExit) as exc:
-        gpu_runs.main(["--device", "x", "--out", str(tmp_path), f"a={tmp_path / 'bad.json'}"])
+        nccl_runs.main(["--device", "x", "--out", str(tmp_path), f"a={tmp_path / 'bad.json'}"])
     assert exc.value.code == 2
     assert "bad.json: cannot read a report.json" in capsys.readouterr().err

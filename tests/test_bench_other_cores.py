@@ -1,11 +1,11 @@
-"""bench/device_runs.py: a lent machine's scale sizes and spot-ratio runs, kept apart from this VM's figures."""
+"""bench/other_cores.py: another machine's scale sizes and spot-ratio runs, kept apart from this VM's figures."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from bench import device_runs
+from bench import other_cores
 
 
 def _phase(v):
@@ -30,7 +30,7 @@ def test_the_lent_machines_runs_get_their_own_section_and_leave_this_machines_fi
     (tmp_path / "results.json").write_text(json.dumps(before))
     (tmp_path / "spot.json").write_text(json.dumps(SPOT))
     (tmp_path / "rdzv.json").write_text(json.dumps({"cores": 16, "size": SIZE}))
-    assert device_runs.main(["--device", "16 cores", "--out", str(tmp_path), "--scale", str(tmp_path / "rdzv.json"),
+    assert other_cores.main(["--device", "16 cores", "--out", str(tmp_path), "--scale", str(tmp_path / "rdzv.json"),
                              "--spot", str(tmp_path / "spot.json"), "--note", "why 512 broke"]) == 0
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["recovery"] == before["recovery"]  # nothing of the lent machine mixed in
@@ -45,19 +45,19 @@ def test_the_lent_machines_runs_get_their_own_section_and_leave_this_machines_fi
 def test_nothing_to_record_or_an_unreadable_file_is_refused(tmp_path, capsys):
     (tmp_path / "results.json").write_text("{}")
     with pytest.raises(SystemExit) as exc:
-        device_runs.main(["--device", "x", "--out", str(tmp_path)])
+        other_cores.main(["--device", "x", "--out", str(tmp_path)])
     assert exc.value.code == 2 and "nothing to record" in capsys.readouterr().err
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(SystemExit) as exc:
-        device_runs.main(["--device", "x", "--out", str(tmp_path), "--scale", str(tmp_path / "bad.json")])
+        other_cores.main(["--device", "x", "--out", str(tmp_path), "--scale", str(tmp_path / "bad.json")])
     assert exc.value.code == 2 and "cannot read a device result" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("sizes", ["abc", "1", ""])
 def test_the_device_sweep_refuses_sizes_it_cannot_run(tmp_path, capsys, sizes):
-    from bench import rdzv_scale
+    from bench.rdzv import sizes as lab_sizes
 
     with pytest.raises(SystemExit) as exc:
-        rdzv_scale.one_size_main(["--sizes", sizes, "--json-dir", str(tmp_path / "out")])
+        lab_sizes.main(["--sizes", sizes, "--json-dir", str(tmp_path / "out")])
     assert exc.value.code == 2 and "--sizes" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

@@ -1,4 +1,4 @@
-"""Time dilation (chaos.scale.clock) and the store's CPU quota (chaos.scale.throttle): the arithmetic, what
+"""Time dilation (bench.rdzv.clock) and the store's CPU quota (bench.rdzv.throttle): the arithmetic, what
 install() patches in torch (in a child process: it is process-wide), and a real cgroup on this machine."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos.scale import clock, throttle
-from chaos.scale.clock import Dilation
+from bench.rdzv import clock, throttle
+from bench.rdzv.clock import Dilation
 
 
 class FakeTime:
@@ -66,7 +66,7 @@ def test_a_dilation_below_one_is_refused():
 CHILD = textwrap.dedent("""
     import time
     from datetime import datetime, timedelta, timezone
-    from chaos.scale import clock
+    from bench.rdzv import clock
     from torch.distributed.elastic.agent.server import api
     from torch.distributed.elastic.rendezvous import dynamic_rendezvous as dr, utils
 
@@ -135,9 +135,10 @@ def test_only_our_empty_cgroups_whose_maker_is_gone_are_reaped(tmp_path):
 def test_a_harness_killed_before_removing_its_cgroup_leaves_it_for_the_next_to_reap():
     if throttle.available() is not None:
         pytest.fail(f"this machine is meant to allow a CPU cgroup (root, cgroup v1 cpu): {throttle.available()}")
-    maker = subprocess.run([sys.executable, "-c", "import os, signal; from chaos.scale import throttle; "
+    maker = subprocess.run([sys.executable, "-c", "import os, signal; from bench.rdzv import throttle; "
                             "q = throttle.CpuQuota(4.0, tag='killed'); print(q.path, flush=True); "
-                            "os.kill(os.getpid(), signal.SIGKILL)"], capture_output=True, text=True, timeout=60)
+                            "os.kill(os.getpid(), signal.SIGKILL)"], capture_output=True, text=True, timeout=60,
+                           cwd=Path(__file__).resolve().parents[1])  # bench/ is imported from the repository root
     assert maker.returncode == -9
     stale = Path(maker.stdout.strip())
     assert stale.is_dir()  # left behind

@@ -1,4 +1,4 @@
-"""The scale harness's per-thread CPU meter (chaos.scale.harness.threads_on_cpu_ns): an idle agent uses a few
+"""The scale harness's per-thread CPU meter (bench.rdzv.cpu.threads_on_cpu_ns): an idle agent uses a few
 milliseconds of CPU a second, below /proc/PID/stat's 10 ms ticks; the steady window needs nanoseconds."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import threading
 import time
 
-from chaos.scale.harness import on_cpu_between_s, proc_cpu_s, threads_on_cpu_ns
+from bench.rdzv.cpu import on_cpu_between_s, proc_cpu_s, threads_on_cpu_ns
 
 
 def _spin(seconds: float) -> None:

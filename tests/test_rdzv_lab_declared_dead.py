@@ -1,6 +1,6 @@
 """torch's own _sanitize, reported: a participant whose heartbeat expired is declared dead whether its round
-completed or is still forming (chaos.scale.hollow.report_declared_dead). The state comes from an in-memory
-backend standing in for the store (a real store: test_scale_harness.py); the holder and its _sanitize are
+completed or is still forming (bench.rdzv.hollow.report_declared_dead). The state comes from an in-memory
+backend standing in for the store (a real store: test_rdzv_lab_harness.py); the holder and its _sanitize are
 torch's."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
     _RendezvousState,
 )
 
-from chaos.scale.hollow import Counts, node_addr, report_declared_dead
+from bench.rdzv.hollow import Counts, node_addr, report_declared_dead
 
 
 class MemoryBackend:

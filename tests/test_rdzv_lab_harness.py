@@ -1,6 +1,6 @@
 """The rendezvous scale harness at small N, on both backends: torch's own agents and handlers (no workers)
 against a real etcd / a real c10d TCPStore on loopback. What forms and re-forms is asserted; how fast is
-the bench's business (bench/rdzv_scale.py)."""
+the sweep's business (bench/rdzv/sweep.py)."""
 from __future__ import annotations
 
 import time
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from chaos.scale.episodes import Sizer, measure_size
-from chaos.scale.harness import Harness, ScaleJob, proc_cpu_s
+from bench.rdzv.cpu import proc_cpu_s
+from bench.rdzv.episodes import Sizer, measure_size
+from bench.rdzv.harness import Harness, ScaleJob
 from chaos.spec import JobSpec, RdzvBackend, preset
 
 pytestmark = pytest.mark.slow
@@ -109,7 +110,7 @@ def test_a_silent_participant_of_a_completed_round_is_reported_declared_dead(tmp
 
 
 def test_under_time_dilation_torch_sees_perceived_seconds_and_the_store_is_held_to_its_share(tmp_path):
-    # dilation 3: every clock the agents read runs 3x slower (chaos.scale.clock), the store gets 1/3 core
+    # dilation 3: every clock the agents read runs 3x slower (bench.rdzv.clock), the store gets 1/3 core
     job = ScaleJob(RdzvBackend.C10D, 3, 2, 3, rdzv=FAST, processes=1, dilation=3.0)
     cgroups = set(Path("/sys/fs/cgroup/cpu").glob("elastic-chaos-scale-*"))  # another harness' may be there
     result = measure_size(job, tmp_path / "m", lambda _: None, steady_s=1.0, modes=("hard",), losses=(("1", None),))
@@ -140,11 +141,11 @@ def test_the_state_of_a_round_that_has_not_formed_can_be_read_in_numbers(tmp_pat
 
 
 def test_a_broken_episode_says_what_the_store_held_when_it_gave_up():
-    from chaos.scale.episodes import Episode, _broke
+    from bench.rdzv.episodes import _broke
+    from bench.rdzv.records import Episode, Stalled
 
     ep = Episode("formation", "formation", 1024, 1024, None, 0, 0.3, missing=1024, declared_dead=913,
-                 dead_heartbeat_age_s=4.4, stalled={"participants": 110, "wait_list": 0, "round": 0,
-                                                    "complete": False, "heartbeat_span_s": 3.97})
+                 dead_heartbeat_age_s=4.4, stalled=Stalled(110, 0, 0, False, heartbeat_span_s=3.97))
     said = _broke(ep, 37.5)
     assert said.startswith("formation: 1024 node(s) had not formed the world of 1024 after the episode's timeout of "
                            "37.5 perceived seconds (0 round(s) completed meanwhile)")

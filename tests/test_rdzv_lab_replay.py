@@ -1,7 +1,7 @@
-"""Replaying a real job in the scale harness: the real survivors' restart offsets, read from the agents'
-own log lines (bench.scale.rendezvous_figures), and the harness failing each survivor's workers at its
-offset (chaos.scale.episodes.Sizer._fail_times). Hand-built timelines; a stand-in object for the harness
-where only its job's numbers are read (no process is started here: tests/test_scale_harness.py runs the
+"""Replaying a real job in the rendezvous lab's harness: the real survivors' restart offsets, read from the
+agents' own log lines (bench.local_nodes.rendezvous_figures), and the harness failing each survivor's workers at
+its offset (bench.rdzv.episodes.Sizer._fail_times). Hand-built timelines; a stand-in object for the harness
+where only its job's numbers are read (no process is started here: tests/test_rdzv_lab_harness.py runs the
 real one)."""
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench.scale import rendezvous_figures
+from bench.local_nodes import rendezvous_figures
+from bench.rdzv.episodes import Sizer
+from bench.rdzv.harness import Harness, ScaleJob
 from chaos.events import AgentEv, Event
-from chaos.scale.episodes import Sizer
-from chaos.scale.harness import Harness, ScaleJob
 from chaos.spec import RdzvBackend
 
 KILL = 100.0
@@ -36,14 +36,14 @@ def real_three_node_job() -> list[Event]:
 
 def test_the_survivors_restart_offsets_are_read_from_their_agents():
     figs = rendezvous_figures(real_three_node_job(), 3, KILL, "node-2")
-    assert figs["offsets_s"] == [0.0, 0.4, 1.0]
-    assert figs["formation_s"] == 1.0 and figs["reformation_s"] == 5.31
-    assert figs["restarts_s"] == [0.51, 0.62]
+    assert figs.offsets_s == (0.0, 0.4, 1.0)
+    assert figs.formation_s == 1.0 and figs.reformation_s == 5.31
+    assert figs.restarts_s == (0.51, 0.62)
 
 
 def test_a_survivor_that_never_restarted_leaves_no_offsets_to_replay():
     events = [e for e in real_three_node_job() if not (e.node == "node-1" and e.t > KILL)]
-    assert rendezvous_figures(events, 3, KILL, "node-2")["restarts_s"] is None
+    assert rendezvous_figures(events, 3, KILL, "node-2").restarts_s is None
 
 
 def sizer(restarts: list[float] | None) -> Sizer:
@@ -91,6 +91,6 @@ def test_only_a_live_node_that_never_completed_its_round_counts_as_a_false_death
 
 
 def test_a_node_address_reads_back_as_its_index():
-    from chaos.scale.hollow import node_addr, node_index
+    from bench.rdzv.hollow import node_addr, node_index
 
     assert [node_index(node_addr(i)) for i in (0, 1, 255, 256, 70_000)] == [0, 1, 255, 256, 70_000]

@@ -10,16 +10,23 @@ from pathlib import Path
 
 import pytest
 
+from bench.rdzv import shipped
+from bench.rdzv.records import SizeResult
 from chaos.scale.expect import estimate, expect, knobs
-from chaos.scale.figures import SHIPPED, Figures, backend_figures, load, save
+from chaos.scale.figures import SHIPPED, BackendFigures, Figures, load, save
 from chaos.spec import JobSpec, RendezvousSpec, preset
 
 SIZES = [8, 16, 32, 64, 128, 256, 512, 1024]
 FAST = {"keep_alive_interval": 1, "keep_alive_max_attempt": 4, "last_call_timeout": 1, "join_timeout": 600}
 
 
+def backend_figures(backend: str, sizes: list[dict]) -> BackendFigures:
+    """The lab's figures (bench/rdzv/shipped.py) from sizes as results.json keeps them."""
+    return shipped.backend_figures(backend, [SizeResult.from_json(s) for s in sizes])
+
+
 def size(n: int, *, busy: float = 0.1, broke: str | None = None) -> dict:
-    """A size's result as chaos.scale.episodes.SizeResult.to_json() writes it; formation 1 + N/100 s,
+    """A size's result as bench.rdzv.records.SizeResult.to_json() writes it; formation 1 + N/100 s,
     re-formation after a hard loss 5 + N/1000 s, after a leave 2 + N/1000 s."""
     def ep(label: str, seconds: float) -> dict:
         return {"label": label, "seconds": round(seconds, 3), "limited": busy > 0.8}

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import sections, soak
+from bench import soak
+from bench.render import Plots
+from bench.render import soak as soak_section
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 BENCH = Path(__file__).resolve().parent.parent / "bench"
@@ -51,7 +53,7 @@ def test_a_scenario_that_passed_and_failed_in_identical_runs_is_flaky():
     block = soak.summary(list(found.values()), runs_done, keyword=None, date="2026-11-26")
     local = block["catalogs"]["local"]
     assert local["runs"] == 3 and local["failures"] == 2 and sorted(local["flaky"]) == sorted([KILL, CRASH])
-    text = "\n".join(sections.soak_markdown({"soak": block}))
+    text = "\n".join(soak_section.markdown({"soak": block}, Plots()))
     row = "| local | `test_kill_node.py::test_a_lost_node_is_replaced` | 2 | 1 | 0 | **yes** | 3: 8.1 / 8.4 / 31 | "
     assert "2 flaky scenario(s)" in text and row + "3: 9 / 9 / 12 |" in text
 
@@ -87,7 +89,7 @@ def test_a_soak_of_one_catalog_keeps_the_other_catalogs_figures_with_their_own_d
     assert [(s["catalog"], s["flaky"]) for s in block["scenarios"]] == [("cluster", True), ("local", False)]
     again = soak.merged(block, soak.summary(local, [], keyword=None, date="2026-11-27"))   # a local re-soak with no run
     assert set(again["catalogs"]) == {"local", "cluster"}
-    text = "\n".join(sections.soak_markdown({"soak": block}))
+    text = "\n".join(soak_section.markdown({"soak": block}, Plots()))
     assert "**local** catalog: 1 run(s)" in text and "2026-11-25" in text and "**cluster** catalog: 2 run(s)" in text
 
 

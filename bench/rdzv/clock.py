@@ -6,7 +6,7 @@ fire on agents that were merely waiting for a core. DieCast's answer (Gupta et a
 testing distributed systems with an accurate scale model") is to slow every clock the system sees by a
 time dilation factor ``d``: a second of *perceived* time lasts ``d`` real seconds, so each agent gets ``d``
 times the CPU per perceived second, and the store (a single core on a real cluster) is held to ``1/d``
-of one core (:mod:`chaos.scale.throttle`) so that it is *not* made faster with it.
+of one core (:mod:`bench.rdzv.throttle`) so that it is *not* made faster with it.
 
 :func:`install` dilates, in a host process, every clock torch's rendezvous and agent loop read:
 

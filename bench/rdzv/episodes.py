@@ -1,6 +1,6 @@
 """What the rendezvous scale harness measures for one job size, episode by episode.
 
-One job of N hollow agents (:mod:`chaos.scale.hollow`), elastic range ``N - 10 %:N`` so that every
+One job of N hollow agents (:mod:`bench.rdzv.hollow`), elastic range ``N - 10 %:N`` so that every
 loss below leaves a world the rendezvous accepts, in this order:
 
 1. **formation**: every node starts at once -> all N in one completed round.
@@ -16,7 +16,7 @@ loss below leaves a world the rendezvous accepts, in this order:
    round of the smaller world.
 
 Every episode records how long this machine was the limit while it ran (its cores, or one host
-process' interpreter lock, saturated: Harness.saturated_s): above :data:`LIMITED_SHARE` of the
+process' interpreter lock, saturated: Harness.saturated_s): above :data:`~bench.rdzv.records.LIMITED_SHARE` of the
 episode, its figure is limited by this machine, not by torch (an upper bound). And what the store
 did meanwhile -- operations, payload bytes, its CPU -- which does not depend on this machine.
 The first episode that does not complete within its timeout ends the size (``broke``).
@@ -29,16 +29,13 @@ import os
 import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
-from chaos.scale.harness import Formed, Harness, HarnessError, ScaleJob, on_cpu_between_s
+from bench.rdzv.cpu import on_cpu_between_s
+from bench.rdzv.harness import Formed, Harness, ScaleJob
+from bench.rdzv.pipe import HarnessError
+from bench.rdzv.records import Episode, SizeResult, Stalled, Steady, machine_limited
 from chaos.torch_defaults import RDZV
-
-LIMITED_SHARE = 0.1
-"""An episode whose machine was saturated (Harness.saturated_s) for more than this share of its duration
-measured this machine, not torch: its figure is an upper bound."""
 
 LOSSES: tuple[tuple[str, float | None], ...] = (("1", None), ("1%", 0.01), ("10%", 0.10))
 """Loss sizes: one node, then fractions of N (at least one node)."""
@@ -58,104 +55,6 @@ def lost(n: int, fraction: float | None) -> int:
 def elastic_range(n: int) -> tuple[int, int]:
     """MIN:MAX of the simulated job: room for the largest loss below N."""
     return max(1, n - lost(n, LOSSES[-1][1])), n
-
-
-@dataclass(frozen=True)
-class Episode:
-    kind: str
-    """formation, loss or join."""
-    label: str
-    """e.g. ``formation``, ``hard 1%``, ``join after hard 1%``."""
-    nodes: int
-    """Nodes lost or joined (N for the formation)."""
-    world: int
-    """The world size it ends in."""
-    seconds: float | None
-    """To the last node's rendezvous complete in that world; None: not within the timeout."""
-    rounds: int
-    busy: float
-    """Share of this machine's cores the harness and the store used meanwhile, on average."""
-    errors: tuple[str, ...] = ()
-    missing: int = 0
-    store_ops: int = 0
-    """Store operations of every node meanwhile (state reads and compare-and-sets, store gets and sets)."""
-    store_bytes: int = 0
-    """Payload bytes those moved."""
-    store_cpu_s: float = 0.0
-    """CPU the store spent meanwhile: its busy time, whatever the agents' machine."""
-    saturated_s: float = 0.0
-    """Seconds of it during which this machine was the limit (Harness.saturated_s)."""
-    elapsed_s: float = 0.0
-    declared_dead: int = 0
-    """*Live* participants (of a completed round, or of one forming) declared dead meanwhile that never completed
-    that round: nodes this harness never stopped whose heartbeat was found expired (Harness.false_deaths; a lost
-    node's expiry, and a re-forming node's, which formed the round before it stopped its heartbeats, are not
-    counted)."""
-    dead_heartbeat_age_s: float | None = None
-    """The oldest such heartbeat when it was declared dead (the expiry is interval x attempts)."""
-    store_throttled_s: float = 0.0
-    """Under time dilation: real seconds the store wanted a CPU beyond its one-core quota (the store, one
-    core, was the limit -- a property of the job, not of this machine)."""
-    stalled: dict[str, Any] | None = None
-    """When it did not complete: the rendezvous state the store held at the timeout, in numbers (participants,
-    wait list, round, heartbeat span: Harness.peek); None when it completed or could not be read."""
-
-    @property
-    def limited(self) -> bool:
-        return self.saturated_s > LIMITED_SHARE * max(self.elapsed_s, 1e-9)
-
-
-@dataclass(frozen=True)
-class Steady:
-    """A steady-state window: what the store served and what it cost."""
-
-    window_s: float
-    ops_per_s: dict[str, float]
-    bytes_per_s: float
-    """Payload bytes sent and received by all nodes, per second."""
-    store_cpu: float
-    """The store's CPU, in cores (etcd, or the c10d store process)."""
-    agent_cpu: float
-    """The harness' CPU per node, in cores: what each simulated torchrun agent costs."""
-    unplanned_rounds: int
-    """Rendezvous rounds completed in the window though nothing was lost or joined."""
-    busy: float
-    saturated_s: float = 0.0
-
-    @property
-    def limited(self) -> bool:
-        return self.saturated_s > LIMITED_SHARE * self.window_s
-
-
-@dataclass(frozen=True)
-class SizeResult:
-    backend: str
-    nodes: int
-    min_nodes: int
-    max_nodes: int
-    processes: int
-    episodes: tuple[Episode, ...] = ()
-    steady: Steady | None = None
-    load_before: float = 0.0
-    load_after: float = 0.0
-    broke: str | None = None
-    """The first episode that did not complete, with what was seen; None: every episode completed."""
-    wall_s: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
-    dilation: float = 1.0
-    """Time dilation it ran under (chaos.scale.clock): its seconds are perceived seconds."""
-    store_share: float | None = None
-    """The share of one core the store was held to under dilation (chaos.scale.throttle); None: unthrottled."""
-
-    def episode(self, label: str) -> Episode | None:
-        return next((e for e in self.episodes if e.label == label), None)
-
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["episodes"] = [{**asdict(e), "limited": e.limited} for e in self.episodes]
-        if self.steady is not None:
-            d["steady"] = {**asdict(self.steady), "limited": self.steady.limited}
-        return d
 
 
 class _Meter:
@@ -243,11 +142,13 @@ class Sizer:
         busy = meter.busy()
         dead = self.h.false_deaths(since, self.gone)
         ages = [d["heartbeat_age_s"] for d in dead if d.get("heartbeat_age_s") is not None]
-        ep = Episode(kind, label, nodes, world, formed.seconds, formed.rounds, busy, formed.errors[:5],
-                     formed.missing, *meter.store_work(), *meter.saturated(), declared_dead=len(dead),
+        saturated_s, elapsed_s = meter.saturated()
+        ep = Episode(kind, label, nodes, world, formed.seconds, formed.rounds, busy, tuple(formed.errors[:5]),
+                     formed.missing, *meter.store_work(), saturated_s, elapsed_s, declared_dead=len(dead),
                      dead_heartbeat_age_s=max(ages) if ages else None,
                      store_throttled_s=round(meter.throttled_end - meter.throttled, 2),
-                     stalled=self._stalled() if formed.seconds is None else None)
+                     stalled=self._stalled() if formed.seconds is None else None,
+                     limited=machine_limited(saturated_s, elapsed_s))
         self.episodes.append(ep)
         errors = f", {len(formed.errors)} error(s): {formed.errors[0]}" if formed.errors else ""
         if dead:
@@ -257,14 +158,15 @@ class Sizer:
                  f"{ep.store_bytes / 1e6:.1f} MB {ep.store_cpu_s} s CPU{errors}")
         return ep
 
-    def _stalled(self) -> dict[str, Any] | None:
+    def _stalled(self) -> Stalled | None:
         """The state an episode that did not complete left in the store (None when it cannot be read: the
         figure is the store's, and its absence only says less)."""
         try:
-            return self.h.peek()
+            state = self.h.peek()
         except HarnessError as exc:
             self.say(f"    the rendezvous state could not be read: {exc}")
             return None
+        return None if state is None else Stalled.from_json(state)
 
     def formation(self, offsets: list[float] | None = None) -> Episode:
         """Every node starts at once, or node i ``offsets[i]`` seconds after the first (a real job's
@@ -293,10 +195,11 @@ class Sizer:
         moved = (after_counts["sent"] + after_counts["received"]) - (before_counts["sent"] + before_counts["received"])
         rounds = {e["round"] for e in events if e["ev"] == "formed"}
         busy = meter.busy()
+        saturated_s = meter.saturated()[0]
         return Steady(round(window, 2), ops, round(moved / window, 1),
                       round(on_cpu_between_s(cpu0["store"], cpu1["store"]) / window, 3),
                       round(on_cpu_between_s(cpu0["agents"], cpu1["agents"]) / window / len(self.alive), 5),
-                      len(rounds), busy, meter.saturated()[0])
+                      len(rounds), busy, saturated_s, machine_limited(saturated_s, round(window, 2)))
 
     def loss(self, mode: str, label: str, fraction: float | None) -> Episode:
         k = lost(self.n, fraction)
@@ -365,10 +268,10 @@ def _broke(ep: Episode, timeout: float | None = None) -> str:
                  f"(heartbeats up to {ep.dead_heartbeat_age_s} s old)")
     st = ep.stalled
     if st:
-        beats = st.get("heartbeat_span_s")
+        beats = st.heartbeat_span_s
         span = f", their heartbeats spanning {beats} s" if beats is not None else ""
-        seen += (f"; the store's state then: round {st['round']}{' complete' if st['complete'] else ' forming'}, "
-                 f"{st['participants']} participant(s) and {st['wait_list']} waiting{span}")
+        seen += (f"; the store's state then: round {st.round}{' complete' if st.complete else ' forming'}, "
+                 f"{st.participants} participant(s) and {st.wait_list} waiting{span}")
     within = "" if timeout is None else f" of {timeout:.4g} perceived seconds"
     return (f"{ep.label}: {ep.missing} node(s) had not formed the world of {ep.world} after the episode's "
             f"timeout{within} ({ep.rounds} round(s) completed meanwhile){seen}")

@@ -3,20 +3,18 @@
 :class:`Harness` starts the rendezvous store the way the toolkit does -- a real etcd on 127.0.0.1
 (:class:`~chaos.platforms.local.etcd.EtcdServer`) for etcd-v2, or torch's c10d TCPStore in a
 process of its own (as the first agent would host it) -- then ``processes`` host processes
-(:mod:`chaos.scale.host`) that run the agents in threads, node ``i`` in process ``i % processes``.
-Every process dies with this one (the kernel's death signal) and is stopped by its PID.
+(:mod:`bench.rdzv.host`, each a :class:`~bench.rdzv.pipe.HostProcess`) that run the agents in threads,
+node ``i`` in process ``i % processes``. Every process dies with this one (the kernel's death signal) and
+is stopped by its PID.
 
 The harness sends orders with a time to act at, reads every event into memory, and answers the
 questions the episodes ask (:meth:`wait_world`: when did these nodes form a world of this size?).
-CPU is read from ``/proc/PID/stat`` of the store and of the host processes.
+CPU is read from /proc for the store and the host processes (:mod:`bench.rdzv.cpu`).
 """
 from __future__ import annotations
 
-import json
 import logging
-import os
 import queue
-import subprocess
 import sys
 import threading
 import time
@@ -24,31 +22,25 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from chaos.errors import ChaosError
-from chaos.platforms.local import lifeline
+from bench.rdzv import throttle
+from bench.rdzv.clock import Dilation
+from bench.rdzv.cpu import (
+    BUSY_MACHINE,
+    BUSY_PROCESS,
+    RUN_DELAY,
+    SAMPLE_S,
+    machine_busy_s,
+    proc_cpu_s,
+    run_delay_s,
+    threads_on_cpu_ns,
+)
+from bench.rdzv.pipe import HarnessError, HostProcess
 from chaos.platforms.local.etcd import EtcdServer, free_port
-from chaos.scale import throttle
-from chaos.scale.clock import Dilation
 from chaos.spec import RdzvBackend, RendezvousSpec
 
 log = logging.getLogger(__name__)
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-SAMPLE_S = 0.5
-"""How often the harness samples the CPU of the store and of its processes."""
-RUN_DELAY = 0.25
-"""Seconds per second a process' threads may wait, runnable, for a CPU before this machine sets the pace."""
-BUSY_PROCESS = 0.9
-"""Share of one core above which a host process' agents wait for its interpreter lock."""
-BUSY_MACHINE = 0.9
-"""Share of this machine's cores above which everything on it waits for a core."""
-
-
-class HarnessError(ChaosError):
-    """A host process or the store failed; the message says which and where its log is."""
-
 
 @dataclass(frozen=True)
 class ScaleJob:
@@ -64,10 +56,10 @@ class ScaleJob:
     processes: int = 2
     """Host processes the agents are spread over (threads in each)."""
     torch_event_names: bool = False
-    """Keep torch's ``inspect.stack()`` for every rendezvous event's name (chaos.scale.host.cheap_event_names)."""
+    """Keep torch's ``inspect.stack()`` for every rendezvous event's name (bench.rdzv.host.cheap_event_names)."""
     dilation: float = 1.0
-    """Time dilation (chaos.scale.clock): every clock the agents read runs this many times slower, and the
-    store is held to 1/dilation of one core (chaos.scale.throttle). 1: real time, the store unthrottled."""
+    """Time dilation (bench.rdzv.clock): every clock the agents read runs this many times slower, and the
+    store is held to 1/dilation of one core (bench.rdzv.throttle). 1: real time, the store unthrottled."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_nodes <= self.max_nodes or self.nodes < 1 or self.processes < 1:
@@ -91,121 +83,6 @@ class Formed:
     """Nodes that had not formed that world when the wait ended (0 when it formed)."""
 
 
-def machine_busy_s() -> tuple[float, float]:
-    """(busy, total) CPU seconds of this machine so far, every process counted (/proc/stat)."""
-    try:
-        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    except (OSError, ValueError):
-        return 0.0, 0.0
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return (sum(fields) - idle) / CLOCK_TICKS, sum(fields) / CLOCK_TICKS
-
-
-def _schedstat_ns(pid: int, field: int) -> dict[int, int]:
-    """Per thread of process ``pid``: field ``field`` of its schedstat (0: nanoseconds on a CPU, 1: nanoseconds
-    runnable but waiting for one); empty for a gone process."""
-    out: dict[int, int] = {}
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tasks:
-        try:
-            out[int(tid)] = int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[field])
-        except (OSError, ValueError, IndexError):
-            continue
-    return out
-
-
-def run_delay_s(pid: int) -> float:
-    """Seconds the threads of process ``pid`` spent runnable but waiting for a CPU, so far (schedstat);
-    0 for a gone one. Threads waiting for Python's interpreter lock sleep: they are not counted."""
-    return sum(_schedstat_ns(pid, 1).values()) / 1e9
-
-
-def threads_on_cpu_ns(pids: Iterable[int]) -> dict[tuple[int, int], int]:
-    """Nanoseconds on a CPU so far of every live thread of ``pids``, by (pid, tid): to the nanosecond, where
-    /proc/PID/stat counts in clock ticks (10 ms) and an idle agent uses a few ms a second."""
-    return {(pid, tid): ns for pid in pids for tid, ns in _schedstat_ns(pid, 0).items()}
-
-
-def on_cpu_between_s(before: dict[tuple[int, int], int], after: dict[tuple[int, int], int]) -> float:
-    """CPU seconds used between two threads_on_cpu_ns() snapshots by the threads alive at the second (a thread
-    born in between counts from 0; one that ended in between is not counted: never negative)."""
-    return sum(ns - before.get(key, 0) for key, ns in after.items()) / 1e9
-
-
-def proc_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (all its threads); 0 for a gone one."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-class _Process:
-    """A host process, its stdin, and a thread that reads its events into a queue."""
-
-    def __init__(self, cmd: list[str], log_path: Path, events: queue.Queue[dict[str, Any]]) -> None:
-        self.log_path = log_path
-        with open(log_path, "wb") as err:
-            self.proc = lifeline.popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                       env={**os.environ, "PYTHONPATH": _pythonpath()})
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self._stdin: TextIO = open(self.proc.stdin.fileno(), "w", closefd=False)
-        self._reader = threading.Thread(target=self._read, args=(self.proc.stdout, events), daemon=True,
-                                        name=f"scale-host-{self.proc.pid}")
-        self._reader.start()
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def send(self, cmd: dict[str, Any]) -> None:
-        try:
-            self._stdin.write(json.dumps(cmd) + "\n")
-            self._stdin.flush()
-        except (BrokenPipeError, ValueError) as exc:
-            raise HarnessError(f"host process {self.pid} is gone ({exc}); its log: {self.log_path}") from exc
-
-    def _read(self, out: Any, events: queue.Queue[dict[str, Any]]) -> None:
-        for raw in out:
-            try:
-                event = json.loads(raw)
-            except ValueError:
-                continue
-            event["pid"] = event.get("pid", self.pid)
-            events.put(event)
-        events.put({"ev": "exited", "id": None, "t": time.time(), "pid": self.pid})
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """Ask it to exit, then SIGKILL it by PID if it has not. Idempotent."""
-        if self.proc.poll() is None:
-            try:
-                self.send({"cmd": "exit"})
-            except HarnessError:
-                pass
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout_s)
-        self._reader.join(timeout_s)
-        for stream in (self._stdin, self.proc.stdin, self.proc.stdout):
-            try:
-                if stream is not None:
-                    stream.close()
-            except OSError:  # a pipe whose reader is gone
-                pass
-
-
-def _pythonpath() -> str:
-    """This toolkit's root first, so host processes import the same chaos/ and trainer/."""
-    root = str(Path(__file__).resolve().parents[2])
-    return os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])
-
-
 class Harness:
     """The store and the host processes of one simulated job; a context manager. Blocks in ``start``
     until every process answered (or raises HarnessError); ``stop`` is idempotent."""
@@ -216,8 +93,8 @@ class Harness:
         self.run_id = f"scale-{uuid.uuid4().hex[:8]}"
         self._etcd_binary = etcd_binary
         self._etcd: EtcdServer | None = None
-        self._store: _Process | None = None
-        self._hosts: list[_Process] = []
+        self._store: HostProcess | None = None
+        self._hosts: list[HostProcess] = []
         self._events: queue.Queue[dict[str, Any]] = queue.Queue()
         self.events: list[dict[str, Any]] = []
         """Every event read so far, in arrival order."""
@@ -260,13 +137,13 @@ class Harness:
             self._throttle_store()
             conf = ",".join(f"{k}={v}" for k, v in self.job.rdzv.conf().items())
             for i in range(self.job.processes):
-                cmd = [sys.executable, "-m", "chaos.scale.host", "agents", "--backend", self.job.backend.value,
+                cmd = [sys.executable, "-m", "bench.rdzv.host", "agents", "--backend", self.job.backend.value,
                        "--endpoint", endpoint, "--run-id", self.run_id,
                        "--nodes", f"{self.job.min_nodes}:{self.job.max_nodes}", "--conf", conf,
                        "--monitor-interval", str(self.job.monitor_interval),
                        "--dilation", repr(self.clock.factor), "--epoch", repr(self.clock.epoch),
                        *(["--torch-event-names"] if self.job.torch_event_names else [])]
-                self._hosts.append(_Process(cmd, self.work_dir / f"host-{i}.log", self._events))
+                self._hosts.append(HostProcess(cmd, self.work_dir / f"host-{i}.log", self._events))
             self._expect("ready", len(self._hosts), timeout_s=120)
             self._sampler = threading.Thread(target=self._sample, name="scale-cpu-sampler", daemon=True)
             self._sampler.start()
@@ -282,7 +159,7 @@ class Harness:
             return self._etcd.endpoint
         endpoint = f"127.0.0.1:{free_port()}"
         ready: queue.Queue[dict[str, Any]] = queue.Queue()
-        self._store = _Process([sys.executable, "-m", "chaos.scale.host", "store", "--endpoint", endpoint,
+        self._store = HostProcess([sys.executable, "-m", "bench.rdzv.host", "store", "--endpoint", endpoint,
                                 "--run-id", self.run_id], self.work_dir / "store.log", ready)
         try:
             event = ready.get(timeout=60)
@@ -468,7 +345,7 @@ class Harness:
 
     def declared_dead(self, since: float) -> list[dict[str, Any]]:
         """Participants (of a completed round, or of one forming) that a node's sync declared dead after ``since``
-        (chaos.scale.hollow.report_declared_dead), once per round and node over every host process; what has
+        (bench.rdzv.hollow.report_declared_dead), once per round and node over every host process; what has
         arrived so far."""
         while self._next(0.0) is not None:
             pass

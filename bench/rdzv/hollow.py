@@ -46,7 +46,7 @@ from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
     create_handler,
 )
 
-from chaos.scale import clock
+from bench.rdzv import clock
 from trainer import rdzv_leave
 
 Emit = Callable[..., None]
@@ -317,5 +317,5 @@ def hollow_agent(index: int, params: RendezvousParameters, counts: Counts, emit:
 
 
 def sleep_until(t: float) -> None:
-    """Until perceived wall time ``t`` (chaos.scale.clock)."""
+    """Until perceived wall time ``t`` (bench.rdzv.clock)."""
     clock.current().sleep_until(t)

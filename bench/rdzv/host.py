@@ -1,15 +1,15 @@
 """One process of the rendezvous scale harness: many hollow agents in threads, or the c10d store.
 
-    python -m chaos.scale.host agents --backend etcd-v2 --endpoint 127.0.0.1:2379 --run-id R --nodes 9:10
-    python -m chaos.scale.host store --endpoint 127.0.0.1:29400 --run-id R
+    python -m bench.rdzv.host agents --backend etcd-v2 --endpoint 127.0.0.1:2379 --run-id R --nodes 9:10
+    python -m bench.rdzv.host store --endpoint 127.0.0.1:29400 --run-id R
 
-The harness (:mod:`chaos.scale.harness`) drives it over stdin and reads what happened on stdout,
+The harness (:mod:`bench.rdzv.harness`) drives it over stdin and reads what happened on stdout,
 one JSON object per line each way. Commands: ``spawn`` (make agents ``ids``: handlers connected,
 not started), ``start`` (run them from time ``at``), ``order`` (``fail``/``kill``/``sigterm`` at
 ``at``; ``leave`` with sigterm), ``stats`` (the store counters), ``peek`` (the rendezvous state, in numbers),
 ``exit``. Events: ``spawned``,
 ``rdzv_started``, ``formed``, ``ended``, ``stats``, ``ready``, ``fatal``. Times are perceived wall
-times (chaos.scale.clock: ``time.time()`` itself unless ``--dilation`` slows every clock of the process;
+times (bench.rdzv.clock: ``time.time()`` itself unless ``--dilation`` slows every clock of the process;
 one machine, one epoch, one clock). The ``store`` role hosts torch's c10d TCPStore as the first agent would,
 so its CPU is the store's.
 """
@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Any, TextIO
 
-from chaos.scale import clock
+from bench.rdzv import clock
 
 RUN_AGENT_STACK = 512 * 1024
 """Thread stack size: a thousand agent and keep-alive threads in one process stay small."""
@@ -34,7 +34,7 @@ class Host:
     """The agents of one process and the line protocol around them."""
 
     def __init__(self, args: argparse.Namespace, out: TextIO) -> None:
-        from chaos.scale.hollow import Counts
+        from bench.rdzv.hollow import Counts
 
         self.args = args
         self.out = out
@@ -51,7 +51,7 @@ class Host:
     def params(self, index: int) -> Any:
         from torch.distributed.elastic.rendezvous import RendezvousParameters
 
-        from chaos.scale.hollow import node_addr
+        from bench.rdzv.hollow import node_addr
 
         lo, _, hi = self.args.nodes.partition(":")
         conf = dict(kv.split("=", 1) for kv in self.args.conf.split(",") if kv)
@@ -61,7 +61,7 @@ class Host:
                                     min_nodes=int(lo), max_nodes=int(hi or lo), local_addr=node_addr(index), **conf)
 
     def spawn(self, ids: list[int]) -> None:
-        from chaos.scale.hollow import hollow_agent
+        from bench.rdzv.hollow import hollow_agent
 
         for i in ids:
             self.agents[i] = hollow_agent(i, self.params(i), self.counts, self.emit,
@@ -69,7 +69,7 @@ class Host:
         self.emit("spawned", ids=ids)
 
     def start(self, ids: list[int], at: float) -> None:
-        from chaos.scale.hollow import sleep_until
+        from bench.rdzv.hollow import sleep_until
 
         def life(agent: Any) -> None:
             sleep_until(at)
@@ -79,7 +79,7 @@ class Host:
             threading.Thread(target=life, args=(self.agents[i],), name=f"hollow-{i}", daemon=True).start()
 
     def order(self, ids: list[int], what: str, at: float, leave: bool) -> None:
-        from chaos.scale.hollow import sleep_until
+        from bench.rdzv.hollow import sleep_until
 
         def act() -> None:
             sleep_until(at)
@@ -101,7 +101,7 @@ class Host:
         elif what == "stats":
             self.emit("stats", counts=self.counts.snapshot(), agents=len(self.agents))
         elif what == "peek":  # any agent's handler reads the one shared state
-            from chaos.scale.hollow import state_summary
+            from bench.rdzv.hollow import state_summary
 
             agent = next(iter(self.agents.values()), None)
             self.emit("peek", state=None if agent is None else state_summary(agent.handler))
@@ -154,7 +154,7 @@ def serve_store(args: argparse.Namespace) -> None:
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m chaos.scale.host", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m bench.rdzv.host", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("role", choices=["agents", "store"])
     p.add_argument("--backend", choices=["etcd-v2", "c10d"], default="c10d")
@@ -164,7 +164,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--conf", default="", help="rendezvous settings as torchrun's --rdzv-conf")
     p.add_argument("--monitor-interval", type=float, default=0.1)
     p.add_argument("--dilation", type=float, default=1.0,
-                   help="slow every clock torch reads by this factor (chaos.scale.clock); 1: real time")
+                   help="slow every clock torch reads by this factor (bench.rdzv.clock); 1: real time")
     p.add_argument("--epoch", type=float, default=None,
                    help="the real time.time() perceived time counts from, shared by a harness' processes")
     p.add_argument("--torch-event-names", action="store_true",

@@ -1,4 +1,4 @@
-"""Hold the rendezvous store to a share of one core: the other half of time dilation (chaos.scale.clock).
+"""Hold the rendezvous store to a share of one core: the other half of time dilation (bench.rdzv.clock).
 
 Under a time dilation ``d`` every agent perceives ``d`` times the CPU per second; the store must not. On
 a real cluster the c10d store is one libuv thread on the first agent's host (and etcd a small server): its

@@ -7,7 +7,7 @@ every fault of a run whose checkpoint folder was behind the layer (a storage fau
 kill or a spot interruption on such a run), and to none otherwise.
 
 - saves from the fault to the end of its window: how many, their p50/p95/max (finished
-  ones; nearest rank), the median before the fault for comparison, and how many failed
+  ones; nearest rank: chaos.analysis.stats), the median before the fault for comparison, and how many failed
   with an errno (ENOSPC, EIO, EROFS; EINTR: a writer killed mid-save, counted apart);
 - time stalled on storage in the window: what faults held every save and every stalled
   operation (a hung listing);
@@ -19,7 +19,6 @@ kill or a spot interruption on such a run), and to none otherwise.
 """
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from typing import Any
 from chaos.analysis.groups import FaultMark, fault_group
 from chaos.analysis.metrics import Metric, Unit, declared, metric
 from chaos.analysis.saves import JobSave, job_saves
+from chaos.analysis.stats import percentile
 from chaos.events import CheckpointEv, Event, NodeEv, ProgressEv, first, last, of
 
 INTERRUPTED = "EINTR"
@@ -120,11 +120,6 @@ def grace_sentence(c: StorageCost) -> str:
             "grace period")
 
 
-def nearest_rank(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
-
-
 def measure_storage(events: Sequence[Event], mark: FaultMark) -> StorageCost | None:
     """The StorageCost of ``mark``; None when the run had no storage layer (no storage events)."""
     if not of(events, CheckpointEv.STORAGE_LAYER, CheckpointEv.STORAGE_SAVE, CheckpointEv.STORAGE_SUMMARY):
@@ -133,12 +128,12 @@ def measure_storage(events: Sequence[Event], mark: FaultMark) -> StorageCost | N
     out = StorageCost(mark.target, f)
     saves = job_saves(events)
     before = [s.duration_s for s in saves if s.end is not None and s.end <= f and s.duration_s is not None]
-    out.save_before_s = nearest_rank(before, 50) if before else None
+    out.save_before_s = percentile(before, 50)
     window = [s for s in saves if s.start >= opens and (until is None or s.start <= until)]
     done = [s.duration_s for s in window if s.duration_s is not None]
     out.saves = len(window)
     if done:
-        out.save_p50_s, out.save_p95_s, out.save_max_s = nearest_rank(done, 50), nearest_rank(done, 95), max(done)
+        out.save_p50_s, out.save_p95_s, out.save_max_s = percentile(done, 50), percentile(done, 95), max(done)
     else:
         out.missing.append("no save finished from the fault to the end of its window")
     files = of(events, CheckpointEv.STORAGE_SAVE, after=opens, until=until)

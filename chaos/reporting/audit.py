@@ -17,7 +17,7 @@ than one run. Definitions (docs/REPORTS.md has the worked examples):
 - *Metrics*: those of every fault group (chaos.analysis.groups) declared with
   ``audit=True`` (today the recovery's phases, regain and lost steps), by their short
   name (``regain``).
-- *Percentiles* are nearest-rank, no interpolation: p-th percentile of n
+- *Percentiles* are nearest-rank, no interpolation (chaos.analysis.stats): p-th percentile of n
   sorted values is the value at rank ceil(p/100 x n) (1-based). Every number
   shown was actually measured; p50 of [1, 2, 3, 4] is 2, p95 of 10 values is
   the largest. Faults where a metric was not observed are left out of that
@@ -35,7 +35,6 @@ than one run. Definitions (docs/REPORTS.md has the worked examples):
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +43,7 @@ from typing import Any
 from chaos.analysis.metrics import Metric, Unit
 from chaos.analysis.registry import fault_groups
 from chaos.analysis.result import REPORT, TIMELINE, FaultResult
+from chaos.analysis.stats import Stat
 from chaos.analysis.verdict import Outcome
 from chaos.errors import SpecError
 from chaos.reporting.load import load_run
@@ -60,30 +60,6 @@ def _group_of(metric: str) -> str:
 
 SCORE_HALF_S = 60.0
 SCORE_DROP = 5.0
-
-
-def percentile(values: Sequence[float], p: float) -> float | None:
-    """Nearest-rank percentile: the value at rank ceil(p/100 x n) of the sorted values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = min(len(ordered), max(1, math.ceil(p / 100.0 * len(ordered))))
-    return ordered[rank - 1]
-
-
-@dataclass(frozen=True)
-class Stat:
-    n: int
-    p50: float | None
-    p95: float | None
-    max: float | None
-
-    @classmethod
-    def of(cls, values: Sequence[float]) -> Stat:
-        return cls(len(values), percentile(values, 50), percentile(values, 95), max(values, default=None))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"n": self.n, "p50": self.p50, "p95": self.p95, "max": self.max}
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from chaos.analysis.metrics import Metric
 from chaos.analysis.recovery import PHASES
-from chaos.reporting.audit import SCORE_HALF_S, Group, Regression, RunSummary, Skipped, Stat, audited
+from chaos.analysis.stats import Stat
+from chaos.reporting.audit import SCORE_HALF_S, Group, Regression, RunSummary, Skipped, audited
 from chaos.reporting.html import AUDIT_CSP, CSS
 from chaos.reporting.svg import phase_bars_svg
 from chaos.reporting.table import aligned

@@ -3,7 +3,7 @@
 Runs that replayed a trace (report.json's ``replay`` block) are grouped by the
 trace (its file's digest, or the generator's parameters), the compression and
 the job's checkpoint interval; each group shows its runs' goodput over the
-replay (nearest-rank p50, min, max: chaos.reporting.audit.percentile), the
+replay (nearest-rank p50, min, max: chaos.analysis.stats), the
 preemptions injected and skipped, and the lost steps and regain per
 preemption. Two groups that differ only in the checkpoint interval answer
 "what would a shorter interval buy us under this trace".
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.analysis.replay import REPLAY, ReplaySummary
-from chaos.reporting.audit import Stat
+from chaos.analysis.stats import Stat
 from chaos.reporting.load import load_run
 
 
@@ -80,7 +80,7 @@ def render_text(found: Sequence[ReplayGroup]) -> str:
     for g in found:
         gp, lost, regain = Stat.of(g.goodputs), Stat.of(g.lost_steps), Stat.of(g.regains)
         rows.append([g.trace, f"{g.compress:g}" if g.compress else "-", str(g.checkpoint_every or "-"),
-                     str(len(g.folders)), _f(gp.p50), _f(min(g.goodputs, default=None)), _f(gp.max),
+                     str(len(g.folders)), _f(gp.p50), _f(gp.min), _f(gp.max),
                      str(g.injected), str(g.skipped), _f(lost.p50, "{:g}"), _f(regain.p50, "{:.1f}s")])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     for i, r in enumerate(rows):

@@ -1,13 +1,10 @@
-"""Rendezvous at scale: torch's own rendezvous handlers for hundreds to thousands of nodes, on one machine.
+"""Rendezvous at scale, the answer the toolkit ships: what a job of N nodes should expect from its rendezvous.
 
-A job's recovery at scale is a question of torch's dynamic rendezvous, not of training processes.
-:mod:`~chaos.scale.hollow` runs torch's agent loop and handler without workers, many per process
-(:mod:`~chaos.scale.host`); :mod:`~chaos.scale.harness` starts the store and the processes;
-:mod:`~chaos.scale.episodes` measures formation, re-formation after losses and joins, store traffic
-and CPU for one size; :mod:`~chaos.scale.model` fits the figures over N; :mod:`~chaos.scale.expect`
-turns the shipped figures (``measured.json``, written by ``python -m bench --scale-rdzv``) into what
-a job of a given size should expect (``elastic-chaos scale``).
+:mod:`~chaos.scale.figures` is the measured figures as one typed value (``measured.json``, package data,
+written by ``python -m bench --scale-rdzv``); :mod:`~chaos.scale.model` fits a figure over N;
+:mod:`~chaos.scale.expect` turns the figures into what a job of a given size and settings should expect
+(``elastic-chaos scale``). Pure: nothing here measures, and nothing imports torch.
 
-Only ``expect``, ``model`` and ``figures`` are imported by the CLI: ``hollow`` and ``host`` import
-torch and run in the harness' own processes.
+The measuring is a lab that only the benchmarks drive, and it is not shipped: bench/rdzv (torch's own
+agent loop and rendezvous handler in hollow agents, many per process, under time dilation).
 """

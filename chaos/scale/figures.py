@@ -1,21 +1,20 @@
 """The measured rendezvous-at-scale figures the toolkit ships: one typed value, one JSON file.
 
-``python -m bench --scale-rdzv`` measures (:mod:`chaos.scale.episodes`), then :func:`build` turns
-the sizes' results into :class:`Figures` -- per backend, per N, the figures ``elastic-chaos scale``
-needs, which of them this machine limited, where the harness broke, and a fitted model per figure
--- and writes them to :data:`SHIPPED` (``chaos/scale/measured.json``, package data). :func:`load`
-reads them back; nothing else reads that file.
+``python -m bench --scale-rdzv`` measures them with the rendezvous lab (bench/rdzv, not shipped), which
+turns the sizes' results into :class:`Figures` (bench/rdzv/shipped.py) -- per backend, per N, the figures
+``elastic-chaos scale`` needs, which of them this machine limited, where the harness broke, and a fitted
+model per figure -- and writes them to :data:`SHIPPED` (``chaos/scale/measured.json``, package data) with
+:func:`save`. :func:`load` reads them back; nothing else reads that file.
 """
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from chaos.errors import SpecError
-from chaos.scale.model import Fit, FitError, best_fit
+from chaos.scale.model import Fit, FitError
 
 SHIPPED = Path(__file__).with_name("measured.json")
 
@@ -30,11 +29,7 @@ EPISODE_METRICS: dict[str, str] = {
     "reform_sigterm_s": "sigterm 1",
     "join_s": "join after hard 1",
 }
-"""Figure -> the episode it is read from (chaos.scale.episodes labels)."""
-
-MIN_CLEAN_POINTS = 2
-"""Fewer sizes than this unlimited by the machine, and a figure is fitted on every size (and says so: an
-upper bound). With fewer than five, only the straight line is a candidate (chaos.scale.model.best_fit)."""
+"""Figure -> the episode it is read from (the rendezvous lab's episode labels, bench/rdzv/episodes.py)."""
 
 STORE_WORK: dict[str, str] = {"formation": "formation", "reform_hard": "hard 1", "reform_leave": "leave 1",
                               "join": "join after hard 1"}
@@ -50,10 +45,10 @@ class Point:
     nodes: int
     values: dict[str, float | None]
     limited: tuple[str, ...] = ()
-    """Figures this machine limited (chaos.scale.episodes.LIMITED_SHARE)."""
+    """Figures this machine limited (the lab's LIMITED_SHARE, bench/rdzv/records.py)."""
     load_avg: float | None = None
     dilation: float = 1.0
-    """The time dilation it was measured under (chaos.scale.clock): its seconds are perceived seconds."""
+    """The time dilation it was measured under (bench/rdzv/clock.py): its seconds are perceived seconds."""
 
     def get(self, metric: str) -> float | None:
         return self.values.get(metric)
@@ -136,57 +131,3 @@ def save(figures: Figures, path: Path | None = None) -> Path:
     path.write_text(json.dumps(figures.to_json(), indent=1) + "\n")
     return path
 
-
-def point(size: dict[str, Any]) -> Point:
-    """A size's result (chaos.scale.episodes.SizeResult.to_json()) as the figures keep it."""
-    by_label = {e["label"]: e for e in size.get("episodes", [])}
-    values: dict[str, float | None] = {}
-    limited = []
-    for metric, label in EPISODE_METRICS.items():
-        ep = by_label.get(label)
-        values[metric] = ep.get("seconds") if ep else None
-        if ep and ep.get("limited"):
-            limited.append(metric)
-    for key, label in STORE_WORK.items():
-        ep = by_label.get(label)
-        if ep and ep.get("seconds") is not None and "store_ops" in ep:
-            values[f"{key}_store_ops"] = float(ep["store_ops"])
-            values[f"{key}_store_mb"] = round(ep["store_bytes"] / 1e6, 3)
-            values[f"{key}_store_cpu_s"] = ep["store_cpu_s"]
-            if ep.get("limited"):
-                limited += [f"{key}_store_ops", f"{key}_store_mb", f"{key}_store_cpu_s"]
-    steady = size.get("steady")
-    if steady:
-        values["store_ops_per_s"] = round(sum(steady["ops_per_s"].values()), 1)
-        values["store_bytes_per_s"] = steady["bytes_per_s"]
-        values["store_cpu"] = steady["store_cpu"]
-        values["agent_cpu"] = steady["agent_cpu"]
-        if steady.get("limited"):
-            limited += list(STEADY_METRICS)
-    return Point(int(size["nodes"]), values, tuple(limited), size.get("load_before"),
-                 float(size.get("dilation") or 1.0))
-
-
-def backend_figures(backend: str, sizes: Sequence[dict[str, Any]]) -> BackendFigures:
-    """Points, fits (over the figures not limited by this machine) and where it broke, for one backend."""
-    points = tuple(sorted((point(s) for s in sizes), key=lambda p: p.nodes))
-    broken = sorted((int(s["nodes"]), str(s["broke"])) for s in sizes if s.get("broke"))
-    fits = {}
-    work = [f"{k}_store_{what}" for k in STORE_WORK for what in ("ops", "mb", "cpu_s")]
-    for metric in [*EPISODE_METRICS, *STEADY_METRICS, *work]:
-        measured = [(p.nodes, v, metric in p.limited) for p in points if (v := p.get(metric)) is not None]
-        clean = [(n, v) for n, v, limited in measured if not limited]
-        note = "fitted on the sizes this machine did not limit"
-        if metric not in EPISODE_METRICS:  # counts and rates: a starved harness does less, never more, per second
-            clean = []
-        if len(clean) < MIN_CLEAN_POINTS:  # too few clean sizes for any model: every size, said so
-            clean = [(n, v) for n, v, _ in measured]
-            limited = sum(1 for *_, lim in measured if lim)
-            bound = ": an upper bound" if metric in EPISODE_METRICS else ""
-            note = (f"fitted on every size measured, {limited} of {len(measured)} limited by this machine"
-                    f"{bound}") if limited else "fitted on every size measured"
-        try:
-            fits[metric] = replace(best_fit([n for n, _ in clean], [v for _, v in clean]), note=note)
-        except FitError:
-            continue
-    return BackendFigures(backend, points, fits, broken[0][0] if broken else None, broken[0][1] if broken else None)

@@ -23,7 +23,7 @@ MINIMUM = (2, 2)
 """The oldest torch the toolkit is tested with."""
 
 CPU_INSTALL = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
-"""How to install torch's CPU build (no CUDA download): README "Use it in your own repository"."""
+"""How to install torch's CPU build (no CUDA download): docs/INSTALL.md, "torch: pins, indexes, CPU or CUDA"."""
 
 HOW = (f"Install torch into this environment first: the CPU build with `{CPU_INSTALL}` (a plain "
        "`pip install torch` takes PyPI's CUDA build on Linux, several GB); on a GPU machine, the CUDA build "
