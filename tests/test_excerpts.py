@@ -188,6 +188,46 @@ def test_the_survivors_failure_is_shown_and_marked_expected(tmp_path):
     assert line(ex, "epoch 4 done").level == "plain"
 
 
+def tee(text: str, local_rank: int = 0) -> str:
+    """A worker's lines as its agent copies them into the node log (torchrun --tee: chaos.watchers.sources)."""
+    return "".join(f"[default{local_rank}]:{line}\n" for line in text.splitlines())
+
+
+def test_a_survivors_failure_copied_by_its_agent_is_shown_whole_with_its_prefix_and_marked_expected(tmp_path):
+    t = time.time()
+    log = tmp_path / "node-0.log"
+    log.write_text(glog(t - 100, "[default] Starting worker group") + tee(step(t - 0.5, 41) + "epoch 4 done\n")
+                   + tee(TRACEBACK) + failed(t + 0.6) + glog(t + 0.6, "[default] Stopping worker group"))
+    ex = excerpt("node-0", log, t - 3, t + 10, survivor_after=t)
+    for text in ("Traceback (most recent call last)", "loss.backward()", "Connection closed by peer",
+                 "failed (exitcode: 1)", "Worker group FAILED"):
+        assert line(ex, text).level == "expected"
+    assert line(ex, "Traceback").text == "[default0]:[rank0]: Traceback (most recent call last):"
+    assert line(ex, "epoch 4 done").level == "plain" and line(ex, "Stopping worker group").level == "agent"
+
+
+def test_a_worker_printing_that_its_agent_gave_up_is_not_its_agent_in_an_excerpt(tmp_path):
+    t = time.time()
+    log = tmp_path / "node-0.log"
+    log.write_text(glog(t - 100, "[default] Starting worker group") + tee(TRACEBACK)
+                   + tee("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: (printed)\n")
+                   + failed(t + 0.6) + glog(t + 0.6, "[default] Stopping worker group"))
+    ex = excerpt("node-0", log, t - 3, t + 10, survivor_after=t)
+    assert line(ex, "(printed)").level == "error"                 # an error line, not the agent giving up
+    assert line(ex, "Worker group FAILED").level == "expected"    # the failure story goes on to the agent's own
+
+
+def test_the_killed_nodes_last_lines_copied_by_its_agent_are_shown_with_their_prefix(tmp_path):
+    t = time.time()
+    log = tmp_path / "node-1.log"
+    log.write_text(glog(t - 100, "[default] Starting worker group") + tee(step(t - 30, 1) + "epoch 1 done\n")
+                   + tee("saving to /ckpt/2.pt\n", local_rank=1))
+    os.utime(log, (t - 19, t - 19))
+    ex = excerpt("node-1", log, t - 3, t + 10, killed_at=t)
+    assert all(ln.pulled for ln in ex.lines)
+    assert "[default1]:saving to /ckpt/2.pt" in texts(ex) and "[default0]:epoch 1 done" in texts(ex)
+
+
 def test_a_survivors_failure_after_a_cut_window_is_pulled_in(tmp_path):
     # a collective that times out long after the fault (NCCL): the window stops at AFTER_MAX_S
     t = time.time() - 600

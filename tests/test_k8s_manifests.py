@@ -56,10 +56,12 @@ def test_elasticjob_args_override_the_controllers_backend_and_run_the_trainer():
     args = container["args"]
     assert args[0] == "--rdzv_backend=etcd-v2"     # after the controller's --rdzv_backend=etcd: this one wins
     assert "--nproc_per_node=1" in args and "--max_restarts=4" in args and "--rdzv_conf=last_call_timeout=5" in args
+    # the workers' output teed: the pod's log holds their lines prefixed [default<local rank>]:
+    assert {"--redirects=3", "--tee=3", "--log_dir=/tmp/torchelastic"} <= set(args[:args.index("-m")])
     assert args[args.index("-m"):] == ["-m", "trainer.train", "--checkpoint-dir", "/checkpoints/chaos-unit",
                                        "--checkpoint-every", "25", "--step-time", "0.1"]
     env = env_of(container)
-    assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"       # see README "What we found"
+    assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"       # see docs/FINDINGS.md
     assert env["FOO"] == "bar" and env["CHECKPOINT_DIR"] == "/checkpoints/chaos-unit"
     assert env["ELASTIC_CHAOS_NODE_NAME"] == "<from>"              # the pod's own name
 
@@ -87,6 +89,7 @@ def test_pytorchjob_carries_the_elastic_policy_and_the_operators_container_name(
     container = pod_spec(job)["containers"][0]
     assert container["name"] == "pytorch"
     assert not any(a.startswith(("--rdzv", "--max_restarts")) for a in container["args"])  # PET_* env does it
+    assert {"--redirects=3", "--tee=3", "--log_dir=/tmp/torchelastic"} <= set(container["args"])
 
 
 def test_c10d_puts_the_store_on_worker_0_and_renders_no_etcd():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from chaos.platforms.local.threads import VAR, plan_threads, usable_cores
+from chaos.watchers.sources import without_tee
 
 
 def test_two_single_process_nodes_on_two_cores_get_one_thread_each():
@@ -107,7 +108,8 @@ def test_local_nodes_get_the_planned_threads_and_a_users_own_setting_is_kept(tmp
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and not all("threads " in p.read_text() for p in logs if p.exists()):
             time.sleep(0.2)
-        lines = [line for p in logs for line in p.read_text().splitlines() if line.startswith("threads ")]
+        lines = [line for p in logs for line in map(without_tee, p.read_text().splitlines())   # the workers' copies
+                 if line.startswith("threads ")]
         torch_threads = min(int(expected), usable_cores())  # torch runs no more threads than cores
         assert lines == [f"threads {expected} {torch_threads}"] * 2, lines
     finally:

@@ -123,8 +123,8 @@ def summarize(events: Sequence[Event], job: JobSpec | None, workdir: Path | None
     notes: list[str] = [e.data.why or "" for e in of(events, ProgressEv.UNPARSED)]
     resume = _resume_source(loaded, obs.resume_regex)
     if by_regex:
-        notes.append(f"{obs.unit}s are timed by their node's log (when it last grew before the line was read, "
-                     "within ~0.1 s); the script stamps none")
+        notes.append(f"{obs.unit}s are timed by the worker's own output (when it grew to hold the line: within "
+                     "~10 ms where the worker's file is read, ~0.1 s from its agent's copy); the script stamps none")
         if any(e.data.world_size_from == "agent" for e in by_regex):
             notes.append("world size is the agent's rendezvous result (nodes x nproc_per_node)")
         notes.append("exactly-once sample accounting needs sample ranges, which a log line does not "

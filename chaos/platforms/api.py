@@ -23,6 +23,7 @@ from chaos.events.runner_events import JobStarted, JobStopped
 from chaos.options import DAY_S, option
 from chaos.platforms.capabilities import Capability, kind_of
 from chaos.platforms.nodes import Hit, NodeInfo, NodeState, now
+from chaos.platforms.worker_logs import WorkerLog
 from chaos.spec import JobSpec
 
 __all__ = ["Hit", "NodeInfo", "NodePool", "NodeState", "Platform", "now"]
@@ -128,6 +129,14 @@ class Platform(abc.ABC):
         folders of their own (JobSpec.node_local_workdir; a lost node's is gone with it);
         None where the nodes share ``job_workdir()`` or their own folders are not on this
         machine (a pod's emptyDir)."""
+        return None
+
+    def worker_logs(self) -> dict[str, list[WorkerLog]] | None:
+        """Each node's workers' own output files on this machine, as they appear (one per
+        stream, attempt and local rank: chaos.platforms.worker_logs), read instead of their
+        copies in the node logs (a platform that offers them does for every node); None where
+        only the node logs are readable (a pod's log: the workers' lines are the prefixed copies
+        in it). Lists folders; never raises."""
         return None
 
     def alive_nodes(self) -> list[NodeInfo]:

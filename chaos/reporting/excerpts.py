@@ -2,7 +2,9 @@
 
 A node log mixes torchrun's agent (glog lines with their own time), the workers'
 ``trainer.progress`` lines (JSON with the trainer's time) and lines with no time of
-their own: a script's prints, tracebacks. A line is timed by its own stamp or,
+their own: a script's prints, tracebacks. The workers' lines are their agent's copies,
+shown as the log holds them, prefixed ``[default<local rank>]:`` (torchrun ``--tee``):
+a copy is never read as the agent's line (chaos.watchers.sources). A line is timed by its own stamp or,
 lacking one, by the window it was written in: from the LogFollower's line-time index
 beside the log (chaos.watchers.line_times), else between the stamped lines around it
 (the log's mtime after the last one). Such a time is ``inferred``, and the line is in

@@ -184,7 +184,7 @@ class ChaosRun:
         self.workdir = self.platform.job_workdir()
         self.script_lines = ScriptLines(job.observe, job.nproc_per_node)
         follower = LogFollower(self.timeline, self.platform.node_logs, self.script_lines,
-                               tz=self.platform.node_log_timezone())
+                               tz=self.platform.node_log_timezone(), worker_logs=self.platform.worker_logs)
         self._follower = follower
         self.add_watcher(follower)
         storage = storage_of(self.platform)  # the checkpoint folder behind the storage layer: read it past the mount

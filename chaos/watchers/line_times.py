@@ -46,6 +46,13 @@ RECORDS_PER_S = 100.0
 """Index records a log gets a second, on average (~4 KB/s for a log that grows at every sample)."""
 RECORD_BURST = 10
 """Index records a log may get at once beyond RECORDS_PER_S (a late sampler catching up)."""
+READ_MAX = 4 * 1024 * 1024
+"""The most a read takes from one log: a flood is followed at up to 40 MB/s a node, never held whole."""
+LINE_MAX = 64 * 1024
+"""The longest line kept: a line that grows past it (300 MB without a newline) is handed on in parts of
+this size, each marked with SPLIT, and never held whole."""
+SPLIT = " [... the line goes on: split at 65,536 bytes]"
+"""How a part of a split line ends, so no reader takes it for a whole line."""
 
 
 def times_path(log_path: Path) -> Path:
@@ -126,11 +133,17 @@ class FollowedLog:
         st = os.fstat(self._fd)
         self._windows.sample(st.st_size, looked, st.st_mtime)
 
+    @property
+    def behind(self) -> bool:
+        """Whether bytes the last sample saw are still unread (a flood read READ_MAX at a time)."""
+        return self._windows.size > self._offset
+
     def read(self) -> list[Line]:
-        """The complete lines written since the last read (empty ones skipped), each with its own
-        window; a last line without its end is held for the next read. Writes the index's new records."""
+        """The complete lines written since the last read, at most READ_MAX bytes of them (empty ones
+        skipped), each with its own window; a last line without its end is held for the next read, in
+        parts of LINE_MAX when it grows past that. Writes the index's new records."""
         self.sample()
-        chunk = self._f.read() if self._windows.size > self._offset else b""  # an idle log: no read
+        chunk = self._f.read(READ_MAX) if self._windows.size > self._offset else b""  # an idle log: no read
         if chunk:
             self.sample()  # after the read: a sample holds every byte read
         read_at = time.time()
@@ -146,6 +159,11 @@ class FollowedLog:
                 after, by = self._windows.window(base + pos, base + m.end())
                 lines.append((buf[pos:m.start()].decode("utf-8", "replace"), after, read_at if by is None else by))
             pos = m.end()
+        while len(buf) - pos > LINE_MAX:   # a line that never ends: handed on in parts, never held whole
+            after, by = self._windows.window(base + pos, base + pos + LINE_MAX)
+            lines.append((buf[pos:pos + LINE_MAX].decode("utf-8", "replace") + SPLIT, after,
+                          read_at if by is None else by))
+            pos += LINE_MAX
         self._held = buf[pos:]
         self._windows.forget(self.resume_at, self._offset)
         return lines

@@ -16,9 +16,16 @@ excerpts read back. A script may log in the agent's own glog format (absl-style
 ``I0501 12:00:00.123456 4242 train.py:88] ...``): only lines from torch's own
 files are the agent's. The parsers here are the only ones: the excerpts
 (chaos.watchers.timed_lines) use them.
+
+Each line is read as its source's, settled before it is parsed (chaos.watchers.sources):
+the agent's own lines (a node log's lines without a worker's copy prefix) give the agent
+events; a worker's lines (its own files where the platform offers them, else its agent's
+prefixed copies) give progress, regex steps, NCCL lines and, from the end of a traceback
+on its stderr, its error (chaos.watchers.tracebacks).
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import logging
@@ -37,19 +44,31 @@ from chaos.events import (
     EventType,
     PayloadError,
     ProgressEv,
+    RunnerEv,
     Source,
     Timeline,
     declared,
     field_value,
 )
-from chaos.events.agent_events import AgentError, RoundResult
-from chaos.events.progress_events import Unparsed, WorkerError
+from chaos.events.agent_events import RoundResult
+from chaos.events.progress_events import Unparsed
+from chaos.events.runner_events import ClockOffset
 from chaos.watchers.api import Watcher
+from chaos.watchers.clocks import NodeClock
 from chaos.watchers.glog import GLOG, glog_stamp
 from chaos.watchers.glog import glog_time as glog_time  # read from here too (tests)
-from chaos.watchers.line_times import SAMPLE_S, FollowedLog, TimesWriter
+from chaos.watchers.line_times import SAMPLE_S, SPLIT, FollowedLog, TimesWriter
 from chaos.watchers.nccl import parse_nccl
 from chaos.watchers.script_lines import ScriptLines
+from chaos.watchers.sources import Files, Worker, WorkerFiles, tee_split
+from chaos.watchers.tracebacks import (
+    Tracebacks,
+    parse_agent_raw,
+    parse_raw,
+    parse_worker_error,
+)
+from chaos.watchers.tracebacks import collective_cause as collective_cause  # read from here too (tests)
+from chaos.watchers.tracebacks import root_cause as root_cause
 
 log = logging.getLogger(__name__)
 
@@ -100,94 +119,6 @@ AGENT_SAW_FAILURE = frozenset({AgentEv.WORKER_FAILED, AgentEv.WORKER_GROUP_FAILE
 # the result block's "  key=value" lines (master_addr, local_ranks, ... sit between the ones we keep)
 _RESULT_FIELD = re.compile(r"^\s+(\w+)=(.*?)\s*$")
 _RESULT_KEPT = ("restart_count", "group_rank", "group_world_size")
-
-# Lines without a glog header: tracebacks of the agent and of workers ("[rank0]: ...").
-# They carry no time of their own; they are stamped when read (within one poll).
-_RAW_PATTERNS: list[tuple[EventType, re.Pattern[str]]] = [
-    (AgentEv.AGENT_GAVE_UP, re.compile(r"ChildFailedError")),
-    (AgentEv.RENDEZVOUS_ERROR,
-     re.compile(r"(?P<error>Rendezvous(?:Connection|Timeout|Closed|State)?Error: ?.{0,160})")),
-    # the agent's own rank exchange through the round's store timed out (a participant lost
-    # right after the round closed: chaos.analysis.barrier); workers' lines carry "[rankN]: "
-    (AgentEv.RENDEZVOUS_ERROR,
-     re.compile(r"^(?:torch\.distributed\.)?(?P<error>(?:LookupError: Key \S+ not found in EtcdStore|"
-                r"DistStoreError: .{0,160}))")),
-    (ProgressEv.WORKER_ERROR,
-     re.compile(r"^\[rank(?P<rank>\d+)\]: (?P<error>[\w.]*(?:Error|Exception)): ?(?P<message>.{0,240})")),
-    # a script's own traceback (no rank prefix): only the errors that name a root cause
-    (ProgressEv.WORKER_ERROR,
-     re.compile(r"^(?P<error>OSError|PermissionError|FileNotFoundError|ModuleNotFoundError|MemoryError|"
-                r"torch\.OutOfMemoryError|RuntimeError): ?(?P<message>.{0,240}(?:Errno|No space left|"
-                r"write failed|out of memory|No module named|PytorchStreamReader failed).{0,200})")),
-]
-
-# What a worker's error says about why it failed, beyond a collective: the cause a
-# person has to fix (a full disk, a permission, a missing file or module, memory).
-_ROOT_CAUSES: list[tuple[str, re.Pattern[str]]] = [
-    ("disk_full", re.compile(r"Errno 28\]|No space left on device|ENOSPC|(?:file )?write failed", re.I)),
-    ("permission_denied", re.compile(r"Errno 13\]|Permission denied|EACCES|PermissionError", re.I)),
-    ("missing_file", re.compile(r"Errno 2\]|No such file or directory|FileNotFoundError|ENOENT")),
-    ("missing_module", re.compile(r"ModuleNotFoundError|No module named")),
-    ("out_of_memory", re.compile(r"out of memory|MemoryError|OutOfMemoryError|ENOMEM|Errno 12\]", re.I)),
-    # torch.load of a file half written, or written by two nodes at once (a shared path)
-    ("corrupt_checkpoint", re.compile(r"PytorchStreamReader failed|checkpoint file is corrupted|unpickling stack "
-                                      r"underflow|pickle data was truncated|invalid load key")),
-]
-
-
-def root_cause(error: str, message: str) -> str | None:
-    """disk_full, permission_denied, missing_file, missing_module, out_of_memory or
-    corrupt_checkpoint when a worker's error names one of them; None for anything else."""
-    text = f"{error}: {message}"
-    return next((cause for cause, pattern in _ROOT_CAUSES if pattern.search(text)), None)
-
-
-def collective_cause(message: str) -> str:
-    """What broke a collective: ``timeout`` (a silent peer), ``connection_closed``
-    (the kernel answered for a dead peer), or ``other``."""
-    low = message.lower()
-    if "timed out" in low or "timeout" in low:
-        return "timeout"
-    if "connection closed" in low or "connection reset" in low or "broken pipe" in low \
-            or "remote process exit" in low:
-        return "connection_closed"
-    return "other"
-
-
-_EXCEPTION = re.compile(r"^(?:\[rank\d+\]: ?)?(?P<error>[\w.]*(?:Error|Exception)): ?(?P<message>.{0,240})")
-# what a worker's exception says when its collective failed, beyond collective_cause's wording:
-# the backend's own errors (gloo's "Read error", NCCL's, a process group's)
-_COLLECTIVE = re.compile(r"Read error|Broken pipe|NCCL|ProcessGroup|DistNetworkError|DistBackendError|gloo", re.I)
-
-
-def exception_line(line: str) -> tuple[str, str] | None:
-    """(error, message) of a traceback's last line (``[rankN]: `` prefixed or not); None for another line."""
-    m = _EXCEPTION.match(line)
-    return (m["error"], m["message"]) if m else None
-
-
-def collective_failed(error: str, message: str) -> bool:
-    """Whether a worker's exception says a collective failed (a peer closed the connection, a
-    timeout, the backend's error): how a survivor notices that a peer is gone."""
-    return collective_cause(message) != "other" or _COLLECTIVE.search(f"{error}: {message}") is not None
-
-
-def parse_raw(line: str, node: str, t: float) -> Event | None:
-    for type, pattern in _RAW_PATTERNS:
-        m = pattern.search(line)
-        if m is None:
-            continue
-        error = m.groupdict().get("error")
-        if type == ProgressEv.WORKER_ERROR:
-            message = m.groupdict().get("message") or ""
-            rank = m.groupdict().get("rank")
-            return Event.make(ProgressEv.WORKER_ERROR, t, node, WorkerError(
-                error=error, message=message, rank=None if rank is None else int(rank),
-                cause=collective_cause(message), root=root_cause(error or "", message)))
-        if type == AgentEv.RENDEZVOUS_ERROR:
-            return Event.make(AgentEv.RENDEZVOUS_ERROR, t, node, AgentError(error=error))
-        return Event.make(type, t, node)
-    return None
 
 # trainer.progress's checkpoint_* names; every other "ev" name ("step", "start",
 # "finished", a script's own) is the progress event of that kind
@@ -241,6 +172,9 @@ class _AgentParser:
     """The zone the agent writes its times in (None: local time)."""
     pending: dict[str, Any] | None = None
     pending_t: float = 0.0
+    pending_ranks: list[int] = field(default_factory=list)
+    ranks: dict[int | None, list[int]] = field(default_factory=dict)
+    """Each round's global ranks by local rank (its result's ``global_ranks``), by restart count (None: the last)."""
     out: list[Event] = field(default_factory=list)
 
     def feed(self, line: str) -> list[Event]:
@@ -255,10 +189,13 @@ class _AgentParser:
             if f:
                 if f[1] in _RESULT_KEPT and f[2].isdigit():
                     self.pending[f[1]] = int(f[2])
+                elif f[1] == "global_ranks":
+                    self.pending_ranks = [int(r) for r in re.findall(r"\d+", f[2])]
                 return []
             events.append(Event.make(AgentEv.RENDEZVOUS_COMPLETE, self.pending_t, self.node,
                                      RoundResult.read(self.pending)))
-            self.pending = None
+            self.ranks[self.pending.get("restart_count")] = self.ranks[None] = self.pending_ranks
+            self.pending, self.pending_ranks = None, []
         found = agent_match(msg)
         if found is not None:
             type, hit = found
@@ -272,6 +209,11 @@ class _AgentParser:
                     log.warning("%s: an agent line was not read: %s", self.node, exc)
         return events
 
+    def rank_of(self, worker: Worker) -> int | None:
+        """A worker's global rank in the round that started it (None: that round's result was not read)."""
+        ranks = self.ranks.get(worker.attempt)
+        return ranks[worker.local_rank] if ranks is not None and worker.local_rank < len(ranks) else None
+
 
 class LogFollower(Watcher):
     """Follows every node log the platform reports (new nodes are picked up as they appear).
@@ -280,15 +222,25 @@ class LogFollower(Watcher):
 
     Beside each log under ``index`` (True: the folder of the timeline's file, when it has one;
     False: none) it keeps the log's line-time index (chaos.watchers.line_times): when each
-    sample's bytes were written, so a report can time a line that has no time of its own."""
+    sample's bytes were written, so a report can time a line that has no time of its own.
+
+    Each line is read as its source's (chaos.watchers.sources): a node log's bare lines as its
+    agent's, the workers' lines as theirs. ``worker_logs`` (the platform's ``worker_logs``): the
+    workers' own files, followed and timed as the node logs are, their copies in a node log skipped."""
 
     interval_s = SAMPLE_S
 
     def __init__(self, timeline: Timeline, logs: Callable[[], dict[str, Path]],
                  script: ScriptLines | None = None, *, tz: datetime.tzinfo | None = None,
-                 index: Path | bool = True) -> None:
+                 index: Path | bool = True, worker_logs: Files | None = None) -> None:
         super().__init__(timeline)
         self._logs = logs
+        self._workers = WorkerFiles(worker_logs) if worker_logs is not None else None
+        self._teed: set[str] = set()
+        """Nodes whose log has shown a worker's copy: its other lines are its agent's own."""
+        self._split_copy: dict[str, int] = {}
+        """Node -> the local rank of a worker's copy split at LINE_MAX: its next part is the same worker's."""
+        self._tracebacks: dict[tuple[Any, ...], Tracebacks] = {}
         self._index_under = (timeline.path.parent if index is True and timeline.path is not None
                              else index if isinstance(index, Path) else None)
         """Logs under this folder get a line-time index (None: no log does)."""
@@ -303,6 +255,8 @@ class LogFollower(Watcher):
         """A user script's own lines as progress (--progress-regex/--resume-regex)."""
         self._agents: dict[str, _AgentParser] = {}
         self._last_raw: dict[tuple[Any, ...], float] = {}
+        self._clocks: dict[str, NodeClock] = {}
+        """Each node's clock against the runner's, from its stamped lines (chaos.watchers.clocks)."""
         self._unreadable: set[tuple[str, str]] = set()
         """(node, event) whose trainer.progress line was said to be unreadable (once each)."""
         self._read_until = 0.0
@@ -318,11 +272,20 @@ class LogFollower(Watcher):
         read is due (READ_S after this one), and returns within SAMPLE_S of ``stop()`` (a sleep
         between samples costs less CPU than the watcher's wait on its stop event)."""
         began, wall = time.monotonic(), time.time()
+        if self._workers is not None:
+            self._workers.look()
+        whole = True
         for node, path in self._logs().items():
             opened = self._open(node, path)
             for line, after, by in opened.read() if opened is not None else ():
                 self._handle(node, line, by, after)
-        self._read_until = wall
+            whole = whole and (opened is None or not opened.behind)
+        if self._workers is not None:   # after the node logs: a round's result comes before its workers' lines
+            for node, file, (line, after, by) in self._workers.read():
+                self._worker_line(node, Worker(file.local_rank, file.stream, file.attempt, file.group), line, by, after)
+            whole = whole and not self._workers.behind
+        if whole:   # a log still behind (a flood, read READ_MAX at a time) holds read_until back
+            self._read_until = wall
         while self._paced and not self._stop.is_set() and time.monotonic() + SAMPLE_S < began + READ_S:
             time.sleep(SAMPLE_S)
             self.sample()
@@ -333,6 +296,8 @@ class LogFollower(Watcher):
         The started follower's thread does it every SAMPLE_S; call it only on one not started."""
         for followed in self._followed.values():
             followed.sample()
+        if self._workers is not None:
+            self._workers.sample()
 
     @property
     def read_until(self) -> float:
@@ -371,41 +336,112 @@ class LogFollower(Watcher):
             self._resume[node] = followed.resume_at
             followed.close()
         self._followed.clear()
+        if self._workers is not None:
+            self._workers.finish()
 
     def _handle(self, node: str, line: str, written: float, after: float | None = None) -> None:
         """One line of ``node``'s log; ``written``: the latest it can have been written;
-        ``after``: when the follower looked and it was not there yet (None: unknown)."""
-        try:
-            event = read_progress(line, node)
-        except PayloadError as exc:   # a script's own fields of the wrong type: said once, not a watcher's death
-            self._say_unreadable(node, line, exc)
+        ``after``: when the follower looked and it was not there yet (None: unknown). A worker's
+        copy is skipped where its own file is read; the other lines are the agent's, once the log
+        has shown a copy (before that, or in a log that never does, they may be anyone's)."""
+        rank = self._split_copy.pop(node, None)
+        copy = (rank, line) if rank is not None else tee_split(line)
+        if copy is not None and line.endswith(SPLIT):
+            self._split_copy[node] = copy[0]
+        own_files = self._workers is not None and self._workers.offered
+        if copy is not None:
+            self._teed.add(node)
+            if not own_files:   # a pod's log: the copy is all there is of the worker's line
+                self._worker_line(node, Worker(copy[0]), copy[1], written, after)
+        elif own_files or node in self._teed:
+            self._agent_line(node, line, written, after)
+        else:
+            self._mixed_line(node, line, written, after)
+
+    def _agent_line(self, node: str, line: str, written: float, after: float | None) -> None:
+        """A line of the agent's own: its glog lines, its traceback; never progress or a worker's error."""
+        if self._agent_events(node, line, written, after) or GLOG.match(line) is not None:
             return
-        if event is not None:
-            self.timeline.add(event)
+        self._add_raw(parse_agent_raw(line, node, written))
+
+    def _worker_line(self, node: str, worker: Worker, line: str, written: float, after: float | None) -> None:
+        """A line a worker printed: its trainer.progress reports, an NCCL watchdog's line, the script's
+        own lines (its regexes), and the error that ends a traceback on its stderr; never an agent event."""
+        key = (node, worker.local_rank, worker.group, worker.stream)
+        ends = worker.stream != "stdout" and self._tracebacks.setdefault(key, Tracebacks()).ends(line)
+        if self._progress(node, line, written, after):
             return
-        parser = self._agents.setdefault(node, _AgentParser(node, self._tz))
-        parsed = parser.feed(line)
-        for ev in parsed:
-            self.timeline.add(ev)
-            if self._script is not None:
-                self._script.agent_event(ev)
-        glog = GLOG.match(line) is not None
-        if parsed or (glog and from_torch(line)):
+        glog = GLOG.match(line) is not None   # torch's own logging in the worker, or a script's absl-style
+        if (glog and from_torch(line)) or (not glog and self._nccl(node, line, written, after)):
             return
-        if not glog:
-            nccl = parse_nccl(line, node, tz=self._tz)  # stamped with the watchdog's own time
-            if nccl is not None:
-                if self._first_of_its_kind(nccl):
-                    self.timeline.add(nccl)
+        if self._script is not None:  # the script's own line, in whatever format it logs
+            own = self._script.feed(node, line, written, written_after=after, worker=worker)
+            if own is not None:
+                self.timeline.add(own)
                 return
+        if ends:
+            parser = self._agents.get(node)
+            self._add_raw(parse_worker_error(line, node, written, parser.rank_of(worker) if parser else None))
+
+    def _mixed_line(self, node: str, line: str, written: float, after: float | None) -> None:
+        """A line of a log whose sources cannot be told apart (no ``--tee``): read as both, as before."""
+        if self._progress(node, line, written, after) or self._agent_events(node, line, written, after):
+            return
+        glog = GLOG.match(line) is not None
+        if (glog and from_torch(line)) or (not glog and self._nccl(node, line, written, after)):
+            return
         if self._script is not None:  # the script's own line, in whatever format it logs
             own = self._script.feed(node, line, written, written_after=after)
             if own is not None:
                 self.timeline.add(own)
                 return
-        raw = None if glog else parse_raw(line, node, written)
+        if not glog:
+            self._add_raw(parse_raw(line, node, written))
+
+    def _progress(self, node: str, line: str, written: float, after: float | None) -> bool:
+        """Whether ``line`` is a trainer.progress line (its event added, or its fault said once)."""
+        try:
+            event = read_progress(line, node)
+        except PayloadError as exc:   # a script's own fields of the wrong type: said once, not a watcher's death
+            self._say_unreadable(node, line, exc)
+            return True
+        if event is not None:
+            self.timeline.add(self._on_runner_clock(event, after, written))
+        return event is not None
+
+    def _agent_events(self, node: str, line: str, written: float, after: float | None) -> list[Event]:
+        """The agent events of one of its glog lines, added (and told to the script's reader)."""
+        parser = self._agents.setdefault(node, _AgentParser(node, self._tz))
+        parsed = [self._on_runner_clock(ev, after, written) for ev in parser.feed(line)]
+        for ev in parsed:
+            self.timeline.add(ev)
+            if self._script is not None:
+                self._script.agent_event(ev)
+        return parsed
+
+    def _nccl(self, node: str, line: str, written: float, after: float | None) -> bool:
+        """Whether ``line`` is an NCCL watchdog line we read (added once per burst), stamped with its own time."""
+        nccl = parse_nccl(line, node, tz=self._tz)
+        if nccl is None:
+            return False
+        nccl = self._on_runner_clock(nccl, after, written)
+        if self._first_of_its_kind(nccl):
+            self.timeline.add(nccl)
+        return True
+
+    def _add_raw(self, raw: Event | None) -> None:
         if raw is not None and self._first_of_its_kind(raw):
             self.timeline.add(raw)
+
+    def _on_runner_clock(self, event: Event, after: float | None, by: float) -> Event:
+        """``event``, stamped by its node's clock, placed on the runner's (chaos.watchers.clocks); the
+        line it came from was written in [after, by]."""
+        node = event.node or ""
+        clock = self._clocks.setdefault(node, NodeClock())
+        if clock.observe(event.t, after, by):
+            self.timeline.emit(RunnerEv.CLOCK_OFFSET, node, ClockOffset(
+                offset_s=round(clock.applied, 3), lower_s=_finite(clock.lower), upper_s=_finite(clock.upper)))
+        return event if not clock.applied else dataclasses.replace(event, t=clock.place(event.t))
 
     def _say_unreadable(self, node: str, line: str, exc: PayloadError) -> None:
         what = str(exc).split(":", 1)[0]
@@ -423,3 +459,7 @@ class LogFollower(Watcher):
         last = self._last_raw.get(key, 0.0)
         self._last_raw[key] = event.t
         return event.t - last > 2.0
+
+
+def _finite(v: float) -> float | None:
+    return round(v, 3) if math.isfinite(v) else None

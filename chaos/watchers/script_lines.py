@@ -22,6 +22,7 @@ from chaos.events import AgentEv, CheckpointEv, Event, ProgressEv
 from chaos.events.checkpoint_events import Loaded
 from chaos.events.progress_events import Step, Unparsed
 from chaos.spec import Observation, step_regex
+from chaos.watchers.sources import Worker
 
 LINE_LIMIT = 200
 
@@ -33,9 +34,13 @@ class ScriptLines:
         self.progress = step_regex(observe.progress_regex, "progress_regex") if observe.progress_regex else None
         self.resume = step_regex(observe.resume_regex, "resume_regex") if observe.resume_regex else None
         self.nproc_per_node = nproc_per_node
-        self._world: dict[str, int] = {}
+        self._world: dict[tuple[str, int | None], int] = {}
+        """(node, restart count) -> the world size of that round; (node, None): of the node's last round."""
         self._restart: dict[str, int] = {}
-        self._last_step: dict[str, int] = {}
+        self._last_step: dict[tuple[str, int | None], int] = {}
+        """(node, worker group: chaos.watchers.sources.Worker.group; None where unknown) -> its last step."""
+        self._leader: dict[tuple[str, int | None], int] = {}
+        """(node, worker group) -> the local rank whose steps stand for the node's (the first to print one)."""
         self._warned: set[str] = set()
         self.lines_seen = 0
         """Lines of the script's own output fed so far (torchrun's banner aside): 0 after a run that
@@ -49,16 +54,23 @@ class ScriptLines:
         """Learn from the node's agent: its rendezvous result, its (re)started workers."""
         node = event.node or ""
         if event.type == AgentEv.RENDEZVOUS_COMPLETE and event.data.group_world_size is not None:
-            self._world[node] = event.data.group_world_size * self.nproc_per_node
+            world = event.data.group_world_size * self.nproc_per_node
+            self._world[(node, None)] = self._world[(node, event.data.restart_count)] = world
             if event.data.restart_count is not None:
                 self._restart[node] = event.data.restart_count
-        elif event.type == AgentEv.WORKERS_STARTING:
-            self._last_step.pop(node, None)  # a new worker generation may repeat a step
+        elif event.type == AgentEv.WORKERS_STARTING:  # a new worker generation may repeat a step
+            for key in [key for key in self._last_step if key[0] == node]:
+                del self._last_step[key]
+            self._leader = {key: rank for key, rank in self._leader.items() if key[0] != node}
 
-    def feed(self, node: str, line: str, t: float, written_after: float | None = None) -> Event | None:
+    def feed(self, node: str, line: str, t: float, written_after: float | None = None,
+             worker: Worker | None = None) -> Event | None:
         """The event a script line stands for, or None. ``t``: the latest the line can have been
         written; ``written_after``: a time it was not written yet (None: unknown). Its own line's
-        window, not its read's: the lines of one read get ordered windows."""
+        window, not its read's: the lines of one read get ordered windows. ``worker``: who printed
+        it, when known (chaos.watchers.sources): the node's steps are those of the first worker of
+        its group to print one (each worker's file is read apart, not interleaved with the others'),
+        and a worker's attempt names the round it trained in (its world size, its restart count)."""
         if line.strip() and not _torchrun_banner(line):
             self.lines_seen += 1
         if self.resume is not None:
@@ -76,15 +88,20 @@ class ScriptLines:
         step = _int(m["step"])
         if step is None:
             return self._unparsed(node, "progress_regex", m["step"], line, t)
-        if self._last_step.get(node) == step:
-            return None  # several local ranks printing the same step: one event
-        self._last_step[node] = step
+        attempt = worker.attempt if worker is not None else None
+        key = (node, worker.group if worker is not None else None)
+        if worker is not None and self._leader.setdefault(key, worker.local_rank) != worker.local_rank:
+            return None  # several local ranks printing the same steps: one event each
+        if self._last_step.get(key) == step:
+            return None  # several local ranks interleaved in one log printing the same step: one event
+        self._last_step[key] = step
         world = _int(m.groupdict().get("world_size"))
-        from_agent = world is None and node in self._world
+        agents = self._world.get((node, attempt), self._world.get((node, None)))
+        from_agent = world is None and agents is not None
         return Event.make(ProgressEv.STEP, t, node, Step(
-            step=step, via="regex", line=line[:LINE_LIMIT], world_size=self._world[node] if from_agent else world,
-            world_size_from="agent" if from_agent else None, restart_count=self._restart.get(node),
-            written_after=written_after))
+            step=step, via="regex", line=line[:LINE_LIMIT], world_size=agents if from_agent else world,
+            world_size_from="agent" if from_agent else None,
+            restart_count=attempt if attempt is not None else self._restart.get(node), written_after=written_after))
 
     def _unparsed(self, node: str, option: str, text: str | None, line: str, t: float) -> Event | None:
         """Once per option: a match whose ``step`` is not an integer (such lines are ignored)."""

@@ -1,14 +1,18 @@
 """The last lines a script printed on each node: what a run that ended early shows its reader.
 
-A node log mixes torchrun's own words (its glog lines, its closing traceback) with the script's
-output; the tail a person needs is the script's, so torchrun's are left out (the one glog matcher
-of chaos.watchers.glog), and the raw log's tail stands in when the script printed nothing.
+A node log holds torchrun's own words (its glog lines, its closing traceback) and the script's
+output; the tail a person needs is the script's. Where the agent copied its workers' lines into
+the log (``--tee``: each prefixed ``[default<local rank>]:``, chaos.watchers.sources) those copies
+are the script's lines, shown with their prefix (which worker printed each, as in the report's
+excerpts); in a log without them torchrun's lines are left out by their look (the one glog matcher
+of chaos.watchers.glog). The raw log's tail stands in when the script printed nothing.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from chaos.watchers.glog import GLOG
+from chaos.watchers.sources import TEE, without_tee
 
 TAIL_LINES = 12
 TAIL_BYTES = 256 * 1024
@@ -16,8 +20,12 @@ TAIL_BYTES = 256 * 1024
 
 
 def script_output(lines: list[str]) -> list[str]:
-    """A node log without torchrun's own words: its glog lines, and the agent's
-    closing traceback and ChildFailedError summary (which name no cause)."""
+    """The script's lines of a node log: the workers' copies, prefix kept (torch's own logging in a
+    worker left out); in a log without copies, the log without torchrun's own words: its glog
+    lines, and the agent's closing traceback and ChildFailedError summary (which name no cause)."""
+    copies = [x for x in lines if TEE.match(x)]
+    if copies:
+        return [x for x in copies if not GLOG.match(without_tee(x))]
     end = len(lines)
     for i in range(len(lines) - 1, -1, -1):
         if lines[i].startswith("Traceback") and any("torch/distributed/run.py" in x for x in lines[i + 1:i + 6]):

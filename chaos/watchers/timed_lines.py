@@ -22,16 +22,10 @@ from typing import BinaryIO
 from chaos.events import AgentEv, EventType, ProgressEv
 from chaos.watchers.glog import GLOG, glog_stamp
 from chaos.watchers.line_times import LineTimes
-from chaos.watchers.logs import (
-    PREFIX,
-    agent_match,
-    collective_failed,
-    exception_line,
-    from_torch,
-    parse_progress,
-    parse_raw,
-)
+from chaos.watchers.logs import PREFIX, agent_match, from_torch, parse_progress
 from chaos.watchers.nccl import parse_nccl
+from chaos.watchers.sources import tee_split, without_tee
+from chaos.watchers.tracebacks import RANK, collective_failed, exception_line, parse_agent_raw, parse_worker_error
 
 LINE_CHARS = 400
 """Characters of a line kept."""
@@ -123,8 +117,6 @@ _PREFIX = PREFIX.encode()
 _TRACEBACK = "Traceback (most recent call last)"
 _MARKS = (_PREFIX, b"Error", b"Exception", b"ProcessGroupNCCL", _TRACEBACK.encode())
 _GLOG_AT = (re.compile(rb"\n[IWEF]\d{4} "), re.compile(rb"\r[IWEF]\d{4} "))  # one literal each: fast
-_RANK = re.compile(r"^\[rank\d+\]: ?")
-"""The prefix torchrun puts on a worker's stderr lines."""
 
 
 def read_timed(f: BinaryIO, offset: int, times: LineTimes | None, today: datetime.date,
@@ -219,7 +211,7 @@ def _traceback_part(rec: Record, closed: bool) -> tuple[bool, bool]:
     """Whether a line goes on a traceback, and whether the traceback's exception line has been seen."""
     if rec.stamped:
         return False, closed
-    body = _RANK.sub("", rec.text, count=1)
+    body = RANK.sub("", without_tee(rec.text), count=1)
     if body[:1] in (" ", "\t") or body.lstrip().startswith(("Traceback (most", "During handling",
                                                            "The above exception")):
         return True, False
@@ -230,7 +222,7 @@ def _traceback_part(rec: Record, closed: bool) -> tuple[bool, bool]:
 
 def _block(block: list[Record]) -> Iterator[Record]:
     """A traceback's lines, ``failure`` when it ends in a failed collective, its middle left out."""
-    failed = any((exc := exception_line(r.text)) is not None and collective_failed(*exc) for r in block)
+    failed = any((exc := exception_line(without_tee(r.text))) is not None and collective_failed(*exc) for r in block)
     for r in block:
         r.level, r.failure = "error", failed
     if len(block) > TRACEBACK_LINES:  # its start and its end say what happened
@@ -243,14 +235,17 @@ def _block(block: list[Record]) -> Iterator[Record]:
 
 
 def _classify(rec: Record, tz: datetime.tzinfo | None) -> None:
-    """An untimed line outside a traceback: an NCCL watchdog's error, another error, the agent giving up."""
-    text = rec.text
+    """An untimed line outside a traceback: an NCCL watchdog's error, another error, the agent giving
+    up (only a line of the agent's own: a worker's copy is never the agent's, chaos.watchers.sources)."""
+    copy = tee_split(rec.text)
+    text = copy[1] if copy is not None else rec.text
     if text.startswith("[rank") and parse_nccl(text, "", tz=tz) is not None:
         rec.level, rec.failure = "error", True
     elif "Error" in text or "Exception" in text:
-        raw = parse_raw(text, "", 0.0)
-        rec.level = "error" if raw is not None or exception_line(text) is not None else "plain"
-        if raw is not None and raw.type == AgentEv.AGENT_GAVE_UP:
+        agent = parse_agent_raw(text, "", 0.0) if copy is None else None
+        error = agent is not None or parse_worker_error(text, "", 0.0) is not None
+        rec.level = "error" if error or exception_line(text) is not None else "plain"
+        if agent is not None and agent.type == AgentEv.AGENT_GAVE_UP:
             rec.agent = AgentEv.AGENT_GAVE_UP
 
 

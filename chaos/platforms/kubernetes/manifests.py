@@ -52,6 +52,7 @@ from chaos.platforms.kubernetes.settings import (
     eks_gpu_settings,
     kind_settings,
 )
+from chaos.platforms.worker_logs import pod_tee_args
 from chaos.spec import LOCAL_DIR_VAR, SHARED_DIR_VAR, JobSpec
 
 NODE_DISK_MOUNT = "/node-disk"
@@ -250,8 +251,9 @@ def pytorchjob(job: JobSpec, settings: KubeSettings, *, env: dict[str, str] | No
 
 
 def _launcher_args(job: JobSpec, settings: KubeSettings, *, rdzv_in_args: bool = True) -> list[str]:
-    """torchrun arguments after what the controller sets, then the training program."""
-    args = [f"--nproc_per_node={job.nproc_per_node}"]
+    """torchrun arguments after what the controller sets, then the training program. The workers'
+    output is teed (chaos.platforms.worker_logs): the pod's log holds their lines prefixed."""
+    args = [f"--nproc_per_node={job.nproc_per_node}", *pod_tee_args("_")]
     if rdzv_in_args:  # ElasticJob: max_restarts and rdzv_conf are not part of its spec
         args.append(f"--max_restarts={job.max_restarts}")
         conf = job.rdzv.conf()

@@ -36,6 +36,7 @@ from chaos.platforms.kubernetes.manifests import (
     rdzv_endpoint,
 )
 from chaos.platforms.kubernetes.settings import KubeSettings, Manifest
+from chaos.platforms.worker_logs import pod_tee_args
 from chaos.spec import JobSpec, RdzvBackend
 
 MARK_DIR = "/run/elastic-chaos"
@@ -98,7 +99,7 @@ def torchrun_args(job: JobSpec, settings: KubeSettings, etcd_address: str | None
         endpoint = f"{store_host(job, settings)}:{settings.c10d_port}"
     args = [f"--nnodes={job.nodes}", f"--nproc-per-node={job.nproc_per_node}",
             f"--rdzv-backend={job.rdzv.backend.value}", f"--rdzv-endpoint={endpoint}", f"--rdzv-id={job.run_id}",
-            f"--max-restarts={job.max_restarts}", "--local-addr=$(POD_IP)"]
+            f"--max-restarts={job.max_restarts}", "--local-addr=$(POD_IP)", *pod_tee_args()]
     conf = job.rdzv.conf()
     if conf:
         args.append("--rdzv-conf=" + ",".join(f"{k}={v}" for k, v in conf.items()))

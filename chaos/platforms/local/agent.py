@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from chaos.platforms.worker_logs import TEE_FLAGS
 from chaos.spec import JobSpec, RdzvBackend
 
 
@@ -11,13 +12,14 @@ def agent_command(job: JobSpec, *, python: str, endpoint: str, address: str, sto
     """``torchrun`` (``python -m torch.distributed.run``) for one node of ``job``: its rendezvous at
     ``endpoint``, the workers' master address ``address`` (where the reference trainer binds its
     store), whether it hosts a c10d store, what it runs (``script``, located, or the trainer), and
-    where the agent keeps its own files (``log_dir``: the workers' error files; torch's default is a
-    fresh ``torchelastic_*`` folder in the system temp directory per agent, never removed)."""
+    where the agent keeps its own files (``log_dir``: the workers' error files and their own stdout
+    and stderr, which the agent copies into its output prefixed: chaos.platforms.worker_logs; torch's
+    default is a fresh ``torchelastic_*`` folder in the system temp directory per agent, never removed)."""
     cmd = [python, *job.launcher,
            "--nnodes", job.nodes, "--nproc-per-node", str(job.nproc_per_node),
            "--rdzv-backend", job.rdzv.backend.value,
            "--rdzv-endpoint", endpoint, "--rdzv-id", job.run_id,
-           "--max-restarts", str(job.max_restarts), "--log-dir", str(log_dir)]
+           "--max-restarts", str(job.max_restarts), "--log-dir", str(log_dir), *TEE_FLAGS]
     # torchrun's --local-addr is the workers' MASTER_ADDR: the trainer binds its store there
     cmd += ["--local-addr", address]
     conf = job.rdzv.conf()

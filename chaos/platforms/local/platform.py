@@ -22,7 +22,7 @@ store) and gloo/NCCL on ``lo``. torch binds the c10d rendezvous store (in the
 first agent) and a static master store to every interface and offers no option
 against it; so c10d nodes run in network namespaces by default when root
 (``network=auto``), and elsewhere the platform says the store is exposed
-(README "Security").
+(SECURITY.md).
 """
 from __future__ import annotations
 
@@ -61,6 +61,7 @@ from chaos.platforms.local.threads import announce, plan_threads, usable_cores
 from chaos.platforms.local.torch_check import require_torch
 from chaos.platforms.slowdown import Slowdowns
 from chaos.platforms.storage import StorageLayer
+from chaos.platforms.worker_logs import WorkerLog, WorkerLogFolder
 from chaos.spec import JobSpec, RdzvBackend, locate_script
 from chaos.waiting import eventually
 
@@ -80,6 +81,8 @@ class LocalPlatform(Platform):
         self.network: netns.NodeNetwork | None = None
         self.cgroups: NodeCgroups | None = None
         self._nodes: dict[str, LocalNode] = {}
+        self._worker_folders: dict[str, WorkerLogFolder] = {}
+        """Each node's agent's --log-dir: its workers' own output (chaos.platforms.worker_logs)."""
         self._pending: list[Pending] = []
         self._lock = threading.RLock()
         self._stop_pool = threading.Event()
@@ -311,6 +314,12 @@ class LocalPlatform(Platform):
         with self._lock:
             return {name: n.log_path for name, n in self._nodes.items()}
 
+    def worker_logs(self) -> dict[str, list[WorkerLog]]:
+        """Each node's workers' own files under its agent's ``--log-dir`` (``nodes/<node>.torchelastic``)."""
+        with self._lock:
+            folders = dict(self._worker_folders)
+        return {name: folder.files() for name, folder in folders.items()}
+
     def replacement_pending(self) -> bool:
         with self._lock:
             return bool(self._pending)
@@ -367,6 +376,7 @@ class LocalPlatform(Platform):
             cmd = agent_command(job, python=self.options.python, endpoint=self.rdzv_endpoint(job), address=rec_address,
                                 store_host=store_host, script=self._script, checkpoint_dir=self.checkpoint_dir,
                                 log_dir=self.logs_dir / f"{name}.torchelastic")
+            self._worker_folders[name] = WorkerLogFolder(self.logs_dir / f"{name}.torchelastic")
             if self.network is not None:
                 cmd = self.network.wrap(name, cmd)
             if self.cgroups is not None:  # outermost: `ip netns exec` remounts /sys without the cgroups
