@@ -78,3 +78,37 @@ def check_against_truth(run: ChaosRun, truth_dir: Path) -> tuple[Truth, Recovery
     return truth, rec
 
 
+
+
+MTIME_LAG_S = 0.01
+"""How far a file's mtime (the kernel's coarse clock) may trail the fine clock a log sample is read on:
+a tick (4 ms at 250 Hz), and more when a tickless idle CPU let the coarse clock fall behind (8 ms seen)."""
+
+
+def label_is_true(label: int | None, save_t: float, truth_save_t: float, truth: Truth,
+                  steps: list[Any], span_s: float = 0.0) -> bool:
+    """Whether a save's step label tells the truth: the last step the script printed before it — or, where
+    the evidence cannot order a step line and the save (the line's write window, ``written_after`` .. ``t``,
+    widened by MTIME_LAG_S, overlaps the save's mtimes ``save_t - span_s`` .. ``save_t``: a folder's files),
+    the step on the line's other side: the one before it when the expected line is that close, the one
+    after it when the next line is."""
+    before = [r for r in truth.of("step") if r["t"] < truth_save_t]
+    expected = before[-1]["step"] if before else None
+    if label == expected:
+        return True
+    lines = sorted(steps, key=lambda e: e.t)
+    mine = [i for i, e in enumerate(lines) if e.data.step == expected and abs(e.t - before[-1]["t"]) < 1.0] \
+        if before else []
+    if not mine:
+        return False
+    i = mine[0]
+    previous = lines[i - 1].data.step if i > 0 else None
+    following = lines[i + 1] if i + 1 < len(lines) else None
+    return (label == previous and _touches(lines[i], save_t, span_s)) or \
+        (following is not None and label == following.data.step and _touches(following, save_t, span_s))
+
+
+def _touches(line: Any, save_t: float, span_s: float) -> bool:
+    """Whether a step line's write window, widened by MTIME_LAG_S, overlaps a save's mtimes."""
+    low = (line.data.written_after if line.data.written_after is not None else line.t) - MTIME_LAG_S
+    return low <= save_t and save_t - span_s <= line.t + MTIME_LAG_S
