@@ -76,7 +76,7 @@ user-test:
 	PYTHON="$(PYTHON)" TORCH_SPEC="$(TORCH_SPEC)" PIP_TORCH_ARGS="$(PIP_TORCH_ARGS)" tests/userrepo/check.sh
 
 lint: install
-	$(BIN)/ruff check chaos trainer tests scenarios bench
+	$(BIN)/ruff check elastic_chaos tests scenarios bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent / "tests"))
 
 from sentences import problems  # noqa: E402
 
-from chaos.pytest_plugin import RUNS_KEY  # noqa: E402
+from elastic_chaos.pytest_plugin import RUNS_KEY  # noqa: E402
 
 
 @pytest.hookimpl(wrapper=True)

@@ -25,7 +25,7 @@ from bench.rdzv.section import RdzvSection
 from bench.rdzv.sweep import BACKENDS as RDZV_BACKENDS
 from bench.rdzv.sweep import SIZES as RDZV_SIZES
 from bench.results_file import read_json, read_results, write, write_json
-from chaos.signals import terminate_cleanly
+from elastic_chaos.signals import terminate_cleanly
 
 HERE = Path(__file__).parent
 
@@ -54,7 +54,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="only the rendezvous at scale (bench/rdzv): the real scale bench's jobs at --sizes "
                         "to check the harness against (kept apart: the Scale table is not replaced), then the "
                         "harness over --rdzv-sizes; merged into OUT/results.json when it exists; rewrites "
-                        "chaos/scale/measured.json")
+                        "elastic_chaos/scale/measured.json")
     p.add_argument("--rdzv-sizes", default=None,
                    help="comma-separated node counts for the rendezvous at scale (default "
                         f"{','.join(map(str, RDZV_SIZES))}; '': only the check against real torchrun)")

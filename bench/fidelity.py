@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import summary
-from chaos.analysis.recovery import analyze_fault, faults_in, window_end
-from chaos.events import Event, ProgressEv, RdzvEv, Source, of, read_events
-from chaos.watchers.logs import _AgentParser, parse_progress
-from chaos.watchers.nccl import parse_nccl
-from chaos.watchers.sources import without_tee
+from elastic_chaos.analysis.recovery import analyze_fault, faults_in, window_end
+from elastic_chaos.events import Event, ProgressEv, RdzvEv, Source, of, read_events
+from elastic_chaos.watchers.logs import _AgentParser, parse_progress
+from elastic_chaos.watchers.nccl import parse_nccl
+from elastic_chaos.watchers.sources import without_tee
 
 METRICS = ("detect_s", "rendezvous_s", "recovery_s", "regain_s", "lost_steps", "resumed_from_step")
 
@@ -34,7 +34,7 @@ METRICS = ("detect_s", "rendezvous_s", "recovery_s", "regain_s", "lost_steps", "
 def source_events(run_dir: Path, live_events: list[Event]) -> list[Event]:
     """Events from the node logs and the run's fault/node records only (no watcher); agent log
     times read in the zone the run's platform logs in (pods: UTC)."""
-    from chaos.reporting.render import log_timezone
+    from elastic_chaos.reporting.render import log_timezone
     try:
         platform = str(json.loads((run_dir / "report.json").read_text()).get("platform") or "local")
     except (OSError, ValueError):

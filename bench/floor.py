@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import summary
-from chaos.platforms.local.etcd import free_port
+from elastic_chaos.host.etcd import free_port
 
 PREFIX = "ELASTIC_CHAOS "
 
@@ -32,7 +32,8 @@ def _run_trainer(directory: Path, *, max_steps: int, checkpoint_every: int = 100
     env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1",
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), PYTHONUNBUFFERED="1")
     env.pop("AWS_EC2_METADATA_SERVICE_ENDPOINT", None)
-    cmd = [sys.executable, "-m", "trainer.train", "--checkpoint-dir", str(directory), "--max-steps", str(max_steps),
+    cmd = [sys.executable, "-m", "elastic_chaos.trainer.train", "--checkpoint-dir", str(directory),
+           "--max-steps", str(max_steps),
            "--checkpoint-every", str(checkpoint_every), "--step-time", "0", "--spot-notice", "off",
            "--backend", backend]
     spawned = time.time()

@@ -1,6 +1,6 @@
 """The benchmarks on GPUs: a worker's cold start and the presets on NCCL, beside the CPU figures.
 
-On a machine with NVIDIA GPUs (chaos.platforms.local.gpus.detect), ``make bench``
+On a machine with NVIDIA GPUs (elastic_chaos.platforms.local.gpus.detect), ``make bench``
 also measures the floor on NCCL (CUDA context, NCCL communicator, checkpoint load,
 one step) and kill-node and spot-interruption with each preset, the reference
 trainer on NCCL, two local nodes placed on the GPUs as the local platform places
@@ -16,8 +16,8 @@ from typing import Any
 
 from bench import floor as floor_mod
 from bench import recovery
-from chaos.platforms.local import gpus
-from chaos.spec import PgBackend
+from elastic_chaos.platforms.local import gpus
+from elastic_chaos.spec import PgBackend
 
 FAULTS = ("kill-node", "spot-interruption")
 

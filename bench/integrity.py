@@ -11,12 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from chaos.events import CheckpointEv
-from chaos.faults import KillDuringCheckpoint
-from chaos.faults.triggers import checkpoint_started
-from chaos.platforms.local.platform import LocalOptions
-from chaos.runner.run import ChaosRun
-from chaos.spec import JobSpec, preset
+from elastic_chaos.events import CheckpointEv
+from elastic_chaos.faults import KillDuringCheckpoint
+from elastic_chaos.faults.triggers import checkpoint_started
+from elastic_chaos.platforms.local.platform import LocalOptions
+from elastic_chaos.runner.run import ChaosRun
+from elastic_chaos.spec import JobSpec, preset
 
 
 def kill_during_checkpoint(reps: int, out: Path, say: Callable[[str], None]) -> dict[str, Any]:

@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.json_record import JsonRecord, optional, read
-from chaos.errors import ChaosError
-from chaos.events import AgentEv, Event, ProgressEv
-from chaos.events.timeline import of
-from chaos.faults import KillNode
-from chaos.platforms.local.platform import LocalOptions, LocalPlatform
-from chaos.runner.run import ChaosRun
-from chaos.spec import JobSpec, preset
+from elastic_chaos.errors import ChaosError
+from elastic_chaos.events import AgentEv, Event, ProgressEv
+from elastic_chaos.events.timeline import of
+from elastic_chaos.faults import KillNode
+from elastic_chaos.platforms.local.platform import LocalOptions, LocalPlatform
+from elastic_chaos.runner.run import ChaosRun
+from elastic_chaos.spec import JobSpec, preset
 
 
 def rss_mb(pid: int) -> float:

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from chaos.analysis.recovery import PHASES
+from elastic_chaos.analysis.recovery import PHASES
 
 HERE = Path(__file__).resolve().parent
 

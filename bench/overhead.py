@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chaos.events import ProgressEv, Timeline
-from chaos.events.progress_events import Step
-from chaos.platforms.local.platform import LocalOptions
-from chaos.runner.run import ChaosRun
-from chaos.spec import JobSpec, preset
+from elastic_chaos.events import ProgressEv, Timeline
+from elastic_chaos.events.progress_events import Step
+from elastic_chaos.platforms.local.platform import LocalOptions
+from elastic_chaos.runner.run import ChaosRun
+from elastic_chaos.spec import JobSpec, preset
 
 
 def _cpu_s() -> float:

@@ -22,16 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import summary
-from chaos.analysis.recovery import PHASES, Recovery
-from chaos.errors import ChaosError
-from chaos.events.records import FaultRecord
-from chaos.faults import KillNode, Partition, ScaleUp, SpotInterruption
-from chaos.faults.api import Fault
-from chaos.faults.kubernetes import DeletePod
-from chaos.platforms.local import netns
-from chaos.platforms.local.platform import LocalOptions, NetworkMode
-from chaos.runner.run import ChaosRun
-from chaos.spec import JobSpec, PgBackend, RdzvBackend, RendezvousSpec, preset
+from elastic_chaos.analysis.recovery import PHASES, Recovery
+from elastic_chaos.errors import ChaosError
+from elastic_chaos.events.records import FaultRecord
+from elastic_chaos.faults import KillNode, Partition, ScaleUp, SpotInterruption
+from elastic_chaos.faults.api import Fault
+from elastic_chaos.faults.kubernetes import DeletePod
+from elastic_chaos.host import netns
+from elastic_chaos.platforms.local.platform import LocalOptions, NetworkMode
+from elastic_chaos.runner.run import ChaosRun
+from elastic_chaos.spec import JobSpec, PgBackend, RdzvBackend, RendezvousSpec, preset
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def unavailable(case: Case) -> str | None:
 def _platform(case: Case) -> tuple[str, dict[str, Any]]:
     """The platform name and options of a case's ChaosRun."""
     if case.platform == "cluster":
-        from chaos.platforms.kubernetes.options import KubernetesOptions
+        from elastic_chaos.platforms.kubernetes.options import KubernetesOptions
         return "kubernetes", {"options": KubernetesOptions(kubeconfig=str(CLUSTER_KUBECONFIG.resolve()),
                                                            replace_lost_nodes=False)}
     network = NetworkMode.ISOLATED if case.fault == "partition" else NetworkMode.HOST

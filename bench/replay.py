@@ -1,7 +1,7 @@
 """Goodput under a replayed preemption trace, at two checkpoint intervals.
 
 The question the seeds' users asked: what would our cluster's interruptions cost
-this job, with this checkpoint interval? ``chaos/faults/traces/spot-3.csv`` (three
+this job, with this checkpoint interval? ``elastic_chaos/faults/traces/spot-3.csv`` (three
 EC2 spot interruptions over 26 minutes) is replayed 30x faster onto the default
 2-node job (fast preset, replacements on) once per interval; each run's
 report.json ``replay`` block gives the goodput over the replay, and its faults
@@ -16,7 +16,7 @@ from typing import Any
 
 from bench.stats import median_of
 
-TRACE = Path(__file__).resolve().parent.parent / "chaos" / "faults" / "traces" / "spot-3.csv"
+TRACE = Path(__file__).resolve().parent.parent / "elastic_chaos" / "faults" / "traces" / "spot-3.csv"
 COMPRESS = 30.0
 INTERVALS = (10, 50)
 
@@ -25,7 +25,7 @@ def measure(quick: bool, runs: Path, say: Callable[[str], None],
             execute: Callable[..., Any] | None = None, date: str | None = None) -> dict[str, Any]:
     """One replay per checkpoint interval (``quick``: the first only)."""
     if execute is None:
-        from chaos.hypotheses import execute as hypotheses
+        from elastic_chaos.hypotheses import execute as hypotheses
         execute = hypotheses.execute
     block: dict[str, Any] = {"trace": TRACE.name, "compress": COMPRESS, "date": date, "intervals": {}}
     for every in INTERVALS[:1] if quick else INTERVALS:

@@ -46,7 +46,7 @@ def read_results(out: Path, who: str, advice: str) -> dict[str, Any] | None:
 
 
 def derive(results: dict[str, Any], say: Callable[[str], None]) -> None:
-    """The findings, and the rendezvous figures the toolkit ships (saved to chaos/scale/measured.json), from
+    """The findings, and the rendezvous figures the toolkit ships (saved to elastic_chaos/scale/measured.json), from
     the figures in ``results`` (updated in place)."""
     results["findings"] = recovery_findings(results)
     if "scale" in results:

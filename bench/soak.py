@@ -41,7 +41,7 @@ from bench.stats import median_of, stat
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 METRICS = ("regain", "lost_steps")
-"""The key metrics whose spread the soak reports (chaos.reporting.audit's names)."""
+"""The key metrics whose spread the soak reports (elastic_chaos.reporting.audit's names)."""
 
 
 def say(text: str) -> None:
@@ -158,7 +158,7 @@ def metrics(reports: Path) -> dict[str, dict[str, list[float]]]:
     """Each scenario's key metrics (every injected fault's), from the report folders under
     ``reports`` (keyed by report.json's ``scenario``: the test's node id). An unreadable folder
     is left out (the audit's reader says why)."""
-    from chaos.reporting.audit import fault_metric, find_runs, survey
+    from elastic_chaos.reporting.audit import fault_metric, find_runs, survey
     runs, _ = survey(find_runs([reports])) if any(reports.rglob("report.json")) else ([], [])
     out: dict[str, dict[str, list[float]]] = {}
     for run in runs:
@@ -287,7 +287,7 @@ def cluster_kubeconfig() -> Path | None:
         return None
     cluster_dir = Path(os.environ.get("ELASTIC_CHAOS_CLUSTER_DIR") or ROOT / ".cluster")
     env = {**os.environ, "ELASTIC_CHAOS_CLUSTER_DIR": str(cluster_dir), "PYTHONPATH": str(ROOT)}
-    status = subprocess.run([sys.executable, "-m", "chaos.platforms.kubernetes.localcluster", "status"], env=env,
+    status = subprocess.run([sys.executable, "-m", "elastic_chaos.localcluster", "status"], env=env,
                             capture_output=True, text=True, timeout=120, cwd=ROOT)
     kubeconfig = cluster_dir / "kubeconfig"
     return kubeconfig if status.returncode == 0 and kubeconfig.is_file() else None
@@ -349,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"soak: cannot read {path}: {exc}", file=sys.stderr)
         return 2
     if not args.render:
-        from chaos.signals import terminate_cleanly
+        from elastic_chaos.signals import terminate_cleanly
         terminate_cleanly()  # `kill PID` stops the catalog run at hand and everything it started
         try:
             results["soak"] = merged(results.get("soak"), soak(args))

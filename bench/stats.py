@@ -1,6 +1,6 @@
 """Summaries of repeated measurements as results.json keeps them: {median, min, max, n}.
 
-One statistic for the whole repository: chaos.analysis.stats.Stat, nearest rank (the audit's rule), so a
+One statistic for the whole repository: elastic_chaos.analysis.stats.Stat, nearest rank (the audit's rule), so a
 bench median is a value that was measured -- with an even count, the lower of the two middle ones, never
 their mean (an odd count, as `make bench`'s 5 repetitions, gives the usual median). ``summary`` writes it
 in the bench's form, ``median`` reads it back; every bench median goes through these two.
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from chaos.analysis.stats import Stat
+from elastic_chaos.analysis.stats import Stat
 
 
 def _round(value: float | None, digits: int) -> float | None:

@@ -25,16 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import median_of
-from chaos.analysis.saves import job_saves
-from chaos.analysis.storage import STORAGE
-from chaos.events import CheckpointEv, Event
-from chaos.faults.api import Fault
-from chaos.faults.storage import SlowStorage, StorageHang
-from chaos.hypotheses.execute import execute
-from chaos.platforms.local.platform import LocalOptions
-from chaos.platforms.storagefs import unavailable
-from chaos.runner.run import ChaosRun
-from chaos.spec import JobSpec, preset
+from elastic_chaos.analysis.saves import job_saves
+from elastic_chaos.analysis.storage import STORAGE
+from elastic_chaos.events import CheckpointEv, Event
+from elastic_chaos.faults.api import Fault
+from elastic_chaos.faults.storage import SlowStorage, StorageHang
+from elastic_chaos.hypotheses.execute import execute
+from elastic_chaos.platforms.local.platform import LocalOptions
+from elastic_chaos.runner.run import ChaosRun
+from elastic_chaos.spec import JobSpec, preset
+from elastic_chaos.storagefs import unavailable
 
 Say = Callable[[str], None]
 

@@ -26,11 +26,11 @@ from typing import Any
 
 import torch
 
-from chaos.platforms.storagefs import Kind, Latency, StorageFs, Throttle, unavailable
+from elastic_chaos.storagefs import Kind, Latency, StorageFs, Throttle, unavailable
 
 
 def save(folder: Path, payload: dict[str, torch.Tensor], name: str = "ckpt.pt") -> float:
-    """Seconds for one save as trainer/checkpoint.py does it."""
+    """Seconds for one save as elastic_chaos/trainer/checkpoint.py does it."""
     began = time.perf_counter()
     tmp = folder / f".{name}.tmp.{os.getpid()}"
     with open(tmp, "wb") as f:

@@ -1,6 +1,6 @@
 """examples/ddp_train.py with the two-line integration (docs/INTEGRATE.md).
 
-`from trainer import progress`, and one call where an epoch ends, a snapshot is
+`from elastic_chaos.trainer import progress`, and one call where an epoch ends, a snapshot is
 saved and a snapshot is loaded: elastic-chaos then reads exact steps, save times
 and the exact resumed step instead of inferring them from log lines.
 
@@ -18,7 +18,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-from trainer import progress
+from elastic_chaos.trainer import progress
 
 
 class Trainer:
@@ -89,7 +89,7 @@ def main():
     model = torch.nn.Linear(20, 1)
     trainer = Trainer(model, loader, torch.optim.SGD(model.parameters(), lr=1e-3), args.save_every,
                       args.snapshot_path, args.batch_time)
-    trainer.train(args.epochs)
+    elastic_chaos.trainer.train(args.epochs)
     dist.destroy_process_group()
 
 

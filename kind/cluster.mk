@@ -16,7 +16,7 @@ CLUSTER_PYTHON ?= python3
 CLUSTER_DIR := $(or $(ELASTIC_CHAOS_CLUSTER_DIR),$(CURDIR)/.cluster)
 # stdlib only: runs under the system python3 as root, without the venv (PYTHONPATH finds the package)
 CLUSTER := ELASTIC_CHAOS_CLUSTER_DIR=$(CLUSTER_DIR) PYTHONPATH=$(CURDIR) $(CLUSTER_PYTHON) \
-	-m chaos.platforms.kubernetes.localcluster
+	-m elastic_chaos.localcluster
 
 .PHONY: cluster-up cluster-down cluster-status cluster-test cluster-deps cluster-build cluster-images
 

@@ -17,7 +17,7 @@ waited for their 10 s timeout: the runs took as long).
 """
 from __future__ import annotations
 
-from chaos.spec import PRESETS, Preset
+from elastic_chaos.spec import PRESETS, Preset
 
 CHECKPOINT_EVERY = 20
 CADENCE = {"checkpoint_every": CHECKPOINT_EVERY, "steady_steps": 30}
@@ -39,7 +39,7 @@ def require_storage_layer() -> None:
 
     import pytest
 
-    from chaos.platforms.storagefs import unavailable
+    from elastic_chaos.storagefs import unavailable
     reason = unavailable()
     if reason is None:
         return

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from scenario_settings import CADENCE, LOSS_RDZV, require_storage_layer
 
-from chaos.analysis.storage import STORAGE
+from elastic_chaos.analysis.storage import STORAGE
 
 pytestmark = [pytest.mark.slow, pytest.mark.platforms(
     "local", reason="kept out of the cluster catalog for its time budget; `elastic-chaos run grace-period "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from scenario_settings import CADENCE
 
-from chaos.analysis.hang import HANG
+from elastic_chaos.analysis.hang import HANG
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,7 @@
 The real twin: a spot instance reclaimed without notice, or a host that dies.
 Every process of the node is gone at once and the kernel closes its sockets,
 so survivors see their collectives fail and restart through a new rendezvous.
-The hypothesis (chaos/hypotheses/losses.py ``kill_node``) is the one
+The hypothesis (elastic_chaos/hypotheses/losses.py ``kill_node``) is the one
 ``elastic-chaos run kill-node`` checks, on whatever ``--platform`` this session runs.
 """
 from __future__ import annotations

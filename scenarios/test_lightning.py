@@ -1,6 +1,6 @@
 """A PyTorch Lightning job loses a node: it resumes from Lightning's last checkpoint.
 
-Seed 002's jobs: Lightning ``ddp`` under TorchElastic. trainer/lightning_example.py
+Seed 002's jobs: Lightning ``ddp`` under TorchElastic. elastic_chaos/trainer/lightning_example.py
 is such a job (CPU, gloo); its only elastic-chaos line is ElasticChaosCallback,
 which reports Lightning's global step and its checkpoint writes and restores, so
 the lost steps are measured from the step Lightning restored, not inferred.
@@ -13,7 +13,7 @@ import os
 import pytest
 from scenario_settings import LOSS_RDZV
 
-from chaos.events import CheckpointEv
+from elastic_chaos.events import CheckpointEv
 
 if importlib.util.find_spec("lightning") is None:  # make install has it; CI must not skip
     _why = "needs the lightning extra: pip install -e '.[lightning]' (make install includes it)"
@@ -28,7 +28,8 @@ CHECKPOINT_EVERY = 10
 
 def test_a_lightning_job_resumes_from_its_last_checkpoint_after_losing_a_node(run_hypothesis):
     run = run_hypothesis("kill-node", replace_lost_nodes=False, **LOSS_RDZV,  # timing is not the point
-                         script=["-m", "trainer.lightning_example", "--checkpoint-every", str(CHECKPOINT_EVERY),
+                         script=["-m", "elastic_chaos.trainer.lightning_example",
+                                 "--checkpoint-every", str(CHECKPOINT_EVERY),
                                  "--step-time", "0.1"],
                          checkpoint_every=CHECKPOINT_EVERY, steady_steps=25, timeout_s=240)
 

@@ -1,4 +1,4 @@
-"""replay: a trace of three spot interruptions (the bundled chaos/faults/traces/spot-3.csv, EC2's interruption
+"""replay: a trace of three spot interruptions (the bundled elastic_chaos/faults/traces/spot-3.csv, EC2's interruption
 events as exported in docs/FAULTS.md) replayed 40x faster (10x on a cluster): every preemption comes due within
 1 s of its compressed offset and is injected, or skipped because an earlier one's replacement is not back yet
 (the hypothesis' skips-justified check, with the measured replacement time); each injected one is recovered
@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 from scenario_settings import CADENCE
 
-from chaos.analysis.replay import REPLAY
+from elastic_chaos.analysis.replay import REPLAY
 
 pytestmark = pytest.mark.slow
 
-TRACE = "spot-3"  # bundled: chaos/faults/traces/spot-3.csv
+TRACE = "spot-3"  # bundled: elastic_chaos/faults/traces/spot-3.csv
 PREEMPTIONS = 3   # at +0 s, +869 s and +1551 s of the trace
 
 
@@ -20,7 +20,7 @@ PREEMPTIONS = 3   # at +0 s, +869 s and +1551 s of the trace
 # the toolkit. Locally a lost node's replacement is back in a round 11-12 s after the loss (5 s
 # provisioning): at 40x the gaps are 21.7 s and 17.1 s, each in steady training 5 s or more after the
 # regrow (at 60x the 3rd came 11.4 s after the 2nd, on the regrow round's close: a participant lost
-# before the agents exchanged their ranks leaves the other waiting 300 s, chaos/analysis/barrier.py).
+# before the agents exchanged their ranks leaves the other waiting 300 s, elastic_chaos/analysis/barrier.py).
 # On Kubernetes a lost machine's pod is re-created only once the pod garbage collector has deleted
 # the old one (its 40 s quarantine for a vanished Node: 54 s measured on the local cluster, more under
 # load): at 10x the gaps are 87 s and 68 s, and a clean-clone cluster run once found the job at its

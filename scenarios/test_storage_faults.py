@@ -17,11 +17,11 @@ from __future__ import annotations
 import pytest
 from scenario_settings import CADENCE, STORAGE_PLATFORMS, STORAGE_REASON, require_storage_layer
 
-from chaos.analysis.groups import FaultMark
-from chaos.analysis.storage import STORAGE, measure_storage
-from chaos.events import CheckpointEv
-from chaos.faults.storage import StorageErrors, StorageReadOnly
-from chaos.hypotheses.storage import stale_resumes
+from elastic_chaos.analysis.groups import FaultMark
+from elastic_chaos.analysis.storage import STORAGE, measure_storage
+from elastic_chaos.events import CheckpointEv
+from elastic_chaos.faults.storage import StorageErrors, StorageReadOnly
+from elastic_chaos.hypotheses.storage import stale_resumes
 
 pytestmark = pytest.mark.slow
 ONE_NODE = {"nodes": "1:1", **CADENCE}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from scenario_settings import CADENCE
 
-from chaos.analysis.throughput import THROUGHPUT
+from elastic_chaos.analysis.throughput import THROUGHPUT
 
 pytestmark = pytest.mark.slow
 

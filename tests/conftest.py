@@ -5,7 +5,7 @@ from typing import Any
 
 # A test run started in the background of a shell script (nohup ... &) inherits SIGINT ignored, and so would
 # every process the tests start: the ones that stop a child with SIGINT, as a terminal's Ctrl-C does, would
-# see it ignored and time out. The toolkit keeps an inherited SIG_IGN on purpose (chaos.signals.install); the
+# see it ignored and time out. The toolkit keeps an inherited SIG_IGN on purpose (elastic_chaos.signals.install); the
 # tests play the terminal, so they hear SIGINT.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chaos.analysis.result import RunResult
-from chaos.analysis.steady import LANDING_NOTE_S
-from chaos.analysis.verdict import verdict_word
-from chaos.events import CheckpointEv, Event, FaultEv, ProgressEv, RunnerEv, of, read_timeline
-from chaos.reporting import table
-from chaos.reporting.report import render_table
+from elastic_chaos.analysis.result import RunResult
+from elastic_chaos.analysis.steady import LANDING_NOTE_S
+from elastic_chaos.analysis.verdict import verdict_word
+from elastic_chaos.events import CheckpointEv, Event, FaultEv, ProgressEv, RunnerEv, of, read_timeline
+from elastic_chaos.reporting import table
+from elastic_chaos.reporting.report import render_table
 
 STEP_WORD = re.compile(r"\bsteps?\b")
 """How a sentence names the reference trainer's unit; a run that counts epochs must not use it for its own

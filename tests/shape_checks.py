@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chaos.analysis.recovery import Recovery
-from chaos.runner.run import ChaosRun
+from elastic_chaos.analysis.recovery import Recovery
+from elastic_chaos.runner.run import ChaosRun
 
 SHAPES = Path(__file__).resolve().parent / "shapes"
 JOB = {"nodes": "1:2", "last_call_timeout": 3, "timeout_s": 200}

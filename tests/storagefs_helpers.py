@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.platforms.storagefs import unavailable
+from elastic_chaos.storagefs import unavailable
 
 
 def require_fuse() -> None:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from chaos.analysis.advice.rendezvous import _retrain, advise
-from chaos.cli.main import main
-from chaos.reporting.load import load_run
+from elastic_chaos.analysis.advice.rendezvous import _retrain, advise
+from elastic_chaos.cli.main import main
+from elastic_chaos.reporting.load import load_run
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 
@@ -43,8 +43,8 @@ def test_each_suggested_change_is_accepted_by_run(where, change, tmp_path, capsy
 
 
 def test_a_keep_alive_suggestion_is_whole_seconds_and_never_fewer_attempts_than_the_fast_preset():
-    from chaos.analysis.advice.rendezvous import _shorter_expiry
-    from chaos.spec import JobSpec, RendezvousSpec
+    from elastic_chaos.analysis.advice.rendezvous import _shorter_expiry
+    from elastic_chaos.spec import JobSpec, RendezvousSpec
 
     job = JobSpec(rdzv=RendezvousSpec(keep_alive_interval=3, keep_alive_max_attempt=1))
     change, _, saved, _ = _shorter_expiry(job, 3.0, 1.0, cost=3.0)    # expiry 3 s < the preset's 4 s
@@ -56,7 +56,7 @@ def test_a_keep_alive_suggestion_is_whole_seconds_and_never_fewer_attempts_than_
 def test_the_report_leads_each_finding_with_its_change(tmp_path):
     import shutil
 
-    from chaos.reporting import render_folder
+    from elastic_chaos.reporting import render_folder
     shutil.copytree(RUNS / "kill-node-shrink", tmp_path / "run")
     render_folder(tmp_path / "run", png=False)
     md = (tmp_path / "run" / "summary.md").read_text()

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos.errors import SpecError
-from chaos.reporting import audit
+from elastic_chaos.errors import SpecError
+from elastic_chaos.reporting import audit
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 
@@ -40,7 +40,7 @@ def fake_run(folder: Path, *, kind: str = "kill-node", platform: str = "local", 
 
 
 def test_nearest_rank_percentiles():
-    from chaos.analysis.stats import percentile
+    from elastic_chaos.analysis.stats import percentile
     assert percentile([1, 2, 3, 4], 50) == 2          # rank ceil(2.0) = 2
     assert percentile([4, 1, 3, 2, 5], 50) == 3       # rank ceil(2.5) = 3, after sorting
     assert percentile(list(range(1, 11)), 95) == 10   # rank ceil(9.5) = 10: the largest
@@ -134,7 +134,7 @@ def test_a_missing_path_is_a_clear_error(tmp_path):
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "chaos.cli.main", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", *args], capture_output=True, text=True,
                           timeout=120, cwd=cwd)
 
 

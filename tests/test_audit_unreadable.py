@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from chaos.reporting import audit
+from elastic_chaos.reporting import audit
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "chaos.cli.main", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", *args], capture_output=True, text=True,
                           timeout=120, env=dict(os.environ))
 
 
@@ -139,9 +139,9 @@ def test_runs_not_steady_or_failed_by_the_toolkit_are_listed_apart_not_counted(t
 
 
 def test_a_run_stopped_by_a_bad_input_mid_run_is_a_usage_error_and_no_run(tmp_path):
-    from chaos.analysis.verdict import Outcome
-    from chaos.errors import SpecError
-    from chaos.runner.run import ChaosRun
+    from elastic_chaos.analysis.verdict import Outcome
+    from elastic_chaos.errors import SpecError
+    from elastic_chaos.runner.run import ChaosRun
     with pytest.raises(SpecError), ChaosRun(tmp_path / "r"):
         raise SpecError("trace bad.csv:2: not UTF-8 text")
     raw = json.loads((tmp_path / "r" / "report.json").read_text())
@@ -165,8 +165,8 @@ def test_a_setup_error_met_by_run_exits_2_and_leaves_no_run_for_audit(tmp_path):
 
 def test_an_interrupted_run_is_its_own_outcome_and_audit_counts_it_in_no_pass_rate(tmp_path):
     # before: SIGTERM during a fault (a cancelled CI job) wrote outcome "failed" and audit counted a failed hypothesis
-    from chaos.analysis.verdict import Outcome
-    from chaos.runner.run import ChaosRun
+    from elastic_chaos.analysis.verdict import Outcome
+    from elastic_chaos.runner.run import ChaosRun
     two_good_runs(tmp_path / "more")
     with pytest.raises(KeyboardInterrupt), ChaosRun(tmp_path / "more" / "cancelled", scenario="kill-node") as run:
         run.phase("recovering")

@@ -1,12 +1,12 @@
 """A participant lost between a round's close and its agents' rank exchange leaves the others
-stuck (chaos.analysis.barrier), and only then: hand-built timelines shaped like the
+stuck (elastic_chaos.analysis.barrier), and only then: hand-built timelines shaped like the
 replay run that hit it in the catalog (round 4 closed, node-2 killed 0.02 s later)."""
 from __future__ import annotations
 
 import pytest
 
-from chaos.analysis.barrier import stalls
-from chaos.events import AgentEv, Event, NodeEv, RdzvEv
+from elastic_chaos.analysis.barrier import stalls
+from elastic_chaos.events import AgentEv, Event, NodeEv, RdzvEv
 
 CLOSE = 100.0
 

@@ -11,7 +11,7 @@ from bench.rdzv.section import RdzvSection
 from bench.render import write_markdown
 from bench.render.recovery import cluster_table
 from bench.stats import summary
-from chaos.events import Event, RdzvEv
+from elastic_chaos.events import Event, RdzvEv
 
 
 def case(detect, rdzv, restart, replay, recovery, ratio):
@@ -34,7 +34,7 @@ def test_summary_ignores_missing_values():
 
 
 def test_a_median_is_a_measured_value_the_audits_nearest_rank():
-    # one statistic everywhere (chaos.analysis.stats): of an even count, the lower middle value, never a mean
+    # one statistic everywhere (elastic_chaos.analysis.stats): of an even count, the lower middle value, never a mean
     assert summary([4.0, 1.0, 3.0, 2.0])["median"] == 2.0
     assert summary([1.0, 2.0, 3.0, 4.0, 5.0])["median"] == 3.0
 
@@ -128,7 +128,7 @@ def test_fidelity_compares_with_the_agents_own_stamps_and_keeps_store_detections
 
 # -- GPUs: the code path, with the detection faked (no GPU here) -------------------------
 def fake_gpu(name: str = "NVIDIA H100 80GB HBM3"):
-    from chaos.platforms.local.gpus import Gpu, Inventory
+    from elastic_chaos.platforms.local.gpus import Gpu, Inventory
     return lambda: Inventory((Gpu("0", name, 81559),), "580.95.05", "13.0")
 
 
@@ -136,7 +136,7 @@ def test_without_a_gpu_the_gpu_block_says_why_and_runs_nothing(tmp_path):
     from bench import gpu
     from bench.render import Plots
     from bench.render.gpu import markdown
-    from chaos.platforms.local.gpus import Inventory
+    from elastic_chaos.platforms.local.gpus import Inventory
     ran = []
     block = gpu.measure(False, 5, tmp_path, print, detect=lambda: Inventory(why_none="nvidia-smi not found"),
                         floor=lambda *a, **k: ran.append("floor"), run_case=lambda *a, **k: ran.append("case"))
@@ -148,8 +148,8 @@ def test_without_a_gpu_the_gpu_block_says_why_and_runs_nothing(tmp_path):
 def test_on_a_gpu_the_floor_and_every_preset_run_on_nccl(tmp_path):
     from bench import gpu
     from bench.recovery import CaseRun
-    from chaos.analysis.recovery import Recovery
-    from chaos.spec import PgBackend
+    from elastic_chaos.analysis.recovery import Recovery
+    from elastic_chaos.spec import PgBackend
     seen: list = []
 
     def floor(reps, backend):
@@ -180,7 +180,7 @@ def test_on_a_gpu_the_floor_and_every_preset_run_on_nccl(tmp_path):
 
 def test_the_cpu_cases_stay_on_gloo_on_a_gpu_machine():
     from bench.recovery import cases
-    from chaos.spec import PgBackend
+    from elastic_chaos.spec import PgBackend
     assert {c.pg_backend for c in cases(False)} == {PgBackend.GLOO}
 def test_the_cluster_cases_stand_beside_the_same_fault_on_the_local_platform():
     results = json.loads(json.dumps(RESULTS))
@@ -201,8 +201,8 @@ def test_the_replay_block_runs_one_replay_per_interval_and_renders_a_table(tmp_p
     from bench import replay
     from bench.render import Plots
     from bench.render.replay import markdown
-    from chaos.analysis.recovery import Recovery
-    from chaos.analysis.replay import ReplaySummary
+    from elastic_chaos.analysis.recovery import Recovery
+    from elastic_chaos.analysis.replay import ReplaySummary
     asked = []
 
     def execute(name, values, **kw):
@@ -321,7 +321,7 @@ def test_a_real_job_this_machine_overloaded_is_shown_but_not_judged():
 def test_a_real_job_that_never_trained_is_said_not_skipped():
     from bench.rdzv.findings import findings
     from bench.render.rdzv import validation_table
-    from chaos.scale.figures import Figures
+    from elastic_chaos.scale.figures import Figures
 
     section = RdzvSection.from_json({"real": [{"nodes": 16, "ok": False,
                                                "error": "timed out after 600s waiting for training"}],

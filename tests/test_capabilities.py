@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from chaos.errors import FaultUnavailable
-from chaos.events import NodeEv, Timeline
-from chaos.faults.hang import Freeze, Partition
-from chaos.platforms import capabilities as caps
-from chaos.platforms.api import Hit, NodeInfo, NodeState, Platform
-from chaos.spec import JobSpec
+from elastic_chaos.errors import FaultUnavailable
+from elastic_chaos.events import NodeEv, Timeline
+from elastic_chaos.faults.hang import Freeze, Partition
+from elastic_chaos.platforms import capabilities as caps
+from elastic_chaos.platforms.api import Hit, NodeInfo, NodeState, Platform
+from elastic_chaos.spec import JobSpec
 
 
 class Frozen(caps.Freezer):
@@ -95,13 +95,13 @@ def test_a_capability_checks_its_target_and_records_what_it_did(tmp_path):
     assert [e.type for e in tl.select(NodeEv.FROZEN)] == [NodeEv.FROZEN]
     Freeze().revert(p, tl, record)
     assert isinstance(p.freezer, Frozen) and p.freezer.done == ["freeze node-0", "thaw node-0"]
-    from chaos.errors import InjectionFailed
+    from elastic_chaos.errors import InjectionFailed
     with pytest.raises(InjectionFailed, match="no node named node-9"):
         p.capability(caps.Freezer).freeze("node-9")
 
 
 def test_every_platform_offers_only_known_capabilities(tmp_path):
-    from chaos.platforms.local.platform import LocalPlatform
+    from elastic_chaos.platforms.local.platform import LocalPlatform
     local = LocalPlatform(Timeline(), tmp_path)
     offered = local._offered()
     assert set(offered) <= set(caps.CAPABILITIES) and caps.Freezer in offered

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from chaos.events import CheckpointEv, Event, ProgressEv, Timeline, of, read_timeline
-from chaos.events.progress_events import Step
-from chaos.watchers.checkpoints import CheckpointWatcher, NodeRoots
-from chaos.watchers.inotify import filesystem, remote
-from chaos.watchers.writers import Target, Writers
+from elastic_chaos.events import CheckpointEv, Event, ProgressEv, Timeline, of, read_timeline
+from elastic_chaos.events.progress_events import Step
+from elastic_chaos.watchers.checkpoints import CheckpointWatcher, NodeRoots
+from elastic_chaos.watchers.inotify import filesystem, remote
+from elastic_chaos.watchers.writers import Target, Writers
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
 

@@ -11,7 +11,7 @@ import pytest
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "chaos.cli.main", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", *args], capture_output=True,
                           text=True, timeout=120, cwd=cwd)
 
 
@@ -65,11 +65,11 @@ def test_an_unknown_option_is_exit_2():
 
 def test_every_command_and_every_run_fault_prints_its_help(capsys):
     """A help text argparse cannot format (a declared "92%") is a traceback for the user who asked for help."""
-    from chaos.cli.main import build_parser
-    from chaos.cli.main import main as cli_main
-    from chaos.hypotheses.catalog import HYPOTHESES
+    from elastic_chaos.cli.main import build_parser
+    from elastic_chaos.cli.main import main as cli_main
+    from elastic_chaos.hypotheses.catalog import HYPOTHESES
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    pod_only = {h for h, hyp in HYPOTHESES.items() if hyp.steps.__module__ == "chaos.hypotheses.pods"}
+    pod_only = {h for h, hyp in HYPOTHESES.items() if hyp.steps.__module__ == "elastic_chaos.hypotheses.pods"}
     lines = [[name, "--help"] for name in sub.choices]
     lines += [["run", h, *(["--platform", "kubernetes"] if h in pod_only else []), "--help"] for h in HYPOTHESES]
     for words in lines:
@@ -82,6 +82,6 @@ def test_every_command_and_every_run_fault_prints_its_help(capsys):
 
 
 def test_a_fault_of_another_platform_says_which_platform_makes_it(capsys):
-    from chaos.cli.main import main as cli_main
+    from elastic_chaos.cli.main import main as cli_main
     assert cli_main(["run", "delete-pod", "--help"]) == 2
     assert "--platform kubernetes" in capsys.readouterr().err

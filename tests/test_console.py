@@ -4,10 +4,10 @@ from __future__ import annotations
 import io
 import time
 
-from chaos.events import ProgressEv, RunnerEv, Timeline
-from chaos.events.progress_events import Step
-from chaos.events.runner_events import Phase
-from chaos.reporting.live_console import ConsoleProgress
+from elastic_chaos.events import ProgressEv, RunnerEv, Timeline
+from elastic_chaos.events.progress_events import Step
+from elastic_chaos.events.runner_events import Phase
+from elastic_chaos.reporting.live_console import ConsoleProgress
 
 
 def step(tl: Timeline, n: int, ws: int = 2) -> None:

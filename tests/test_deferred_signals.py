@@ -1,5 +1,5 @@
 """A second Ctrl-C never interrupts a teardown; a third force-exits saying what may be left
-(chaos.signals; issue 15, finding 3). Each case runs in a child process, which gets
+(elastic_chaos.signals; issue 15, finding 3). Each case runs in a child process, which gets
 signals as a terminal sends them."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ HERE = Path(__file__).resolve().parent.parent
 
 SCRIPT = """
 import sys, time
-from chaos import signals
+from elastic_chaos import signals
 signals.install()
 signals.track(lambda: ["etcd of chaos-x (PID 4242)"])
 
@@ -82,7 +82,7 @@ def test_a_third_ctrl_c_force_exits_saying_what_may_be_left():
 
 LIBRARY = """
 import time
-from chaos import signals
+from elastic_chaos import signals
 try:
     with signals.deferred():
         print("teardown started", flush=True)
@@ -105,7 +105,8 @@ def test_a_first_ctrl_c_inside_a_teardown_is_raised_once_it_is_done():
 
 
 def test_a_signal_the_command_was_started_with_ignored_stays_ignored():
-    proc = subprocess.Popen([sys.executable, "-c", "import signal\nfrom chaos import signals\nsignals.install()\n"
+    proc = subprocess.Popen([sys.executable, "-c", "import signal\nfrom elastic_chaos import signals\n"
+                             "signals.install()\n"
                              "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN, flush=True)"],
                             stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(HERE)},
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))

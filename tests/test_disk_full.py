@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.events import RunnerEv, of, read_timeline
+from elastic_chaos.events import RunnerEv, of, read_timeline
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs (root)")]
 
@@ -45,7 +45,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def elastic_chaos(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "chaos.cli.main", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", *args], capture_output=True, text=True,
                           timeout=300, cwd=cwd)
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import etcd as etcd_lib
 import pytest
 
-from chaos.errors import EtcdError
-from chaos.platforms import etcd_v2
-from chaos.platforms.local.etcd import EtcdServer, check_supported, find_binary
-from chaos.platforms.local.procs import is_running
+from elastic_chaos.errors import EtcdError
+from elastic_chaos.host import etcd_v2
+from elastic_chaos.host.etcd import EtcdServer, check_supported, find_binary
+from elastic_chaos.host.procs import is_running
 
 
 def test_starts_serving_the_v2_api_on_loopback_and_stops_by_pid(tmp_path):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.events import (
+from elastic_chaos.events import (
     ALL_TYPES,
     AgentEv,
     CheckpointEv,
@@ -26,9 +26,9 @@ from chaos.events import (
     read_events,
     read_timeline,
 )
-from chaos.events.node_events import Lost
-from chaos.events.progress_events import Step
-from chaos.watchers.logs import PREFIX, parse_progress
+from elastic_chaos.events.node_events import Lost
+from elastic_chaos.events.progress_events import Step
+from elastic_chaos.watchers.logs import PREFIX, parse_progress
 
 ROOT = Path(__file__).parents[1]
 RECORDED = sorted((ROOT / "tests" / "fixtures" / "runs").glob("*/timeline.jsonl"))
@@ -41,7 +41,7 @@ def test_every_event_of_a_recorded_run_has_a_declared_type(path):
 
 
 def test_every_event_the_trainer_reports_has_a_declared_type():
-    names = {m[1] for f in (ROOT / "trainer").glob("*.py")
+    names = {m[1] for f in (ROOT / "elastic_chaos" / "trainer").glob("*.py")
              for m in re.finditer(r'\bemit\("(\w+)"', f.read_text())}
     assert {"start", "step", "checkpoint_saved", "finished"} <= names
     parsed = {n: parse_progress(PREFIX + json.dumps({"ev": n, "t": 1.0, "step": 1}), "node-0") for n in names}
@@ -49,9 +49,9 @@ def test_every_event_the_trainer_reports_has_a_declared_type():
 
 
 def test_the_code_builds_no_event_type_outside_the_vocabulary():
-    # the one exception: trainer.progress names pass through as progress/<name> (a script's own)
-    allowed = {"chaos/events/types.py"}
-    builders = [f"{p.relative_to(ROOT)}:{n.lineno}" for folder in ("chaos", "bench")
+    # the one exception: elastic_chaos.trainer.progress names pass through as progress/<name> (a script's own)
+    allowed = {"elastic_chaos/events/types.py"}
+    builders = [f"{p.relative_to(ROOT)}:{n.lineno}" for folder in ("elastic_chaos", "bench")
                 for p in (ROOT / folder).rglob("*.py") if str(p.relative_to(ROOT)) not in allowed
                 for n in ast.walk(ast.parse(p.read_text()))
                 if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "EventType"]
@@ -127,7 +127,7 @@ def test_a_timeline_selects_from_its_snapshot():
 
 
 def test_every_declared_type_carries_a_payload_of_its_own():
-    from chaos.events import Payload, Undeclared
+    from elastic_chaos.events import Payload, Undeclared
     assert all(issubclass(t.payload, Payload) and t.payload is not Undeclared for t in ALL_TYPES)
 
 
@@ -162,13 +162,13 @@ def test_undeclared_fields_are_kept_and_written_back_unchanged():
 
 
 def test_a_payload_of_another_type_is_refused_when_an_event_is_made():
-    from chaos.events.node_events import Lost
+    from elastic_chaos.events.node_events import Lost
     with pytest.raises(TypeError, match="carries Step, not Lost"):
         Event.make(ProgressEv.STEP, 1.0, "n", Lost(action="x"))
 
 
 def test_every_trainer_progress_line_of_the_recorded_runs_reads_as_its_declared_payload():
-    from chaos.watchers.logs import read_progress
+    from elastic_chaos.watchers.logs import read_progress
     lines = [line for log in sorted((ROOT / "tests" / "fixtures" / "runs").glob("*/nodes/*.log"))
              for line in log.read_text(errors="replace").splitlines() if PREFIX in line]
     assert len(lines) > 1000
@@ -181,7 +181,7 @@ def test_a_step_whose_loss_is_not_finite_is_kept_with_its_loss_as_null(written, 
     # a diverged script's NaN is its data: dropping the step would cost the verdict a step and its samples
     import json
 
-    from chaos.watchers.logs import read_progress
+    from elastic_chaos.watchers.logs import read_progress
     line = (f'{PREFIX}{{"ev":"step","t":1.5,"rank":1,"world_size":2,"step":65,"epoch_size":2048,'
             f'"loss":{written},"samples":[[2032,2048]]}}')
     e = read_progress(line, "node-2")
@@ -194,9 +194,9 @@ def test_a_step_whose_loss_is_not_finite_is_kept_with_its_loss_as_null(written, 
 def test_what_the_trainer_reports_on_a_spot_notice_reads_as_its_payload(capsys):
     import io
 
-    from chaos.watchers.logs import read_progress
-    from trainer import progress
-    from trainer.spot_notice import Notice
+    from elastic_chaos.trainer import progress
+    from elastic_chaos.trainer.spot_notice import Notice
+    from elastic_chaos.watchers.logs import read_progress
     out = io.StringIO()
     progress._stream = out
     try:

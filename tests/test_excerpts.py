@@ -1,4 +1,4 @@
-"""Node log excerpts around a fault (chaos.reporting.excerpts), read from real log files: a line
+"""Node log excerpts around a fault (elastic_chaos.reporting.excerpts), read from real log files: a line
 without a time of its own is placed when it was written (by the LogFollower's line-time index,
 else between the timed lines around it), a 100 MB log is streamed, and the killed node's last
 lines and a survivor's failure are shown even where the window would cut them."""
@@ -12,11 +12,11 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from chaos.events import Timeline
-from chaos.reporting import render_folder
-from chaos.reporting.excerpts import AFTER_MAX_S, Excerpt, excerpt, line_time
-from chaos.watchers.line_times import TimesWriter
-from chaos.watchers.logs import LogFollower
+from elastic_chaos.events import Timeline
+from elastic_chaos.reporting import render_folder
+from elastic_chaos.reporting.excerpts import AFTER_MAX_S, Excerpt, excerpt, line_time
+from elastic_chaos.watchers.line_times import TimesWriter
+from elastic_chaos.watchers.logs import LogFollower
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 AGENT = "torch/distributed/elastic/agent/server/api.py"
@@ -189,7 +189,7 @@ def test_the_survivors_failure_is_shown_and_marked_expected(tmp_path):
 
 
 def tee(text: str, local_rank: int = 0) -> str:
-    """A worker's lines as its agent copies them into the node log (torchrun --tee: chaos.watchers.sources)."""
+    """A worker's lines as its agent copies them into the node log (torchrun --tee: elastic_chaos.watchers.sources)."""
     return "".join(f"[default{local_rank}]:{line}\n" for line in text.splitlines())
 
 

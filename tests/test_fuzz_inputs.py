@@ -4,10 +4,10 @@ The only allowed outcomes: exit 2 with a one-line message (no traceback), or a b
 (exit 0, or 1 where the command says "failed": a timeout ordering that cannot work, a report
 without a passing verdict, an audit's regression). A reader raises only its documented error.
 
-``run`` is fuzzed through ``--dry-run`` (chaos.hypotheses.dryrun): the same path ``execute``
+``run`` is fuzzed through ``--dry-run`` (elastic_chaos.hypotheses.dryrun): the same path ``execute``
 takes up to the point where a job would start (the options sorted and checked, the trace read,
 the kubeconfig read, the fault built, the Pushgateway reached, the report folder's refusals),
-so no job ever starts here. The commands run in this process (chaos.cli.main.main), so each
+so no job ever starts here. The commands run in this process (elastic_chaos.cli.main.main), so each
 example takes milliseconds; examples are derandomized (the same ones on every CI run) and few
 enough that the whole file stays within seconds of the fast suite's budget.
 """
@@ -28,17 +28,17 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from chaos.cli.main import main
-from chaos.errors import SpecError
-from chaos.events import read_timeline
-from chaos.faults.trace import read_trace
-from chaos.hypotheses.api import TrialOptions
-from chaos.hypotheses.catalog import get
-from chaos.options import declared
-from chaos.platforms import platform_option_classes
-from chaos.reporting.load import load_run, read_report_json
-from chaos.reporting.schema import ReportUnreadable
-from chaos.spec import JOB_OPTION_CLASSES
+from elastic_chaos.cli.main import main
+from elastic_chaos.errors import SpecError
+from elastic_chaos.events import read_timeline
+from elastic_chaos.faults.trace import read_trace
+from elastic_chaos.hypotheses.api import TrialOptions
+from elastic_chaos.hypotheses.catalog import get
+from elastic_chaos.options import declared
+from elastic_chaos.platforms import platform_option_classes
+from elastic_chaos.reporting.load import load_run, read_report_json
+from elastic_chaos.reporting.schema import ReportUnreadable
+from elastic_chaos.spec import JOB_OPTION_CLASSES
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
@@ -217,7 +217,7 @@ def test_every_non_utf8_byte_in_a_trace_is_named_by_its_line(tmp_path):
 @FUZZ
 @given(data=st.data())
 def test_timeouts_end_in_a_table_or_one_clear_error(data):
-    from chaos.analysis.timeouts import Surroundings
+    from elastic_chaos.analysis.timeouts import Surroundings
     options = _cli_options([*JOB_OPTION_CLASSES, Surroundings])
     argv = ["timeouts"]
     for flag, base in data.draw(st.lists(st.sampled_from(options), max_size=4, unique=True), label="flags"):
@@ -326,7 +326,7 @@ def test_the_typed_loaders_raise_only_spec_errors(tmp_path):
 
 def test_kubeconfig_reader_raises_only_spec_errors(tmp_path):
     pytest.importorskip("yaml")
-    from chaos.platforms.kubernetes.kubeconfig import check as read_kubeconfig
+    from elastic_chaos.platforms.kubernetes.kubeconfig import check as read_kubeconfig
     yaml_like = st.one_of(
         st.binary(max_size=64),
         st.text(alphabet=string.printable, max_size=80).map(str.encode),

@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from chaos.analysis.result import placement_of
-from chaos.events import RunnerEv, Timeline
-from chaos.platforms.local import procs
-from chaos.platforms.local.platform import LocalOptions, LocalPlatform
-from chaos.spec import JobSpec
+from elastic_chaos.analysis.result import placement_of
+from elastic_chaos.events import RunnerEv, Timeline
+from elastic_chaos.host import procs
+from elastic_chaos.platforms.local.platform import LocalOptions, LocalPlatform
+from elastic_chaos.spec import JobSpec
 
 pytestmark = pytest.mark.slow
 

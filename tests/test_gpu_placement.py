@@ -5,9 +5,9 @@ import subprocess
 
 import pytest
 
-from chaos.errors import SetupError
-from chaos.platforms.local.gpus import GpuMode, Slots, detect, plan
-from chaos.spec import PgBackend
+from elastic_chaos.errors import SetupError
+from elastic_chaos.platforms.local.gpus import GpuMode, Slots, detect, plan
+from elastic_chaos.spec import PgBackend
 
 SMI_ROWS = ("0, GPU-aaaa, NVIDIA H100 80GB HBM3, 81559, 580.95.05\n"
             "1, GPU-bbbb, NVIDIA H100 80GB HBM3, 81559, 580.95.05\n")
@@ -93,7 +93,7 @@ def test_no_driver_is_no_gpu_with_the_reason():
 
 
 def test_doctor_shows_gpus_driver_cuda_nccl_and_the_demos_placement():
-    from chaos.cli.doctor import gpu_summary
+    from elastic_chaos.cli.doctor import gpu_summary
     one = detect(run=lambda cmd: SMI_ROWS.splitlines()[0] if any(a.startswith("--query") for a in cmd)
                  else SMI_HEADER, env={})
     line = gpu_summary(one, "13.0", "2.28.9")
@@ -102,7 +102,7 @@ def test_doctor_shows_gpus_driver_cuda_nccl_and_the_demos_placement():
 
 
 def test_doctor_says_none_on_a_cpu_machine():
-    from chaos.cli.doctor import gpu_summary
-    from chaos.platforms.local.gpus import Inventory
+    from elastic_chaos.cli.doctor import gpu_summary
+    from elastic_chaos.platforms.local.gpus import Inventory
     line = gpu_summary(Inventory(why_none="nvidia-smi not found (no NVIDIA driver)"), None, None)
     assert line.startswith("none (nvidia-smi not found") and "NCCL none (CPU build of torch)" in line

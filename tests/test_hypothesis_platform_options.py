@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.errors import SpecError
-from chaos.hypotheses.api import settings
-from chaos.hypotheses.catalog import HYPOTHESES
+from elastic_chaos.errors import SpecError
+from elastic_chaos.hypotheses.api import settings
+from elastic_chaos.hypotheses.catalog import HYPOTHESES
 
 
 def test_partition_forces_isolated_networking_on_the_local_platform_only():

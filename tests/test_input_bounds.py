@@ -19,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-import chaos
-from chaos.errors import SpecError
-from chaos.options import declared
+import elastic_chaos
+from elastic_chaos.errors import SpecError
+from elastic_chaos.options import declared
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 
 def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "chaos.cli.main", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", *args], capture_output=True, text=True,
                           timeout=120, cwd=cwd, env={**os.environ, **(env or {})})
 
 
@@ -40,13 +40,23 @@ def assert_usage_error(out: subprocess.CompletedProcess[str], *needles: str) -> 
         assert needle in error[-1], out.stderr
 
 
+def toolkit_modules(path: list[str], prefix: str) -> list[str]:
+    """Every module under ``path``, but ``__main__``s and the old names' shims (which warn on import)."""
+    out: list[str] = []
+    for info in pkgutil.iter_modules(path, prefix):
+        if info.name.endswith(("__main__", "._compat")):
+            continue
+        out.append(info.name)
+        if info.ispkg:
+            out += toolkit_modules(importlib.import_module(info.name).__path__, info.name + ".")
+    return out
+
+
 def option_classes() -> list[type]:
     """Every dataclass of the toolkit that declares options."""
     found: dict[type, None] = {}
-    for info in pkgutil.walk_packages(chaos.__path__, "chaos."):
-        if info.name.endswith("__main__"):
-            continue
-        module = importlib.import_module(info.name)
+    for name in toolkit_modules(elastic_chaos.__path__, "elastic_chaos."):
+        module = importlib.import_module(name)
         for obj in vars(module).values():
             if inspect.isclass(obj) and dataclasses.is_dataclass(obj) and obj.__module__ == module.__name__ \
                     and declared(obj):
@@ -129,7 +139,7 @@ def test_run_replay_with_a_trace_that_is_not_utf8_is_refused_before_a_run(tmp_pa
 ])
 def test_a_trace_beyond_any_sane_span_is_refused(tmp_path, text, needle):
     # before: accepted; `run replay` injected one preemption, then waited on a span of 3.3e18 s
-    from chaos.faults.trace import parse_trace
+    from elastic_chaos.faults.trace import parse_trace
     with pytest.raises(SpecError, match=needle):
         parse_trace(text, "t.csv")
 
@@ -176,14 +186,14 @@ def test_report_pushgateway_is_checked_before_rendering(tmp_path):
 # -- report folders: ours or refused ---------------------------------------------------------
 def test_the_root_folder_is_never_a_report_folder():
     # before: `run --report-dir /` ran and wrote report.json, nodes/, etcd-data/ into /
-    from chaos.runner.folder import prepare
+    from elastic_chaos.runner.folder import prepare
     for overwrite in (False, True):
         with pytest.raises(SpecError, match="never a report folder"):
             prepare(Path("/"), overwrite=overwrite)
 
 
 def test_home_and_its_parents_are_never_report_folders(tmp_path, monkeypatch):
-    from chaos.runner.folder import prepare
+    from elastic_chaos.runner.folder import prepare
     home = tmp_path / "users" / "me"
     home.mkdir(parents=True)
     monkeypatch.setenv("HOME", str(home))
@@ -196,7 +206,7 @@ def test_home_and_its_parents_are_never_report_folders(tmp_path, monkeypatch):
 
 def test_a_folder_of_other_files_is_refused_even_with_overwrite(tmp_path):
     # before: the run's files were mixed in with the user's
-    from chaos.runner.folder import prepare
+    from elastic_chaos.runner.folder import prepare
     mine = tmp_path / "project"
     mine.mkdir()
     (mine / "train.py").write_text("print('mine')\n")
@@ -218,9 +228,9 @@ def test_run_into_home_is_exit_2_and_writes_nothing(tmp_path):
 # -- a script that prints nothing ----------------------------------------------------------
 def test_a_script_that_printed_nothing_is_told_from_one_whose_lines_did_not_match(tmp_path):
     # before: "no line matched --progress-regex; compare it with nodes/*.log" when it printed nothing at all
-    from chaos.runner.run import ChaosRun
-    from chaos.spec import JobSpec, Observation
-    from chaos.watchers.script_lines import ScriptLines
+    from elastic_chaos.runner.run import ChaosRun
+    from elastic_chaos.spec import JobSpec, Observation
+    from elastic_chaos.watchers.script_lines import ScriptLines
     observe = Observation(progress_regex=r"it=(?P<step>\d+)")
     with ChaosRun(tmp_path / "r") as run:
         run.job = JobSpec(script=("train.py",), observe=observe)

@@ -1,8 +1,8 @@
 """Split brain: two worlds of one job training at the same time."""
 from __future__ import annotations
 
-from chaos.analysis.invariants import split_brains
-from chaos.events import Event, ProgressEv, payload_json
+from elastic_chaos.analysis.invariants import split_brains
+from elastic_chaos.events import Event, ProgressEv, payload_json
 
 
 def steps(pid: int, node: str, start: float, end: float, ws: int = 1, every: float = 0.5) -> list[Event]:

@@ -1,9 +1,9 @@
 """Why a job is gone, from the evidence on its timeline."""
 from __future__ import annotations
 
-from chaos.analysis.recovery import FailureCause, JobState, analyze_fault, job_outcome
-from chaos.events import AgentEv, CheckpointEv, Event, FaultEv, NodeEv, ProgressEv
-from chaos.spec import JobSpec
+from elastic_chaos.analysis.recovery import FailureCause, JobState, analyze_fault, job_outcome
+from elastic_chaos.events import AgentEv, CheckpointEv, Event, FaultEv, NodeEv, ProgressEv
+from elastic_chaos.spec import JobSpec
 
 
 def started(node: str) -> Event:

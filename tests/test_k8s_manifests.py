@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from chaos.errors import SpecError
-from chaos.platforms.kubernetes import jobs
-from chaos.platforms.kubernetes import manifests as m
-from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
+from elastic_chaos.errors import SpecError
+from elastic_chaos.platforms.kubernetes import jobs
+from elastic_chaos.platforms.kubernetes import manifests as m
+from elastic_chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
 
 
 def by_kind(docs: list[dict]) -> dict[str, dict]:
@@ -58,7 +58,8 @@ def test_elasticjob_args_override_the_controllers_backend_and_run_the_trainer():
     assert "--nproc_per_node=1" in args and "--max_restarts=4" in args and "--rdzv_conf=last_call_timeout=5" in args
     # the workers' output teed: the pod's log holds their lines prefixed [default<local rank>]:
     assert {"--redirects=3", "--tee=3", "--log_dir=/tmp/torchelastic"} <= set(args[:args.index("-m")])
-    assert args[args.index("-m"):] == ["-m", "trainer.train", "--checkpoint-dir", "/checkpoints/chaos-unit",
+    assert args[args.index("-m"):] == ["-m", "elastic_chaos.trainer.train",
+                                       "--checkpoint-dir", "/checkpoints/chaos-unit",
                                        "--checkpoint-every", "25", "--step-time", "0.1"]
     env = env_of(container)
     assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"       # see docs/FINDINGS.md
@@ -149,7 +150,7 @@ def test_an_existing_claim_is_mounted_not_created():
 def test_a_user_script_replaces_the_reference_trainer():
     job = JobSpec(run_id="r", script=("my_model/train.py", "--epochs", "3"))
     args = pod_spec(jobs.job_manifests(job, m.KubeSettings())[-1])["containers"][0]["args"]
-    assert args[-3:] == ["my_model/train.py", "--epochs", "3"] and "trainer.train" not in args
+    assert args[-3:] == ["my_model/train.py", "--epochs", "3"] and "elastic_chaos.trainer.train" not in args
 
 
 @pytest.mark.parametrize("run_id", ["Chaos_1", "1abc", "x" * 41])
@@ -178,7 +179,7 @@ def test_start_nodes_sets_the_initial_replicas():
 def manifest_cli(*args: str):
     import subprocess
     import sys
-    return subprocess.run([sys.executable, "-m", "chaos.cli.main", "manifest", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", "manifest", *args], capture_output=True,
                           text=True, timeout=60)
 
 

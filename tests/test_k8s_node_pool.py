@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from chaos.analysis.recovery import analyze_fault
-from chaos.errors import FaultUnavailable
-from chaos.events import Event, NodeEv, RdzvEv, Timeline, payload_json
-from chaos.platforms.api import NodeState
-from chaos.platforms.kubernetes.machines import LocalClusterMachines, MachineOp, Machines, NoMachines
-from chaos.platforms.kubernetes.notices import NoticeServer
-from chaos.platforms.kubernetes.pods import PodTracker
-from chaos.platforms.kubernetes.pool import MachinePool
-from chaos.platforms.kubernetes.statefulset import final_exit
-from trainer.spot_notice import SpotNoticeWatcher
+from elastic_chaos.analysis.recovery import analyze_fault
+from elastic_chaos.errors import FaultUnavailable
+from elastic_chaos.events import Event, NodeEv, RdzvEv, Timeline, payload_json
+from elastic_chaos.platforms.api import NodeState
+from elastic_chaos.platforms.kubernetes.machines import LocalClusterMachines, MachineOp, Machines, NoMachines
+from elastic_chaos.platforms.kubernetes.notices import NoticeServer
+from elastic_chaos.platforms.kubernetes.pods import PodTracker
+from elastic_chaos.platforms.kubernetes.pool import MachinePool
+from elastic_chaos.platforms.kubernetes.statefulset import final_exit
+from elastic_chaos.trainer.spot_notice import SpotNoticeWatcher
 
 
 class RecordingMachines(Machines):
@@ -205,8 +205,8 @@ def test_threads_left_behind_are_none():
 
 
 def test_a_straggler_slows_only_machines_that_can_stop_several_times_a_second(tmp_path: Path):
-    from chaos.platforms.kubernetes.kind_cluster import KindMachines
-    from chaos.platforms.kubernetes.machines import FreezerSwitch
+    from elastic_chaos.platforms.kubernetes.kind_cluster import KindMachines
+    from elastic_chaos.platforms.kubernetes.machines import FreezerSwitch
     kind = KindMachines("true", None)  # type: ignore[arg-type]  # no API call is made
     assert "pause" in (kind.unavailable(MachineOp.SLOW) or "")
     state = tmp_path / "freezer.state"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.platforms.kubernetes.podexec import hang_worker_command, resume_worker_command
+from elastic_chaos.platforms.kubernetes.podexec import hang_worker_command, resume_worker_command
 
 # The commands scan the whole /proc (in a pod that is the pod's): here that is the host's, where
 # another test's elastic job may run workers with LOCAL_RANK 0 or 1 -- a rank no job uses.

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos.errors import PlatformError
-from chaos.platforms.kubernetes.portforward import PortForward
+from elastic_chaos.errors import PlatformError
+from elastic_chaos.platforms.kubernetes.portforward import PortForward
 
 
 def stand_in(tmp_path: Path, body: str) -> str:

@@ -1,4 +1,4 @@
-"""Holding a lost pod's replacement back by scaling the job down (chaos/platforms/kubernetes/scale.py).
+"""Holding a lost pod's replacement back by scaling the job down (elastic_chaos/platforms/kubernetes/scale.py).
 
 A cascade armed on the first loss fires within milliseconds, before that loss's scale-down (which
 comes once the machine is dead): a cluster soak run saw the second victim refused as "not the
@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from chaos.errors import InjectionFailed
-from chaos.platforms.kubernetes import manifests as m
-from chaos.platforms.kubernetes.scale import JobScaler
+from elastic_chaos.errors import InjectionFailed
+from elastic_chaos.platforms.kubernetes import manifests as m
+from elastic_chaos.platforms.kubernetes.scale import JobScaler
 
 
 class RecordingApps:

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from chaos.errors import SpecError
-from chaos.platforms.kubernetes import jobs
-from chaos.platforms.kubernetes import manifests as m
-from chaos.platforms.kubernetes import statefulset as sts
-from chaos.platforms.kubernetes.profile import ClusterProfile
-from chaos.spec import JobSpec, PgBackend, RdzvBackend, RendezvousSpec
+from elastic_chaos.errors import SpecError
+from elastic_chaos.platforms.kubernetes import jobs
+from elastic_chaos.platforms.kubernetes import manifests as m
+from elastic_chaos.platforms.kubernetes import statefulset as sts
+from elastic_chaos.platforms.kubernetes.profile import ClusterProfile
+from elastic_chaos.spec import JobSpec, PgBackend, RdzvBackend, RendezvousSpec
 
 JOB = JobSpec(nodes="1:3", run_id="chaos-sts", checkpoint_every=25, max_restarts=4, pg_timeout_s=10,
               rdzv=RendezvousSpec(last_call_timeout=3), env=(("FOO", "bar"),))
@@ -71,7 +71,8 @@ def test_torchrun_advertises_the_pod_ip_and_runs_the_trainer_with_every_job_argu
     assert args[:3] == ["python3", "-m", "torch.distributed.run"]
     assert {"--nnodes=1:3", "--rdzv-backend=etcd-v2", "--rdzv-id=chaos-sts", "--max-restarts=4",
             "--local-addr=$(POD_IP)", "--rdzv-conf=last_call_timeout=3"} <= set(args)
-    assert args[args.index("-m", 3):] == ["-m", "trainer.train", "--checkpoint-dir", "/checkpoints/chaos-sts",
+    assert args[args.index("-m", 3):] == ["-m", "elastic_chaos.trainer.train",
+                                          "--checkpoint-dir", "/checkpoints/chaos-sts",
                                           "--checkpoint-every", "25", "--step-time", "0.1", "--pg-timeout", "10"]
     env = env_of(c)
     assert env["POD_IP"] == "status.podIP" and env["TZ"] == "UTC" and env["FOO"] == "bar"
@@ -99,7 +100,7 @@ def test_workdir_and_backend_reach_every_job_kind():
         c = template["spec"]["containers"][0]
         assert c["workingDir"] == "/checkpoints/chaos-wd/exp", kind
         tail = c["args"][-6:]
-        assert tail == ["trainer.launch", "--backend", "gloo", "train.py", "--lr", "1"], kind
+        assert tail == ["elastic_chaos.trainer.launch", "--backend", "gloo", "train.py", "--lr", "1"], kind
     assert m.workdir(JobSpec(run_id="r", workdir="/data/run")) == "/data/run"
     assert m.workdir(JobSpec(run_id="r")) == "/checkpoints/r/workdir"
 
@@ -139,7 +140,7 @@ def test_the_local_clusters_profile_fills_in_defaults_but_not_what_was_given():
 
 
 def test_the_local_cluster_writes_the_profile_the_platform_reads(tmp_path: Path):
-    from chaos.platforms.kubernetes.localcluster import base, ops
+    from elastic_chaos.localcluster import base, ops
     layout = base.Layout(tmp_path)
     layout.images.mkdir(parents=True)
     (layout.images / "trainer.ref").write_text("localhost/elastic-chaos/trainer:abc\n")

@@ -1,7 +1,7 @@
 """kind/ agrees with the code that relies on it (labels, taints, ports, paths, images).
 
 kind itself cannot run here (no Docker); these checks keep the cluster config,
-manifests and Makefile targets from drifting away from chaos.platforms.
+manifests and Makefile targets from drifting away from elastic_chaos.platforms.
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from chaos.platforms.kubernetes import manifests as m
-from chaos.platforms.kubernetes.kind_cluster import KindOptions
+from elastic_chaos.platforms.kubernetes import manifests as m
+from elastic_chaos.platforms.kubernetes.kind_cluster import KindOptions
 
 KIND = Path(__file__).resolve().parents[1] / "kind"
 
@@ -69,7 +69,7 @@ def test_the_makefile_targets_and_the_ci_workflow_exist():
 def test_the_trainer_image_has_what_the_pods_run():
     dockerfile = (KIND / "Dockerfile").read_text()
     assert "python-etcd" in dockerfile                  # torch's etcd-v2 rendezvous imports it
-    assert "COPY trainer/" in dockerfile and "download.pytorch.org/whl/cpu" in dockerfile
+    assert "COPY elastic_chaos/ elastic_chaos/" in dockerfile and "download.pytorch.org/whl/cpu" in dockerfile
 
 
 def test_the_controller_runs_on_on_demand_capacity_and_may_manage_its_pods():

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos.platforms.local import procs
-from chaos.platforms.local.etcd import EtcdServer, find_binary
+from elastic_chaos.host import procs
+from elastic_chaos.host.etcd import EtcdServer, find_binary
 
 HERE = Path(__file__).resolve().parent.parent
 
@@ -40,7 +40,7 @@ def start_runner(code: str) -> tuple[subprocess.Popen[str], list[int]]:
 def test_a_tied_child_started_from_a_thread_that_ended_lives_until_its_runner_dies():
     runner, (child,) = start_runner("""
         import threading, time
-        from chaos.platforms.local import lifeline
+        from elastic_chaos.host import lifeline
         box = []
         t = threading.Thread(target=lambda: box.append(lifeline.popen(["sleep", "300"])))
         t.start(); t.join()
@@ -113,7 +113,7 @@ def test_etcd_dies_with_the_process_that_started_it(tmp_path):
     runner, (etcd,) = start_runner(f"""
         import time
         from pathlib import Path
-        from chaos.platforms.local.etcd import EtcdServer
+        from elastic_chaos.host.etcd import EtcdServer
         server = EtcdServer(Path({str(tmp_path / "data")!r}))
         server.start()
         print(server.pid, flush=True)

@@ -1,6 +1,6 @@
 """Whose line it is (issue 36, "What a script prints"): the agent's words printed by a script are no
 agent event, a script's print of an error is no worker error, and a worker's own file is read, timed
-to its own writes, instead of its agent's delayed copy (chaos.watchers.sources).
+to its own writes, instead of its agent's delayed copy (elastic_chaos.watchers.sources).
 
 The agent runs its workers with ``--redirects 3 --tee 3``: each worker's stdout and stderr go to
 ``<log dir>/<run>/attempt_<N>/<local rank>/{stdout,stderr}.log`` and the agent copies their lines,
@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from chaos.events import AgentEv, Event, ProgressEv, Source, Timeline, of
-from chaos.platforms.worker_logs import TEE_FLAGS, WorkerLogFolder, pod_tee_args
-from chaos.spec import JobSpec, Observation
-from chaos.watchers.line_times import LINE_MAX
-from chaos.watchers.logs import LogFollower
-from chaos.watchers.script_lines import ScriptLines
-from chaos.watchers.tails import script_output
+from elastic_chaos.events import AgentEv, Event, ProgressEv, Source, Timeline, of
+from elastic_chaos.platforms.worker_logs import TEE_FLAGS, WorkerLogFolder, pod_tee_args
+from elastic_chaos.spec import JobSpec, Observation
+from elastic_chaos.watchers.line_times import LINE_MAX
+from elastic_chaos.watchers.logs import LogFollower
+from elastic_chaos.watchers.script_lines import ScriptLines
+from elastic_chaos.watchers.tails import script_output
 
 AGENT = "torch/distributed/elastic/agent/server/api.py"
 
@@ -250,8 +250,8 @@ def test_the_scripts_last_lines_are_the_workers_copies():
 # -- the command lines -------------------------------------------------------------------------------
 
 def test_every_platform_runs_its_agents_with_their_workers_output_teed(tmp_path):
-    from chaos.platforms.kubernetes import manifests, statefulset
-    from chaos.platforms.local.agent import agent_command
+    from elastic_chaos.platforms.kubernetes import manifests, statefulset
+    from elastic_chaos.platforms.local.agent import agent_command
     job = JobSpec(nodes="1:2", run_id="tee")
     own = tmp_path / "node-0.torchelastic"
     cmd = agent_command(job, python="python", endpoint="127.0.0.1:29400", address="127.0.0.1", store_host=True,

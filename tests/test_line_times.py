@@ -1,4 +1,4 @@
-"""The LogFollower's line-time index (chaos.watchers.line_times): each sample of a node log's size
+"""The LogFollower's line-time index (elastic_chaos.watchers.line_times): each sample of a node log's size
 bounds when its bytes were written, kept beside the log, so a line with no time of its own can be
 timed later; and a --progress-regex step carries its own line's window (``written_after``, its time)."""
 from __future__ import annotations
@@ -10,12 +10,19 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from chaos.events import ProgressEv, Timeline, of
-from chaos.spec import Observation
-from chaos.watchers.line_times import RECORD_BURST, RECORDS_PER_S, LineTimes, TimesWriter, WriteWindows, times_path
-from chaos.watchers.logs import LogFollower
-from chaos.watchers.script_lines import ScriptLines
-from chaos.watchers.timed_lines import Quiet, log_lines
+from elastic_chaos.events import ProgressEv, Timeline, of
+from elastic_chaos.spec import Observation
+from elastic_chaos.watchers.line_times import (
+    RECORD_BURST,
+    RECORDS_PER_S,
+    LineTimes,
+    TimesWriter,
+    WriteWindows,
+    times_path,
+)
+from elastic_chaos.watchers.logs import LogFollower
+from elastic_chaos.watchers.script_lines import ScriptLines
+from elastic_chaos.watchers.timed_lines import Quiet, log_lines
 
 
 def append(path: Path, text: str) -> float:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.events import RunnerEv, Timeline
-from chaos.platforms.local import netns
-from chaos.platforms.local.agent import agent_command
-from chaos.platforms.local.guard import RunGuard
-from chaos.platforms.local.platform import LocalOptions, LocalPlatform, NetworkMode, exposed_listeners
-from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
+from elastic_chaos.events import RunnerEv, Timeline
+from elastic_chaos.host import netns
+from elastic_chaos.platforms.local.agent import agent_command
+from elastic_chaos.platforms.local.guard import RunGuard
+from elastic_chaos.platforms.local.platform import LocalOptions, LocalPlatform, NetworkMode, exposed_listeners
+from elastic_chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
 
 C10D = JobSpec(nodes="1:2", rdzv=RendezvousSpec(backend=RdzvBackend.C10D))
 ETCD = JobSpec(nodes="1:2")

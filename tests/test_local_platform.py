@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from chaos.errors import InjectionFailed
-from chaos.events import Timeline
-from chaos.platforms.api import NodeState
-from chaos.platforms.local import procs
-from chaos.platforms.local.platform import LocalOptions, LocalPlatform
-from chaos.platforms.local.procs import is_running
-from chaos.spec import JobSpec
+from elastic_chaos.errors import InjectionFailed
+from elastic_chaos.events import Timeline
+from elastic_chaos.host import procs
+from elastic_chaos.host.procs import is_running
+from elastic_chaos.platforms.api import NodeState
+from elastic_chaos.platforms.local.platform import LocalOptions, LocalPlatform
+from elastic_chaos.spec import JobSpec
 
 pytestmark = pytest.mark.slow
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from chaos.platforms.kubernetes.localcluster import control, deps
-from chaos.platforms.kubernetes.localcluster.base import Layout
+from elastic_chaos.localcluster import control, deps
+from elastic_chaos.localcluster.base import Layout
 
 
 def fake_venv_etcd(tmp_path: Path) -> Path:

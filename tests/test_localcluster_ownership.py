@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from chaos.platforms.kubernetes.localcluster import net, node, ops
-from chaos.platforms.kubernetes.localcluster.base import ClusterError, Layout, save_state, start_time
-from chaos.platforms.kubernetes.localcluster.names import ALIAS_PREFIX, HostNames
+from elastic_chaos.localcluster import net, node, ops
+from elastic_chaos.localcluster.base import ClusterError, Layout, save_state, start_time
+from elastic_chaos.localcluster.names import ALIAS_PREFIX, HostNames
 
 REPO = Path(__file__).resolve().parent.parent
 OTHER_ID = "0badc0de"
@@ -153,7 +153,7 @@ def cluster_cli(*args: str, root: Path, path: str | None = None) -> subprocess.C
     env = {**os.environ, "ELASTIC_CHAOS_CLUSTER_DIR": str(root), "PYTHONPATH": str(REPO)}
     if path is not None:
         env["PATH"] = path
-    return subprocess.run([sys.executable, "-m", "chaos.platforms.kubernetes.localcluster", *args],
+    return subprocess.run([sys.executable, "-m", "elastic_chaos.localcluster", *args],
                           capture_output=True, text=True, timeout=120, env=env, cwd=root.parent)
 
 
@@ -276,7 +276,7 @@ def test_down_without_iptables_says_what_to_install_and_leaves_the_lock_free(own
 
 
 def test_a_missing_command_is_a_setup_error_not_a_traceback():
-    from chaos.platforms.kubernetes.localcluster.base import SetupError, run
+    from elastic_chaos.localcluster.base import SetupError, run
     with pytest.raises(SetupError, match="not installed") as missing:
         run(["elastic-chaos-no-such-command"])
     assert missing.value.exit_code == 2

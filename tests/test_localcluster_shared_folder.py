@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from chaos.platforms.kubernetes.localcluster.base import Layout
-from chaos.platforms.kubernetes.localcluster.ops import (
+from elastic_chaos.localcluster.base import Layout
+from elastic_chaos.localcluster.ops import (
     is_mountpoint,
     share_checkpoint_folder,
     unshare_checkpoint_folder,
 )
-from chaos.platforms.kubernetes.platform import shared_mount
+from elastic_chaos.platforms.kubernetes.platform import shared_mount
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounts need root")
 

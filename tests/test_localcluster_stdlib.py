@@ -1,6 +1,6 @@
 """The local cluster's tooling runs as root under a bare system python3 (make cluster-up,
 before any venv exists, and inside the nodes' namespaces): importing it must not need a
-library the venv installs. CI's make cluster-up failed on exactly that once (chaos/__init__
+library the venv installs. CI's make cluster-up failed on exactly that once (elastic_chaos/__init__
 imported the runner, which needs tenacity)."""
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import elastic_chaos
+
 REPO = Path(__file__).resolve().parent.parent
 THIRD_PARTY = ("tenacity", "etcd", "torch", "kubernetes", "boto3", "botocore", "urllib3", "yaml",
                "prometheus_client", "pytest", "numpy")
-MODULES = ("chaos.platforms.kubernetes.localcluster", "chaos.platforms.kubernetes.localcluster.cli",
-           "chaos.platforms.kubernetes.localcluster.node")
+MODULES = ("elastic_chaos.localcluster", "elastic_chaos.localcluster.cli",
+           "elastic_chaos.localcluster.node")
 
 
 def test_the_local_cluster_imports_with_the_standard_library_alone():
@@ -24,16 +26,15 @@ def test_the_local_cluster_imports_with_the_standard_library_alone():
 
 
 def test_the_package_front_still_offers_its_public_names():
-    import chaos
-    for name in chaos.__all__:
-        assert getattr(chaos, name) is not None, name
+    for name in elastic_chaos.__all__:
+        assert getattr(elastic_chaos, name) is not None, name
 
 
 def test_status_says_no_cluster_with_its_own_exit_code(tmp_path, monkeypatch):
     """make cluster-test brings a cluster up unless status exits 0: "cluster down" exiting 0 made it
     run the whole catalog against no cluster."""
-    from chaos.platforms.kubernetes.localcluster import status as st
-    from chaos.platforms.kubernetes.localcluster.base import Layout
+    from elastic_chaos.localcluster import status as st
+    from elastic_chaos.localcluster.base import Layout
     monkeypatch.setattr(st, "collect", lambda layout: {"up": False, "nodes": {}, "components": {}})
     assert st.status(Layout(tmp_path)) == st.STATUS_DOWN == 3
     assert st.status(Layout(tmp_path), as_json=True) == 3
@@ -42,8 +43,8 @@ def test_status_says_no_cluster_with_its_own_exit_code(tmp_path, monkeypatch):
 def test_a_cluster_folder_too_deep_for_containerds_sockets_is_refused_before_anything_starts():
     """A CI clone under /tmp kept its cluster in /var/cache/elastic-chaos/cluster-<12 hex>: the
     template containerd's socket path was over 104 bytes and cluster up failed after the image build."""
-    from chaos.platforms.kubernetes.localcluster.base import Layout
-    from chaos.platforms.kubernetes.localcluster.deps import socket_depth_error
+    from elastic_chaos.localcluster.base import Layout
+    from elastic_chaos.localcluster.deps import socket_depth_error
     assert socket_depth_error(Layout(Path("/var/cache/ec-119f44f2"))) is None
     reason = socket_depth_error(Layout(Path("/var/cache/elastic-chaos/cluster-119f44f2bea8"))) or ""
     assert "too deep" in reason and "ELASTIC_CHAOS_CLUSTER_DIR" in reason
@@ -52,8 +53,8 @@ def test_a_cluster_folder_too_deep_for_containerds_sockets_is_refused_before_any
 def test_a_failed_cluster_up_removes_what_it_started_and_keeps_its_logs(tmp_path, monkeypatch):
     """A CI run whose cluster up failed (the template's containerd could not open its socket) left
     etcd and the control plane running: up now stops what it started, the logs kept under build/."""
-    from chaos.platforms.kubernetes.localcluster import cli, ops
-    from chaos.platforms.kubernetes.localcluster.base import ClusterError, Layout
+    from elastic_chaos.localcluster import cli, ops
+    from elastic_chaos.localcluster.base import ClusterError, Layout
     layout = Layout(tmp_path)
     (layout.logs).mkdir(parents=True)
     (layout.logs / "template-containerd.log").write_text("unix socket path too long\n")
@@ -70,8 +71,8 @@ def test_a_failed_cluster_up_removes_what_it_started_and_keeps_its_logs(tmp_path
 
 
 def test_a_refused_cluster_up_touches_nothing(tmp_path, monkeypatch):
-    from chaos.platforms.kubernetes.localcluster import cli, ops
-    from chaos.platforms.kubernetes.localcluster.base import Layout, SetupError
+    from elastic_chaos.localcluster import cli, ops
+    from elastic_chaos.localcluster.base import Layout, SetupError
     calls: list[str] = []
 
     def refused(*a, **k):

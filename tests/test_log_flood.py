@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos.events import ProgressEv
-from chaos.runner.run import ChaosRun
+from elastic_chaos.events import ProgressEv
+from elastic_chaos.runner.run import ChaosRun
 
 pytestmark = pytest.mark.slow
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import datetime
 
-from chaos.events import AgentEv, ProgressEv, payload_json
-from chaos.watchers.logs import _AgentParser, collective_cause, parse_progress, parse_raw
+from elastic_chaos.events import AgentEv, ProgressEv, payload_json
+from elastic_chaos.watchers.logs import _AgentParser, collective_cause, parse_progress, parse_raw
 
 
 def test_a_gloo_timeout_is_a_timeout():
@@ -67,8 +67,8 @@ def test_progress_lines_keep_the_trainers_timestamp():
 
 
 def test_a_progress_line_of_the_wrong_shape_is_said_once_and_the_follower_goes_on(tmp_path):
-    from chaos.events import Timeline
-    from chaos.watchers.logs import LogFollower
+    from elastic_chaos.events import Timeline
+    from elastic_chaos.watchers.logs import LogFollower
     log = tmp_path / "node-0.log"
     bad = 'ELASTIC_CHAOS {"ev": "step", "t": 1.0, "step": "three"}'
     log.write_text(f"{bad}\n{bad}\n" + 'ELASTIC_CHAOS {"ev": "step", "t": 2.0, "step": 4}\n')

@@ -1,4 +1,4 @@
-"""Each metric is declared once (chaos.analysis.metrics, on Recovery's fields and its phases)
+"""Each metric is declared once (elastic_chaos.analysis.metrics, on Recovery's fields and its phases)
 and every view derives from that declaration: the terminal table, report.html, summary.md,
 the JUnit properties, the audit and a failed scenario's line. report.json reads back into
 the typed RunResult, the recorded fixtures (written by older versions) included."""
@@ -13,20 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from chaos.analysis import recovery, registry
-from chaos.analysis.invariants import SplitBrain
-from chaos.analysis.metrics import Measured, MeasuredInt
-from chaos.analysis.observation import ScriptObservation
-from chaos.analysis.recovery import FIELD_METRICS, METRICS, PHASES, Recovery, RecoveryPath, analyze_fault
-from chaos.analysis.result import FaultResult, RunResult, Samples, upgrade_v1
-from chaos.analysis.verdict import Verdict
-from chaos.events.records import FaultRecord
-from chaos.platforms.api import Hit
-from chaos.reporting import audit, audit_view, render_folder
-from chaos.reporting.failure import metric_properties, recovery_line
-from chaos.reporting.load import load_run, read_result
-from chaos.reporting.report import render_table
-from chaos.spec import JobSpec, RendezvousSpec
+from elastic_chaos.analysis import recovery, registry
+from elastic_chaos.analysis.invariants import SplitBrain
+from elastic_chaos.analysis.metrics import Measured, MeasuredInt
+from elastic_chaos.analysis.observation import ScriptObservation
+from elastic_chaos.analysis.recovery import FIELD_METRICS, METRICS, PHASES, Recovery, RecoveryPath, analyze_fault
+from elastic_chaos.analysis.result import FaultResult, RunResult, Samples, upgrade_v1
+from elastic_chaos.analysis.verdict import Verdict
+from elastic_chaos.events.records import FaultRecord
+from elastic_chaos.platforms.api import Hit
+from elastic_chaos.reporting import audit, audit_view, render_folder
+from elastic_chaos.reporting.failure import metric_properties, recovery_line
+from elastic_chaos.reporting.load import load_run, read_result
+from elastic_chaos.reporting.report import render_table
+from elastic_chaos.spec import JobSpec, RendezvousSpec
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 FINISHED = ["kill-node-replaced", "kill-node-shrink", "kill-node-c10d", "watched-kill-node"]
@@ -76,7 +76,7 @@ def test_the_terminal_html_and_markdown_tables_show_the_declared_columns_in_orde
 
 def test_a_world_size_that_changed_again_shows_its_final_size():
     rec = Recovery("kill-node", "node-1", 0.0, world_size_before=2, world_size_after=1, world_size_final=2)
-    from chaos.reporting import table
+    from elastic_chaos.reporting import table
     cells = dict(zip(table.header(), table.row("kill-node", "node-1", rec), strict=True))
     assert cells["world size"] == "2 -> 1 -> 2"
     assert dict(zip(table.header(), table.row("k", "n", dataclasses.replace(rec, world_size_final=1)),

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from chaos.events import AgentEv, Event, ProgressEv, Source, Timeline, payload_json
-from chaos.reporting import render_folder
-from chaos.reporting.load import load_run
-from chaos.watchers.logs import LogFollower, _AgentParser, collective_cause
-from chaos.watchers.nccl import nccl_cause, parse_nccl
+from elastic_chaos.events import AgentEv, Event, ProgressEv, Source, Timeline, payload_json
+from elastic_chaos.reporting import render_folder
+from elastic_chaos.reporting.load import load_run
+from elastic_chaos.watchers.logs import LogFollower, _AgentParser, collective_cause
+from elastic_chaos.watchers.nccl import nccl_cause, parse_nccl
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 PG = "[PG ID 0 PG GUID 0(default_pg) Rank 1]"
@@ -159,7 +159,7 @@ def test_the_dump_wait_advice_counts_from_the_collectives_failure_not_from_detec
     """A freeze is detected (the store drops the silent node) before the survivors' collective times
     out; the exit phase, counted from detection, then holds that wait too. Seen on an H200 (freeze 30 s,
     fast preset): the advice said "the other 9.0 s were the teardown itself" of a 3.5 s exit."""
-    from chaos.analysis.advice.workers import _dump_wait
+    from elastic_chaos.analysis.advice.workers import _dump_wait
 
     run = load_run(RUNS / "nccl-kill-node-fast")
     fault = run.faults[0]

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.errors import SpecError
-from chaos.hypotheses.api import settings
-from chaos.hypotheses.catalog import get
-from chaos.options import declared
-from chaos.platforms.kubernetes import jobs
-from chaos.platforms.kubernetes import manifests as m
-from chaos.platforms.kubernetes.settings import JobKind
-from chaos.platforms.local.gpus import GpuMode, plan
-from chaos.spec import JobSpec, job_from_options, preset
+from elastic_chaos.errors import SpecError
+from elastic_chaos.hypotheses.api import settings
+from elastic_chaos.hypotheses.catalog import get
+from elastic_chaos.options import declared
+from elastic_chaos.platforms.kubernetes import jobs
+from elastic_chaos.platforms.kubernetes import manifests as m
+from elastic_chaos.platforms.kubernetes.settings import JobKind
+from elastic_chaos.platforms.local.gpus import GpuMode, plan
+from elastic_chaos.spec import JobSpec, job_from_options, preset
 
 NCCL_ENV = {"TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "1000", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
             "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": "60"}

@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 
-from chaos.platforms.local import netns
-from chaos.platforms.local.cgroup import NodeCgroups, find_root
+from elastic_chaos.host import netns
+from elastic_chaos.host.cgroup import NodeCgroups, find_root
 
 pytestmark = pytest.mark.needs_root
 

@@ -1,5 +1,5 @@
 """Node-local working directories (JobSpec.node_local_workdir), without a job: the local
-platform's disks (chaos.platforms.local.disks), the file watcher on every node's folder,
+platform's disks (elastic_chaos.platforms.local.disks), the file watcher on every node's folder,
 the observation block, the Kubernetes pod's emptyDir, and the option's refusals. The
 real jobs that use it are in tests/test_script_shapes.py."""
 from __future__ import annotations
@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from chaos.analysis.observation import checks, summarize
-from chaos.errors import SpecError
-from chaos.events import CheckpointEv, Event, NodeEv, ProgressEv, Timeline, of
-from chaos.events.progress_events import Step
-from chaos.hypotheses.api import settings
-from chaos.platforms.kubernetes.manifests import NODE_DISK_MOUNT, kind_settings, pod_template, workdir
-from chaos.platforms.local.disks import FOLDER, NodeDisks
-from chaos.runner import folder
-from chaos.spec import LOCAL_DIR_VAR, SHARED_DIR_VAR, JobSpec, Observation
-from chaos.watchers.checkpoints import CheckpointWatcher, NodeRoots
+from elastic_chaos.analysis.observation import checks, summarize
+from elastic_chaos.errors import SpecError
+from elastic_chaos.events import CheckpointEv, Event, NodeEv, ProgressEv, Timeline, of
+from elastic_chaos.events.progress_events import Step
+from elastic_chaos.hypotheses.api import settings
+from elastic_chaos.platforms.kubernetes.manifests import NODE_DISK_MOUNT, kind_settings, pod_template, workdir
+from elastic_chaos.platforms.local.disks import FOLDER, NodeDisks
+from elastic_chaos.runner import folder
+from elastic_chaos.spec import LOCAL_DIR_VAR, SHARED_DIR_VAR, JobSpec, Observation
+from elastic_chaos.watchers.checkpoints import CheckpointWatcher, NodeRoots
 
 SCRIPT = ("train.py",)
 

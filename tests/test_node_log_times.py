@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from chaos.platforms import platform_class
-from chaos.reporting.render import log_timezone
-from chaos.watchers.logs import _AgentParser, glog_time
+from elastic_chaos.platforms import platform_class
+from elastic_chaos.reporting.render import log_timezone
+from elastic_chaos.watchers.logs import _AgentParser, glog_time
 
 LINE = "I1122 08:18:31.027000 7 torch/distributed/elastic/agent/server/api.py:707] [default] Starting worker group"
 

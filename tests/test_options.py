@@ -1,4 +1,4 @@
-"""Options declared once (chaos.options): one declaration gives the flag, the keyword and the check."""
+"""Options declared once (elastic_chaos.options): one declaration gives the flag, the keyword and the check."""
 from __future__ import annotations
 
 import argparse
@@ -7,13 +7,13 @@ import math
 
 import pytest
 
-from chaos.errors import SpecError
-from chaos.faults.catalog import faults_for
-from chaos.hypotheses.api import TrialOptions, settings
-from chaos.hypotheses.catalog import HYPOTHESES
-from chaos.options import add_arguments, declared, given, option, validate
-from chaos.platforms import PLATFORMS, platform_class
-from chaos.spec import JobSpec, job_from_options
+from elastic_chaos.errors import SpecError
+from elastic_chaos.faults.catalog import faults_for
+from elastic_chaos.hypotheses.api import TrialOptions, settings
+from elastic_chaos.hypotheses.catalog import HYPOTHESES
+from elastic_chaos.options import add_arguments, declared, given, option, validate
+from elastic_chaos.platforms import PLATFORMS, platform_class
+from elastic_chaos.spec import JobSpec, job_from_options
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,8 +90,8 @@ def test_no_two_option_classes_of_a_hypothesis_declare_the_same_name():
 
 
 def test_the_rendezvous_backend_and_the_process_group_backend_are_two_options():
-    from chaos.cli.main import build_parser
-    from chaos.cli.run import option_values
+    from elastic_chaos.cli.main import build_parser
+    from elastic_chaos.cli.run import option_values
     words = ["run", "kill-node", "--rdzv-backend", "c10d", "--backend", "gloo"]
     values = option_values(build_parser(words).parse_args(words))
     assert values["rdzv_backend"] == "c10d" and values["backend"] == "gloo"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from chaos.events import CheckpointEv, FaultEv, of, read_timeline
+from elastic_chaos.events import CheckpointEv, FaultEv, of, read_timeline
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +27,7 @@ FAST = ("--last-call-timeout", "3", "--timeout", "150", "--quiet")
 
 def run_cli(tmp_path: Path, *args: str, timeout: float = 400) -> tuple[subprocess.CompletedProcess[str], Path]:
     report = tmp_path / "report"
-    out = subprocess.run([sys.executable, "-m", "chaos.cli.main", "run", *args[:1], "--report-dir", str(report),
+    out = subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", "run", *args[:1], "--report-dir", str(report),
                           *args[1:]], capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
     return out, report
 
@@ -150,12 +150,12 @@ def test_the_two_line_integration_reports_the_exact_resumed_epoch(tmp_path):
     resumed = node_lines(report, r"Resuming training from snapshot at Epoch (?P<step>\d+)")
     assert resumed and m["resumed_from_step"] == int(resumed[0]["step"])  # the script's word, not inferred
     assert not any("inferred" in why for why in m["missing"]) and m["lost_steps"] <= 2
-    assert data["observation"]["progress"] == "trainer.progress"
-    assert data["observation"]["resume"] == "trainer.progress"
+    assert data["observation"]["progress"] == "elastic_chaos.trainer.progress"
+    assert data["observation"]["resume"] == "elastic_chaos.trainer.progress"
 
 
 def test_the_elastic_job_fixture_runs_a_script_in_its_shared_workdir_and_watches_a_directory(start_job, tmp_path):
-    from chaos.faults import WorkerCrash
+    from elastic_chaos.faults import WorkerCrash
 
     script = tmp_path / "count.py"
     script.write_text(PURE_PYTHON)

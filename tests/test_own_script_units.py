@@ -13,24 +13,24 @@ from pathlib import Path
 
 import pytest
 
-from chaos.analysis.observation import checks, summarize
-from chaos.analysis.recovery import analyze_fault
-from chaos.cli.main import split_script
-from chaos.errors import SpecError
-from chaos.events import AgentEv, CheckpointEv, Event, ProgressEv, Source, Timeline, of, read_timeline
-from chaos.events.progress_events import Step
-from chaos.hypotheses.api import settings
-from chaos.platforms.local.etcd import free_port
-from chaos.spec import JobSpec, Observation, locate_script
-from chaos.watchers.checkpoints import CheckpointWatcher
-from chaos.watchers.logs import LogFollower
-from chaos.watchers.script_lines import ScriptLines
+from elastic_chaos.analysis.observation import checks, summarize
+from elastic_chaos.analysis.recovery import analyze_fault
+from elastic_chaos.cli.main import split_script
+from elastic_chaos.errors import SpecError
+from elastic_chaos.events import AgentEv, CheckpointEv, Event, ProgressEv, Source, Timeline, of, read_timeline
+from elastic_chaos.events.progress_events import Step
+from elastic_chaos.host.etcd import free_port
+from elastic_chaos.hypotheses.api import settings
+from elastic_chaos.spec import JobSpec, Observation, locate_script
+from elastic_chaos.watchers.checkpoints import CheckpointWatcher
+from elastic_chaos.watchers.logs import LogFollower
+from elastic_chaos.watchers.script_lines import ScriptLines
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "chaos.cli.main", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", *args], capture_output=True, text=True,
                           timeout=120, cwd=cwd)
 
 
@@ -88,7 +88,8 @@ def test_everything_after_the_double_dash_belongs_to_the_script():
 def test_a_script_path_is_made_absolute_and_a_module_is_found(tmp_path):
     (tmp_path / "train.py").write_text("")
     assert locate_script(["train.py", "--x"], base=tmp_path) == (str(tmp_path / "train.py"), "--x")
-    assert locate_script(["-m", "trainer.lightning_example"]) == ("-m", "trainer.lightning_example")
+    example = "elastic_chaos.trainer.lightning_example"
+    assert locate_script(["-m", example]) == ("-m", example)
     with pytest.raises(SpecError, match="module 'no_such.module' not found"):
         locate_script(["-m", "no_such.module"])
     with pytest.raises(SpecError, match="must be the script's path"):
@@ -302,7 +303,8 @@ def test_a_script_that_hard_codes_nccl_runs_on_gloo_through_the_shim(tmp_path):
     script.write_text(NCCL_SCRIPT)
     env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": str(free_port())}
-    out = subprocess.run([sys.executable, "-m", "trainer.launch", "--backend", "gloo", str(script), "--lr", "3"],
+    out = subprocess.run([sys.executable, "-m", "elastic_chaos.trainer.launch", "--backend", "gloo", str(script),
+                          "--lr", "3"],
                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "backend gloo argv ['--lr', '3'] main __main__" in out.stdout
@@ -325,11 +327,11 @@ def test_the_integration_guide_shows_the_diff_of_the_two_example_scripts():
     assert shown is not None, "docs/INTEGRATE.md has no ```diff block"
     assert shown.group(1) == diff
     added = [line for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
-    assert sum("progress." in line for line in added) == 3 and "+from trainer import progress" in added
+    assert sum("progress." in line for line in added) == 3 and "+from elastic_chaos.trainer import progress" in added
 
 
 def test_a_node_log_tail_leaves_out_torchruns_own_closing_words():
-    from chaos.watchers.tails import script_output
+    from elastic_chaos.watchers.tails import script_output
     log = ["I1122 14:17:05.100000 31452 torch/x.py:1] Starting worker group", "loading shards",
            "Traceback (most recent call last):", '  File "train.py", line 4, in <module>',
            "FileNotFoundError: shard-0", "E1122 14:17:11.200000 31452 api.py:1002] failed (exitcode: 1)",

@@ -1,4 +1,4 @@
-"""trainer.pacing: a step's wait advances only while the process could run, so a stopped
+"""elastic_chaos.trainer.pacing: a step's wait advances only while the process could run, so a stopped
 node steps slower; an unstopped one paces as a sleep would."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from trainer.pacing import SLICE_S, STALL_S, pace
+from elastic_chaos.trainer.pacing import SLICE_S, STALL_S, pace
 
 
 class FakeTime:
@@ -47,7 +47,8 @@ def test_nothing_to_pace_returns_at_once():
 
 
 def test_a_real_process_stopped_for_half_a_second_paces_half_a_second_longer():
-    code = "import time; from trainer.pacing import pace; t=time.monotonic(); pace(1.0); print(time.monotonic()-t)"
+    code = ("import time; from elastic_chaos.trainer.pacing import pace; t=time.monotonic(); pace(1.0); "
+            "print(time.monotonic()-t)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": os.getcwd()})
     time.sleep(0.4)  # interpreter start-up, then inside pace

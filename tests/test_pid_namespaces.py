@@ -3,9 +3,9 @@ often has its predecessor's PID, and two pods' rank 0 may share one. The analysi
 processes apart by their node and their own start, not by PID alone."""
 from __future__ import annotations
 
-from chaos.analysis.invariants import split_brains
-from chaos.analysis.recovery import analyze_fault
-from chaos.events import CheckpointEv, Event, ProgressEv
+from elastic_chaos.analysis.invariants import split_brains
+from elastic_chaos.analysis.recovery import analyze_fault
+from elastic_chaos.events import CheckpointEv, Event, ProgressEv
 
 
 def step(t: float, node: str, pid: int, n: int, ws: int = 2, rank: int = 0) -> Event:

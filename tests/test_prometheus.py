@@ -17,12 +17,12 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from chaos.analysis import hang, recovery, throughput
-from chaos.analysis import registry as groups
-from chaos.cli.main import main as cli
-from chaos.reporting import render_folder
-from chaos.reporting.load import load_run
-from chaos.reporting.prometheus import FILE, family_name, push, registry
+from elastic_chaos.analysis import hang, recovery, throughput
+from elastic_chaos.analysis import registry as groups
+from elastic_chaos.cli.main import main as cli
+from elastic_chaos.reporting import render_folder
+from elastic_chaos.reporting.load import load_run
+from elastic_chaos.reporting.prometheus import FILE, family_name, push, registry
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 ALL = sorted(p.name for p in RUNS.iterdir() if p.is_dir())

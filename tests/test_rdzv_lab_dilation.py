@@ -11,8 +11,8 @@ from bench.rdzv.records import SizeResult
 from bench.rdzv.section import RdzvSection
 from bench.render.rdzv import _dilation, markdown, size_table
 from bench.results_file import write_json
-from chaos.scale.expect import estimate
-from chaos.scale.figures import Figures
+from elastic_chaos.scale.expect import estimate
+from elastic_chaos.scale.figures import Figures
 
 S = SizeResult.from_json
 
@@ -80,7 +80,7 @@ def test_a_dilation_that_cannot_run_is_refused(tmp_path, capsys, given):
 
 def test_a_busy_machine_counts_as_saturated_whatever_its_processes_waited(tmp_path):
     from bench.rdzv.harness import Harness, ScaleJob
-    from chaos.spec import RdzvBackend
+    from elastic_chaos.spec import RdzvBackend
 
     h = Harness(ScaleJob(RdzvBackend.C10D, 4, 3, 4, dilation=4.0), tmp_path)  # not started: samples only
     # (monotonic t, the machine's busy share over the interval ending at t, host CPU s, run delays s)

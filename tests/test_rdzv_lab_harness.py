@@ -11,7 +11,7 @@ import pytest
 from bench.rdzv.cpu import proc_cpu_s
 from bench.rdzv.episodes import Sizer, measure_size
 from bench.rdzv.harness import Harness, ScaleJob
-from chaos.spec import JobSpec, RdzvBackend, preset
+from elastic_chaos.spec import JobSpec, RdzvBackend, preset
 
 pytestmark = pytest.mark.slow
 

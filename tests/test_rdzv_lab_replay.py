@@ -13,8 +13,8 @@ import pytest
 from bench.local_nodes import rendezvous_figures
 from bench.rdzv.episodes import Sizer
 from bench.rdzv.harness import Harness, ScaleJob
-from chaos.events import AgentEv, Event
-from chaos.spec import RdzvBackend
+from elastic_chaos.events import AgentEv, Event
+from elastic_chaos.spec import RdzvBackend
 
 KILL = 100.0
 

@@ -1,4 +1,4 @@
-"""trainer.rdzv_leave: a node's agent leaves the rendezvous on SIGTERM (a real 2-node job), and a torch
+"""elastic_chaos.trainer.rdzv_leave: a node's agent leaves the rendezvous on SIGTERM (a real 2-node job), and a torch
 without the internals it relies on is refused."""
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from chaos.faults import SpotInterruption
-from chaos.platforms.local.platform import LocalOptions, NetworkMode
-from chaos.runner.run import ChaosRun
-from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
-from trainer import rdzv_leave
+from elastic_chaos.faults import SpotInterruption
+from elastic_chaos.platforms.local.platform import LocalOptions, NetworkMode
+from elastic_chaos.runner.run import ChaosRun
+from elastic_chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
+from elastic_chaos.trainer import rdzv_leave
 
 KEEP_ALIVE_S, ATTEMPTS = 2, 10
 """A keep-alive expiry long enough (20 s) to tell leaving from expiring whatever the load."""
@@ -42,9 +42,9 @@ LEAVING = JobSpec(nodes="1:2", run_id="chaos-leave", leave_on_sigterm=True)
 
 
 def test_the_option_runs_every_platforms_agent_through_the_remedy(tmp_path):
-    from chaos.platforms.kubernetes import jobs
-    from chaos.platforms.kubernetes import manifests as m
-    from chaos.platforms.local.agent import agent_command
+    from elastic_chaos.platforms.kubernetes import jobs
+    from elastic_chaos.platforms.kubernetes import manifests as m
+    from elastic_chaos.platforms.local.agent import agent_command
 
     c10d = RendezvousSpec(backend=RdzvBackend.C10D)
     leaving, plain = JobSpec(nodes="1:2", rdzv=c10d, leave_on_sigterm=True), JobSpec(nodes="1:2", rdzv=c10d)
@@ -53,19 +53,20 @@ def test_the_option_runs_every_platforms_agent_through_the_remedy(tmp_path):
         return agent_command(job, python="python", endpoint="127.0.0.1:29400", address="127.0.0.1",
                              store_host=True, script=(), checkpoint_dir=tmp_path, log_dir=tmp_path / "agent")
 
-    assert local(leaving)[1:3] == ["-m", "trainer.rdzv_leave"]
+    assert local(leaving)[1:3] == ["-m", "elastic_chaos.trainer.rdzv_leave"]
     assert local(plain)[1:3] == ["-m", "torch.distributed.run"]
     for doc in (m.elasticjob(LEAVING, m.kind_settings()), m.pytorchjob(LEAVING, m.kind_settings())):
         (container,) = doc["spec"][next(k for k in doc["spec"] if k.endswith("eplicaSpecs"))]["Worker"]["template"][
             "spec"]["containers"]
-        assert container["command"] == ["python", "-m", "trainer.rdzv_leave"]
+        assert container["command"] == ["python", "-m", "elastic_chaos.trainer.rdzv_leave"]
     docs = jobs.job_manifests(LEAVING, m.KubeSettings(dns=False, etcd_shell=True), etcd_address="10.0.0.1")
     (sts,) = [d for d in docs if d["kind"] == "StatefulSet"]
-    assert sts["spec"]["template"]["spec"]["containers"][0]["args"][:3] == ["python3", "-m", "trainer.rdzv_leave"]
+    args = sts["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[:3] == ["python3", "-m", "elastic_chaos.trainer.rdzv_leave"]
 
 
 def test_the_option_is_off_by_default_and_on_the_command_line():
-    from chaos.options import declared
+    from elastic_chaos.options import declared
 
     (d,) = [d for d in declared(JobSpec) if d.name == "leave_on_sigterm"]
     assert d.default is False and d.flag == "--leave-on-sigterm" and "keep-alive" in d.meta.help
@@ -78,7 +79,7 @@ def test_a_torch_without_the_exit_operation_is_refused(monkeypatch, capsys):
     monkeypatch.delattr(dynamic_rendezvous, "_RendezvousExitOp")
     with pytest.raises(SystemExit) as exited:
         rdzv_leave.main(["--nnodes", "1:2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:1",
-                         "-m", "trainer.train"])
+                         "-m", "elastic_chaos.trainer.train"])
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert "_RendezvousExitOp" in err and "without --leave-on-sigterm" in err
@@ -100,8 +101,9 @@ def test_the_installed_torch_has_every_internal():
 
 
 def test_a_backend_without_the_dynamic_rendezvous_is_refused():
-    out = subprocess.run([sys.executable, "-m", "trainer.rdzv_leave", "--nnodes", "1", "--rdzv-backend", "static",
-                          "-m", "trainer.train"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-m", "elastic_chaos.trainer.rdzv_leave", "--nnodes", "1",
+                          "--rdzv-backend", "static",
+                          "-m", "elastic_chaos.trainer.train"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert "--rdzv-backend static: only the dynamic rendezvous" in out.stderr
 

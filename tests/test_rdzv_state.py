@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos.errors import UnsafeUnpickle
-from chaos.watchers.rdzv_state import NodeDesc, decode
+from elastic_chaos.errors import UnsafeUnpickle
+from elastic_chaos.watchers.rdzv_state import NodeDesc, decode
 
 CAPTURED = Path(__file__).parent / "fixtures" / "rdzv_state_torch-2.13_2nodes.b64"
 
@@ -26,7 +26,7 @@ def test_a_state_captured_from_a_real_run_decodes():
 
 def test_decoding_needs_no_torch_classes():
     state = decode(CAPTURED.read_text().strip())
-    assert type(next(iter(state.participants))).__module__ == "chaos.watchers.rdzv_state"
+    assert type(next(iter(state.participants))).__module__ == "elastic_chaos.watchers.rdzv_state"
 
 
 class Exploit:
@@ -62,8 +62,8 @@ def test_a_plain_pickle_of_another_shape_is_a_value_error():
 
 
 def test_participants_are_named_by_address_where_pids_repeat():
-    from chaos.watchers.rdzv_state import RendezvousState
-    from chaos.watchers.rendezvous import describe
+    from elastic_chaos.watchers.rdzv_state import RendezvousState
+    from elastic_chaos.watchers.rendezvous import describe
 
     pod_a, pod_b = NodeDesc("trainer-worker-0.trainer.ns.svc", 1, 0), NodeDesc("trainer-worker-1", 1, 0)
     state = RendezvousState(round=1, complete=True, participants={pod_a: 0, pod_b: 1})
@@ -72,8 +72,8 @@ def test_participants_are_named_by_address_where_pids_repeat():
 
 
 def test_participants_sharing_localhost_are_named_by_pid():
-    from chaos.watchers.rdzv_state import RendezvousState
-    from chaos.watchers.rendezvous import describe
+    from elastic_chaos.watchers.rdzv_state import RendezvousState
+    from elastic_chaos.watchers.rendezvous import describe
 
     state = RendezvousState(participants={NodeDesc("localhost", 11, 0): 0, NodeDesc("localhost", 12, 0): 1})
     assert [p.node for p in describe(state, {11: "node-0", 12: "node-1"}).participants] == ["node-0", "node-1"]

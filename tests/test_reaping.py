@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from chaos.errors import SpecError
-from chaos.events import RunnerEv, Timeline
-from chaos.platforms.local import procs
-from chaos.platforms.local.cgroup import NodeCgroups, find_root
-from chaos.platforms.local.guard import RunGuard
-from chaos.platforms.local.registry import Registry, RunRecord
+from elastic_chaos.errors import SpecError
+from elastic_chaos.events import RunnerEv, Timeline
+from elastic_chaos.host import procs
+from elastic_chaos.host.cgroup import NodeCgroups, find_root
+from elastic_chaos.host.registry import Registry, RunRecord
+from elastic_chaos.platforms.local.guard import RunGuard
 
 HERE = Path(__file__).resolve().parent.parent
 SLEEP = [sys.executable, "-c", "import time; time.sleep(300)"]
@@ -194,8 +194,8 @@ def test_a_recorded_cgroup_outside_ours_is_never_touched(state, tmp_path, spawne
 RUNNER = """
 import os, subprocess, sys, time
 from pathlib import Path
-from chaos.platforms.local.registry import Registry
-from chaos.platforms.local.watchdog import Watchdog
+from elastic_chaos.host.registry import Registry
+from elastic_chaos.host.watchdog import Watchdog
 state, report, run_id = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 rec = Registry(state).register(run_id, report)
 dog = Watchdog(rec.path, report / "watchdog.log").start()
@@ -249,7 +249,7 @@ def test_the_watchdog_stops_a_runs_processes_when_its_runner_is_killed(state, tm
         reaped = [json.loads(line) for line in (report / "timeline.jsonl").read_text().splitlines()]
         assert [(e["source"], e["kind"], e["data"]["by"]) for e in reaped] == [("runner", "reaped", "its watchdog")]
         assert Registry(state).records() == []
-        out = subprocess.run([sys.executable, "-m", "chaos.cli.main", "reap", "--state-dir", str(state)],
+        out = subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", "reap", "--state-dir", str(state)],
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 0 and "chaos-wd" in out.stdout and "its watchdog killed" in out.stdout
         assert str(kids[0]) in out.stdout
@@ -278,16 +278,16 @@ def test_reap_stops_what_a_runner_and_its_watchdog_both_killed_left(state, tmp_p
         runner.wait(10)
         time.sleep(0.5)
         assert all(procs.is_running(k) for k in kids)        # left behind: nothing watches them now
-        dry = subprocess.run([sys.executable, "-m", "chaos.cli.main", "reap", "--dry-run", "--state-dir",
+        dry = subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", "reap", "--dry-run", "--state-dir",
                               str(state)], capture_output=True, text=True, timeout=60)
         assert dry.returncode == 0 and "would reap run chaos-both" in dry.stdout
         assert all(procs.is_running(k) for k in kids)
-        out = subprocess.run([sys.executable, "-m", "chaos.cli.main", "reap", "--state-dir", str(state)],
+        out = subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", "reap", "--state-dir", str(state)],
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         assert "chaos-both" in out.stdout and "elastic-chaos reap killed node-0" in out.stdout
         assert wait_gone(kids) == []
-        again = subprocess.run([sys.executable, "-m", "chaos.cli.main", "reap", "--state-dir", str(state)],
+        again = subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", "reap", "--state-dir", str(state)],
                                capture_output=True, text=True, timeout=60)
         assert again.returncode == 0 and "nothing to reap" in again.stdout
     finally:

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from chaos.platforms.local.relay import StallableRelay
+from elastic_chaos.platforms.local.relay import StallableRelay
 
 
 @pytest.fixture

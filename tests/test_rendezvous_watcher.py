@@ -15,9 +15,9 @@ import etcd as etcd_lib
 import pytest
 from rdzv_values import encode, torch_state
 
-from chaos.events import Event, EventType, RdzvEv, Timeline
-from chaos.platforms.local.etcd import EtcdServer
-from chaos.watchers.rendezvous import KEY_PREFIX, RendezvousWatcher
+from elastic_chaos.events import Event, EventType, RdzvEv, Timeline
+from elastic_chaos.host.etcd import EtcdServer
+from elastic_chaos.watchers.rendezvous import KEY_PREFIX, RendezvousWatcher
 
 RUN_ID = "watched"
 KEY = f"{KEY_PREFIX}/{RUN_ID}"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from browser_page import find_chromium, open_page
 
-from chaos.reporting import render_folder
+from elastic_chaos.reporting import render_folder
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 
@@ -83,7 +83,7 @@ def test_report_html_opens_cleanly_with_the_timeline_visible(chromium, tmp_path,
 def test_audit_html_opens_cleanly(chromium, tmp_path):
     for name in ("kill-node-replaced", "kill-node-shrink", "kill-node-c10d"):
         shutil.copytree(RUNS / name, tmp_path / "runs" / name)
-    out = subprocess.run([sys.executable, "-m", "chaos.cli.main", "audit", str(tmp_path / "runs"),
+    out = subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", "audit", str(tmp_path / "runs"),
                           "--html", str(tmp_path / "audit.html")], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     page = open_page(chromium, tmp_path / "audit.html", screenshot=tmp_path / "audit.png",

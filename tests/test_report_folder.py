@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from chaos.errors import SpecError
-from chaos.runner.folder import prepare
-from chaos.runner.run import ChaosRun
+from elastic_chaos.errors import SpecError
+from elastic_chaos.runner.folder import prepare
+from elastic_chaos.runner.run import ChaosRun
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "chaos.cli.main", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", *args], capture_output=True, text=True,
                           timeout=180, env={**os.environ, **(env or {})})
 
 
@@ -189,7 +189,7 @@ def test_every_file_the_report_writes_is_one_overwrite_may_delete(tmp_path):
     must not refuse a folder for a file the toolkit itself wrote (CI once refused metrics.prom)."""
     import shutil
 
-    from chaos.reporting import render_folder
+    from elastic_chaos.reporting import render_folder
     folder = tmp_path / "run"
     shutil.copytree(Path(__file__).parent / "fixtures" / "runs" / "kill-node-shrink", folder)
     render_folder(folder, png=False)
@@ -201,13 +201,13 @@ def test_every_file_the_report_writes_is_one_overwrite_may_delete(tmp_path):
 # -- a live run's folder is its own (issue 36) ------------------------------------------------------------------
 
 def test_overwrite_refuses_a_folder_a_live_run_owns_naming_it(tmp_path):
-    from chaos.runner.folder import claim
+    from elastic_chaos.runner.folder import claim
     live = claim(tmp_path / "ow")
     (live.path / "timeline.jsonl").write_text("{}\n")
     (live.path / "nodes").mkdir()
     try:
         # before: --overwrite deleted the live run's files; both runs failed on mixed evidence
-        code = (f"import sys; from pathlib import Path; from chaos.runner.folder import prepare\n"
+        code = (f"import sys; from pathlib import Path; from elastic_chaos.runner.folder import prepare\n"
                 f"prepare(Path({str(live.path)!r}), overwrite=True)")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
         assert out.returncode != 0 and "belongs to a live run" in out.stderr and f"PID {os.getpid()}" in out.stderr
@@ -219,7 +219,7 @@ def test_overwrite_refuses_a_folder_a_live_run_owns_naming_it(tmp_path):
 
 
 def test_a_runner_killed_with_sigkill_leaves_no_lock_behind(tmp_path):
-    code = ("import os, sys, time; from pathlib import Path; from chaos.runner.folder import claim\n"
+    code = ("import os, sys, time; from pathlib import Path; from elastic_chaos.runner.folder import claim\n"
             f"c = claim(Path({str(tmp_path / 'r')!r})); (c.path / 'timeline.jsonl').write_text('')\n"
             "print('held', flush=True); time.sleep(60)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
@@ -233,7 +233,7 @@ def test_a_runner_killed_with_sigkill_leaves_no_lock_behind(tmp_path):
 
 
 def test_a_lock_file_alone_is_an_empty_folder(tmp_path):
-    from chaos.runner.folder import LOCK, claim
+    from elastic_chaos.runner.folder import LOCK, claim
     held = claim(tmp_path / "r")
     held.release()
     (tmp_path / "r" / LOCK).write_text("{}")    # a lock file a killed runner left: its lock is free

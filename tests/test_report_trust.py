@@ -17,15 +17,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chaos.errors import SpecError
-from chaos.reporting import render_folder
-from chaos.reporting.schema import dumps
+from elastic_chaos.errors import SpecError
+from elastic_chaos.reporting import render_folder
+from elastic_chaos.reporting.schema import dumps
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "chaos.cli.main", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", *args], capture_output=True, text=True,
                           timeout=120)
 
 
@@ -55,7 +55,7 @@ def test_a_node_log_entry_is_never_a_script_link(tmp_path):
 
 
 def test_the_page_allows_only_its_own_script():
-    from chaos.reporting.html import CSP, SCRIPT
+    from elastic_chaos.reporting.html import CSP, SCRIPT
     script_src = re.search(r"script-src ([^;]*)", CSP).group(1)
     assert "unsafe-inline" not in script_src
     digest = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()

@@ -7,9 +7,9 @@ import subprocess
 
 import pytest
 
-from chaos.analysis.recovery import FailureCause, RootCause, job_outcome
-from chaos.events import Event, NodeEv, ProgressEv
-from chaos.watchers.logs import parse_raw, root_cause
+from elastic_chaos.analysis.recovery import FailureCause, RootCause, job_outcome
+from elastic_chaos.events import Event, NodeEv, ProgressEv
+from elastic_chaos.watchers.logs import parse_raw, root_cause
 
 TRACE = ["[rank0]: Traceback (most recent call last):",
          "[rank0]:   File \"/x/trainer/checkpoint.py\", line 60, in save",

@@ -1,7 +1,7 @@
 """The elastic sampler: every sample of an epoch exactly once, across restores and resizes."""
 from __future__ import annotations
 
-from trainer.sampler import ElasticSampler
+from elastic_chaos.trainer.sampler import ElasticSampler
 
 
 def consume(sampler: ElasticSampler, world: int, steps: int) -> list[int]:

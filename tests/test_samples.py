@@ -1,10 +1,10 @@
-"""Exactly-once accounting of the committed history (chaos.analysis.samples)."""
+"""Exactly-once accounting of the committed history (elastic_chaos.analysis.samples)."""
 from __future__ import annotations
 
 import dataclasses
 
-from chaos.analysis.samples import account_samples
-from chaos.events import CheckpointEv, Event, ProgressEv
+from elastic_chaos.analysis.samples import account_samples
+from elastic_chaos.events import CheckpointEv, Event, ProgressEv
 
 
 def step(t: float, n: int, rank: int, ranges: list[list[int]], epoch: int = 0) -> Event:

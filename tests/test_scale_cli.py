@@ -12,9 +12,9 @@ import pytest
 
 from bench.rdzv import shipped
 from bench.rdzv.records import SizeResult
-from chaos.scale.expect import estimate, expect, knobs
-from chaos.scale.figures import SHIPPED, BackendFigures, Figures, load, save
-from chaos.spec import JobSpec, RendezvousSpec, preset
+from elastic_chaos.scale.expect import estimate, expect, knobs
+from elastic_chaos.scale.figures import SHIPPED, BackendFigures, Figures, load, save
+from elastic_chaos.spec import JobSpec, RendezvousSpec, preset
 
 SIZES = [8, 16, 32, 64, 128, 256, 512, 1024]
 FAST = {"keep_alive_interval": 1, "keep_alive_max_attempt": 4, "last_call_timeout": 1, "join_timeout": 600}
@@ -46,7 +46,8 @@ def figures_path(tmp_path: Path) -> Path:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "chaos.cli.main", "scale", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", "scale", *args], capture_output=True,
+                          text=True,
                           timeout=120)
 
 
@@ -171,7 +172,7 @@ def test_a_reader_that_closed_the_pipe_stops_the_command_quietly():
     r, w = os.pipe()
     os.close(r)  # the reader is gone before the first write: every write fails, whatever the buffering
     try:
-        out = subprocess.run([sys.executable, "-m", "chaos.cli.main", "scale", "--nodes", "512"],
+        out = subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", "scale", "--nodes", "512"],
                              stdout=w, stderr=subprocess.PIPE, text=True, timeout=120)
     finally:
         os.close(w)

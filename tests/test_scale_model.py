@@ -1,11 +1,11 @@
-"""chaos.scale.model: least squares and the choice of model, on synthetic points (nothing measured)."""
+"""elastic_chaos.scale.model: least squares and the choice of model, on synthetic points (nothing measured)."""
 from __future__ import annotations
 
 import math
 
 import pytest
 
-from chaos.scale.model import MODELS, Fit, FitError, best_fit, fit, least_squares
+from elastic_chaos.scale.model import MODELS, Fit, FitError, best_fit, fit, least_squares
 
 SIZES = [8, 16, 32, 64, 128, 256, 512, 1024]
 

@@ -14,15 +14,15 @@ import sys
 
 import pytest
 
-from chaos.analysis.result import RunResult, build_result
-from chaos.errors import SpecError
-from chaos.events import RunnerEv, Timeline, of
-from chaos.hypotheses.api import Trial, settings
-from chaos.hypotheses.catalog import get
-from chaos.platforms.local.threads import announce, plan_threads
-from chaos.reporting import table
-from chaos.reporting.report import render_table
-from chaos.spec import REFERENCE_STEADY_STEPS, JobSpec, default_steady_steps
+from elastic_chaos.analysis.result import RunResult, build_result
+from elastic_chaos.errors import SpecError
+from elastic_chaos.events import RunnerEv, Timeline, of
+from elastic_chaos.hypotheses.api import Trial, settings
+from elastic_chaos.hypotheses.catalog import get
+from elastic_chaos.platforms.local.threads import announce, plan_threads
+from elastic_chaos.reporting import table
+from elastic_chaos.reporting.report import render_table
+from elastic_chaos.spec import REFERENCE_STEADY_STEPS, JobSpec, default_steady_steps
 
 SCRIPT = {"script": ["train.py"], "progress_regex": r"epoch (?P<step>\d+)", "unit": "epoch"}
 
@@ -64,7 +64,7 @@ def test_a_job_for_the_start_job_fixture_needs_neither():
 
 def test_the_command_line_refuses_it_before_anything_starts(tmp_path):
     (tmp_path / "train.py").write_text("print('hi')\n")
-    out = subprocess.run([sys.executable, "-m", "chaos.cli.main", "run", "kill-node", "--report-dir",
+    out = subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", "run", "kill-node", "--report-dir",
                           str(tmp_path / "r"), "--unit", "epoch", "--progress-regex", r"epoch (?P<step>\d+)",
                           "--", "train.py"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 2, out.stdout + out.stderr
@@ -73,7 +73,7 @@ def test_the_command_line_refuses_it_before_anything_starts(tmp_path):
 
 
 def test_the_help_says_what_each_option_means_for_a_script():
-    out = subprocess.run([sys.executable, "-m", "chaos.cli.main", "run", "kill-node", "--help"],
+    out = subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", "run", "kill-node", "--help"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0
     text = re.sub(r"(\w)- (\w)", r"\1-\2", " ".join(out.stdout.split()))  # argparse wraps at hyphens

@@ -8,12 +8,12 @@ import os
 import time
 from pathlib import Path
 
-from chaos.analysis.recovery import RootCause, job_outcome
-from chaos.events import CheckpointEv, Event, NodeEv, ProgressEv, Timeline, of
-from chaos.spec import Observation
-from chaos.watchers.checkpoints import CheckpointWatcher
-from chaos.watchers.logs import LogFollower, parse_raw
-from chaos.watchers.script_lines import ScriptLines
+from elastic_chaos.analysis.recovery import RootCause, job_outcome
+from elastic_chaos.events import CheckpointEv, Event, NodeEv, ProgressEv, Timeline, of
+from elastic_chaos.spec import Observation
+from elastic_chaos.watchers.checkpoints import CheckpointWatcher
+from elastic_chaos.watchers.logs import LogFollower, parse_raw
+from elastic_chaos.watchers.script_lines import ScriptLines
 
 
 def follower(log: Path, observe: Observation, tl: Timeline | None = None) -> tuple[LogFollower, Timeline]:

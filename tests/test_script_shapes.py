@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 from shape_checks import JOB, Truth, check_against_truth, label_is_true, shape
 
-from chaos.events import CheckpointEv, NodeEv, ProgressEv, RunnerEv, first, of
-from chaos.runner.run import ChaosRun
-from chaos.watchers.checkpoints import CheckpointWatcher
+from elastic_chaos.events import CheckpointEv, NodeEv, ProgressEv, RunnerEv, first, of
+from elastic_chaos.runner.run import ChaosRun
+from elastic_chaos.watchers.checkpoints import CheckpointWatcher
 
 pytestmark = pytest.mark.slow
 

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from shape_checks import JOB, Truth, check_against_truth, label_is_true, shape
 
-from chaos.analysis.verdict import Outcome
-from chaos.events import CheckpointEv, FaultEv, NodeEv, ProgressEv, of
-from chaos.reporting import table
-from chaos.runner.run import ChaosRun
+from elastic_chaos.analysis.verdict import Outcome
+from elastic_chaos.events import CheckpointEv, FaultEv, NodeEv, ProgressEv, of
+from elastic_chaos.reporting import table
+from elastic_chaos.runner.run import ChaosRun
 
 pytestmark = pytest.mark.slow
 

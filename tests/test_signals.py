@@ -14,15 +14,15 @@ from pathlib import Path
 import orphans
 import pytest
 
-from chaos.events import Event, RunnerEv, field_value
-from chaos.platforms.local.procs import is_running
+from elastic_chaos.events import Event, RunnerEv, field_value
+from elastic_chaos.host.procs import is_running
 
 pytestmark = pytest.mark.slow
 
 
 def test_sigterm_to_a_run_stops_its_etcd_and_nodes(tmp_path):
     report = tmp_path / "r"
-    proc = subprocess.Popen([sys.executable, "-m", "chaos.cli.main", "run", "kill-node", "--quiet",
+    proc = subprocess.Popen([sys.executable, "-m", "elastic_chaos.cli.main", "run", "kill-node", "--quiet",
                              "--report-dir", str(report)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     timeline = report / "timeline.jsonl"
@@ -66,7 +66,7 @@ def start_run(report: Path, *extra: str, state: Path | None = None,
               hypothesis: str = "kill-node") -> subprocess.Popen[str]:
     """`elastic-chaos run kill-node` (or ``hypothesis``) as a terminal starts it (SIGINT at its default)."""
     env = {**os.environ, **({"ELASTIC_CHAOS_STATE": str(state)} if state else {})}
-    return subprocess.Popen([sys.executable, "-m", "chaos.cli.main", "run", hypothesis, "--quiet",
+    return subprocess.Popen([sys.executable, "-m", "elastic_chaos.cli.main", "run", hypothesis, "--quiet",
                              "--report-dir", str(report), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
@@ -138,7 +138,7 @@ def test_a_runner_killed_15s_in_leaves_nothing_running_and_the_next_reap_says_so
 
     assert left == {}, f"outlived the runner: {left}"
     assert run_id and run_cgroups(run_id) == []
-    out = subprocess.run([sys.executable, "-m", "chaos.cli.main", "reap", "--state-dir", str(state)],
+    out = subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", "reap", "--state-dir", str(state)],
                          capture_output=True, text=True, timeout=60)
     # Who got there first is a race: the nodes' death signal may have taken them before the watchdog
     # looked (then it only removed the cgroup), so the reap names the watchdog either way.
@@ -149,7 +149,7 @@ def test_a_runner_killed_15s_in_leaves_nothing_running_and_the_next_reap_says_so
 @pytest.fixture
 def forking_etcd(tmp_path: Path) -> Path:
     """A fake etcd that forks: the real one runs as its child (a wrapper script, a supervisor)."""
-    from chaos.platforms.local.etcd import find_binary
+    from elastic_chaos.host.etcd import find_binary
     fake = tmp_path / "fake-etcd"
     fake.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then exec {find_binary()} --version; fi\n'
                     f'{find_binary()} "$@" &\nwait\n')

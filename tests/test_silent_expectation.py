@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.hypotheses.api import settings
-from chaos.hypotheses.catalog import get
-from chaos.hypotheses.silent import Expect, collective_timeout, expectation
+from elastic_chaos.hypotheses.api import settings
+from elastic_chaos.hypotheses.catalog import get
+from elastic_chaos.hypotheses.silent import Expect, collective_timeout, expectation
 
 
 @pytest.mark.parametrize(("duration", "timeout", "expected"), [
@@ -39,9 +39,9 @@ def test_detection_by_timeout_is_timed_by_the_survivors_collective_not_by_the_st
     """With the fast preset's 4 s keep-alive the store drops a frozen node after 4 s, yet the
     survivors train on until their 10 s collective timeout (measured: 3.3-4.1 s against 10 s):
     the check times the wait by the survivors' collective failure, which nothing else shortens."""
-    from chaos.events import Event, ProgressEv, RdzvEv
-    from chaos.events.records import FaultRecord
-    from chaos.hypotheses.silent import first_collective_failure_s
+    from elastic_chaos.events import Event, ProgressEv, RdzvEv
+    from elastic_chaos.events.records import FaultRecord
+    from elastic_chaos.hypotheses.silent import first_collective_failure_s
     record = FaultRecord("freeze", "node-1", injected_at=100.0)
     events = [Event.make(RdzvEv.STATE, 104.1, data={"participants": [{"node": "node-0"}]}),
               Event.make(ProgressEv.WORKER_ERROR, 109.5, node="node-1", data={"cause": "timeout"}),  # the silent one

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from chaos.analysis.hang import hang_detection
-from chaos.analysis.throughput import Throughput, step_rate, throughput
-from chaos.events import Event, FaultEv, ProgressEv
-from chaos.reporting.load import load_run
+from elastic_chaos.analysis.hang import hang_detection
+from elastic_chaos.analysis.throughput import Throughput, step_rate, throughput
+from elastic_chaos.events import Event, FaultEv, ProgressEv
+from elastic_chaos.reporting.load import load_run
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 
@@ -75,7 +75,7 @@ def test_the_recorded_hang_was_found_by_the_peers_collective_timeout_at_20_s():
 def test_a_hung_worker_reported_failed_before_any_timeout_is_no_hang():
     evs = [Event.make(ProgressEv.WORKER_ERROR, 25.0, "n0", {"rank": 0, "cause": "timeout", "message": "Timed out"}),
            Event.make(FaultEv.INJECTED, 0.0, "n1", {"fault": "hung-rank"})]
-    from chaos.events import AgentEv
+    from elastic_chaos.events import AgentEv
     evs.append(Event.make(AgentEv.WORKER_FAILED, 3.0, "n1", {"pid": 42, "exitcode": -9, "local_rank": 0}))
     h = hang_detection(evs, target="n1", injected_at=0.0, pg_timeout_s=20.0, hung_pid=42)
     assert h.reported_early

@@ -12,15 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from chaos.errors import SpecError
-from chaos.faults.slow import Straggler
-from chaos.platforms.local import procs
-from chaos.platforms.local.cgroup import NodeCgroups, find_root
-from chaos.platforms.local.hung import HungWorkers
-from chaos.platforms.local.slow import CgroupSwitch, SignalSwitch
-from chaos.platforms.slowdown import DutyCycle, Slowdowns
+from elastic_chaos.errors import SpecError
+from elastic_chaos.faults.slow import Straggler
+from elastic_chaos.host import procs
+from elastic_chaos.host.cgroup import NodeCgroups, find_root
+from elastic_chaos.platforms.local.hung import HungWorkers
+from elastic_chaos.platforms.local.slow import CgroupSwitch, SignalSwitch
+from elastic_chaos.platforms.slowdown import DutyCycle, Slowdowns
 
-PACED = "import time; from trainer.pacing import pace; t=time.monotonic(); pace({s}); print(time.monotonic()-t)"
+PACED = ("import time; from elastic_chaos.trainer.pacing import pace; t=time.monotonic(); pace({s}); "
+         "print(time.monotonic()-t)")
 
 
 def paced(seconds: float, tag: str, cmd: list[str] | None = None) -> subprocess.Popen[str]:
@@ -117,7 +118,7 @@ def test_a_stop_too_short_to_tell_from_a_scheduling_delay_is_refused():
 
 
 def test_the_catalog_lists_the_new_faults(capsys):
-    from chaos.cli.main import main
+    from elastic_chaos.cli.main import main
     assert main(["faults"]) == 0
     out = capsys.readouterr().out
     assert all(f"\n  {name} " in out for name in ("straggler", "hung-rank", "replay"))

@@ -138,7 +138,7 @@ def test_the_soak_writes_its_block_and_section_keeping_every_other_figure(tmp_pa
 
     monkeypatch.setattr(soak, "run_catalog", fake_catalog)
     monkeypatch.setattr(soak, "cluster_kubeconfig", lambda: None)
-    monkeypatch.setattr("chaos.signals.terminate_cleanly", lambda: False)   # pytest's SIGTERM stays pytest's
+    monkeypatch.setattr("elastic_chaos.signals.terminate_cleanly", lambda: False)   # pytest's SIGTERM stays pytest's
     code = soak.main(["--runs", "2", "--cluster-runs", "0", "--reports", str(tmp_path / "reports"),
                       "--out", str(out)])
     assert code == 1                                          # a flaky scenario: exit 1

@@ -8,8 +8,8 @@ import urllib.request
 
 import pytest
 
-from chaos.platforms.local.imds import INSTANCE_ACTION_PATH, TOKEN_PATH, MetadataStandIn
-from trainer.spot_notice import SpotNoticeWatcher
+from elastic_chaos.platforms.local.imds import INSTANCE_ACTION_PATH, TOKEN_PATH, MetadataStandIn
+from elastic_chaos.trainer.spot_notice import SpotNoticeWatcher
 
 
 @pytest.fixture

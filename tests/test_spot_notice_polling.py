@@ -1,6 +1,6 @@
 """The trainer's notice poller as it runs in training: a background thread, the endpoint from
 AWS_EC2_METADATA_SERVICE_ENDPOINT, a fresh IMDSv2 token after a 401 (all against the real
-loopback stand-in, chaos.platforms.local.imds)."""
+loopback stand-in, elastic_chaos.platforms.local.imds)."""
 from __future__ import annotations
 
 import threading
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from chaos.platforms.local.imds import TOKEN_PATH, MetadataStandIn
-from trainer.spot_notice import ENDPOINT_VAR, SpotNoticeWatcher
+from elastic_chaos.platforms.local.imds import TOKEN_PATH, MetadataStandIn
+from elastic_chaos.trainer.spot_notice import ENDPOINT_VAR, SpotNoticeWatcher
 
 
 @pytest.fixture

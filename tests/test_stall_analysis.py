@@ -1,11 +1,11 @@
 """A fault that ends on its own is an outcome (a stall), and a step reported after its
-worker's collective failed is not progress (hand-built timelines; chaos.analysis.phases)."""
+worker's collective failed is not progress (hand-built timelines; elastic_chaos.analysis.phases)."""
 from __future__ import annotations
 
 import pytest
 
-from chaos.analysis.recovery import PHASES, RecoveryPath, analyze_fault
-from chaos.events import AgentEv, CheckpointEv, Event, FaultEv, ProgressEv, RdzvEv, RunnerEv
+from elastic_chaos.analysis.recovery import PHASES, RecoveryPath, analyze_fault
+from elastic_chaos.events import AgentEv, CheckpointEv, Event, FaultEv, ProgressEv, RdzvEv, RunnerEv
 
 F = 100.0
 

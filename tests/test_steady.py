@@ -1,9 +1,9 @@
-"""Steady state before the method: an unsteady job gets no fault (chaos.analysis.steady)."""
+"""Steady state before the method: an unsteady job gets no fault (elastic_chaos.analysis.steady)."""
 from __future__ import annotations
 
-from chaos.analysis.steady import restarts_before, unsteady
-from chaos.analysis.verdict import Outcome, Verdict
-from chaos.events import AgentEv, CheckpointEv, Event, ProgressEv
+from elastic_chaos.analysis.steady import restarts_before, unsteady
+from elastic_chaos.analysis.verdict import Outcome, Verdict
+from elastic_chaos.events import AgentEv, CheckpointEv, Event, ProgressEv
 
 
 def step(t: float, n: int, ws: int = 2, node: str = "node-0") -> Event:
@@ -68,8 +68,8 @@ def test_a_save_stamped_after_the_latest_step_still_shows_the_job_saves():
 def test_a_later_faults_restarts_before_it_are_the_earlier_faults_recoveries_not_warm_up():
     """Seen in kill-at-save-point (one fault per save point, in one run): every fault after the first
     said its job 'was not steady' because of the previous fault's restart."""
-    from chaos.analysis.recovery import analyze
-    from chaos.events import FaultEv
+    from elastic_chaos.analysis.recovery import analyze
+    from elastic_chaos.events import FaultEv
 
     def kill(t: float, node: str) -> Event:
         return Event.make(FaultEv.INJECTED, t, node, {"fault": "kill-node"})

@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from chaos.errors import SpecError
-from chaos.events import CheckpointEv, Timeline
-from chaos.faults.catalog import fault_class, faults_for
-from chaos.faults.storage import KillAtSavePoint, SlowStorage, StorageErrors, StorageHang, parse_ops
-from chaos.hypotheses.catalog import get
-from chaos.hypotheses.savepoints import newest_complete, parse_points
-from chaos.platforms.capabilities import CheckpointStorage
-from chaos.platforms.local.platform import LocalPlatform
-from chaos.platforms.storagefs import ALL, Errors, Hang, Kind, Latency, SavePoint, Throttle
-from chaos.spec import JobSpec
-from chaos.watchers.storage import StorageOpWatcher
+from elastic_chaos.errors import SpecError
+from elastic_chaos.events import CheckpointEv, Timeline
+from elastic_chaos.faults.catalog import fault_class, faults_for
+from elastic_chaos.faults.storage import KillAtSavePoint, SlowStorage, StorageErrors, StorageHang, parse_ops
+from elastic_chaos.hypotheses.catalog import get
+from elastic_chaos.hypotheses.savepoints import newest_complete, parse_points
+from elastic_chaos.platforms.capabilities import CheckpointStorage
+from elastic_chaos.platforms.local.platform import LocalPlatform
+from elastic_chaos.spec import JobSpec
+from elastic_chaos.storagefs import ALL, Errors, Hang, Kind, Latency, SavePoint, Throttle
+from elastic_chaos.watchers.storage import StorageOpWatcher
 
 KINDS = ("slow-storage", "storage-hang", "storage-full", "storage-errors", "storage-readonly", "kill-at-save-point")
 

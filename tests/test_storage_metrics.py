@@ -3,13 +3,13 @@ failed and interrupted saves by errno, time stalled on storage, and the last sav
 to go against its grace period."""
 from __future__ import annotations
 
-from chaos.analysis.advice.storage import storage_findings
-from chaos.analysis.groups import FaultMark
-from chaos.analysis.recovery import Recovery
-from chaos.analysis.result import FaultResult
-from chaos.analysis.storage import STORAGE, StorageCost, grace_sentence, job_saves, measure_storage
-from chaos.events import CheckpointEv, Event, NodeEv, ProgressEv
-from chaos.events.records import FaultRecord
+from elastic_chaos.analysis.advice.storage import storage_findings
+from elastic_chaos.analysis.groups import FaultMark
+from elastic_chaos.analysis.recovery import Recovery
+from elastic_chaos.analysis.result import FaultResult
+from elastic_chaos.analysis.storage import STORAGE, StorageCost, grace_sentence, job_saves, measure_storage
+from elastic_chaos.events import CheckpointEv, Event, NodeEv, ProgressEv
+from elastic_chaos.events.records import FaultRecord
 
 LAYER = Event.make(CheckpointEv.STORAGE_LAYER, 0.0, None, {"mountpoint": "/ckpt"})
 

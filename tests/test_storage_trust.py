@@ -64,7 +64,7 @@ def test_a_runner_killed_during_a_storage_hang_leaves_no_mount_and_no_process(tm
     assert unmounted, f"left mounted: {fuse_mounts_under(report)}"
     assert left == {}, f"outlived the runner: {left}"
     assert run_id and run_cgroups(run_id) == []
-    out = subprocess.run([sys.executable, "-m", "chaos.cli.main", "reap", "--state-dir", str(state)],
+    out = subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", "reap", "--state-dir", str(state)],
                          capture_output=True, text=True, timeout=60)
     # the daemon may unmount on its own (its lifeline closed) before the watchdog looks; if not, the
     # watchdog took the mount down, and the reap says so: either way nothing is left for it to do

@@ -23,8 +23,7 @@ import pytest
 import torch
 from storagefs_helpers import mounted, require_fuse, within
 
-from chaos.errors import SetupError, SpecError
-from chaos.platforms.storagefs import (
+from elastic_chaos.storagefs import (
     CrashPoint,
     Errors,
     Hang,
@@ -39,7 +38,8 @@ from chaos.platforms.storagefs import (
     save_stats,
     saves,
 )
-from chaos.platforms.storagefs.rules import from_json, to_json
+from elastic_chaos.storagefs.errors import MountError, RuleError
+from elastic_chaos.storagefs.rules import from_json, to_json
 
 
 @pytest.fixture
@@ -66,7 +66,7 @@ def state() -> dict[str, torch.Tensor | int]:
 
 
 def save_like_the_trainer(folder: Path, name: str = "ckpt.pt") -> Path:
-    """Temporary file, fsync, rename into place, fsync the folder (trainer/checkpoint.py)."""
+    """Temporary file, fsync, rename into place, fsync the folder (elastic_chaos/trainer/checkpoint.py)."""
     tmp = folder / f".{name}.tmp.{os.getpid()}"
     with open(tmp, "wb") as f:
         torch.save(state(), f)
@@ -368,29 +368,29 @@ def test_rules_are_checked_before_they_are_sent():
     for bad in (lambda: Latency(-1), lambda: Throttle(0), lambda: Hang(seconds=0), lambda: Errors(),
                 lambda: Errors(count=1, fraction=0.5), lambda: Errors(fraction=2.0), lambda: Errors(count=1, errno=-3),
                 lambda: ReadOnly(path="/abs"), lambda: Latency(1, ops=frozenset())):
-        with pytest.raises(SpecError):
+        with pytest.raises(RuleError):
             bad()
-    with pytest.raises(SpecError, match="unknown field"):
+    with pytest.raises(RuleError, match="unknown field"):
         from_json({"kind": "latency", "delay_s": 1, "colour": "red"})
-    with pytest.raises(SpecError, match="kind"):
+    with pytest.raises(RuleError, match="kind"):
         from_json({"kind": "meteor"})
     rule = CrashPoint(SavePoint.MID_WRITE, path="*.tmp*", after_bytes=10)
     assert from_json(to_json(rule)) == rule
 
 
 def test_a_second_mount_over_the_same_folder_and_a_missing_folder_are_refused(fs, folder, tmp_path):
-    with pytest.raises(SetupError, match="already has a storage mount"):
+    with pytest.raises(MountError, match="already has a storage mount"):
         StorageFs(folder, workdir=tmp_path / "other").mount()
-    with pytest.raises(SetupError, match="not a folder"):
+    with pytest.raises(MountError, match="not a folder"):
         StorageFs(tmp_path / "missing", workdir=tmp_path / "other").mount()
-    with pytest.raises(SetupError, match="inside the mount"):
+    with pytest.raises(MountError, match="inside the mount"):
         StorageFs(tmp_path, workdir=tmp_path / "logs").mount()
 
 
 def test_unavailable_says_why_for_a_user_who_is_not_root(tmp_path):
     require_fuse()
     # imported as root first: this interpreter's standard library lies under /root
-    code = ("import os; from chaos.platforms.storagefs import unavailable; "
+    code = ("import os; from elastic_chaos.storagefs import unavailable; "
             "os.setgid(65534); os.setuid(65534); print(unavailable())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd="/",
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})

@@ -21,20 +21,20 @@ from typing import Any
 import pytest
 from storagefs_helpers import alive, mounted, require_fuse, within
 
-from chaos.errors import PlatformError
-from chaos.events import Timeline
-from chaos.platforms.local.guard import RunGuard
-from chaos.platforms.local.registry import Registry
-from chaos.platforms.storagefs import StorageFs
+from elastic_chaos.errors import PlatformError
+from elastic_chaos.events import Timeline
+from elastic_chaos.host.registry import Registry
+from elastic_chaos.platforms.local.guard import RunGuard
+from elastic_chaos.storagefs import StorageFs
 
 pytestmark = pytest.mark.timeout(120)
 HERE = Path(__file__).resolve().parent.parent
 CONTROLLER = """
 import json, os, sys, time
 from pathlib import Path
-from chaos.events import Timeline
-from chaos.platforms.local.guard import RunGuard
-from chaos.platforms.storagefs import StorageFs
+from elastic_chaos.events import Timeline
+from elastic_chaos.platforms.local.guard import RunGuard
+from elastic_chaos.storagefs import StorageFs
 
 state, work, folder, run_id, how = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4], sys.argv[5]
 guard = None
@@ -139,7 +139,7 @@ def test_reap_takes_down_a_dead_runs_mount_and_only_that(tmp_path, folder, contr
     subprocess.run(["mount", "-t", "tmpfs", info["source"], str(same_source)], check=True, timeout=30)
     try:
         with StorageFs(other, workdir=tmp_path / "other-storage") as live:
-            out = subprocess.run([sys.executable, "-m", "chaos.cli.main", "reap", "--state-dir",
+            out = subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", "reap", "--state-dir",
                                   str(tmp_path / "state")], capture_output=True, text=True, timeout=60,
                                  env={**os.environ, "PYTHONPATH": str(HERE)})
             assert out.returncode == 0, out.stderr

@@ -5,7 +5,7 @@ While an op is held, the test does not look through the mount (``fs.direct`` ins
 held rename holds the folder's lock in the kernel, and a lookup there would wait for it
 like any other caller.
 
-The writers are real processes saving the way trainer/checkpoint.py does (temporary file,
+The writers are real processes saving the way elastic_chaos/trainer/checkpoint.py does (temporary file,
 fsync, rename, fsync of the folder); real FUSE mounts (skipped with the reason where they
 cannot be made, a failure under CI=true).
 """
@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 from storagefs_helpers import alive, mounted, require_fuse, within
 
-from chaos.platforms.local import procs
-from chaos.platforms.storagefs import CrashPoint, SavePoint, StorageFs
-from chaos.waiting import WaitTimeout
+from elastic_chaos.host import procs
+from elastic_chaos.storagefs import CrashPoint, SavePoint, StorageFs
+from elastic_chaos.storagefs.errors import PauseTimeout
 
 pytestmark = pytest.mark.timeout(120)
 SIZE = 1 << 20
@@ -201,7 +201,7 @@ def test_unmounting_lets_a_held_op_go_on_and_the_save_completes(fs, folder, writ
 def test_waiting_for_a_pause_that_never_comes_is_bounded(fs, folder):
     fs.set_rule(CrashPoint(SavePoint.BEFORE_RENAME, path="never-*"))
     (folder / "other").write_text("x")
-    with pytest.raises(WaitTimeout, match="crash point"):
+    with pytest.raises(PauseTimeout, match="crash point"):
         fs.wait_pause(0.3)
 
 

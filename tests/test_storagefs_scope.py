@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from storagefs_helpers import require_fuse
 
-from chaos.platforms.storagefs import CrashPoint, ReadOnly, SavePoint, StorageFs, saves
-from chaos.platforms.storagefs.callers import NODE_VAR, node_of
+from elastic_chaos.storagefs import CrashPoint, ReadOnly, SavePoint, StorageFs, saves
+from elastic_chaos.storagefs.callers import NODE_VAR, node_of
 
 WRITE = """
 import os, sys

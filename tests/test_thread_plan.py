@@ -1,12 +1,12 @@
 """Thread oversubscription of local nodes sharing this machine's cores
-(chaos.platforms.local.threads.plan_threads: a pure function of cores, nodes, processes per node
+(elastic_chaos.platforms.local.threads.plan_threads: a pure function of cores, nodes, processes per node
 and the environment the nodes would get)."""
 from __future__ import annotations
 
 import pytest
 
-from chaos.platforms.local.threads import VAR, plan_threads, usable_cores
-from chaos.watchers.sources import without_tee
+from elastic_chaos.platforms.local.threads import VAR, plan_threads, usable_cores
+from elastic_chaos.watchers.sources import without_tee
 
 
 def test_two_single_process_nodes_on_two_cores_get_one_thread_each():
@@ -90,9 +90,9 @@ def test_local_nodes_get_the_planned_threads_and_a_users_own_setting_is_kept(tmp
     import os
     import time
 
-    from chaos.events import Timeline
-    from chaos.platforms.local.platform import LocalOptions, LocalPlatform
-    from chaos.spec import JobSpec
+    from elastic_chaos.events import Timeline
+    from elastic_chaos.platforms.local.platform import LocalOptions, LocalPlatform
+    from elastic_chaos.spec import JobSpec
     script = tmp_path / "threads.py"
     script.write_text(PRINT_THREADS)
     env = ((VAR, own),) if own else ()

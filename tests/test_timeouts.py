@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.analysis.timeouts import Level, Origin, Surroundings, check, hierarchy
-from chaos.cli.main import main
-from chaos.faults.spot import AWS_NOTICE_S
-from chaos.spec import JobSpec, PgBackend, job_from_options
+from elastic_chaos.analysis.timeouts import Level, Origin, Surroundings, check, hierarchy
+from elastic_chaos.cli.main import main
+from elastic_chaos.faults.spot import AWS_NOTICE_S
+from elastic_chaos.spec import JobSpec, PgBackend, job_from_options
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:

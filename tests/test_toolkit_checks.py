@@ -1,7 +1,7 @@
 """No verdict decided by the toolkit's own faults (issue 25, item 5).
 
 Every error path of a watcher or of a cleanup records a toolkit check (names in
-chaos.analysis.verdict.TOOLKIT_CHECKS): the run's outcome is then ``toolkit_error`` (exit 4),
+elastic_chaos.analysis.verdict.TOOLKIT_CHECKS): the run's outcome is then ``toolkit_error`` (exit 4),
 never "the hypothesis did not hold". No job is started: the failures are made to happen in
 the toolkit's own steps (a fault whose timed revert fails, a platform whose stop fails, a
 watcher that will not stop), which is where they happen in real runs too.
@@ -21,8 +21,8 @@ from typing import ClassVar
 
 import pytest
 
-from chaos.analysis.verdict import TOOLKIT_CHECKS, Outcome
-from chaos.errors import (
+from elastic_chaos.analysis.verdict import TOOLKIT_CHECKS, Outcome
+from elastic_chaos.errors import (
     ChaosError,
     FaultUnavailable,
     InjectionFailed,
@@ -32,12 +32,12 @@ from chaos.errors import (
     SpecError,
     WatcherDied,
 )
-from chaos.events import Timeline
-from chaos.events.records import FaultRecord
-from chaos.faults.api import Fault, FaultPlan
-from chaos.platforms.api import Hit, Platform
-from chaos.runner.run import ChaosRun
-from chaos.watchers.api import Watcher
+from elastic_chaos.events import Timeline
+from elastic_chaos.events.records import FaultRecord
+from elastic_chaos.faults.api import Fault, FaultPlan
+from elastic_chaos.platforms.api import Hit, Platform
+from elastic_chaos.runner.run import ChaosRun
+from elastic_chaos.watchers.api import Watcher
 
 
 @dataclass
@@ -135,8 +135,8 @@ def verdict_of_path(folder: Path) -> dict:
 
 
 def test_only_what_the_job_did_is_a_verdict_on_the_hypothesis():
-    from chaos.analysis.verdict import USAGE_CHECK
-    from chaos.runner.run import check_of
+    from elastic_chaos.analysis.verdict import USAGE_CHECK
+    from elastic_chaos.runner.run import check_of
     assert check_of(WatcherDied("LogFollower", OSError("gone"))) in TOOLKIT_CHECKS
     for toolkit in (InjectionFailed("x"), PlatformError("x"), ChaosError("x"), KeyError("x"), OSError("x")):
         assert check_of(toolkit) in TOOLKIT_CHECKS, toolkit
@@ -149,8 +149,8 @@ def test_only_what_the_job_did_is_a_verdict_on_the_hypothesis():
 
 def test_a_scenario_failed_by_the_toolkits_error_is_not_a_failed_hypothesis(pytester):
     pytester.makepyfile("""
-        from chaos.errors import InjectionFailed, WatcherDied
-        from chaos.pytest_plugin import _check_of
+        from elastic_chaos.errors import InjectionFailed, WatcherDied
+        from elastic_chaos.pytest_plugin import _check_of
 
         def test_the_checks():
             assert _check_of(WatcherDied("LogFollower", OSError("gone"))) == "watcher"
@@ -162,7 +162,7 @@ def test_a_scenario_failed_by_the_toolkits_error_is_not_a_failed_hypothesis(pyte
 
 
 def test_run_exits_with_the_outcome_its_report_json_holds():
-    from chaos.cli.main import _exit_code_of
+    from elastic_chaos.cli.main import _exit_code_of
     assert _exit_code_of("run", InjectionFailed("403: pods/eviction is forbidden")) == Outcome.TOOLKIT_ERROR.exit_code
     assert _exit_code_of("run", WatcherDied("LogFollower", OSError("gone"))) == 4
     assert _exit_code_of("run", SpecError("trace t.csv:2: not UTF-8")) == 2
@@ -173,8 +173,8 @@ def test_run_exits_with_the_outcome_its_report_json_holds():
 def test_a_bug_of_the_toolkit_exits_4_with_its_traceback_never_as_a_verdict(monkeypatch, capsys):
     import signal
 
-    from chaos.cli import faults_cmd
-    from chaos.cli.main import main
+    from elastic_chaos.cli import faults_cmd
+    from elastic_chaos.cli.main import main
 
     def broken(args: object) -> int:
         raise KeyError("a bug")

@@ -1,5 +1,5 @@
 """torch is not a dependency: a local run checks the nodes' interpreter has one, and says how to
-install a CPU build when it has not (chaos.platforms.local.torch_check)."""
+install a CPU build when it has not (elastic_chaos.platforms.local.torch_check)."""
 from __future__ import annotations
 
 import subprocess
@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from chaos.errors import SetupError
-from chaos.platforms.local.torch_check import CPU_INSTALL, require_torch, too_old, torch_version
+from elastic_chaos.errors import SetupError
+from elastic_chaos.platforms.local.torch_check import CPU_INSTALL, require_torch, too_old, torch_version
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Preemption traces (chaos.faults.trace): the CSV a user exports, the bursts generator, the
+"""Preemption traces (elastic_chaos.faults.trace): the CSV a user exports, the bursts generator, the
 mapping onto the job's node slots."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from chaos.errors import SpecError
-from chaos.events.fault_events import Replayed
-from chaos.faults.trace import BUNDLED, Bursts, ReplayBy, bundled, bundled_names, parse_trace, read_trace
-from chaos.hypotheses.replay import waiting_for
+from elastic_chaos.errors import SpecError
+from elastic_chaos.events.fault_events import Replayed
+from elastic_chaos.faults.trace import BUNDLED, Bursts, ReplayBy, bundled, bundled_names, parse_trace, read_trace
+from elastic_chaos.hypotheses.replay import waiting_for
 
 
 def test_iso_times_become_offsets_from_the_earliest_row():
@@ -96,7 +96,7 @@ def test_a_missing_trace_names_the_bundled_ones(tmp_path):
 
 
 def test_every_trace_a_help_text_names_is_bundled():
-    from chaos.cli import run, trace_cmd
+    from elastic_chaos.cli import run, trace_cmd
     # a name or file an example passes (not FILE, not the flags, not the file the example before it writes)
     named = re.findall(r"(?:--trace|elastic-chaos trace) ([a-z][\w.-]*)", run.DESCRIPTION + trace_cmd.DESCRIPTION)
     names = set(named) - {"bursts.csv", "my-fleet.csv"}  # a file an example writes; a user's own trace
@@ -106,8 +106,8 @@ def test_every_trace_a_help_text_names_is_bundled():
 def test_the_replay_goodput_window_ends_where_the_replay_was_over():
     """The verdict (computed when the replay is over) and report.json (at teardown, with the
     steps trained since) read one window: a run once said 0.23 in its verdict and 0.24 in its table."""
-    from chaos.analysis.replay import REPLAY_OVER, replay_goodput
-    from chaos.events import Event, ProgressEv, RunnerEv
+    from elastic_chaos.analysis.replay import REPLAY_OVER, replay_goodput
+    from elastic_chaos.events import Event, ProgressEv, RunnerEv
 
     def step(t, n):
         return Event.make(ProgressEv.STEP, t, "node-0", {"step": n, "rank": 0, "pid": 1})

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer import checkpoint, progress
+from elastic_chaos.trainer import checkpoint, progress
 
 
 @pytest.fixture(autouse=True)
@@ -185,7 +185,7 @@ WRITER = """
 import sys, time
 from pathlib import Path
 import torch
-from trainer import checkpoint
+from elastic_chaos.trainer import checkpoint
 d, step, tag, value = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
 def hold():  # the temporary is complete and durable; wait to be let go
     (d.parent / f"{tag}.ready").touch()

@@ -20,8 +20,8 @@ import pytest
 from rdzv_values import replay_node_loss
 from watch_cli import cli, wait_until_watching
 
-from chaos.events import FaultEv, RdzvEv, RunnerEv, Source, of, read_events
-from chaos.platforms.local.etcd import EtcdServer, free_port
+from elastic_chaos.events import FaultEv, RdzvEv, RunnerEv, Source, of, read_events
+from elastic_chaos.host.etcd import EtcdServer, free_port
 
 RUN_ID = "watched-job"
 
@@ -146,7 +146,7 @@ def test_the_live_view_keeps_a_status_line_on_a_tty(etcd, monkeypatch):
 
     monkeypatch.setenv("COLUMNS", "200")   # the status line is cut at the terminal's width (xdist workers: 80)
 
-    from chaos.runner.watch import WatchOptions, watch
+    from elastic_chaos.runner.watch import WatchOptions, watch
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

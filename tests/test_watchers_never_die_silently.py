@@ -29,13 +29,13 @@ from rdzv_values import malformed_state, replay_node_loss
 from torch.distributed.elastic.rendezvous.dynamic_rendezvous import _NodeDesc, _RendezvousState
 from watch_cli import cli, wait_until_watching
 
-from chaos.errors import UndecodableState, WatcherDied
-from chaos.events import Timeline, payload_json
-from chaos.platforms.local.etcd import EtcdServer
-from chaos.runner.run import ChaosRun
-from chaos.watchers.api import Watcher
-from chaos.watchers.rdzv_state import decode
-from chaos.watchers.rendezvous import KEY_PREFIX, RendezvousWatcher, describe
+from elastic_chaos.errors import UndecodableState, WatcherDied
+from elastic_chaos.events import Timeline, payload_json
+from elastic_chaos.host.etcd import EtcdServer
+from elastic_chaos.runner.run import ChaosRun
+from elastic_chaos.watchers.api import Watcher
+from elastic_chaos.watchers.rdzv_state import decode
+from elastic_chaos.watchers.rendezvous import KEY_PREFIX, RendezvousWatcher, describe
 
 RUN_ID = "malformed"
 CAPTURED = Path(__file__).parent / "fixtures" / "rdzv_state_torch-2.13_2nodes.b64"
@@ -212,7 +212,7 @@ def _boom(self: Any) -> None:
 
 
 def test_a_dead_watcher_ends_the_watch_with_exit_code_1_naming_the_error(etcd, tmp_path, monkeypatch, capsys):
-    from chaos.cli.main import main
+    from elastic_chaos.cli.main import main
     monkeypatch.setattr(RendezvousWatcher, "poll", _boom)
     record = tmp_path / "rec"
     began = time.monotonic()

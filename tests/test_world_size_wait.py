@@ -1,8 +1,8 @@
 """What ends the wait for a job to train at its full size again (ChaosRun.wait_for_world_size)."""
 from __future__ import annotations
 
-from chaos.events import AgentEv, Event, ProgressEv
-from chaos.runner.run import trains_at_size
+from elastic_chaos.events import AgentEv, Event, ProgressEv
+from elastic_chaos.runner.run import trains_at_size
 
 
 def step(t: float, node: str, world: int) -> Event:

@@ -5,12 +5,12 @@ import sys
 import time
 from pathlib import Path
 
-from chaos.waiting import until
+from elastic_chaos.waiting import until
 
 
 def cli(*args: str) -> list[str]:
     """The command line of ``elastic-chaos ARGS`` with this interpreter."""
-    return [sys.executable, "-m", "chaos.cli.main", *args]
+    return [sys.executable, "-m", "elastic_chaos.cli.main", *args]
 
 
 def wait_until_watching(record: Path, timeout: float = 60.0) -> None:

@@ -1,7 +1,7 @@
 """The rendezvous lab: torch's own rendezvous handlers for hundreds to thousands of nodes, on one machine.
 
 A job's recovery at scale is a question of torch's dynamic rendezvous, not of training processes. The lab
-measures it and writes the figures `elastic-chaos scale` ships (chaos/scale/measured.json); it is the
+measures it and writes the figures `elastic-chaos scale` ships (elastic_chaos/scale/measured.json); it is the
 benchmarks' (`python -m bench --scale-rdzv`, part of `make bench`), not the toolkit's: it runs torch's code
 under test, so it imports torch, and the installed wheel does not carry it. docs/SCALE.md describes it.
 

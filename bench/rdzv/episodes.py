@@ -7,7 +7,7 @@ loss below leaves a world the rendezvous accepts, in this order:
 2. **steady state** for a window: store operations and payload bytes per second, the store's CPU,
    the harness' CPU per node, and rounds nobody asked for (a live node declared dead).
 3. **losses**, each followed by a **join** of as many new nodes (back to N, a steady-state join):
-   hard (the node's heartbeats stop: a machine lost), ``leave`` (SIGTERM with trainer.rdzv_leave:
+   hard (the node's heartbeats stop: a machine lost), ``leave`` (SIGTERM with elastic_chaos.trainer.rdzv_leave:
    the node leaves the rendezvous), ``sigterm`` (torch's own SIGTERM path: the agent stops without
    leaving); of 1 node, 1 % and 10 % of N (at least one), each at a random phase of the heartbeat
    cycle (seeded per size), as a real loss falls. At the loss the survivors' worker groups
@@ -35,7 +35,7 @@ from bench.rdzv.cpu import on_cpu_between_s
 from bench.rdzv.harness import Formed, Harness, ScaleJob
 from bench.rdzv.pipe import HarnessError
 from bench.rdzv.records import Episode, SizeResult, Stalled, Steady, machine_limited
-from chaos.torch_defaults import RDZV
+from elastic_chaos.torch_defaults import RDZV
 
 LOSSES: tuple[tuple[str, float | None], ...] = (("1", None), ("1%", 0.01), ("10%", 0.10))
 """Loss sizes: one node, then fractions of N (at least one node)."""

@@ -13,7 +13,7 @@ from bench.rdzv.episodes import EPISODE_REAL_S, timeout_s
 from bench.rdzv.records import Episode, SizeResult
 from bench.rdzv.section import RdzvSection
 from bench.rdzv.validate import TOLERANCE_S, Recorded, ValidationRow, real_limited
-from chaos.scale.figures import EPISODE_METRICS, BackendFigures, Figures
+from elastic_chaos.scale.figures import EPISODE_METRICS, BackendFigures, Figures
 
 
 def findings(section: RdzvSection, figs: Figures) -> list[str]:

@@ -1,7 +1,7 @@
 """The rendezvous scale harness' plumbing: a store, a few processes of hollow agents, their events.
 
 :class:`Harness` starts the rendezvous store the way the toolkit does -- a real etcd on 127.0.0.1
-(:class:`~chaos.platforms.local.etcd.EtcdServer`) for etcd-v2, or torch's c10d TCPStore in a
+(:class:`~elastic_chaos.host.etcd.EtcdServer`) for etcd-v2, or torch's c10d TCPStore in a
 process of its own (as the first agent would host it) -- then ``processes`` host processes
 (:mod:`bench.rdzv.host`, each a :class:`~bench.rdzv.pipe.HostProcess`) that run the agents in threads,
 node ``i`` in process ``i % processes``. Every process dies with this one (the kernel's death signal) and
@@ -37,8 +37,8 @@ from bench.rdzv.cpu import (
     threads_on_cpu_ns,
 )
 from bench.rdzv.pipe import HarnessError, HostProcess
-from chaos.platforms.local.etcd import EtcdServer, free_port
-from chaos.spec import RdzvBackend, RendezvousSpec
+from elastic_chaos.host.etcd import EtcdServer, free_port
+from elastic_chaos.spec import RdzvBackend, RendezvousSpec
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ What stands in for the workers, and how a node is lost:
 - ``kill``: the node is gone at once (a hard loss): its keep-alive timer is stopped and its loop
   ends; it never writes to the rendezvous again, as a SIGKILLed machine.
 - ``sigterm``: the next check raises torch's ``SignalException(SIGTERM)``, as torchrun's signal
-  handler does; ``run()`` takes its own signal path. With ``leave``, trainer.rdzv_leave's
+  handler does; ``run()`` takes its own signal path. With ``leave``, elastic_chaos.trainer.rdzv_leave's
   ``leave()`` (the remedy) then removes the node from the rendezvous; then the timer stops (the
   process would exit).
 """
@@ -47,7 +47,7 @@ from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
 )
 
 from bench.rdzv import clock
-from trainer import rdzv_leave
+from elastic_chaos.trainer import rdzv_leave
 
 Emit = Callable[..., None]
 ORDERS = ("fail", "kill", "sigterm")
@@ -236,7 +236,7 @@ class HollowAgent(SimpleElasticAgent):
         self._emit = emit
         self._order: str | None = None
         self.leave = False
-        """With ``sigterm``: leave the rendezvous (trainer.rdzv_leave) as the remedy does."""
+        """With ``sigterm``: leave the rendezvous (elastic_chaos.trainer.rdzv_leave) as the remedy does."""
 
     @property
     def handler(self) -> DynamicRendezvousHandler:
@@ -268,7 +268,7 @@ class HollowAgent(SimpleElasticAgent):
             self.handler._stop_heartbeats()
 
     def run(self, role: str = "default") -> Any:
-        """torch's run(); when it ends on SIGTERM and this node is to leave, trainer.rdzv_leave's
+        """torch's run(); when it ends on SIGTERM and this node is to leave, elastic_chaos.trainer.rdzv_leave's
         ``leave()`` runs, as in the remedy's wrapper (``leaving_run``, tested on real jobs)."""
         try:
             return SimpleElasticAgent.run(self, role)

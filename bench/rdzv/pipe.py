@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from chaos.errors import ChaosError
-from chaos.platforms.local import lifeline
+from elastic_chaos.errors import ChaosError
+from elastic_chaos.host import lifeline
 
 
 class HarnessError(ChaosError):
@@ -80,6 +80,6 @@ class HostProcess:
 
 
 def _pythonpath() -> str:
-    """The repository's root first, so host processes import the same bench/, chaos/ and trainer/."""
+    """The repository's root first, so host processes import the same bench/, elastic_chaos/ and trainer/."""
     root = str(Path(__file__).resolve().parents[2])
     return os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])

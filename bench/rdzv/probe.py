@@ -2,7 +2,7 @@
 arrive, the dilation. The sweep (bench/rdzv/sweep.py) answers "how does it grow" with preset ``fast`` and every
 node arriving at once; a probe answers one question beside it ("does 1,024 form with torch's defaults?"), and
 its command is what a document quotes. Formation and a steady window only; nothing is written to
-bench/RESULTS.md or chaos/scale/measured.json.
+bench/RESULTS.md or elastic_chaos/scale/measured.json.
 
     python -m bench.rdzv.probe --nodes 1024 --rdzv-preset default --dilation 64
 """
@@ -23,8 +23,8 @@ from bench.rdzv.episodes import measure_size, timeout_s
 from bench.rdzv.pipe import HarnessError
 from bench.rdzv.records import SizeResult
 from bench.rdzv.sweep import scale_job
-from chaos.errors import SpecError
-from chaos.spec import PRESETS, RdzvBackend
+from elastic_chaos.errors import SpecError
+from elastic_chaos.spec import PRESETS, RdzvBackend
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:

@@ -15,7 +15,7 @@ from bench.json_record import JsonRecord, each, optional, read
 from bench.local_nodes import NodesRun
 from bench.rdzv.records import SizeResult
 from bench.rdzv.validate import ValidationRow
-from chaos.scale.figures import Figures
+from elastic_chaos.scale.figures import Figures
 
 KEY = "rdzv_scale"
 """The section's key in results.json."""
@@ -38,7 +38,7 @@ class RdzvSection(JsonRecord):
     command: str | None = None
     sizes: dict[str, tuple[SizeResult, ...]] = field(default_factory=dict)
     figures: Figures | None = None
-    """The shipped figures (chaos/scale/measured.json), derived from ``sizes`` on every write."""
+    """The shipped figures (elastic_chaos/scale/measured.json), derived from ``sizes`` on every write."""
     wall_s: float | None = None
     findings: tuple[str, ...] = ()
     """Derived from the figures on every write (bench/rdzv/findings.py)."""

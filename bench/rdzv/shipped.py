@@ -1,8 +1,9 @@
-"""The sweep's sizes as the figures the toolkit ships (chaos/scale/measured.json, read by `elastic-chaos scale`).
+"""The sweep's sizes as the figures the toolkit ships (elastic_chaos/scale/measured.json, read by
+`elastic-chaos scale`).
 
 The lab writes, the toolkit reads: :func:`figures` turns the sizes (bench/rdzv/records.py) into
-chaos.scale.figures.Figures -- per backend, per N, the figures ``elastic-chaos scale`` needs, which of them
-this machine limited, where the harness broke, and a fitted model per figure (chaos.scale.model) -- and
+elastic_chaos.scale.figures.Figures -- per backend, per N, the figures ``elastic-chaos scale`` needs, which of them
+this machine limited, where the harness broke, and a fitted model per figure (elastic_chaos.scale.model) -- and
 :func:`derive` saves them, and the section's findings, on every write of results.json.
 """
 from __future__ import annotations
@@ -17,18 +18,26 @@ from bench.rdzv.records import SizeResult
 from bench.rdzv.section import KEY, RdzvSection
 from bench.rdzv.sweep import PRESET, where
 from bench.rdzv.validate import recorded
-from chaos.scale.figures import EPISODE_METRICS, STEADY_METRICS, STORE_WORK, BackendFigures, Figures, Point, save
-from chaos.scale.model import FitError, best_fit
-from chaos.spec import preset
+from elastic_chaos.scale.figures import (
+    EPISODE_METRICS,
+    STEADY_METRICS,
+    STORE_WORK,
+    BackendFigures,
+    Figures,
+    Point,
+    save,
+)
+from elastic_chaos.scale.model import FitError, best_fit
+from elastic_chaos.spec import preset
 
 MIN_CLEAN_POINTS = 2
 """Fewer sizes than this unlimited by the machine, and a figure is fitted on every size (and says so: an
-upper bound). With fewer than five, only the straight line is a candidate (chaos.scale.model.best_fit)."""
+upper bound). With fewer than five, only the straight line is a candidate (elastic_chaos.scale.model.best_fit)."""
 
 
 def derive(results: dict[str, Any], say: Callable[[str], None]) -> None:
     """The section's shipped figures and findings, from its sizes, for every path that writes results.json (a
-    sweep, ``--render``): saved to chaos/scale/measured.json too. Nothing without a sweep."""
+    sweep, ``--render``): saved to elastic_chaos/scale/measured.json too. Nothing without a sweep."""
     section = RdzvSection.of(results)
     if not section.swept:
         return

@@ -21,7 +21,7 @@ from bench.rdzv.harness import ScaleJob
 from bench.rdzv.pipe import HarnessError
 from bench.rdzv.plan import SCOPES, plan
 from bench.rdzv.records import SizeResult
-from chaos.spec import JobSpec, RdzvBackend, preset
+from elastic_chaos.spec import JobSpec, RdzvBackend, preset
 
 SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)
 BACKENDS = ("c10d", "etcd-v2")

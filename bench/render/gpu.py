@@ -11,7 +11,7 @@ from typing import Any
 from bench.gpu import findings
 from bench.render import Plots
 from bench.render.recovery import phase_table
-from chaos.analysis.recovery import PHASES
+from elastic_chaos.analysis.recovery import PHASES
 
 
 def markdown(results: dict[str, Any], plots: Plots) -> list[str]:

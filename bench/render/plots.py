@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import median
-from chaos.analysis.recovery import PHASES
-from chaos.reporting.svg import PHASE_COLORS
-from chaos.scale.figures import BackendFigures, Figures
+from elastic_chaos.analysis.recovery import PHASES
+from elastic_chaos.reporting.svg import PHASE_COLORS
+from elastic_chaos.scale.figures import BackendFigures, Figures
 
 
 def _pyplot() -> Any:

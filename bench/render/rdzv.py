@@ -23,7 +23,7 @@ from bench.rdzv.validate import (
     recorded,
 )
 from bench.render import Plots
-from chaos.scale.figures import EPISODE_METRICS, Figures
+from elastic_chaos.scale.figures import EPISODE_METRICS, Figures
 
 
 def markdown(section: RdzvSection, recorded: Sequence[Recorded], plot_name: str | None) -> list[str]:
@@ -89,7 +89,8 @@ def size_table(backend: str, sizes: Sequence[SizeResult]) -> list[str]:
         lines.append(f"| {s.nodes} | {_dilation(s)} | " + " | ".join(_cell(eps.get(label)) for label in labels)
                      + f" | {ops} | {mb} | {cpu} | {per} | {load} | "
                      f"{_result(s)} |")
-    lines += ["", "Columns are episodes (`hard`: heartbeats stop; `leave`: SIGTERM with trainer.rdzv_leave; "
+    lines += ["", "Columns are episodes (`hard`: heartbeats stop; `leave`: SIGTERM with "
+                  "elastic_chaos.trainer.rdzv_leave; "
                   "`sigterm`: torch's own SIGTERM path; `join after X`: as many new nodes as X lost). Steady state "
                   "over the window after formation: store operations (state reads and compare-and-sets, store "
                   "get/set of the rank assignment) and payload bytes per second summed over nodes, the store's "
@@ -132,7 +133,7 @@ def _fits_table(figs: Figures) -> list[str]:
              "limited, and the row says so: an upper bound); counts and rates over every size (the row says how "
              "many this machine limited); the model with the smallest leave-one-out error among "
              "a+bN, a+bN+cN·log2N, a+bN+cN², a+bN²+cN³, the three-term ones only with five sizes or more "
-             "(chaos/scale/model.py).", "",
+             "(elastic_chaos/scale/model.py).", "",
              "| backend | figure | model | rms | max error | leave-one-out rms | fitted on N | points |",
              "|---|---|---|---|---|---|---|---|"]
     for backend, b in sorted(figs.backends.items()):

@@ -10,8 +10,8 @@ from typing import Any
 from bench.findings import spot_summary
 from bench.render import Plots
 from bench.stats import median
-from chaos.analysis.recovery import PHASES
-from chaos.spec import PRESETS
+from elastic_chaos.analysis.recovery import PHASES
+from elastic_chaos.spec import PRESETS
 
 
 def median_cell(stat: dict[str, Any] | None) -> str:
@@ -59,7 +59,8 @@ def markdown(results: dict[str, Any], plots: Plots) -> list[str]:
     leaving = spot_summary(results)
     if leaving:
         lines += ["### Spot interruption with the departing node leaving the rendezvous", "",
-                  "`+leave`: the job runs with `--leave-on-sigterm` (trainer.rdzv_leave: on SIGTERM the agent stops "
+                  "`+leave`: the job runs with `--leave-on-sigterm` (elastic_chaos.trainer.rdzv_leave: on SIGTERM "
+                  "the agent stops "
                   "its workers, which save a checkpoint, then runs torch's own rendezvous exit operation), measured in "
                   "the same run as the case without it, both against the floor of this run.", ""]
         lines += [f"- {line}" for line in leaving] + [""]

@@ -4,14 +4,14 @@
 #   pause    static gcc build of kubernetes' pause.c (the sandbox image)
 #   trainer  a real Debian root filesystem (debootstrap --variant=minbase bookworm
 #            + python3), torch (the CPU wheel) + python-etcd installed into it with
-#            pip --target, this repo's trainer/ package, and Debian's etcd binary
+#            pip --target, this repo's elastic_chaos/trainer/ package, and Debian's etcd binary
 #            (so a per-job etcd pod can run from the same image)
 #
 # Each image is an OCI layout built with umoci, then copied by skopeo to a
 # docker-archive tar that `ctr -n k8s.io images import` loads into a node.
 # Layers of the trainer image: 1. Debian + python3, 2. torch + deps + etcd,
-# 3. trainer/. Each is cached under a hash of its inputs, so a change in
-# trainer/ rebuilds only the small top layer; nothing is rebuilt when no
+# 3. elastic_chaos/trainer/. Each is cached under a hash of its inputs, so a change in
+# elastic_chaos/trainer/ rebuilds only the small top layer; nothing is rebuilt when no
 # input changed. The docker-archive of the trainer image is tagged with the
 # hash of all inputs; its reference is written to OUT/trainer.ref.
 #
@@ -116,20 +116,21 @@ if [ "$(cat deps.key 2>/dev/null)" != "$deps_key" ] || [ ! -f deps.layer.tar ]; 
     echo "$deps_key" > deps.key
 fi
 
-# layer 3: this repo's trainer/ package
-trainer_files="$(cd "$REPO" && find trainer -name '*.py' -type f | LC_ALL=C sort)"
+# layer 3: this repo's elastic_chaos/trainer/ package
+# the package's root __init__ (it imports nothing at load) and its trainer: all a pod imports
+trainer_files="$( (cd "$REPO" && echo elastic_chaos/__init__.py && find elastic_chaos/trainer -name '*.py' -type f) | LC_ALL=C sort)"
 trainer_key="$( { echo "$deps_key"; (cd "$REPO" && echo "$trainer_files" | xargs sha256sum);
                  sed -n '/^# layer 3/,$p' "$SELF"; } | hash_of)"
 ref="$IMAGE_PREFIX/trainer:$trainer_key"
 if [ "$(cat trainer.key 2>/dev/null)" != "$trainer_key" ] || [ ! -f trainer.tar ]; then
-    say "layer 3: trainer/ ($(echo "$trainer_files" | wc -l) files), pack + docker-archive"
+    say "layer 3: elastic_chaos/trainer/ ($(echo "$trainer_files" | wc -l) files), pack + docker-archive"
     rm -rf trainer-root trainer.layer.tar trainer.tar
     mkdir -p "trainer-root/$PY_TARGET"
     (cd "$REPO" && echo "$trainer_files" | xargs cp --parents -t "$OUT/trainer-root/$PY_TARGET")
-    "$PYTHON" -m compileall -q "trainer-root/$PY_TARGET/trainer" >/dev/null
+    "$PYTHON" -m compileall -q "trainer-root/$PY_TARGET/elastic_chaos" >/dev/null
     tar --numeric-owner --owner=0 --group=0 -C trainer-root -cf trainer.layer.tar .
     rm -rf trainer-root
-    # the OCI layout keeps layers 1+2 (tag deps-KEY): a trainer/ change only adds layer 3
+    # the OCI layout keeps layers 1+2 (tag deps-KEY): an elastic_chaos/trainer/ change only adds layer 3
     if ! umoci stat --image "trainer-oci:deps-$deps_key" >/dev/null 2>&1; then
         say "packing layers 1+2 (gzip of about 1 GB)"
         rm -rf trainer-oci

@@ -6,10 +6,10 @@ from typing import Any
 
 from aws_fleet import CLUSTER_TAGS, FIS_ROLE
 
-from chaos.events import Timeline
-from chaos.platforms.aws.ec2 import Ec2Platform
-from chaos.platforms.aws.guard import AuditLog, CleanupJournal, Guard, SafetyLimits
-from chaos.platforms.aws.targets import AwsSide
+from elastic_chaos.events import Timeline
+from elastic_chaos.platforms.aws.ec2 import Ec2Platform
+from elastic_chaos.platforms.aws.guard import AuditLog, CleanupJournal, Guard, SafetyLimits
+from elastic_chaos.platforms.aws.targets import AwsSide
 
 
 def side(clients: Any, state: Path, *, armed: bool = True, dry_run: bool = False, max_nodes: int = 1,

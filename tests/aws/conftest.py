@@ -49,14 +49,14 @@ def proxy(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Countin
 @pytest.fixture
 def clients(proxy: CountingProxy) -> Any:
     """AwsClients whose every call goes through the counting proxy to moto."""
-    from chaos.platforms.aws.clients import make_clients
+    from elastic_chaos.platforms.aws.clients import make_clients
     return make_clients(region=REGION, endpoint_url=proxy.endpoint)
 
 
 @pytest.fixture
 def direct(moto: MotoServer, proxy: CountingProxy) -> Any:
     """Clients straight to moto, bypassing the proxy: what plays AWS's part is not counted."""
-    from chaos.platforms.aws.clients import make_clients
+    from elastic_chaos.platforms.aws.clients import make_clients
     return make_clients(region=REGION, endpoint_url=moto.endpoint)
 
 

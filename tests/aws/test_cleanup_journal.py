@@ -10,15 +10,15 @@ import time
 
 from aws_fleet import FIS_ROLE, REGION
 
-from chaos.cli.main import main
-from chaos.platforms.aws.guard import CleanupJournal
+from elastic_chaos.cli.main import main
+from elastic_chaos.platforms.aws.guard import CleanupJournal
 
 TAGS = ["--tag", "eks:cluster-name=gameday"]
 
 
 def _crash_mid_experiment(proxy, state, tmp_path):
     """Run a real game day in a child process and SIGKILL it once its experiment is started."""
-    cmd = [sys.executable, "-m", "chaos.cli.main", "gameday", "spot-interruption", *TAGS, "--gameday",
+    cmd = [sys.executable, "-m", "elastic_chaos.cli.main", "gameday", "spot-interruption", *TAGS, "--gameday",
            "--region", REGION, "--endpoint-url", proxy.endpoint, "--fis-role-arn", FIS_ROLE,
            "--state-dir", str(state), "--poll", "30", "--report-dir", str(tmp_path / "report")]
     journal = CleanupJournal(state / "cleanup-journal.jsonl", "reader")

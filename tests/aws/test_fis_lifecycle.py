@@ -9,9 +9,9 @@ import json
 from aws_helpers import platform, side
 from aws_stand_in import FisEffect
 
-from chaos.events import FaultEv, Timeline
-from chaos.faults.aws import FisSpotInterruption
-from chaos.platforms.aws.clients import describe_instances
+from elastic_chaos.events import FaultEv, Timeline
+from elastic_chaos.faults.aws import FisSpotInterruption
+from elastic_chaos.platforms.aws.clients import describe_instances
 
 
 def test_spot_interruption_creates_starts_follows_and_deletes_the_template(clients, direct, fleet, proxy,
@@ -65,7 +65,7 @@ def test_a_stop_alarm_stops_the_experiment_and_still_deletes_the_template(client
         if clients.fis.list_experiments()["experiments"] and not fired:
             cw.set_alarm_state(AlarmName="loss-nan", StateValue="ALARM", StateReason="test")
             fired.append(True)
-        from chaos.platforms.aws.clients import alarm_state
+        from elastic_chaos.platforms.aws.clients import alarm_state
         return "alarm" if alarm_state(cw, "loss-nan") == "ALARM" else None
 
     record = FisSpotInterruption(poll_s=0.2, timeout_s=60, should_stop=should_stop).inject(

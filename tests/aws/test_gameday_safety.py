@@ -7,8 +7,8 @@ import pytest
 from aws_fleet import FIS_ROLE, REGION
 from aws_stand_in import FisEffect
 
-from chaos.cli.main import main
-from chaos.platforms.aws.clients import describe_instances
+from elastic_chaos.cli.main import main
+from elastic_chaos.platforms.aws.clients import describe_instances
 
 TAGS = ["--tag", "eks:cluster-name=gameday", "--tag", "eks:nodegroup-name=gpu-spot"]
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from aws_helpers import platform, side
 
-from chaos.events import NodeEv, Source, Timeline
-from chaos.faults.aws import InsufficientCapacity, TerminateInstance
-from chaos.gameday.runner import GamedayOptions, run_gameday
-from chaos.platforms.aws.clients import describe_groups, describe_instances
+from elastic_chaos.events import NodeEv, Source, Timeline
+from elastic_chaos.faults.aws import InsufficientCapacity, TerminateInstance
+from elastic_chaos.gameday.runner import GamedayOptions, run_gameday
+from elastic_chaos.platforms.aws.clients import describe_groups, describe_instances
 
 
 def test_terminate_instance_terminates_the_newest_tagged_instance_and_audits_it(clients, fleet, tmp_path):

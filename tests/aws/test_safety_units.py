@@ -6,14 +6,14 @@ import time
 
 import pytest
 
-from chaos.errors import SpecError
-from chaos.events import Event, EventType, NodeEv, RdzvEv
-from chaos.gameday.replacement import split
-from chaos.gameday.stops import StopConditions
-from chaos.platforms.aws.actions import iso_duration, spot_interruption_template
-from chaos.platforms.aws.clients import instance_id_from_provider_id
-from chaos.platforms.aws.eks import machine_from_node
-from chaos.platforms.aws.guard import (
+from elastic_chaos.errors import SpecError
+from elastic_chaos.events import Event, EventType, NodeEv, RdzvEv
+from elastic_chaos.gameday.replacement import split
+from elastic_chaos.gameday.stops import StopConditions
+from elastic_chaos.platforms.aws.actions import iso_duration, spot_interruption_template
+from elastic_chaos.platforms.aws.clients import instance_id_from_provider_id
+from elastic_chaos.platforms.aws.eks import machine_from_node
+from elastic_chaos.platforms.aws.guard import (
     AuditLog,
     Call,
     CleanupJournal,

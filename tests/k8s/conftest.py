@@ -102,7 +102,7 @@ def sim(core: Any, custom: Any, namespace: str, log_endpoint: LogEndpoint,
 @pytest.fixture(scope="session")
 def job_etcd(tmp_path_factory: pytest.TempPathFactory, k8s_api: ApiServer) -> Iterator[Any]:
     """The etcd a job's rendezvous would use (the etcd pod cannot run here: a local one)."""
-    from chaos.platforms.local.etcd import EtcdServer
+    from elastic_chaos.host.etcd import EtcdServer
     server = EtcdServer(tmp_path_factory.mktemp("job-etcd") / "data")
     server.start()
     yield server
@@ -116,11 +116,11 @@ def make_platform(admin: Any, namespace: str, sim: ClusterSim, job_etcd: Any,
     (``user`` picks whose credentials; ``kind=True`` builds a KindPlatform)."""
     from kubernetes import client
 
-    from chaos.events import Timeline
-    from chaos.platforms.kubernetes import manifests as m
-    from chaos.platforms.kubernetes.kind_cluster import KindOptions, KindPlatform
-    from chaos.platforms.kubernetes.options import KubernetesOptions
-    from chaos.platforms.kubernetes.platform import KubernetesPlatform
+    from elastic_chaos.events import Timeline
+    from elastic_chaos.platforms.kubernetes import manifests as m
+    from elastic_chaos.platforms.kubernetes.kind_cluster import KindOptions, KindPlatform
+    from elastic_chaos.platforms.kubernetes.options import KubernetesOptions
+    from elastic_chaos.platforms.kubernetes.platform import KubernetesPlatform
     made: list[Any] = []
 
     def make(*, job_kind: m.JobKind = m.JobKind.ELASTICJOB, api: Any = None, kind: bool = False,

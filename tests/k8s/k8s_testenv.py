@@ -2,7 +2,7 @@
 
 ``make k8s-testenv`` builds the binary once (kind/testenv/build-kube-apiserver.sh)
 into ``.k8s-testenv/bin``. This module starts it against a real etcd
-(chaos.platforms.local.etcd.EtcdServer) with:
+(elastic_chaos.host.etcd.EtcdServer) with:
 
 - a CA and serving certificate generated with openssl (clients verify TLS);
 - token authentication: ``admin`` (system:masters), ``viewer`` (bound by the
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos.platforms.local.etcd import EtcdServer, free_port
+from elastic_chaos.host.etcd import EtcdServer, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_BINARY = REPO / ".k8s-testenv" / "bin" / "kube-apiserver"

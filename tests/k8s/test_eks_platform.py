@@ -15,16 +15,16 @@ from kubernetes import client
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "aws"))
 from moto_server import CountingProxy, MotoServer  # noqa: E402
 
-from chaos.events import Timeline  # noqa: E402
-from chaos.faults.aws import TerminateInstance  # noqa: E402
-from chaos.faults.kubernetes import DrainNode  # noqa: E402
-from chaos.gameday.cleanup import replay  # noqa: E402
-from chaos.platforms.aws.clients import describe_instances, make_clients  # noqa: E402
-from chaos.platforms.aws.eks import EksOptions, EksPlatform  # noqa: E402
-from chaos.platforms.aws.guard import AuditLog, CleanupJournal, Guard, SafetyLimits  # noqa: E402
-from chaos.platforms.aws.targets import AwsSide  # noqa: E402
-from chaos.platforms.kubernetes import manifests as m  # noqa: E402
-from chaos.spec import JobSpec  # noqa: E402
+from elastic_chaos.events import Timeline  # noqa: E402
+from elastic_chaos.faults.aws import TerminateInstance  # noqa: E402
+from elastic_chaos.faults.kubernetes import DrainNode  # noqa: E402
+from elastic_chaos.gameday.cleanup import replay  # noqa: E402
+from elastic_chaos.platforms.aws.clients import describe_instances, make_clients  # noqa: E402
+from elastic_chaos.platforms.aws.eks import EksOptions, EksPlatform  # noqa: E402
+from elastic_chaos.platforms.aws.guard import AuditLog, CleanupJournal, Guard, SafetyLimits  # noqa: E402
+from elastic_chaos.platforms.aws.targets import AwsSide  # noqa: E402
+from elastic_chaos.platforms.kubernetes import manifests as m  # noqa: E402
+from elastic_chaos.spec import JobSpec  # noqa: E402
 
 pytestmark = [pytest.mark.k8s_api, pytest.mark.aws]
 
@@ -139,7 +139,7 @@ def test_a_dry_run_drain_touches_no_node(admin, namespace, job_etcd, tmp_path, e
 
 
 def _gameday(k8s_api, namespace, proxy, state, *extra):
-    from chaos.cli.main import main
+    from elastic_chaos.cli.main import main
     return main(["gameday", *extra, "--namespace", namespace, "--kubeconfig", str(k8s_api.kubeconfig("admin")),
                  "--tag", "eks:cluster-name=test", "--region", "us-west-2", "--endpoint-url", proxy.endpoint,
                  "--state-dir", str(state), "--max-percent", "100", "--poll", "0.2"])

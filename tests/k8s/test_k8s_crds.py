@@ -6,9 +6,9 @@ import json
 import pytest
 from crd_util import CRD_DIR, established
 
-from chaos.platforms.kubernetes import jobs
-from chaos.platforms.kubernetes import manifests as m
-from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
+from elastic_chaos.platforms.kubernetes import jobs
+from elastic_chaos.platforms.kubernetes import manifests as m
+from elastic_chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
 
 pytestmark = pytest.mark.k8s_api
 

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 from k8s_testenv import until
 
-from chaos.errors import InjectionFailed
-from chaos.platforms.kubernetes.podexec import exec_in
-from chaos.platforms.kubernetes.watch import ObjectWatch
+from elastic_chaos.errors import InjectionFailed
+from elastic_chaos.platforms.kubernetes.podexec import exec_in
+from elastic_chaos.platforms.kubernetes.watch import ObjectWatch
 
 pytestmark = pytest.mark.k8s_api
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from k8s_testenv import until
 
-from chaos.errors import FaultUnavailable, InjectionFailed
-from chaos.events import EventType, FaultEv, NodeEv, Source, first
-from chaos.faults.kubernetes import (
+from elastic_chaos.errors import FaultUnavailable, InjectionFailed
+from elastic_chaos.events import EventType, FaultEv, NodeEv, Source, first
+from elastic_chaos.faults.kubernetes import (
     CordonNode,
     DeleteNode,
     DeletePod,
@@ -21,9 +21,9 @@ from chaos.faults.kubernetes import (
     EvictPod,
     StopKindNode,
 )
-from chaos.platforms.api import NodeState
-from chaos.platforms.kubernetes import manifests as m
-from chaos.spec import JobSpec
+from elastic_chaos.platforms.api import NodeState
+from elastic_chaos.platforms.kubernetes import manifests as m
+from elastic_chaos.spec import JobSpec
 
 pytestmark = pytest.mark.k8s_api
 
@@ -224,7 +224,7 @@ def test_an_rbac_denied_fault_fails_loudly_and_hits_nothing(k8s_api, ci_runner, 
 def test_a_token_without_any_binding_cannot_even_start(k8s_api, make_platform):
     from k8s_testenv import api_client
 
-    from chaos.errors import PlatformError
+    from elastic_chaos.errors import PlatformError
     platform = make_platform(api=api_client(k8s_api, "nobody"))
     with pytest.raises(PlatformError, match="could not list pods: HTTP 403"):
         platform.start(JobSpec(nodes="1:2"))
@@ -265,10 +265,10 @@ def test_stop_kind_node_fails_loudly_when_docker_refuses_or_is_missing(make_plat
 
 
 def test_kubernetes_faults_refuse_other_platforms_with_the_reason(tmp_path):
-    from chaos.events import Timeline
-    from chaos.platforms.local.platform import LocalPlatform
+    from elastic_chaos.events import Timeline
+    from elastic_chaos.platforms.local.platform import LocalPlatform
     local = LocalPlatform(Timeline(), tmp_path)
-    from chaos.faults.catalog import all_faults
+    from elastic_chaos.faults.catalog import all_faults
     for cls in (c for c in all_faults() if "kubernetes" in c.platforms or "kind" in c.platforms):
         name = cls.name
         with pytest.raises(FaultUnavailable, match=f"{name} .*kind"):

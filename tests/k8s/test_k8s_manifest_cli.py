@@ -35,7 +35,7 @@ def create(admin, namespace: str, doc: dict) -> None:
      "--node-selector", "pool=spot", "--existing-claim", "efs-claim", "--cpu", "4", "--memory", "8Gi"],
 ], ids=["kind-elasticjob", "pytorchjob-c10d", "eks-gpu-pytorchjob", "elasticjob-flags"])
 def test_the_printed_yaml_is_accepted_by_the_api_server(admin, namespace, crds_installed, args):
-    out = subprocess.run([sys.executable, "-m", "chaos.cli.main", "manifest", *args, "--namespace", namespace],
+    out = subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", "manifest", *args, "--namespace", namespace],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     docs = [d for d in yaml.safe_load_all(out.stdout) if d]

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from k8s_testenv import until
 
-from chaos.errors import InjectionFailed, PlatformError
-from chaos.events import NodeEv, ProgressEv, RdzvEv, Source, field_value
-from chaos.platforms.api import NodeState
-from chaos.platforms.kubernetes import manifests as m
-from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
-from chaos.watchers.logs import PREFIX, LogFollower
+from elastic_chaos.errors import InjectionFailed, PlatformError
+from elastic_chaos.events import NodeEv, ProgressEv, RdzvEv, Source, field_value
+from elastic_chaos.platforms.api import NodeState
+from elastic_chaos.platforms.kubernetes import manifests as m
+from elastic_chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
+from elastic_chaos.watchers.logs import PREFIX, LogFollower
 
 pytestmark = pytest.mark.k8s_api
 
@@ -152,7 +152,7 @@ def test_the_store_host_is_worker_0_on_c10d_and_none_with_etcd(make_platform):
 def test_a_missing_crd_says_how_to_install_it(make_platform, namespace):
     platform = make_platform()
     group_missing = m.KubeSettings(namespace=namespace, job_kind=m.JobKind.ELASTICJOB)
-    from chaos.platforms.kubernetes.actions import create_error as _create_error
+    from elastic_chaos.platforms.kubernetes.actions import create_error as _create_error
     exc = type("ApiException", (Exception,), {})("not found")
     exc.status, exc.body = 404, json.dumps({"message": "the server could not find the requested resource"})
     message = _create_error({"kind": "ElasticJob", "metadata": {"name": "j", "labels": {m.RUN_LABEL: "j"}}},
@@ -209,8 +209,8 @@ def test_a_chaos_run_on_kubernetes_watches_the_rendezvous_in_the_jobs_etcd(admin
 
     from kubernetes import client
 
-    from chaos.platforms.kubernetes.options import KubernetesOptions
-    from chaos.runner.run import ChaosRun
+    from elastic_chaos.platforms.kubernetes.options import KubernetesOptions
+    from elastic_chaos.runner.run import ChaosRun
     state = (Path(__file__).parents[1] / "fixtures" / "rdzv_state_torch-2.13_2nodes.b64").read_text().strip()
     options = KubernetesOptions(settings=m.kind_settings(namespace=namespace), etcd_endpoint=job_etcd.endpoint,
                                 start_timeout_s=30, watch_window_s=5)

@@ -6,16 +6,16 @@ import json
 
 import pytest
 
-from chaos.errors import SpecError
-from chaos.hypotheses.api import settings
-from chaos.platforms import platform_options
-from chaos.platforms.kubernetes import manifests as m
-from chaos.platforms.kubernetes.kind_cluster import KindOptions
-from chaos.platforms.kubernetes.options import KubernetesOptions, parse_toleration
+from elastic_chaos.errors import SpecError
+from elastic_chaos.hypotheses.api import settings
+from elastic_chaos.platforms import platform_options
+from elastic_chaos.platforms.kubernetes import manifests as m
+from elastic_chaos.platforms.kubernetes.kind_cluster import KindOptions
+from elastic_chaos.platforms.kubernetes.options import KubernetesOptions, parse_toleration
 
 SCENARIO = """
-from chaos.events import FaultEv, NodeEv
-from chaos.faults.kubernetes import DeletePod
+from elastic_chaos.events import FaultEv, NodeEv
+from elastic_chaos.faults.kubernetes import DeletePod
 
 def test_scenario(start_job):
     job = start_job(nodes="1:2", etcd_endpoint="{etcd}", start_timeout_s=30, watch_window_s=5{extra})
@@ -53,7 +53,7 @@ def test_unknown_options_name_the_accepted_ones():
 
 
 def test_plain_values_become_typed_settings(tmp_path):
-    kubeconfig = tmp_path / "k"   # read when the options are made (chaos.platforms.kubernetes.kubeconfig)
+    kubeconfig = tmp_path / "k"   # read when the options are made (elastic_chaos.platforms.kubernetes.kubeconfig)
     kubeconfig.write_text("apiVersion: v1\nclusters: []\nusers: []\ncontexts:\n- name: c\ncurrent-context: c\n")
     opts = platform_options("kubernetes", {"job_kind": "PyTorchJob", "gpus_per_node": 8,
                                            "node_selector": {"eks.amazonaws.com/capacityType": "SPOT"},

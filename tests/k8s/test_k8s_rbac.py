@@ -6,10 +6,10 @@ import pytest
 from crd_util import CRD_DIR
 from k8s_testenv import api_client, load_yaml
 
-from chaos.events import FaultEv
-from chaos.faults.kubernetes import CordonNode, DeleteNode, DeletePod, DeletePodGraceful, DrainNode, EvictPod
-from chaos.platforms.kubernetes import manifests as m
-from chaos.spec import JobSpec
+from elastic_chaos.events import FaultEv
+from elastic_chaos.faults.kubernetes import CordonNode, DeleteNode, DeletePod, DeletePodGraceful, DrainNode, EvictPod
+from elastic_chaos.platforms.kubernetes import manifests as m
+from elastic_chaos.spec import JobSpec
 
 pytestmark = pytest.mark.k8s_api
 
@@ -64,5 +64,5 @@ def test_the_documented_roles_run_a_job_and_every_fault(k8s_api, runner_rights, 
 def sim_wait_running(platform, pod: str) -> None:
     from k8s_testenv import until
 
-    from chaos.platforms.api import NodeState
+    from elastic_chaos.platforms.api import NodeState
     until(f"{pod} running again", lambda: platform.pods.get(pod).state is NodeState.RUNNING, timeout_s=20)

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from k8s_testenv import until
 
-from chaos.platforms.kubernetes import manifests as m
-from chaos.platforms.kubernetes.orphans import RUNNER_ANNOTATION, runner_stamp
-from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
+from elastic_chaos.platforms.kubernetes import manifests as m
+from elastic_chaos.platforms.kubernetes.orphans import RUNNER_ANNOTATION, runner_stamp
+from elastic_chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
 
 pytestmark = pytest.mark.k8s_api
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,7 +61,7 @@ def stamp_all(core: Any, apps: Any, custom: Any, namespace: str, run_id: str, st
 
 
 def reap(k8s_api: Any, namespace: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "chaos.cli.main", "reap", "--kubeconfig",
+    return subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", "reap", "--kubeconfig",
                            str(k8s_api.kubeconfig()), "--namespace", namespace, *extra],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
 
@@ -113,6 +113,6 @@ def test_a_killed_runners_job_is_removed_and_nothing_else(make_platform, k8s_api
 
 def test_a_bad_kubeconfig_or_run_id_is_a_usage_error(tmp_path):
     for extra in (["--kubeconfig", str(tmp_path / "none")], ["--run-id", "../etc"]):
-        out = subprocess.run([sys.executable, "-m", "chaos.cli.main", "reap", *extra], capture_output=True,
+        out = subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", "reap", *extra], capture_output=True,
                              text=True, timeout=60, cwd=ROOT)
         assert out.returncode == 2 and "Traceback" not in out.stderr and out.stderr.strip(), out.stderr

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from chaos.errors import PlatformError
-from chaos.events import EventType, NodeEv, Timeline, field_value
-from chaos.platforms.kubernetes.pods import MachineTracker
-from chaos.platforms.kubernetes.watch import ObjectWatch
+from elastic_chaos.errors import PlatformError
+from elastic_chaos.events import EventType, NodeEv, Timeline, field_value
+from elastic_chaos.platforms.kubernetes.pods import MachineTracker
+from elastic_chaos.platforms.kubernetes.watch import ObjectWatch
 
 pytestmark = pytest.mark.k8s_api
 

@@ -12,11 +12,11 @@ import sys
 
 import pytest
 
-from chaos.errors import SpecError
-from chaos.platforms.kubernetes import discover, jobs
-from chaos.platforms.kubernetes import manifests as m
-from chaos.platforms.local.etcd import EtcdServer
-from chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
+from elastic_chaos.errors import SpecError
+from elastic_chaos.host.etcd import EtcdServer
+from elastic_chaos.platforms.kubernetes import discover, jobs
+from elastic_chaos.platforms.kubernetes import manifests as m
+from elastic_chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
 
 pytestmark = pytest.mark.k8s_api
 
@@ -53,7 +53,7 @@ def test_the_cli_watches_a_job_found_by_name(k8s_api, custom, namespace, crds_in
     create_job(custom, namespace, m.JobKind.ELASTICJOB, RdzvBackend.ETCD_V2, "cli-job")
     with EtcdServer(tmp_path / "etcd-data") as etcd:
         out = subprocess.run(
-            [sys.executable, "-m", "chaos.cli.main", "watch", "--platform", "kubernetes", "--job", "cli-job",
+            [sys.executable, "-m", "elastic_chaos.cli.main", "watch", "--platform", "kubernetes", "--job", "cli-job",
              "--namespace", namespace, "--kubeconfig", str(k8s_api.kubeconfig("admin")),
              "--etcd", etcd.endpoint, "--duration", "2", "--record", str(tmp_path / "rec")],
             capture_output=True, text=True, timeout=120)

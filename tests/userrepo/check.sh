@@ -28,7 +28,7 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/elastic-chaos-user.XXXXXX")
 export TMPDIR="$T/tmp" ELASTIC_CHAOS_STATE="$T/state"
 mkdir -p "$TMPDIR"
 touch "$T/started"
-cd "$T"  # never in the clone: `python -c`/`-m` would import its chaos/ from the current directory
+cd "$T"  # never in the clone: `python -c`/`-m` would import its elastic_chaos/ from the current directory
 
 step() { echo "=== user-test: $* (at ${SECONDS} s)"; }
 fail() { echo "=== user-test FAILED: $*" >&2; exit 1; }
@@ -101,7 +101,7 @@ if "${PIP[@]}" list --format=freeze | grep -iE '^nvidia-'; then fail "nvidia-* p
 
 step "what the help names is in the wheel: the bundled trace, the reference trainer"
 "$T/venv/bin/elastic-chaos" trace spot-3 --compress 30
-"$PY" -c "import chaos, trainer.train; print('chaos from', chaos.__file__)" | tee "$T/where.txt"
+"$PY" -c "import elastic_chaos, elastic_chaos.trainer.train; print('chaos from', chaos.__file__)" | tee "$T/where.txt"
 grep -q "$T/venv/" "$T/where.txt" || fail "chaos was not imported from the virtualenv"
 
 step "a user repository: $T/work/userrepo (its own train.py and scenarios/)"

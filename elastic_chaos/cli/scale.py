@@ -1,0 +1,101 @@
+"""``elastic-chaos scale --nodes N``: what a job of N nodes should expect from its rendezvous.
+
+Reads the figures ``python -m bench --scale-rdzv`` measured with torch's own rendezvous handlers
+(elastic_chaos/scale/measured.json, shipped with the toolkit) and prints, for the job the options describe
+(``--rdzv-backend``, ``--rdzv-preset``, the rendezvous knobs): formation, re-formation after one node
+is lost or leaves, a node joining, the timeouts that bound them, and the store's load in steady
+state -- each saying whether it was measured at that size, interpolated, or extrapolated beyond the
+largest size measured. Starts nothing. Exit 0, or 2 for a usage error (with what to do).
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+DESCRIPTION = __doc__ + """
+examples:
+  elastic-chaos scale --nodes 512 --rdzv-backend c10d --rdzv-preset fast
+  elastic-chaos scale --nodes 4096 --rdzv-backend etcd-v2             # torch's default timeouts
+  elastic-chaos scale --nodes 256 --rdzv-preset fast --last-call-timeout 5
+"""
+
+
+def register(sub: Any) -> None:
+    from elastic_chaos.options import add_arguments
+    from elastic_chaos.scale.expect import Question
+    from elastic_chaos.spec import PRESETS, RendezvousSpec
+
+    p = sub.add_parser("scale", help="what a job of N nodes should expect from its rendezvous (measured figures)",
+                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p, Question)
+    rdzv = p.add_argument_group("rendezvous (as for `run`)")
+    add_arguments(rdzv, RendezvousSpec)
+    rdzv.add_argument("--rdzv-preset", choices=sorted(PRESETS), default=argparse.SUPPRESS,
+                      help="recovery timing preset (docs/PRESETS.md); explicit knobs override it")
+    p.set_defaults(func=main, parser=p)
+
+
+def main(args: argparse.Namespace) -> int:
+    from elastic_chaos.options import given
+    from elastic_chaos.scale import expect as ex
+    from elastic_chaos.scale.figures import load
+    from elastic_chaos.spec import PRESET_OPTION, RendezvousSpec, job_from_options
+
+    question = ex.Question(**given(args, ex.Question))
+    nodes = question.nodes
+    if nodes is None:
+        args.parser.error("give the job's size: --nodes N (e.g. --nodes 512)")
+        return 2
+    values: dict[str, Any] = dict(given(args, RendezvousSpec))
+    preset = getattr(args, PRESET_OPTION, None)
+    if preset is not None:
+        values[PRESET_OPTION] = preset
+    rdzv = job_from_options(values).rdzv
+    figs = load(Path(question.figures).expanduser() if question.figures else None)
+    backend = rdzv.backend.value
+    lines = ex.expect(figs, backend, nodes, rdzv)
+    k = ex.knobs(rdzv)
+    print(f"A {nodes}-node job, rendezvous {backend}, preset {preset or 'none'}: keep-alive "
+          f"{k['keep_alive_interval']} s x {k['keep_alive_max_attempt']} (a lost node is dead after "
+          f"{k['keep_alive_interval'] * k['keep_alive_max_attempt']} s), last call {k['last_call_timeout']} s, "
+          f"join timeout {k['join_timeout']} s")
+    b = figs.backend(backend)
+    sizes = sorted(p.nodes for p in b.points)
+    print(f"Figures: torch {figs.torch}'s own rendezvous handlers, {sizes[0]}-{sizes[-1]} nodes hosted on one "
+          f"machine ({figs.machine}, {figs.cores} cores), preset {figs.preset}, {figs.date} (`{figs.command}`)\n")
+    traffic, work = ex.traffic(figs, backend, nodes), ex.store_work(figs, backend, nodes)
+    width = max(len(label) for label in [*(line.what for line in lines), *(t[0] for t in [*traffic, *work])])
+    for line in lines:
+        print(f"  {line.what.ljust(width)}  {_s(line.seconds):>9}  {line.how}")
+    form = lines[0].seconds
+    if form is not None:
+        share = form / k["join_timeout"]
+        verdict = ("FAILS: formation takes longer than the join timeout" if share >= 1 else
+                   f"formation uses {share:.0%} of it")
+        print(f"  {'join timeout'.ljust(width)}  {_s(float(k['join_timeout'])):>9}  {verdict}")
+    print("\nThe store in steady state (every agent syncs the state once a second and heartbeats):")
+    for label, value, how in traffic:
+        print(f"  {label.ljust(width)}  {_num(value):>9}  {how}")
+    print("\nWhat the store does for one formation and one re-formation (every node's compare-and-sets of the "
+          "whole state: its busy time bounds any cluster's):")
+    for label, value, how in work:
+        print(f"  {label.ljust(width)}  {_num(value):>9}  {how}")
+    if b.broke_at is not None:
+        relation = "at or below" if b.broke_at <= nodes else "above"
+        print(f"\nThe harness broke at {b.broke_at} nodes ({relation} this size) with preset {figs.preset}: "
+              f"{b.broke_why}")
+    return 0
+
+
+def _s(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f} s"
+
+
+def _num(v: float | None) -> str:
+    if v is None:
+        return "-"
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= size:
+            return f"{v / size:.1f}{unit}"
+    return f"{v:.3g}"
