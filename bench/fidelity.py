@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import summary
-from elastic_chaos.analysis.recovery import analyze_fault, faults_in, window_end
+from elastic_chaos.analysis.recovery_analysis import analyze_fault, faults_in, window_end
 from elastic_chaos.events import Event, ProgressEv, RdzvEv, Source, of, read_events
 from elastic_chaos.watchers.logs import _AgentParser, parse_progress
 from elastic_chaos.watchers.nccl import parse_nccl

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     )
     from elastic_chaos.events import Event, Timeline
     from elastic_chaos.faults import Fault, FaultPlan, FaultRecord, KillNode
-    from elastic_chaos.runner.run import ChaosRun, JobFailed
+    from elastic_chaos.runner.endings import JobFailed
+    from elastic_chaos.runner.run import ChaosRun
     from elastic_chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
 
 # Where each public name lives. They are imported on first use, not here: importing a
@@ -45,7 +46,7 @@ _HOMES = {
     "Event": "elastic_chaos.events", "Timeline": "elastic_chaos.events",
     **{n: "elastic_chaos.faults" for n in ("Fault", "FaultPlan", "FaultRecord", "KillNode")},
     "RunResult": "elastic_chaos.analysis.result",
-    "ChaosRun": "elastic_chaos.runner.run", "JobFailed": "elastic_chaos.runner.run",
+    "ChaosRun": "elastic_chaos.runner.run", "JobFailed": "elastic_chaos.runner.endings",
     **{n: "elastic_chaos.spec" for n in ("JobSpec", "RdzvBackend", "RendezvousSpec")},
 }
 

@@ -444,9 +444,9 @@ def _verdict_of(item: pytest.Item) -> Verdict:
 
 def _check_of(exc: BaseException | None) -> str:
     """A test failed by the toolkit's own error (a watcher died, a fault it could not inject, a
-    bad option) is that error's check (elastic_chaos.runner.run.check_of), never a verdict on the
+    bad option) is that error's check (elastic_chaos.runner.endings.check_of), never a verdict on the
     hypothesis; an assertion, or any error of the scenario's own code, is the test's."""
     from elastic_chaos.errors import ChaosError
-    from elastic_chaos.runner.run import check_of
+    from elastic_chaos.runner.endings import check_of
     check = check_of(exc) if isinstance(exc, ChaosError) else "run"
     return "test" if check == "run" else check

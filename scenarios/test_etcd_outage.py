@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_a_crashed_etcd_takes_down_even_a_steadily_training_job(run_hypothesis):
-    from elastic_chaos.analysis.recovery import FailureCause
+    from elastic_chaos.analysis.outcome import FailureCause
     run = run_hypothesis("etcd-outage", **CADENCE, replace_lost_nodes=False,
                          duration_s=8.0, how="crash", expect_failed={"job-survives"}, **FAST_RDZV)
     outcome = run.outcome()

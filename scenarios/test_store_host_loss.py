@@ -10,7 +10,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_losing_the_c10d_store_host_kills_the_job_for_good(run_hypothesis):
-    from elastic_chaos.analysis.recovery import FailureCause
+    from elastic_chaos.analysis.outcome import FailureCause
     run = run_hypothesis("store-host-loss", nodes="1:3", **CADENCE,
                          expect_failed={"job-survives"})
     assert run.faults[0].target == run.platform.nodes()[0].name     # the first node hosts the store

@@ -13,7 +13,7 @@ def test_worker_crash_restarts_the_group_at_the_same_size(run_hypothesis):
 
 
 def test_restarts_exhausted_fails_the_job_and_says_the_budget_ran_out(run_hypothesis):
-    from elastic_chaos.analysis.recovery import FailureCause
+    from elastic_chaos.analysis.outcome import FailureCause
     run = run_hypothesis("restarts-exhausted", **CADENCE, max_restarts=1,
                          expect_failed={"job-survives"}, **FAST_RDZV)
     outcome = run.outcome()

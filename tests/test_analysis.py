@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from elastic_chaos.analysis.recovery import analyze, analyze_fault
+from elastic_chaos.analysis.recovery_analysis import analyze, analyze_fault
 from elastic_chaos.events import AgentEv, CheckpointEv, Event, FaultEv, NodeEv, ProgressEv, RdzvEv, Source
 
 F = 100.0  # the fault's time in every timeline below

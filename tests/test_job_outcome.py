@@ -1,7 +1,8 @@
 """Why a job is gone, from the evidence on its timeline."""
 from __future__ import annotations
 
-from elastic_chaos.analysis.recovery import FailureCause, JobState, analyze_fault, job_outcome
+from elastic_chaos.analysis.outcome import FailureCause, JobState, job_outcome
+from elastic_chaos.analysis.recovery_analysis import analyze_fault
 from elastic_chaos.events import AgentEv, CheckpointEv, Event, FaultEv, NodeEv, ProgressEv
 from elastic_chaos.spec import JobSpec
 

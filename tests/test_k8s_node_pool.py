@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from elastic_chaos.analysis.recovery import analyze_fault
+from elastic_chaos.analysis.recovery_analysis import analyze_fault
 from elastic_chaos.errors import FaultUnavailable
 from elastic_chaos.events import Event, NodeEv, RdzvEv, Timeline, payload_json
 from elastic_chaos.platforms.api import NodeState

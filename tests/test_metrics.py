@@ -17,7 +17,8 @@ from elastic_chaos.analysis import recovery, registry
 from elastic_chaos.analysis.invariants import SplitBrain
 from elastic_chaos.analysis.metrics import Measured, MeasuredInt
 from elastic_chaos.analysis.observation import ScriptObservation
-from elastic_chaos.analysis.recovery import FIELD_METRICS, METRICS, PHASES, Recovery, RecoveryPath, analyze_fault
+from elastic_chaos.analysis.recovery import FIELD_METRICS, METRICS, PHASES, Recovery, RecoveryPath
+from elastic_chaos.analysis.recovery_analysis import analyze_fault
 from elastic_chaos.analysis.result import FaultResult, RunResult, Samples, upgrade_v1
 from elastic_chaos.analysis.verdict import Verdict
 from elastic_chaos.events.records import FaultRecord

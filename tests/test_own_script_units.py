@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from elastic_chaos.analysis.observation import checks, summarize
-from elastic_chaos.analysis.recovery import analyze_fault
+from elastic_chaos.analysis.recovery_analysis import analyze_fault
 from elastic_chaos.cli.main import split_script
 from elastic_chaos.errors import SpecError
 from elastic_chaos.events import AgentEv, CheckpointEv, Event, ProgressEv, Source, Timeline, of, read_timeline

@@ -4,7 +4,7 @@ processes apart by their node and their own start, not by PID alone."""
 from __future__ import annotations
 
 from elastic_chaos.analysis.invariants import split_brains
-from elastic_chaos.analysis.recovery import analyze_fault
+from elastic_chaos.analysis.recovery_analysis import analyze_fault
 from elastic_chaos.events import CheckpointEv, Event, ProgressEv
 
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from elastic_chaos.analysis.recovery import FailureCause, RootCause, job_outcome
+from elastic_chaos.analysis.outcome import FailureCause, RootCause, job_outcome
 from elastic_chaos.events import Event, NodeEv, ProgressEv
 from elastic_chaos.watchers.logs import parse_raw, root_cause
 

@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from elastic_chaos.analysis.recovery import RootCause, job_outcome
+from elastic_chaos.analysis.outcome import RootCause, job_outcome
 from elastic_chaos.events import CheckpointEv, Event, NodeEv, ProgressEv, Timeline, of
 from elastic_chaos.spec import Observation
 from elastic_chaos.watchers.checkpoints import CheckpointWatcher

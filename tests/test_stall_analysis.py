@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from elastic_chaos.analysis.recovery import PHASES, RecoveryPath, analyze_fault
+from elastic_chaos.analysis.recovery import PHASES, RecoveryPath
+from elastic_chaos.analysis.recovery_analysis import analyze_fault
 from elastic_chaos.events import AgentEv, CheckpointEv, Event, FaultEv, ProgressEv, RdzvEv, RunnerEv
 
 F = 100.0

@@ -68,7 +68,7 @@ def test_a_save_stamped_after_the_latest_step_still_shows_the_job_saves():
 def test_a_later_faults_restarts_before_it_are_the_earlier_faults_recoveries_not_warm_up():
     """Seen in kill-at-save-point (one fault per save point, in one run): every fault after the first
     said its job 'was not steady' because of the previous fault's restart."""
-    from elastic_chaos.analysis.recovery import analyze
+    from elastic_chaos.analysis.recovery_analysis import analyze
     from elastic_chaos.events import FaultEv
 
     def kill(t: float, node: str) -> Event:

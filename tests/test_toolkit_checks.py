@@ -136,7 +136,7 @@ def verdict_of_path(folder: Path) -> dict:
 
 def test_only_what_the_job_did_is_a_verdict_on_the_hypothesis():
     from elastic_chaos.analysis.verdict import USAGE_CHECK
-    from elastic_chaos.runner.run import check_of
+    from elastic_chaos.runner.endings import check_of
     assert check_of(WatcherDied("LogFollower", OSError("gone"))) in TOOLKIT_CHECKS
     for toolkit in (InjectionFailed("x"), PlatformError("x"), ChaosError("x"), KeyError("x"), OSError("x")):
         assert check_of(toolkit) in TOOLKIT_CHECKS, toolkit

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from elastic_chaos.analysis.recovery import training_finished
+from elastic_chaos.analysis.outcome import training_finished
 from elastic_chaos.analysis.saves import saves
 from elastic_chaos.events import CheckpointEv, Event, ProgressEv, of
 from elastic_chaos.spec import JobSpec

@@ -7,7 +7,7 @@ from typing import Any
 
 from elastic_chaos.analysis.groups import FaultGroup, FaultMark, RunGroup, RunMark
 from elastic_chaos.analysis.hang import HANG
-from elastic_chaos.analysis.recovery import RECOVERY
+from elastic_chaos.analysis.recovery_analysis import RECOVERY
 from elastic_chaos.analysis.replay import REPLAY
 from elastic_chaos.analysis.storage import STORAGE
 from elastic_chaos.analysis.throughput import THROUGHPUT

@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from elastic_chaos.analysis import recovery as analysis
+from elastic_chaos.analysis import recovery_analysis as analysis
 from elastic_chaos.analysis.goodput import goodput
 from elastic_chaos.analysis.groups import FaultGroup, FaultMark, GroupValue, RunGroup, RunMark
 from elastic_chaos.analysis.invariants import SplitBrain, split_brains

@@ -2,7 +2,7 @@
 
 A run waiting for a recovery is fed every new event. Progress can only have been regained by a
 step past the highest step completed before the fault, so the full measurement
-(elastic_chaos.analysis.recovery.analyze_fault) runs only for a step past that bound; when it says
+(elastic_chaos.analysis.recovery_analysis.analyze_fault) runs only for a step past that bound; when it says
 "not yet" (the step came from a worker of the old generation, say), its pre-fault step raises the
 bound. A wait that once re-measured the timeline for every step event now measures it a few times.
 """
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from elastic_chaos.analysis.recovery import Recovery, analyze_fault
+from elastic_chaos.analysis.recovery import Recovery
+from elastic_chaos.analysis.recovery_analysis import analyze_fault
 from elastic_chaos.events import Event, ProgressEv, of
 
 

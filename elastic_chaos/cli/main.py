@@ -154,12 +154,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _exit_code_of(command: str, exc: ChaosError) -> int:
     """2 for a usage or setup error. A run that a ChaosError ended exits as its report.json's outcome
-    says (elastic_chaos.runner.run.check_of): 2 for a bad input met once it had begun, 4 when the toolkit or
+    says (elastic_chaos.runner.endings.check_of): 2 for a bad input met once it had begun, 4 when the toolkit or
     its platform failed (a fault it could not inject, a watcher that died)."""
     if command not in ("run", "demo"):
         return EXIT_USAGE
     from elastic_chaos.analysis.verdict import Verdict
-    from elastic_chaos.runner.run import check_of
+    from elastic_chaos.runner.endings import check_of
     return Verdict.failed(str(exc), check=check_of(exc)).outcome.exit_code
 
 

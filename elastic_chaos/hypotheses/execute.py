@@ -18,7 +18,8 @@ from elastic_chaos.hypotheses.api import Trial, settings
 from elastic_chaos.hypotheses.catalog import get
 from elastic_chaos.hypotheses.dryrun import build_fault
 from elastic_chaos.platforms import platform_options
-from elastic_chaos.runner.run import ChaosRun, JobFailed, JobFinished, NotSteady
+from elastic_chaos.runner.endings import JobFailed, JobFinished, NotSteady
+from elastic_chaos.runner.run import ChaosRun
 from elastic_chaos.watchers.tails import log_tails
 
 

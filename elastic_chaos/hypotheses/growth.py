@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from elastic_chaos.analysis.recovery import analyze
+from elastic_chaos.analysis.recovery_analysis import analyze
 from elastic_chaos.hypotheses.api import Trial, hypothesis
 from elastic_chaos.options import DAY_S, MAX_SEED, WEEK_S, option, validate
 

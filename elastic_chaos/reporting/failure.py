@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from elastic_chaos.analysis import recovery
-from elastic_chaos.analysis.recovery import RECOVERY, Recovery
+from elastic_chaos.analysis.recovery import Recovery
+from elastic_chaos.analysis.recovery_analysis import RECOVERY
 from elastic_chaos.analysis.registry import fault_groups, run_groups
 from elastic_chaos.analysis.result import RunResult
 from elastic_chaos.events import Event, ProgressEv, node_name, payload_json

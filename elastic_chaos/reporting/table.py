@@ -18,7 +18,7 @@ from typing import Any
 
 from elastic_chaos.analysis.groups import FaultGroup, RunGroup
 from elastic_chaos.analysis.metrics import Metric
-from elastic_chaos.analysis.recovery import RECOVERY
+from elastic_chaos.analysis.recovery_analysis import RECOVERY
 from elastic_chaos.analysis.registry import fault_groups, run_groups
 from elastic_chaos.analysis.result import FaultResult, RunResult
 from elastic_chaos.events import node_name

@@ -20,8 +20,10 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from elastic_chaos.analysis.verdict import DISK_CHECK
 from elastic_chaos.errors import DiskFull, SpecError
-from elastic_chaos.events import Timeline
+from elastic_chaos.events import RunnerEv, Timeline
+from elastic_chaos.events.runner_events import DiskFull as DiskFullEvent
 from elastic_chaos.watchers.api import Watcher
 
 RESERVE_BYTES = 8 * 1024 * 1024
@@ -106,3 +108,20 @@ class DiskWatch(Watcher):
     def full(self) -> DiskFull | None:
         """What stopped the run, when a full disk did."""
         return self._error if isinstance(self._error, DiskFull) else None
+
+
+def room_for_the_report(report_dir: Path, timeline: Timeline, watch: DiskWatch | None, *,
+                        said_already: bool) -> list[tuple[str, str]]:
+    """Free the reserve for the report, write what the timeline held in memory, and record a full disk
+    that stopped the run; returns it as a problem of the verdict (unless ``said_already``)."""
+    unreserve(report_dir)
+    left = timeline.flush_unwritten()
+    full = watch.full if watch is not None else None
+    if full is None and timeline.write_error is not None:
+        full = DiskFull(timeline.path, free_bytes(report_dir), "the timeline could not be written")
+    if full is None:
+        return []
+    timeline.emit(RunnerEv.DISK_FULL, None, DiskFullEvent(path=full.path, free_bytes=full.free_bytes,
+                                                          why=full.why or None, at=full.at))
+    said = str(full) + (f"; {left} event(s) of the timeline could not be written" if left else "")
+    return [] if said_already else [(said, DISK_CHECK)]

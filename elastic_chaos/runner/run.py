@@ -21,26 +21,24 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
-import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from elastic_chaos import signals
-from elastic_chaos.analysis import recovery as analysis
+from elastic_chaos.analysis import outcome as analysis
 from elastic_chaos.analysis.goodput import goodput
 from elastic_chaos.analysis.invariants import SplitBrain, split_brains
-from elastic_chaos.analysis.observation import ScriptObservation, listing
+from elastic_chaos.analysis.observation import ScriptObservation
+from elastic_chaos.analysis.recovery import Recovery
+from elastic_chaos.analysis.recovery_analysis import window_end
 from elastic_chaos.analysis.result import RunResult, build_result
 from elastic_chaos.analysis.samples import SampleAccount, account_samples
-from elastic_chaos.analysis.steady import Unsteady, unsteady
 from elastic_chaos.analysis.tracking import RecoveryTracker
 from elastic_chaos.analysis.verdict import (
     DISK_CHECK,
     INTERRUPTED_CHECK,
-    JOB_FINISHED_CHECK,
     USAGE_CHECK,
     Check,
     Verdict,
@@ -48,74 +46,33 @@ from elastic_chaos.analysis.verdict import (
 from elastic_chaos.errors import (
     ChaosError,
     DiskFull,
-    FaultUnavailable,
     RecoveryTimeout,
-    SetupError,
-    SpecError,
     WatcherDied,
 )
-from elastic_chaos.events import AgentEv, CheckpointEv, Event, ProgressEv, RunnerEv, Timeline
+from elastic_chaos.events import AgentEv, Event, ProgressEv, RunnerEv, Timeline
 from elastic_chaos.events.records import FaultRecord
-from elastic_chaos.events.runner_events import DiskFull as DiskFullEvent
 from elastic_chaos.events.runner_events import Phase
 from elastic_chaos.faults.api import Fault
 from elastic_chaos.faults.triggers import Trigger
 from elastic_chaos.platforms import create_platform
 from elastic_chaos.platforms.api import Platform
-from elastic_chaos.platforms.storage import storage_of
 from elastic_chaos.reporting.render import RenderResult
 from elastic_chaos.reporting.report import write_report
 from elastic_chaos.reporting.run_report import RunReport, missing_in
 from elastic_chaos.runner import disk, folder
+from elastic_chaos.runner.endings import JobFailed, JobFinished, NotSteady, check_of, interruption, said, tail
 from elastic_chaos.runner.ledger import ArmedFault, FaultLedger
+from elastic_chaos.runner.steady import LINE_SLACK_S, READ_PAST_S, steady_problems
+from elastic_chaos.runner.wiring import job_watchers
 from elastic_chaos.spec import JobSpec
 from elastic_chaos.waiting import eventually
 from elastic_chaos.watchers.api import Watcher
 from elastic_chaos.watchers.checkpoints import CheckpointWatcher, NodeRoots
 from elastic_chaos.watchers.logs import LogFollower
-from elastic_chaos.watchers.rendezvous import RendezvousWatcher
 from elastic_chaos.watchers.script_lines import ScriptLines
-from elastic_chaos.watchers.storage import StorageOpWatcher
 
 log = logging.getLogger(__name__)
 
-
-class JobFailed(ChaosError):
-    """Every node of the job is gone and none is coming back; ``outcome`` says why."""
-
-    def __init__(self, message: str, outcome: analysis.JobOutcome) -> None:
-        super().__init__(message)
-        self.outcome = outcome
-
-
-class JobFinished(ChaosError):
-    """The job's training ended on its own (its workers exited 0) while the run waited for ``what``:
-    before its fault, or before the fault could be judged. ``finished`` is the event that says so
-    (elastic_chaos.analysis.recovery.training_finished). Not a failure of the job, and no experiment."""
-
-    def __init__(self, what: str, finished: Event) -> None:
-        super().__init__(f"while waiting for {what}: the job finished its training on its own "
-                         f"({finished.node or 'a worker'}: {finished.type})")
-        self.what = what
-        self.finished = finished
-
-
-class NotSteady(ChaosError):
-    """The job was not steady when a hypothesis was about to inject its fault (elastic_chaos.analysis.steady);
-    ``problems`` says how. No fault is injected: no experiment was made."""
-
-    def __init__(self, problems: list[Unsteady]) -> None:
-        super().__init__("the job is not steady: " + "; ".join(p.what for p in problems))
-        self.problems = problems
-
-
-SAVE_CATCH_UP_S = 3.0
-"""How long the steady-state check waits for a save the checkpoint watcher has yet to report."""
-
-READ_PAST_S = 1.0
-"""How long the steady check waits for the log followers to read past the step it reached."""
-LINE_SLACK_S = 0.1
-"""Lines written this soon after the step (a failure beside it) are read before the check."""
 
 SETTLE_STEPS = 5
 SETTLE_S = 5.0
@@ -162,7 +119,7 @@ class ChaosRun:
         self.closing_checks: Callable[[RunResult], list[Check]] | None = None
         """Checks made from the run's final result as it closes (the checks every run shares:
         elastic_chaos.hypotheses.execute), added to ``verdict`` before the report is written."""
-        self.judged: dict[float, analysis.Recovery] = {}
+        self.judged: dict[float, Recovery] = {}
         """Each fault's Recovery as a hypothesis last read it (by injected_at): the report shows these
         (measured once), so a check's figures and the report's cannot differ."""
         self.report: RunReport | None = None
@@ -182,7 +139,7 @@ class ChaosRun:
         if exc is not None:
             check = check_of(exc)
             why = (f"not a run: {exc}" if check == USAGE_CHECK else
-                   f"interrupted ({_interruption(exc)}) during the {self._phase or 'start'} phase: the run was "
+                   f"interrupted ({interruption(exc)}) during the {self._phase or 'start'} phase: the run was "
                    "stopped, so it says nothing about the hypothesis" if check == INTERRUPTED_CHECK else
                    f"run aborted: {type(exc).__name__}: {exc}")
             if self.verdict is None:
@@ -197,28 +154,11 @@ class ChaosRun:
         self.phase("starting", nodes=job.nodes)
         self.platform.start(job)
         self.workdir = self.platform.job_workdir()
-        self.script_lines = ScriptLines(job.observe, job.nproc_per_node)
-        follower = LogFollower(self.timeline, self.platform.node_logs, self.script_lines,
-                               tz=self.platform.node_log_timezone(), worker_logs=self.platform.worker_logs)
-        self._follower = follower
-        self.add_watcher(follower)
-        storage = storage_of(self.platform)  # the checkpoint folder behind the storage layer: read it past the mount
-        view = storage.view if storage is not None else None
-        ckpt, read = job.observe.checkpoint, (lambda: follower.read_until)
-        if ckpt and job.node_local_workdir and not Path(ckpt).is_absolute():  # on every node's own disk
-            self.node_roots = NodeRoots(self.platform.node_workdirs, ckpt)
-            self.ckpt_watcher = CheckpointWatcher(self.timeline, self.node_roots, read_until=read)
-            self.add_watcher(self.ckpt_watcher)
-        elif ckpt and self.workdir is not None:  # a script's own checkpoint file
-            self.ckpt_watcher = CheckpointWatcher(self.timeline, self.workdir / ckpt, read_until=read, view=view)
-            self.add_watcher(self.ckpt_watcher)
-        self._disk = disk.DiskWatch(self.timeline, lambda: [p for p in (self.report_dir, self.workdir) if p])
-        self.add_watcher(self._disk)
-        if storage is not None:
-            self.add_watcher(StorageOpWatcher(self.timeline, storage.op_log(), mountpoint=storage.mountpoint()))
-        endpoint = self.platform.etcd_endpoint()
-        if endpoint:
-            self.add_watcher(RendezvousWatcher(self.timeline, endpoint, job.run_id, self._pid_to_node))
+        w = job_watchers(self.platform, self.timeline, job, self.workdir, self.report_dir)
+        self.script_lines, self._follower, self._disk = w.script_lines, w.follower, w.disk
+        self.ckpt_watcher, self.node_roots = w.checkpoint, w.node_roots
+        for watcher in w.all():
+            self.add_watcher(watcher)
 
     def add_watcher(self, watcher: Watcher) -> Watcher:
         """Start ``watcher`` and make it part of the run: close() stops it, and if its
@@ -253,7 +193,7 @@ class ChaosRun:
         try:
             self.platform.stop()
         except Exception as exc:  # noqa: BLE001 - teardown goes on; the error is the toolkit's check
-            errors.append(_said(exc))
+            errors.append(said(exc))
         died: list[str] = []
         for w in self._watchers:
             try:
@@ -263,9 +203,10 @@ class ChaosRun:
             except WatcherDied as exc:   # the run was partly blind: it cannot pass
                 died.append(str(exc))
             except Exception as exc:  # noqa: BLE001 - as above
-                errors.append(_said(exc))
+                errors.append(said(exc))
         problems = [(f"cleanup: {e}", "cleanup") for e in errors]
-        problems += self._room_for_the_report()
+        known = self.verdict is not None and DISK_CHECK in self.verdict.failed_checks()
+        problems += disk.room_for_the_report(self.report_dir, self.timeline, self._disk, said_already=known)
         problems += [(d, "watcher") for d in died if self.verdict is None
                      or not any(c.name == "watcher" and c.reason == d for c in self.verdict.checks)]
         # whatever the scenario asserted, two worlds training at once is a failure
@@ -286,27 +227,11 @@ class ChaosRun:
         try:
             self.rendered = write_report(self.report)
         except (OSError, ChaosError) as exc:   # the disk filled past the reserve: say where the evidence is
-            self.unwritten = (f"the report could not be written ({_said(exc)}); the evidence is in {self.report_dir} "
+            self.unwritten = (f"the report could not be written ({said(exc)}); the evidence is in {self.report_dir} "
                               "(timeline.jsonl, nodes/*.log): free some space and run `elastic-chaos report "
                               f"{self.report_dir}`")
             log.error("%s", self.unwritten)
         self.timeline.close()
-
-    def _room_for_the_report(self) -> list[tuple[str, str]]:
-        """Free the reserve (elastic_chaos.runner.disk) for the report, write what the timeline held in memory, and
-        record a full disk that stopped the run; returns it as a problem of the verdict (if not said yet)."""
-        disk.unreserve(self.report_dir)
-        left = self.timeline.flush_unwritten()
-        full = self._disk.full if self._disk is not None else None
-        if full is None and self.timeline.write_error is not None:
-            full = DiskFull(self.timeline.path, disk.free_bytes(self.report_dir), "the timeline could not be written")
-        if full is None:
-            return []
-        self.timeline.emit(RunnerEv.DISK_FULL, None, DiskFullEvent(path=full.path, free_bytes=full.free_bytes,
-                                                                   why=full.why or None, at=full.at))
-        said = str(full) + (f"; {left} event(s) of the timeline could not be written" if left else "")
-        known = self.verdict is not None and DISK_CHECK in self.verdict.failed_checks()
-        return [] if known else [(said, DISK_CHECK)]
 
     def _settle(self) -> None:
         """A job that recovered trains a few more steps before it is torn down (at most SETTLE_S), so
@@ -328,17 +253,6 @@ class ChaosRun:
     def phase(self, name: str, **data: Any) -> None:
         self._phase = name
         self.timeline.emit(RunnerEv.PHASE, None, Phase(phase=name, **data))
-
-    def _pid_to_node(self) -> dict[int | str, str]:
-        """Rendezvous participants -> node names: by agent PID and by address, each only
-        where it is unambiguous (local nodes share "localhost"; pods share PID 1)."""
-        nodes = self.platform.nodes()
-        keys: dict[int | str, list[str]] = {}
-        for n in nodes:
-            for key in (n.agent_pid, n.labels.get("address"), n.name):
-                if key:
-                    keys.setdefault(key, []).append(n.name)
-        return {k: v[0] for k, v in keys.items() if len(set(v)) == 1}
 
     # -- waiting ------------------------------------------------------------
     def wait_for(self, what: str, predicate: Callable[[Event], bool], timeout: float) -> Event:
@@ -374,7 +288,7 @@ class ChaosRun:
             raise JobFinished(what, finished)
         if self.job_gone():
             outcome = analysis.job_outcome(self.timeline.events(), self.job)
-            tails = "\n".join(f"--- {name} (last lines) ---\n{_tail(path)}"
+            tails = "\n".join(f"--- {name} (last lines) ---\n{tail(path)}"
                               for name, path in self.platform.node_logs().items())
             raise JobFailed(f"while waiting for {what}: the job failed permanently: "
                             f"{'; '.join(outcome.reasons)}\n{tails}", outcome)
@@ -426,26 +340,9 @@ class ChaosRun:
         reached = self.wait_for_step(step, timeout)
         began = time.monotonic()
         self._read_past(reached.t)   # the lines written with the step (a failure beside it) are read
-        job = self.job
-        assert job is not None, "start the job first"
-        sees_saves = not job.script or job.observe.checkpoint is not None or bool(
-            self.timeline.select(CheckpointEv.SAVED))
-        why = None
-        if checkpoint_bound and sees_saves and reached.data.step >= 2 * job.checkpoint_every \
-                and not self.timeline.select(CheckpointEv.SAVED):
-            # the check below needs a save by now; the checkpoint file's watcher reports one once it held
-            # still for a poll and the logs were read past it: give it that long before calling the job unsteady
-            why = "the steady check needs a save by now and the checkpoint watcher had yet to report one"
-            self.timeline.wait_for(lambda e: e.type == CheckpointEv.SAVED, timeout=SAVE_CATCH_UP_S)
-        ckpt = job.observe.checkpoint
-        folder = (self.workdir / ckpt).parent if ckpt and self.workdir is not None and not job.node_local_workdir \
-            else None
-        problems = unsteady(self.timeline.events(), world_size=job.initial_nodes * job.nproc_per_node,
-                            checkpoint_every=job.checkpoint_every if checkpoint_bound else None,
-                            sees_saves=sees_saves, watched=ckpt,
-                            workdir_holds=listing(folder) if folder is not None else (),
-                            unsettled=self.ckpt_watcher.unsettled if self.ckpt_watcher is not None else 0,
-                            poll_s=CheckpointWatcher.interval_s)
+        assert self.job is not None, "start the job first"
+        problems, why = steady_problems(self.timeline, self.job, reached, self.workdir, self.ckpt_watcher,
+                                        checkpoint_bound=checkpoint_bound)
         if problems:
             self.phase("not_steady")
             raise NotSteady(problems)
@@ -490,7 +387,7 @@ class ChaosRun:
 
     # -- observing ------------------------------------------------------------
     def wait_for_recovery(self, fault: FaultRecord, *, timeout: float = 180.0,
-                          world_size: int | None = None) -> analysis.Recovery:
+                          world_size: int | None = None) -> Recovery:
         """Block until progress passes the pre-fault step (and, if given, training
         runs at ``world_size``); then return the fault's Recovery."""
         self.phase("recovering", fault=fault.fault, target=fault.target)
@@ -507,7 +404,7 @@ class ChaosRun:
         return self.recovery(fault)
 
     def wait_for_world_size(self, fault: FaultRecord, world_size: int, *,
-                            timeout: float = 180.0) -> analysis.Recovery:
+                            timeout: float = 180.0) -> Recovery:
         """Block until training runs at ``world_size`` again after ``fault`` (a
         replacement joined, or a scale-up formed the larger world)."""
         self.phase("awaiting_world_size", world_size=world_size)
@@ -516,11 +413,11 @@ class ChaosRun:
         time.sleep(0.3)
         return self.recovery(fault)
 
-    def recovery(self, fault: FaultRecord) -> analysis.Recovery:
+    def recovery(self, fault: FaultRecord) -> Recovery:
         """The fault's Recovery so far. A later fault fired by a trigger (a cascade)
         is part of this recovery; an independent one ends its window. The last one read is
         the one the report shows (``judged``): what a hypothesis checked is what it says."""
-        until = analysis.window_end(fault.injected_at, [(f.injected_at, "trigger" in f.detail) for f in self.faults])
+        until = window_end(fault.injected_at, [(f.injected_at, "trigger" in f.detail) for f in self.faults])
         rec = self._tracker(fault).measure(until)
         self.judged[fault.injected_at] = rec
         return rec
@@ -530,7 +427,7 @@ class ChaosRun:
                                max_restarts=self.job.max_restarts if self.job else None,
                                unit=self.job.observe.unit if self.job else "step")
 
-    def recoveries(self) -> list[analysis.Recovery]:
+    def recoveries(self) -> list[Recovery]:
         return [self.recovery(f) for f in self.faults]
 
     def result(self) -> RunResult:
@@ -566,51 +463,6 @@ class ChaosRun:
     def goodput(self) -> float | None:
         """Useful step time / wall time since the first step (None before two steps)."""
         return goodput(self.timeline.events(), end=time.time())
-
-
-def check_of(exc: BaseException) -> str:
-    """The verdict check a run that ``exc`` ended fails, and so its outcome and exit code:
-    ``usage`` (a bad input or setup met once the run had begun: no run), ``watcher`` (a watcher
-    died: the run went blind), ``toolkit`` (the toolkit or its platform failed: a fault it could not
-    inject, a bug), or ``run`` (what the job did: it did not recover in time or died for good; a
-    scenario's assertion; an interrupt). Never a hypothesis check for the toolkit's own failure."""
-    if isinstance(exc, (SpecError, SetupError, FaultUnavailable)):
-        return USAGE_CHECK
-    if isinstance(exc, WatcherDied):
-        return "watcher"
-    if isinstance(exc, JobFinished):
-        return JOB_FINISHED_CHECK
-    if isinstance(exc, DiskFull):
-        return DISK_CHECK
-    if isinstance(exc, KeyboardInterrupt):
-        return INTERRUPTED_CHECK
-    if isinstance(exc, (RecoveryTimeout, JobFailed, AssertionError)) or not isinstance(exc, Exception):
-        return "run"
-    return "toolkit"
-
-
-def _interruption(exc: BaseException) -> str:
-    """What stopped the run, in words (elastic_chaos.signals turns SIGTERM into a KeyboardInterrupt that says so)."""
-    said = str(exc)
-    number = re.fullmatch(r"signal (\d+)", said)
-    if number is not None:
-        try:
-            return signal.Signals(int(number[1])).name
-        except ValueError:
-            return said
-    return said or "Ctrl-C"
-
-
-def _said(exc: BaseException) -> str:
-    """An error for a check's reason: a ChaosError's message says it all; anything else is named."""
-    return str(exc) if isinstance(exc, ChaosError) else f"{type(exc).__name__}: {exc}"
-
-
-def _tail(path: Path, lines: int = 12) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 def trains_at_size(world_size: int, *, after: float) -> Callable[[Event], bool]:
