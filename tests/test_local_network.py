@@ -12,8 +12,9 @@ import pytest
 from elastic_chaos.events import RunnerEv, Timeline
 from elastic_chaos.host import netns
 from elastic_chaos.platforms.local.agent import agent_command
+from elastic_chaos.platforms.local.c10d_store import exposed_listeners
 from elastic_chaos.platforms.local.guard import RunGuard
-from elastic_chaos.platforms.local.platform import LocalOptions, LocalPlatform, NetworkMode, exposed_listeners
+from elastic_chaos.platforms.local.platform import LocalOptions, LocalPlatform, NetworkMode
 from elastic_chaos.spec import JobSpec, RdzvBackend, RendezvousSpec
 
 C10D = JobSpec(nodes="1:2", rdzv=RendezvousSpec(backend=RdzvBackend.C10D))

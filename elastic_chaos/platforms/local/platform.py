@@ -29,9 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -39,7 +37,6 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from elastic_chaos._compat import pythonpath_with_shims
 from elastic_chaos.errors import ChaosError, InjectionFailed, PlatformError, SetupError, SpecError
 from elastic_chaos.events import NodeEv, RunnerEv, Timeline
 from elastic_chaos.events.node_events import Exited, Provisioning, Started
@@ -51,8 +48,10 @@ from elastic_chaos.platforms.api import Hit, NodeInfo, NodePool, NodeState, Plat
 from elastic_chaos.platforms.capabilities import Capability
 from elastic_chaos.platforms.local import gpus
 from elastic_chaos.platforms.local.agent import agent_command
+from elastic_chaos.platforms.local.c10d_store import exposed_listeners, wait_for_store
 from elastic_chaos.platforms.local.capabilities import local_capabilities
 from elastic_chaos.platforms.local.disks import FOLDER, NodeDisks
+from elastic_chaos.platforms.local.environment import node_environment
 from elastic_chaos.platforms.local.guard import RunGuard
 from elastic_chaos.platforms.local.hung import HungWorkers
 from elastic_chaos.platforms.local.imds import MetadataStandIn
@@ -65,11 +64,10 @@ from elastic_chaos.platforms.slowdown import Slowdowns
 from elastic_chaos.platforms.storage import StorageLayer
 from elastic_chaos.platforms.worker_logs import WorkerLog, WorkerLogFolder
 from elastic_chaos.spec import JobSpec, RdzvBackend, locate_script
-from elastic_chaos.waiting import eventually
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LocalOptions", "LocalPlatform", "NetworkMode", "exposed_listeners"]
+__all__ = ["LocalOptions", "LocalPlatform", "NetworkMode"]
 
 
 class LocalPlatform(Platform):
@@ -246,26 +244,9 @@ class LocalPlatform(Platform):
     def _wait_for_store(self, host: str, timeout_s: float = 120.0) -> None:
         # c10d: whichever agent binds the port first hosts the store. Starting the
         # others only once node-0 listens makes the host known (as worker-0 on k8s).
-        addr = (self._nodes[host].address, self._c10d_port)
-
-        def listening() -> bool:
-            if self._nodes[host].proc.poll() is not None:
-                raise PlatformError(f"{host} exited before hosting the c10d store; see {self._nodes[host].log_path}")
-            return self._port_open(host, addr)
-
-        if not eventually(listening, timeout_s=timeout_s, interval_s=0.2):
-            raise PlatformError(f"{host} did not open the c10d store port {addr} within {timeout_s:.0f}s")
-
-    def _port_open(self, node: str, addr: tuple[str, int]) -> bool:
-        if self.network is not None:
-            probe = ["ip", "netns", "exec", self.network.nodes[node].netns, sys.executable, "-c",
-                     f"import socket; socket.create_connection({addr!r}, timeout=1).close()"]
-            return subprocess.run(probe, capture_output=True, timeout=30, check=False).returncode == 0
-        try:
-            socket.create_connection(addr, timeout=1).close()
-            return True
-        except OSError:
-            return False
+        node = self._nodes[host]
+        netns = self.network.nodes[host].netns if self.network is not None else None
+        wait_for_store(host, node.proc, node.log_path, (node.address, self._c10d_port), netns, timeout_s)
 
     def _stop(self) -> None:
         # every step is tried whatever the others did; what failed is said at the end
@@ -359,22 +340,13 @@ class LocalPlatform(Platform):
             store_host = not self._nodes
             if store_host:
                 self._c10d_host = rec_address  # the first node hosts a c10d store
-            env = dict(os.environ)
+            gpus_env = {}
             if self._gpus is not None:  # a node's own GPUs (CUDA_VISIBLE_DEVICES, NCCL_HOSTID)
                 alive = {n for n, r in self._nodes.items() if r.info.state.is_alive()}
-                env.update(self._gpus.assign(name, alive))
-            env.update(job.node_env())
-            # the nodes share this machine's cores: OMP_NUM_THREADS so their threads fit (a user's own is kept)
-            env.update(plan_threads(usable_cores(), job.max_nodes, job.nproc_per_node, env).env)
-            env.update({procs.TAG_VAR: tag, "LOGLEVEL": env.get("LOGLEVEL", "INFO"),
-                        "PYTHONUNBUFFERED": "1", "ELASTIC_CHAOS_NODE_NAME": name,
-                        "CHECKPOINT_DIR": str(self.checkpoint_dir),
-                        "AWS_EC2_METADATA_SERVICE_ENDPOINT": imds.endpoint})
-            env.update(self.interface_env(job))
-            if self._script is not None:   # a script written for 0.1 imports `trainer` (elastic_chaos._compat)
-                pythonpath = pythonpath_with_shims(env.get("PYTHONPATH"))
-                if pythonpath:
-                    env["PYTHONPATH"] = pythonpath
+                gpus_env = self._gpus.assign(name, alive)
+            env = node_environment(job, name, tag, gpus=gpus_env, checkpoint_dir=self.checkpoint_dir,
+                                   metadata_endpoint=imds.endpoint, interface=self.interface_env(job),
+                                   script=self._script is not None)
             shared = self._workdir or self.work_dir
             if self.disks is not None:  # the node works on a disk of its own
                 env.update(self.disks.env(name, shared))
@@ -505,16 +477,6 @@ def _attempt(errors: list[str], what: str, step: Callable[[], object]) -> None:
     except (ChaosError, OSError, TimeoutError, subprocess.SubprocessError) as exc:
         log.exception("%s failed", what)
         errors.append(f"{what}: {exc}")
-
-
-def exposed_listeners(job: JobSpec, mode: NetworkMode) -> list[str]:
-    """The job's listeners that torch binds to every interface and nothing here can restrict,
-    on host networking (in a node's namespace they reach only the private bridge)."""
-    if mode is NetworkMode.ISOLATED or job.rdzv.backend is not RdzvBackend.C10D:
-        return []
-    return ["the c10d rendezvous store (in node-0's torchrun agent) listens on every interface of this "
-            "machine: torch has no option to bind it. Run as root (network=auto puts c10d nodes in network "
-            "namespaces) or use --rdzv-backend etcd-v2 to keep the job off other interfaces"]
 
 
 def _reap(proc: subprocess.Popen[bytes]) -> None:
