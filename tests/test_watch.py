@@ -146,7 +146,7 @@ def test_the_live_view_keeps_a_status_line_on_a_tty(etcd, monkeypatch):
 
     monkeypatch.setenv("COLUMNS", "200")   # the status line is cut at the terminal's width (xdist workers: 80)
 
-    from elastic_chaos.runner.watch import WatchOptions, watch
+    from elastic_chaos.cli.watching import WatchOptions, watch
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

@@ -201,7 +201,7 @@ def dry_run(args: argparse.Namespace, values: dict[str, Any], report_dir: Path) 
 
 
 def console(run: Any) -> None:
-    from elastic_chaos.reporting.live_console import ConsoleProgress
+    from elastic_chaos.cli.live_console import ConsoleProgress
     ConsoleProgress(run.timeline)
 
 

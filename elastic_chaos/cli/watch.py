@@ -52,7 +52,7 @@ def register(sub: Any) -> None:
     p.add_argument("--record", type=Path, metavar="DIR", help="write timeline.jsonl, report.json and "
                    "report.html into DIR")
     from elastic_chaos.options import add_arguments
-    from elastic_chaos.runner.watch import WatchOptions
+    from elastic_chaos.cli.watching import WatchOptions
     add_arguments(p, WatchOptions)
     p.set_defaults(func=main)
 
@@ -83,7 +83,7 @@ def _watch_kubernetes(args: argparse.Namespace) -> int:
 
 def _watch(args: argparse.Namespace, endpoint: str, run_id: str, platform: str) -> int:
     from elastic_chaos.analysis.result import result_of_timeline, watch_verdict
-    from elastic_chaos.runner.watch import WatchOptions, watch
+    from elastic_chaos.cli.watching import WatchOptions, watch
     opts = WatchOptions(etcd=endpoint, run_id=run_id, record=args.record, duration_s=getattr(args, "duration_s", None),
                         logs=args.logs, platform=platform)
     if args.record is not None:

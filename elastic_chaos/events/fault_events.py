@@ -115,4 +115,4 @@ class FaultEv:
     """An AWS FIS experiment changed state (faults/aws.py)."""
     OBSERVED = event_type(Source.FAULT, "observed", Observed)
     """A watch saw a participant leave the rendezvous (``fault: node-lost``), timed at its last
-    heartbeat; the watch's stand-in for ``injected`` (runner/watch.py LossDetector)."""
+    heartbeat; the watch's stand-in for ``injected`` (cli/watching.py LossDetector)."""

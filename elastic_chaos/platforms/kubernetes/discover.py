@@ -1,6 +1,6 @@
 """Find a running Kubernetes job's rendezvous, for ``elastic-chaos watch --platform kubernetes --job NAME``.
 
-The watch itself is the etcd watch of elastic_chaos.runner.watch; what Kubernetes adds is
+The watch itself is the etcd watch of elastic_chaos.cli.watching; what Kubernetes adds is
 *where*: the job object (a TorchElastic ElasticJob or a Kubeflow PyTorchJob
 with an elasticPolicy) names the rendezvous host, port, id and backend, and
 the etcd Service is reached from here through ``kubectl port-forward`` (or

@@ -32,7 +32,7 @@ from elastic_chaos.events.rdzv_events import RdzvState
 from elastic_chaos.events.runner_events import JobStarted, Phase
 from elastic_chaos.host import etcd_v2
 from elastic_chaos.options import WEEK_S, option, validate
-from elastic_chaos.reporting.live_console import ConsoleProgress
+from elastic_chaos.cli.live_console import ConsoleProgress
 from elastic_chaos.watchers.api import Watcher
 from elastic_chaos.watchers.logs import LogFollower
 from elastic_chaos.watchers.rendezvous import RendezvousWatcher
