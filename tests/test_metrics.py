@@ -162,7 +162,7 @@ def full_result() -> RunResult:
                    missing=["no checkpoint-loaded event: resume step inferred from the first step"],
                    notes=["step 51 on node-0 (rank 0) came after its worker's collective had failed"])
     record = FaultRecord("kill-node", "node-1", 1000.25, Hit("node-1", 1000.25, "sigkill-all", (11, 12),
-                                                            {"how": "cgroup.kill"}), {"trigger": "at step 50"})
+                                                            {"how": "cgroup.kill"}), trigger="at step 50")
     verdict = Verdict()
     verdict.require(True, "training resumed", check="recovered")
     verdict.skip("no sample ranges", check="exactly-once")

@@ -292,7 +292,7 @@ def measure_faults(events: Sequence[Event], records: Sequence[FaultRecord], *,
     recovery window ends at the next fault that was not fired by a trigger (a cascade is part of
     the recovery it interrupted). ``judged``: recoveries a run's hypothesis already read (by
     injected_at), kept as they are so the report says what was checked."""
-    starts = [(r.injected_at, "trigger" in r.detail) for r in records]
+    starts = [(r.injected_at, r.trigger is not None) for r in records]
     out = []
     for r in records:
         mark = FaultMark(r.fault, r.target, r.injected_at, r.detail, until=analysis.window_end(r.injected_at, starts),

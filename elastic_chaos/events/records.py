@@ -47,10 +47,16 @@ class FaultRecord:
     """When the fault hit (for a spot interruption: the SIGTERM, not the notice)."""
     hit: Hit | None = None
     detail: dict[str, Any] = field(default_factory=dict)
+    """The fault's own facts (its options, what it measured): shown, never read as control."""
+    trigger: str | None = None
+    """The event-trigger that fired it (an armed fault), None when injected at once: a triggered fault
+    (a cascade) is measured as part of the recovery it interrupted."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.fault, "target": self.target,
                                "injected_at": round(self.injected_at, 6), **self.detail}
+        if self.trigger is not None:
+            out["trigger"] = self.trigger
         if self.hit is not None:
             out["hit"] = {"action": self.hit.action, "pids": list(self.hit.pids), **self.hit.detail}
         return out
@@ -83,5 +89,8 @@ class FaultRecord:
             extra = {k: v for k, v in hit.items() if k not in ("action", "pids")}
             made = Hit(node=target or "", at=at, action=str(hit.get("action", "")),
                        pids=tuple(int(p) for p in hit.get("pids") or []), detail=extra)
-        detail = {k: v for k, v in raw.items() if k not in ("kind", "target", "injected_at", "hit", "metrics")}
-        return cls(str(raw.get("kind", "unknown")), target, at, made, detail)
+        detail = {k: v for k, v in raw.items()
+                  if k not in ("kind", "target", "injected_at", "hit", "metrics", "trigger")}
+        trigger = raw.get("trigger")
+        return cls(str(raw.get("kind", "unknown")), target, at, made, detail,
+                   trigger=None if trigger is None else str(trigger))

@@ -86,7 +86,7 @@ class Fault(abc.ABC):
         timeline.emit(FaultEv.PLANNED, plan.target, Planned(fault=self.name, actions=plan.actions))
         record = self._inject(platform, plan, timeline)
         if trigger is not None:
-            record = replace(record, detail={**record.detail, "trigger": trigger})
+            record = replace(record, trigger=trigger)
         timeline.emit(FaultEv.INJECTED, record.target, record.event_payload(), t=record.injected_at)
         return record
 

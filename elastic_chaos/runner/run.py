@@ -417,7 +417,7 @@ class ChaosRun:
         """The fault's Recovery so far. A later fault fired by a trigger (a cascade)
         is part of this recovery; an independent one ends its window. The last one read is
         the one the report shows (``judged``): what a hypothesis checked is what it says."""
-        until = window_end(fault.injected_at, [(f.injected_at, "trigger" in f.detail) for f in self.faults])
+        until = window_end(fault.injected_at, [(f.injected_at, f.trigger is not None) for f in self.faults])
         rec = self._tracker(fault).measure(until)
         self.judged[fault.injected_at] = rec
         return rec
