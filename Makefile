@@ -21,7 +21,7 @@ SCENARIO_WORKERS ?= $(shell [ "$$(nproc 2>/dev/null || echo 1)" -ge 2 ] && echo 
 # moto's on one, else a module each): ~11 min instead of ~19.5 here. TEST_WORKERS=0: one at a time.
 TEST_WORKERS ?= $(SCENARIO_WORKERS)
 
-.PHONY: install demo test test-quick scenarios user-test lint dist clean help k8s-testenv browser-testenv pushgateway-testenv clock-testenv bench bench-quick soak
+.PHONY: install demo test test-quick scenarios user-test lint dist clean help k8s-testenv browser-testenv pushgateway-testenv clock-testenv network-testenv bench bench-quick soak
 
 help:
 	@echo "make demo        set up, then run a real kill-node scenario on 2 local nodes"
@@ -107,6 +107,14 @@ clock-testenv:
 	  if [ "$$(id -u)" != 0 ]; then echo "libfaketime is missing: run 'apt-get install faketime' as root"; exit 2; fi; \
 	  apt-get install -y -qq faketime >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null; }; }
 	@ls /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
+
+# Debian's iptables, for the link faults (packet-loss, bandwidth, flapping-link) and tests/test_links.py
+# (skipped without it or without root locally, a failure under CI=true as root); tc is iproute2's
+network-testenv:
+	@command -v iptables >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" != 0 ]; then echo "iptables is missing: run 'apt-get install iptables' as root"; exit 2; fi; \
+	  apt-get install -y -qq iptables >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iptables >/dev/null; }; }
+	iptables --version
 
 # Debian's Prometheus Pushgateway, for tests/test_prometheus.py's push to a real one (skipped
 # without it locally, a failure under CI=true). Unpacked from its .deb into .pushgateway-testenv/,

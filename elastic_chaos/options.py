@@ -264,8 +264,8 @@ def _add(group: ArgumentGroup, d: Declared, shown: Any) -> None:
             group.add_argument(d.flag, dest=d.key, action="store_true", default=argparse.SUPPRESS, help=help_text)
         return
     if typing.get_origin(base) is tuple:
-        group.add_argument(d.flag, dest=d.key, action="append", default=argparse.SUPPRESS,
-                           metavar=d.meta.metavar, help=help_text + " (repeatable)")
+        group.add_argument(d.flag, dest=d.key, action="extend", nargs="+", default=argparse.SUPPRESS,
+                           metavar=d.meta.metavar, help=help_text + " (one or more; repeatable)")
         return
     choices = [m.value for m in base] if isinstance(base, type) and issubclass(base, enum.Enum) else None
     metavar = d.meta.metavar or ("SECONDS" if d.meta.units == "s" else "N" if base is int else

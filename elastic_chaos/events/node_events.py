@@ -98,6 +98,18 @@ class Restored(Acted):
 
 
 @dataclass(frozen=True, kw_only=True)
+class LinkDegraded(Acted):
+    """The link between a node and ``peers`` degraded (elastic_chaos.faults.network)."""
+
+    link: str | None = None
+    peers: tuple[str, ...] = ()
+    loss: float | None = None
+    rate_kbit: int | None = None
+    down_s: float | None = None
+    up_s: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class OnMachine(Payload):
     """Kubernetes: a pod or a Node object, by its machine."""
 
@@ -204,6 +216,10 @@ class NodeEv:
     """The node runs at 1/``factor`` of its speed (a duty cycle of ``period_s``; ``how``)."""
     RESTORED = event_type(Source.NODE, "restored", Restored)
     """The node runs at full speed again (``cycles``: stop/continue cycles it went through)."""
+    LINK_DEGRADED = event_type(Source.NODE, "link_degraded", LinkDegraded)
+    """The link between the node and ``peers`` loses, is capped or flaps (``link`` names it)."""
+    LINK_RESTORED = event_type(Source.NODE, "link_restored", Acted)
+    """The degraded link is whole again: every rule and qdisc it had removed."""
     WORKER_HUNG = event_type(Source.NODE, "worker_hung", WorkerActed)
     """One worker process of the node was stopped where it was (``local_rank``, ``pids``)."""
     WORKER_RESUMED = event_type(Source.NODE, "worker_resumed", Acted)

@@ -24,7 +24,16 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from elastic_chaos.events import CheckpointEv, NodeEv, RunnerEv, Timeline
 from elastic_chaos.events.checkpoint_events import StoragePaused
-from elastic_chaos.events.node_events import Acted, Notice, Restored, Slowed, StorageFault, StorageRestored, WorkerActed
+from elastic_chaos.events.node_events import (
+    Acted,
+    LinkDegraded,
+    Notice,
+    Restored,
+    Slowed,
+    StorageFault,
+    StorageRestored,
+    WorkerActed,
+)
 from elastic_chaos.events.runner_events import StoreStopped
 from elastic_chaos.platforms.nodes import Hit, NodeInfo
 from elastic_chaos.spec import JobSpec
@@ -336,8 +345,47 @@ class CheckpointStorage(Capability):
         mounted volume, else ``path`` itself. Touches no file."""
 
 
+class LinkDegrader(Capability):
+    """The network between a node and some of its peers made lossy, slow, or flapping down
+    and up, while every process runs on; and whole again (elastic_chaos.faults.network)."""
+
+    title = "degrading the network between nodes"
+
+    def degrade(self, node: str, peers: tuple[str, ...], *, loss: float = 0.0, rate_kbit: int | None = None,
+                down_s: float | None = None, up_s: float | None = None) -> Hit:
+        """Drop ``loss`` of the packets each way between ``node`` and ``peers`` (every other live
+        node when empty), cap the rate at ``rate_kbit`` each way, or, with ``down_s`` and ``up_s``,
+        take the link down for ``down_s`` then up for ``up_s`` until ``restore``. Returns at once;
+        ``hit.detail``: ``link`` (the name ``restore`` takes), ``peers``, ``probe`` (what was
+        measured across the link once it was degraded; ``baseline``: before)."""
+        self.platform._require_node(node)
+        for peer in peers:
+            self.platform._require_node(peer)
+        hit = self._degrade(node, peers, loss=loss, rate_kbit=rate_kbit, down_s=down_s, up_s=up_s)
+        self.platform.timeline.emit(NodeEv.LINK_DEGRADED, node, LinkDegraded(
+            action=hit.action, link=hit.detail.get("link"), peers=tuple(hit.detail.get("peers", ())),
+            loss=loss or None, rate_kbit=rate_kbit, down_s=down_s, up_s=up_s), t=hit.at)
+        return hit
+
+    def restore(self, node: str, link: str) -> Hit:
+        """Undo ``degrade`` of ``link``: every rule and qdisc it made removed, a flapping link
+        left up. Idempotent; a gone node's link is nothing to restore."""
+        hit = self._restore(node, link)
+        self.platform.timeline.emit(NodeEv.LINK_RESTORED, node, Acted.read({**hit.detail, "action": hit.action}),
+                                    t=hit.at)
+        return hit
+
+    @abc.abstractmethod
+    def _degrade(self, node: str, peers: tuple[str, ...], *, loss: float, rate_kbit: int | None,
+                 down_s: float | None, up_s: float | None) -> Hit: ...
+
+    @abc.abstractmethod
+    def _restore(self, node: str, link: str) -> Hit: ...
+
+
 CAPABILITIES: tuple[type[Capability], ...] = (NoticeSender, Partitioner, Freezer, WorkerKiller, NodeAdder,
-                                              StoreStopper, StoreHost, Slower, WorkerHanger, CheckpointStorage)
+                                              StoreStopper, StoreHost, Slower, WorkerHanger, CheckpointStorage,
+                                              LinkDegrader)
 """Every capability a platform may offer (a platform's implementation subclasses one of them)."""
 
 

@@ -19,6 +19,7 @@ from elastic_chaos.host import netns, procs
 from elastic_chaos.platforms import capabilities as caps
 from elastic_chaos.platforms.capabilities import StoreOutage
 from elastic_chaos.platforms.local.hung import HungWorkers
+from elastic_chaos.platforms.local.links import LocalLinks
 from elastic_chaos.platforms.local.node import LocalNode
 from elastic_chaos.platforms.local.slow import CgroupSwitch, SignalSwitch
 from elastic_chaos.platforms.nodes import Hit, NodeInfo
@@ -206,4 +207,4 @@ class Hangs(_OnLocal, caps.WorkerHanger):
 def local_capabilities(host: LocalHost) -> tuple[caps.Capability, ...]:
     """Every capability the local platform offers."""
     return (Notices(host), Partitions(host), Freezes(host), WorkerKills(host), ScaleUp(host), Etcd(host),
-            caps.StoreHost(host), Slowdown(host), Hangs(host), LayerStorage(host))
+            caps.StoreHost(host), Slowdown(host), Hangs(host), LayerStorage(host), LocalLinks(host))

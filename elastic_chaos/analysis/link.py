@@ -1,0 +1,186 @@
+"""What a degraded link cost a job: the degradation as measured, and the step rate before, during, after.
+
+A lossy, slow or flapping link between ranks kills nothing: the job pays in step time
+(retransmits, a capped all-reduce, a collective that waits for the link to come back) or,
+when the degradation outlasts a timeout, in a restart. This group puts the two side by side
+for ``packet-loss``, ``bandwidth`` and ``flapping-link`` (elastic_chaos.faults.network):
+what the probe across the link measured once the fault was applied (its record's
+``probe``), the step rate in the window before, while degraded (until the fault's revert)
+and in the window after (elastic_chaos.analysis.throughput.step_rate: steps over the time
+they took), the longest gap between two steps while degraded (a flap's stall), and the
+restarts the job spent (the highest ``restart_count`` a step reported, against before).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from elastic_chaos.analysis.groups import FaultMark, fault_group
+from elastic_chaos.analysis.metrics import Metric, Unit, declared, metric
+from elastic_chaos.analysis.throughput import WINDOW_S, step_rate
+from elastic_chaos.events import Event, FaultEv, NodeEv, ProgressEv, first, of
+
+LINK_FAULTS = frozenset({"packet-loss", "bandwidth", "flapping-link"})
+
+
+@dataclass
+class LinkCost:
+    """A degraded link, as measured, and the job's step rate around it (None: not observed)."""
+
+    target: str | None
+    injected_at: float
+    restored_at: float | None = None
+    loss_asked: float | None = metric("loss asked", Unit.FRACTION, "the share of packets the fault drops each way",
+                                      junit=True)
+    loss_measured: float | None = metric("loss measured", Unit.FRACTION, "the probe's loss each way once the "
+                                         "fault was applied (1 - sqrt of its UDP echoes' share that came back)",
+                                         table=True, junit=True)
+    mbit_asked: float | None = metric("cap asked (Mbit/s)", Unit.COUNT, "the rate cap the fault set each way",
+                                      junit=True)
+    mbit_measured: float | None = metric("rate measured (Mbit/s)", Unit.COUNT, "the probe's TCP stream across "
+                                         "the capped link (the job's own traffic shares it)", table=True, junit=True)
+    mbit_baseline: float | None = metric("rate before (Mbit/s)", Unit.COUNT, "the probe's TCP stream across the "
+                                         "link before the cap", junit=True)
+    rtt_ms: float | None = metric("round trip (ms)", Unit.COUNT, "the probe's median UDP round trip once the "
+                                  "fault was applied", junit=True)
+    flaps: int | None = metric("flaps", Unit.COUNT, "times the link went down", table=True, junit=True)
+    rate_before: float | None = metric("step rate before", Unit.RATE, "steps per second in the window before the "
+                                       "fault", table=True, junit=True)
+    rate_during: float | None = metric("step rate degraded", Unit.RATE, "steps per second from the fault to its "
+                                       "revert", table=True, junit=True)
+    rate_after: float | None = metric("step rate after", Unit.RATE, "steps per second in the window after the "
+                                      "revert", table=True, junit=True)
+    drop: float | None = metric("step-rate drop", Unit.FRACTION, "1 - rate degraded / rate before", table=True,
+                                junit=True, failure=True)
+    longest_gap_s: float | None = metric("longest step gap", Unit.SECONDS, "the longest time between two steps "
+                                         "while the link was degraded (a stall)", table=True, junit=True)
+    restarts: int | None = metric("restarts", Unit.COUNT, "restarts the job spent from the fault on (the highest "
+                                  "restart_count a step reported, against before)", table=True, junit=True,
+                                  failure=True)
+    missing: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {m.key: _round(getattr(self, m.key)) for m in METRICS}
+        out.update({"restored_at": _round(self.restored_at), "missing": list(self.missing)})
+        return out
+
+    @classmethod
+    def from_json(cls, target: str | None, injected_at: float, raw: Mapping[str, Any]) -> LinkCost:
+        """report.json's ``link`` block read back (what is absent or not a number: not observed)."""
+        values: dict[str, Any] = {m.key: m.unit.read(raw.get(m.key)) for m in METRICS}
+        restored = Unit.SECONDS.read(raw.get("restored_at"))
+        return cls(target, injected_at, restored_at=None if restored is None else float(restored),
+                   missing=[str(m) for m in raw.get("missing") or [] if isinstance(m, str)], **values)
+
+    def step_times(self) -> str:
+        """Mean step time before, degraded, after, in milliseconds (1 / step rate)."""
+        parts = [f"{1000 / r:.0f} ms" if r else "?" for r in (self.rate_before, self.rate_during, self.rate_after)]
+        return f"step time {parts[0]} before, {parts[1]} degraded, {parts[2]} after"
+
+    def describe(self) -> str:
+        """One line: what was measured across the link, and what the job paid."""
+        fmt = {m.key: m.format(getattr(self, m.key)) for m in METRICS}
+        applied = []
+        if self.loss_measured is not None:
+            applied.append(f"loss {fmt['loss_measured']} each way measured (asked {fmt['loss_asked']})")
+        if self.mbit_measured is not None:
+            applied.append(f"{self.mbit_measured:.2f} Mbit/s measured (cap {self.mbit_asked}, "
+                           f"{fmt['mbit_baseline']} before)")
+        if self.flaps is not None:
+            applied.append(f"{self.flaps} flap(s)")
+        return (f"{'; '.join(applied) or 'degradation not measured'}: {self.step_times()} (a drop of "
+                f"{fmt['drop']}), longest step gap {fmt['longest_gap_s']}, {fmt['restarts']} restart(s)")
+
+
+METRICS: tuple[Metric, ...] = declared(LinkCost)
+
+
+def _round(v: Any) -> Any:
+    return round(float(v), 4) if isinstance(v, float) else v
+
+
+def _num(raw: Any, key: str) -> float | None:
+    v = raw.get(key) if isinstance(raw, Mapping) else None
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def link_cost(events: Sequence[Event], *, target: str | None, injected_at: float, fault: str,
+              detail: Mapping[str, Any], window_s: float = WINDOW_S) -> LinkCost:
+    """The LinkCost of the ``fault`` on ``target``'s link at ``injected_at`` (``detail``: its
+    record's, with the probe)."""
+    events = sorted(events, key=lambda e: e.t)
+    steps = of(events, ProgressEv.STEP)
+    out = LinkCost(target, injected_at)
+    probe, baseline = detail.get("probe"), detail.get("baseline")
+    out.loss_asked = _num(detail, "loss")
+    out.loss_measured = _num(probe, "loss_each_way") if fault != "bandwidth" else None
+    kbit = _num(detail, "rate_kbit")
+    out.mbit_asked = None if kbit is None else kbit / 1000
+    measured, before = _num(probe, "kbit_s"), _num(baseline, "kbit_s")
+    out.mbit_measured = None if measured is None else measured / 1000
+    out.mbit_baseline = None if before is None else before / 1000
+    out.rtt_ms = _num(probe, "rtt_ms")
+    restored = first(events, FaultEv.REVERTED, node=target, after=injected_at,
+                     where=lambda e: e.data.fault == fault)
+    end = events[-1].t if events else injected_at
+    out.restored_at = restored.t if restored is not None else None
+    until = out.restored_at if out.restored_at is not None else end
+    if out.restored_at is None:
+        out.missing.append("the link was not restored: 'degraded' runs to the end")
+    else:
+        if fault == "flapping-link":
+            out.flaps = _flaps([e for e in events if e.type == NodeEv.LINK_RESTORED and e.node == target
+                                and e.t >= injected_at])
+    out.rate_before = step_rate(steps, injected_at - window_s, injected_at)
+    out.rate_during = step_rate(steps, injected_at, until)
+    if out.restored_at is not None:
+        out.rate_after = step_rate(steps, out.restored_at, min(end, out.restored_at + window_s))
+    if out.rate_before and out.rate_during is not None:
+        out.drop = 1.0 - out.rate_during / out.rate_before
+    for what, v in (("before the fault", out.rate_before), ("while degraded", out.rate_during)):
+        if v is None:
+            out.missing.append(f"fewer than two steps {what}: no step rate")
+    out.longest_gap_s = _longest_gap(steps, injected_at, until)
+    out.restarts = _restarts(steps, injected_at)
+    return out
+
+
+def _flaps(restored: list[Event]) -> int | None:
+    """How many times the link went down: the down windows its restore reported."""
+    for e in restored:
+        got = e.data.extra.get("flaps")
+        if isinstance(got, list):
+            return len(got)
+    return None
+
+
+def _longest_gap(steps: Sequence[Event], start: float, end: float) -> float | None:
+    times = sorted({e.t for e in steps if start <= e.t <= end})
+    if not times:
+        return None
+    edges = [start, *times]
+    return max(b - a for a, b in zip(edges, edges[1:], strict=False))
+
+
+def _restarts(steps: Sequence[Event], injected_at: float) -> int | None:
+    def most(evs: list[Event]) -> int | None:
+        counts = [e.data.restart_count for e in evs if e.data.restart_count is not None]
+        return max(counts) if counts else None
+    before = most([e for e in steps if e.t < injected_at])
+    after = most([e for e in steps if e.t >= injected_at])
+    if before is None or after is None:
+        return None
+    return max(0, after - before)
+
+
+def _measure(events: Sequence[Event], mark: FaultMark) -> LinkCost:
+    return link_cost(events, target=mark.target, injected_at=mark.injected_at, fault=mark.kind, detail=mark.detail)
+
+
+LINK = fault_group(
+    "link", "Step rate while a link was degraded", LinkCost, faults=LINK_FAULTS, prom="link",
+    instead_of=("recovery",), measure=_measure,
+    read=lambda mark, raw: LinkCost.from_json(mark.target, mark.injected_at, dict(raw)))
+"""A degraded link's cost (report.json's ``link``): nothing died, so its row replaces the
+recovery row in the tables."""

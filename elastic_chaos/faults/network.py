@@ -1,0 +1,132 @@
+"""Faults of the network between ranks, where every process runs on: loss, a slow link, a flapping one.
+
+- ``packet-loss``: a share of the packets between a node and its peers is dropped, each
+  way, at random (a congested or failing link): every collective pays in retransmits.
+- ``bandwidth``: the link between a node and its peers is capped (a shared top-of-rack
+  uplink, a cross-AZ hop): collectives that move the gradients take longer.
+- ``flapping-link``: the link goes down for ``--down`` seconds and up for ``--up``, over
+  and over, for ``--duration`` (a flapping EFA path, a NIC resetting): while it is down
+  nothing passes, no reset is sent; a flap shorter than the collective timeout is a stall.
+
+Each is between one node and chosen peers (``--between NODE PEER...``; a node alone: every
+other live node), for ``--duration`` seconds, and measured once applied (a probe across the
+link: its loss, round trip and rate go into the fault's record). docs/FAULTS.md says how
+each is made and where it differs from netem.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from elastic_chaos.errors import SpecError
+from elastic_chaos.events import Timeline
+from elastic_chaos.events.records import FaultRecord
+from elastic_chaos.faults.api import Fault, FaultPlan, pick_victim
+from elastic_chaos.options import DAY_S, option
+from elastic_chaos.platforms.api import Hit, Platform
+from elastic_chaos.platforms.capabilities import Capability, LinkDegrader
+
+
+@dataclass
+class _LinkFault(Fault):
+    """A degraded link between a node and its peers, for ``duration_s``."""
+
+    node: str | None = None
+    between: tuple[str, ...] = option((), "the node, then its peers whose link with it degrades (a node alone: "
+                                          "its link with every other node; default: the fault's target and "
+                                          "every other node)", metavar="NODE")
+    duration_s: float | None = option(30.0, "seconds the link stays degraded (none: until the end of the run)",
+                                      flag="--duration", above=0, units="s", maximum=DAY_S)
+    requires: ClassVar[type[Capability] | None] = LinkDegrader
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.between:
+            if self.node is not None and self.node != self.between[0]:
+                raise SpecError(f"--between starts with {self.between[0]} but the target is {self.node}: "
+                                "name the node once (--between NODE PEER...)")
+            if len(set(self.between)) != len(self.between):
+                raise SpecError(f"--between names a node twice: {' '.join(self.between)}")
+
+    def ends(self, platform: Platform) -> tuple[str, tuple[str, ...]]:
+        """(the node, its peers; empty: every other live node)."""
+        if self.between:
+            return self.between[0], tuple(self.between[1:])
+        return pick_victim(platform, self.node), ()
+
+    def shape(self) -> dict[str, Any]:
+        """The keywords of LinkDegrader.degrade that make this fault."""
+        raise NotImplementedError
+
+    def words(self) -> str:
+        raise NotImplementedError
+
+    def plan(self, platform: Platform) -> FaultPlan:
+        node, peers = self.ends(platform)
+        who = ", ".join(peers) if peers else "every other live node"
+        until = f"for {self.duration_s:g}s" if self.duration_s is not None else "until the end of the run"
+        return FaultPlan(self.name, node, (f"{self.words()} between {node} and {who}, {until}",
+                                           "probe the link (UDP echoes; a TCP stream for a rate cap)",
+                                           "remove every rule and qdisc it made"))
+
+    def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
+        assert plan.target is not None
+        _, peers = self.ends(platform)
+        hit = platform.capability(LinkDegrader).degrade(plan.target, peers, **self.shape())
+        return FaultRecord(self.name, plan.target, hit.at, hit,
+                           {**self.shape(), "duration_s": self.duration_s, "link": hit.detail["link"],
+                            "peers": hit.detail["peers"], "probe": hit.detail["probe"],
+                            "baseline": hit.detail["baseline"]})
+
+    def _revert(self, platform: Platform, record: FaultRecord) -> Hit | None:
+        assert record.target is not None
+        return platform.capability(LinkDegrader).restore(record.target, str(record.detail["link"]))
+
+
+@dataclass
+class PacketLoss(_LinkFault):
+    """A share of the packets between a node and its peers dropped at random, each way."""
+
+    rate: float = option(0.05, "the share of packets dropped each way (0.05: 5 %)", above=0, maximum=0.9)
+    name: ClassVar[str] = "packet-loss"
+    description: ClassVar[str] = "lossy link: a share of the packets between a node and its peers dropped each way"
+
+    def shape(self) -> dict[str, Any]:
+        return {"loss": self.rate}
+
+    def words(self) -> str:
+        return f"drop {self.rate:.1%} of the packets each way (iptables statistic, receiving side)"
+
+
+@dataclass
+class Bandwidth(_LinkFault):
+    """The link between a node and its peers capped, each way."""
+
+    mbit: float = option(10.0, "the cap each way, in Mbit/s", above=0.01, maximum=100_000)
+    name: ClassVar[str] = "bandwidth"
+    description: ClassVar[str] = "slow link: the rate between a node and its peers capped each way"
+
+    def shape(self) -> dict[str, Any]:
+        return {"rate_kbit": max(1, round(self.mbit * 1000))}
+
+    def words(self) -> str:
+        return f"cap the rate at {self.mbit:g} Mbit/s each way (HTB on both veths)"
+
+
+@dataclass
+class FlappingLink(_LinkFault):
+    """The link between a node and its peers down and up on a schedule."""
+
+    down_s: float = option(3.0, "seconds the link is down each time", flag="--down", above=0, units="s",
+                           maximum=3600)
+    up_s: float = option(5.0, "seconds the link is up between two downs", flag="--up", above=0, units="s",
+                         maximum=3600)
+    name: ClassVar[str] = "flapping-link"
+    description: ClassVar[str] = ("flapping link: down (nothing passes, no reset) and up on a schedule between a "
+                                  "node and its peers")
+
+    def shape(self) -> dict[str, Any]:
+        return {"down_s": self.down_s, "up_s": self.up_s}
+
+    def words(self) -> str:
+        return f"take the link down {self.down_s:g}s, up {self.up_s:g}s, over and over (iptables DROP)"

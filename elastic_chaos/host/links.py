@@ -1,0 +1,398 @@
+"""A degraded link between local nodes: random loss, a bandwidth cap, a link that goes down.
+
+This machine's kernel has no ``sch_netem``, so the effects netem gives in one qdisc are made
+from other parts, each only on what the run made (its nodes' namespaces and their veths,
+elastic_chaos.host.netns), and each removed by name:
+
+- **loss** and **down**: an iptables chain ``EC-<id>`` in the INPUT table of both ends'
+  namespaces, jumped to from INPUT on ``eth0``, that DROPs packets from the other end
+  (``-m statistic --mode random --probability p``; without the match for a link that is
+  down). Drops are on the receiving side only: a DROP in OUTPUT answers the local sender
+  with EPERM at once (a ``connect`` fails), which no real lossy or dead link does.
+- **rate**: an HTB qdisc with one class (``rate = ceil = cap``) on the node's ``eth0``
+  (what it sends to the peers) and on its host-side veth (what the peers send it), a u32
+  filter per peer address steering only that traffic into the class; anything else passes
+  HTB unclassified, unshaped.
+
+:func:`probe` measures what was applied: UDP echoes for the loss and the round trip, a
+TCP stream for the rate, from one end's namespace to the other's.
+
+Nothing here outlives its namespaces: a reaped run's namespaces and veths go, and the
+rules and qdiscs inside with them.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import math
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from elastic_chaos.errors import SetupError
+
+CLONE_NEWNET = 0x40000000
+T = TypeVar("T")
+
+
+def unavailable_reason() -> str | None:
+    """Why link faults cannot be made here (None: they can)."""
+    if os.geteuid() != 0:
+        return "link faults need root (iptables and tc inside the nodes' network namespaces)"
+    for tool, package in (("iptables", "iptables"), ("tc", "iproute2"), ("ip", "iproute2")):
+        if shutil.which(tool) is None:
+            return f"`{tool}` is not installed (apt-get install {package}; `make network-testenv`)"
+    return None
+
+
+@dataclass(frozen=True)
+class End:
+    """One end of a link: a node's namespace, its address and its host-side veth."""
+
+    node: str
+    netns: str
+    address: str
+    host_veth: str
+
+
+@dataclass
+class Degradation:
+    """What one fault made between ``node`` and ``peers``, so that exactly that is removed."""
+
+    ident: str
+    node: End
+    peers: tuple[End, ...]
+    chains: list[str] = field(default_factory=list)
+    """Namespaces holding our iptables chain ``EC-<ident>``."""
+    qdiscs: list[tuple[str | None, str]] = field(default_factory=list)
+    """(namespace or None for the host, device) holding our HTB root qdisc."""
+
+    @property
+    def chain(self) -> str:
+        return f"EC-{self.ident}"
+
+
+def _in(netns: str | None, cmd: list[str]) -> list[str]:
+    return ["ip", "netns", "exec", netns, *cmd] if netns else cmd
+
+
+def _run(cmd: list[str], *, check: bool = True) -> str:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
+    if check and proc.returncode != 0:
+        raise SetupError(f"`{' '.join(cmd)}` failed: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc.stdout
+
+
+def _ipt(netns: str, *args: str, check: bool = True) -> str:
+    return _run(_in(netns, ["iptables", "-w", "5", *args]), check=check)
+
+
+def set_loss(d: Degradation, probability: float) -> None:
+    """Drop packets between ``d.node`` and each peer with ``probability`` each way (1: none
+    passes, a link that is down; 0: every one passes). Idempotent, may be called again to change it."""
+    if not 0.0 <= probability <= 1.0:
+        raise SetupError(f"a loss probability is between 0 and 1, not {probability!r}")
+    pairs = [(d.node.netns, [p.address for p in d.peers])] + [(p.netns, [d.node.address]) for p in d.peers]
+    for netns, sources in pairs:
+        if netns not in d.chains:
+            _ipt(netns, "-N", d.chain)
+            d.chains.append(netns)
+            _ipt(netns, "-I", "INPUT", "-i", "eth0", "-j", d.chain)
+        _ipt(netns, "-F", d.chain)
+        if probability <= 0.0:
+            continue
+        match = [] if probability >= 1.0 else ["-m", "statistic", "--mode", "random",
+                                                "--probability", f"{probability:.6f}"]
+        for src in sources:
+            _ipt(netns, "-A", d.chain, "-s", f"{src}/32", *match, "-j", "DROP")
+
+
+def set_rate(d: Degradation, kbit: int) -> None:
+    """Cap what ``d.node`` sends to the peers and what they send it at ``kbit`` kbit/s each
+    way (HTB; one class for all the peers together, as one link). Once per Degradation."""
+    if kbit <= 0:
+        raise SetupError(f"a rate cap is a positive number of kbit/s, not {kbit!r}")
+    if d.qdiscs:
+        raise SetupError("this degradation already caps the rate")
+    burst = max(16_000, kbit * 1000 // 8 // 100)     # bytes: 10 ms at the cap, at least ~10 full frames
+    sides: list[tuple[str | None, str, str, list[str]]] = [
+        (d.node.netns, "eth0", "dst", [p.address for p in d.peers]),     # the node's egress
+        (None, d.node.host_veth, "src", [p.address for p in d.peers]),   # towards the node
+    ]
+    for netns, dev, direction, addresses in sides:
+        existing = _run(_in(netns, ["tc", "qdisc", "show", "dev", dev, "root"]))
+        if " htb " in existing or "qdisc tbf" in existing:
+            raise SetupError(f"{dev} already has a shaping qdisc ({existing.strip()}): one rate cap per node")
+        tc = _in(netns, ["tc"])
+        _run([*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb"])
+        d.qdiscs.append((netns, dev))
+        _run([*tc, "class", "add", "dev", dev, "parent", "1:", "classid", "1:10", "htb", "rate", f"{kbit}kbit",
+              "ceil", f"{kbit}kbit", "burst", str(burst), "cburst", str(burst)])
+        for addr in addresses:
+            _run([*tc, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+                  "match", "ip", direction, f"{addr}/32", "flowid", "1:10"])
+
+
+def remove(d: Degradation) -> list[str]:
+    """Remove every chain and qdisc ``d`` made; idempotent (a namespace already gone is nothing
+    to remove). Returns what could not be removed (empty: all clean)."""
+    errors: list[str] = []
+    existing = set(_run(["ip", "netns", "list"], check=False).split())
+    for netns in list(d.chains):
+        if netns in existing:
+            _ipt(netns, "-D", "INPUT", "-i", "eth0", "-j", d.chain, check=False)
+            _ipt(netns, "-F", d.chain, check=False)
+            proc = subprocess.run(_in(netns, ["iptables", "-w", "5", "-X", d.chain]), capture_output=True,
+                                  text=True, timeout=30, check=False)
+            if proc.returncode != 0 and "No chain" not in proc.stderr and "does not exist" not in proc.stderr:
+                errors.append(f"chain {d.chain} in {netns}: {proc.stderr.strip()}")
+                continue
+        d.chains.remove(netns)
+    for where, dev in list(d.qdiscs):
+        gone = (where is not None and where not in existing) or \
+            (where is None and not Path(f"/sys/class/net/{dev}").exists())
+        if not gone:
+            proc = subprocess.run(_in(where, ["tc", "qdisc", "del", "dev", dev, "root"]), capture_output=True,
+                                  text=True, timeout=30, check=False)
+            if proc.returncode != 0 and "Cannot find device" not in proc.stderr:
+                errors.append(f"qdisc on {dev}: {proc.stderr.strip()}")
+                continue
+        d.qdiscs.remove((where, dev))
+    return errors
+
+
+def leftovers(netns: str, host_veth: str) -> list[str]:
+    """Our rules and qdiscs still on one node's link (empty: nothing left): EC- chains in
+    its namespace, a shaping qdisc on its eth0 or its host-side veth."""
+    found = [f"iptables {line}" for line in _ipt(netns, "-S", check=False).splitlines() if "EC-" in line]
+    sides: tuple[tuple[str | None, str], ...] = ((netns, "eth0"), (None, host_veth))
+    for ns, dev in sides:
+        shown = _run(_in(ns, ["tc", "qdisc", "show", "dev", dev]), check=False)
+        found += [f"{dev}: {line.strip()}" for line in shown.splitlines() if " htb " in line or "tbf" in line]
+    return found
+
+
+class Flapper:
+    """Takes a link down for ``down_s`` then up for ``up_s``, over and over, from a thread, until
+    ``stop()``; starts down. ``flaps`` holds each down window (start, end: time.time());
+    an error of the thread is raised by ``stop()`` (never silent)."""
+
+    def __init__(self, d: Degradation, down_s: float, up_s: float) -> None:
+        if down_s <= 0 or up_s <= 0:
+            raise SetupError(f"a flapping link needs down and up times above 0 (down {down_s}, up {up_s})")
+        self.d, self.down_s, self.up_s = d, down_s, up_s
+        self.flaps: list[tuple[float, float | None]] = []
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, name=f"flap-{d.ident}", daemon=True)
+
+    def start(self) -> None:
+        set_loss(self.d, 1.0)       # down now, in the caller's thread: an error here is the caller's
+        self.flaps.append((time.time(), None))
+        self._thread.start()
+
+    def _loop(self) -> None:
+        try:
+            while not self._stop.wait(self.down_s):
+                set_loss(self.d, 0.0)
+                self.flaps[-1] = (self.flaps[-1][0], time.time())
+                if self._stop.wait(self.up_s):
+                    return
+                set_loss(self.d, 1.0)
+                self.flaps.append((time.time(), None))
+        except (SetupError, OSError, subprocess.SubprocessError) as exc:
+            self._error = exc
+
+    def stop(self) -> None:
+        """Stop flapping and leave the link up (its rules are removed by ``remove``). Idempotent."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(60)
+        if self.flaps and self.flaps[-1][1] is None:
+            self.flaps[-1] = (self.flaps[-1][0], time.time())
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise SetupError(f"the flapping link {self.d.ident} failed: {error}") from error
+
+
+# -- probing ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Probe:
+    """What crossed the link from one end to the other, measured."""
+
+    sent: int
+    echoed: int
+    """UDP datagrams that came back (each crossed the link both ways)."""
+    loss_each_way: float
+    """1 - sqrt(echoed / sent): the loss of one direction, assuming both lose alike."""
+    rtt_ms: float | None
+    """The median round trip of the echoed datagrams."""
+    kbit_s: float | None = None
+    """TCP throughput from the node to the peer (None: not measured)."""
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, float | int | None]:
+        return {"sent": self.sent, "echoed": self.echoed, "loss_each_way": round(self.loss_each_way, 4),
+                "rtt_ms": None if self.rtt_ms is None else round(self.rtt_ms, 3),
+                "kbit_s": None if self.kbit_s is None else round(self.kbit_s, 1), "seconds": round(self.seconds, 3)}
+
+
+def in_netns(netns: str, fn: Callable[[], T], *, timeout_s: float = 30.0) -> T:
+    """``fn()`` run by a throwaway thread that entered ``netns`` (setns changes only the calling
+    thread, which then ends); sockets it creates stay in that namespace."""
+    result: dict[str, object] = {}
+
+    def body() -> None:
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+            with open(Path("/var/run/netns") / netns, "rb") as ns:
+                if libc.setns(ns.fileno(), CLONE_NEWNET) != 0:
+                    err = ctypes.get_errno()
+                    raise OSError(err, f"setns into {netns}: {os.strerror(err)}")
+            result["value"] = fn()
+        except OSError as exc:
+            result["error"] = exc
+
+    thread = threading.Thread(target=body, name=f"links-{netns}", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise SetupError(f"the probe inside {netns} did not finish in {timeout_s:g}s")
+    if "error" in result:
+        raise SetupError(f"probe inside {netns}: {result['error']}")
+    return result["value"]  # type: ignore[return-value]
+
+
+def probe(node: End, peer: End, *, count: int = 200, interval_s: float = 0.005, wait_s: float = 1.0,
+          stream_s: float = 0.0) -> Probe:
+    """Send ``count`` UDP datagrams from ``node`` to an echo in ``peer``'s namespace,
+    ``interval_s`` apart, and wait ``wait_s`` for the last echoes; with ``stream_s`` > 0,
+    also stream TCP from ``node`` to ``peer`` for that long. Blocks; bounded by
+    count * interval_s + wait_s + 2 * stream_s + a few seconds."""
+    if count < 1 or count > 100_000:
+        raise SetupError(f"a probe sends 1 to 100000 datagrams, not {count}")
+    began = time.monotonic()
+    udp_srv = in_netns(peer.netns, lambda: _bound(socket.SOCK_DGRAM, peer.address))
+    tcp_srv = in_netns(peer.netns, lambda: _bound(socket.SOCK_STREAM, peer.address)) if stream_s > 0 else None
+    stop = threading.Event()
+    echo = threading.Thread(target=_echo, args=(udp_srv, stop), name="links-echo", daemon=True)
+    echo.start()
+    try:
+        client = in_netns(node.netns, lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+        with client:
+            rtts = _udp_rounds(client, udp_srv.getsockname(), count, interval_s, wait_s)
+        kbit = _stream(node, tcp_srv, stream_s) if tcp_srv is not None else None
+    finally:
+        stop.set()
+        echo.join(2.0)
+        udp_srv.close()
+        if tcp_srv is not None:
+            tcp_srv.close()
+    echoed = len(rtts)
+    rtts.sort()
+    return Probe(sent=count, echoed=echoed, loss_each_way=1.0 - math.sqrt(echoed / count),
+                 rtt_ms=rtts[len(rtts) // 2] * 1000 if rtts else None, kbit_s=kbit,
+                 seconds=time.monotonic() - began)
+
+
+def _bound(kind: socket.SocketKind, address: str) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, kind)
+    sock.bind((address, 0))
+    if kind == socket.SOCK_STREAM:
+        sock.listen(4)
+    return sock
+
+
+def _echo(sock: socket.socket, stop: threading.Event) -> None:
+    sock.settimeout(0.1)
+    while not stop.is_set():
+        try:
+            data, addr = sock.recvfrom(2048)
+        except TimeoutError:
+            continue
+        except OSError:
+            return
+        sock.sendto(data, addr)
+
+
+def _udp_rounds(client: socket.socket, server: tuple[str, int], count: int, interval_s: float,
+                wait_s: float) -> list[float]:
+    """Round trips (seconds) of the datagrams that came back, each counted once."""
+    sent_at: dict[int, float] = {}
+    rtts: dict[int, float] = {}
+    client.setblocking(False)
+    start = time.monotonic()
+    deadline = start + count * interval_s + wait_s
+    seq = 0
+    while time.monotonic() < deadline and len(rtts) < count:
+        now = time.monotonic()
+        if seq < count and now >= start + seq * interval_s:
+            sent_at[seq] = now
+            client.sendto(struct.pack("!I", seq) + b"x" * 60, server)
+            seq += 1
+        try:
+            data = client.recv(2048)
+        except (BlockingIOError, InterruptedError):
+            time.sleep(min(interval_s, 0.001))
+            continue
+        n = struct.unpack("!I", data[:4])[0]
+        if n in sent_at and n not in rtts:
+            rtts[n] = time.monotonic() - sent_at[n]
+    return list(rtts.values())
+
+
+def _stream(node: End, server: socket.socket, seconds: float) -> float | None:
+    """kbit/s the peer received of a TCP stream from ``node`` lasting about ``seconds``: the
+    bytes it read over the time from its first read to its last."""
+    got: list[tuple[int, float, float]] = []
+
+    def receive() -> None:
+        server.settimeout(seconds + 5)
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            return
+        with conn:
+            conn.settimeout(1.0)
+            total, first, last = 0, 0.0, 0.0
+            end = time.monotonic() + seconds + 5
+            while time.monotonic() < end:
+                try:
+                    chunk = conn.recv(65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                last = time.monotonic()
+                first = first or last
+                total += len(chunk)
+            got.append((total, first, last))
+
+    reader = threading.Thread(target=receive, name="links-stream", daemon=True)
+    reader.start()
+    client = in_netns(node.netns, lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+    with client:
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)  # little queued beyond the cap
+        client.settimeout(seconds + 5)
+        client.connect(server.getsockname())
+        began = time.monotonic()
+        payload = b"\0" * 16384
+        while time.monotonic() - began < seconds:
+            try:
+                client.send(payload)
+            except OSError:
+                break
+        client.shutdown(socket.SHUT_WR)
+    reader.join(seconds + 10)
+    if not got or got[0][2] <= got[0][1]:
+        return None
+    total, first, last = got[0]
+    return total * 8 / 1000 / (last - first)

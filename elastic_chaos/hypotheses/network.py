@@ -1,0 +1,166 @@
+"""Hypotheses of a degraded link between ranks: nothing dies, the job pays in step time.
+
+- ``packet-loss``: loss up to ``--rate`` each way between a node and its peers is survived
+  without a restart (TCP retransmits under the collectives), and the step rate comes back.
+- ``bandwidth``: a rate cap slows steps (the gradients' all-reduce crosses the capped link)
+  without a restart, and the step rate comes back when the cap goes.
+- ``flapping-link``: a link that goes down for less than the collective timeout, and comes
+  back, is a stall, not a failure: the job waits (a step gap about as long as a flap), no
+  worker fails, no restart.
+
+Each measures the degradation it applied (a probe across the link: elastic_chaos.host.links)
+and checks it against what was asked (``applied``), so a verdict never rests on a fault
+that did not bite. The report's ``link`` group (elastic_chaos.analysis.link) puts the step
+time against the degradation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from elastic_chaos.analysis import registry
+from elastic_chaos.analysis.link import LINK, LinkCost, link_cost
+from elastic_chaos.analysis.throughput import WINDOW_S
+from elastic_chaos.errors import SpecError
+from elastic_chaos.events import ProgressEv
+from elastic_chaos.events.records import FaultRecord
+from elastic_chaos.faults.network import Bandwidth, FlappingLink, PacketLoss, _LinkFault
+from elastic_chaos.hypotheses.api import Trial, hypothesis, seconds
+from elastic_chaos.hypotheses.silent import collective_timeout as job_collective_timeout
+from elastic_chaos.options import option, validate
+
+registry.register(LINK)
+
+ISOLATED = {"network": "isolated"}
+"""A link between nodes exists only where each node has its own namespace."""
+
+
+@dataclass(frozen=True)
+class LinkBound:
+    tolerance: float = option(0.5, "how far, relative, the measured loss or rate may be from what was asked (the "
+                                   "probe's own noise included), and the step rate after from the rate before",
+                              minimum=0, maximum=1)
+    max_drop: float | None = option(None, "the most of its step rate the job may lose while the link is degraded, "
+                                          "a fraction (default: no bound, the drop is reported)", minimum=0, maximum=1)
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+def _degrade(t: Trial) -> tuple[_LinkFault, FaultRecord, LinkCost]:
+    """Steady training, the fault for its duration, a window after; what it cost."""
+    fault = t.fault()
+    assert isinstance(fault, _LinkFault)
+    if fault.duration_s is None:
+        raise SpecError(f"{fault.name} needs --duration: the step rate after the link is whole is part of the "
+                        "hypothesis")
+    t.start()
+    t.steady()
+    began = t.run.wait_for_steps(1, timeout=t.opts.timeout_s).t
+    t.run.wait_for(f"{WINDOW_S:g}s of steady training", lambda e: e.type == ProgressEv.STEP
+                   and e.t >= began + WINDOW_S, timeout=t.opts.timeout_s)
+    record = t.inject(fault)
+    t.run.phase("degraded", until=record.injected_at + fault.duration_s)
+    end = record.injected_at + fault.duration_s + WINDOW_S
+    t.run.wait_for("training after the link is whole again", lambda e: e.type == ProgressEv.STEP and e.t >= end,
+                   timeout=fault.duration_s + WINDOW_S + t.opts.timeout_s)
+    cost = link_cost(t.run.timeline.events(), target=record.target, injected_at=record.injected_at,
+                     fault=fault.name, detail=record.detail)
+    return fault, record, cost
+
+
+def _survived(t: Trial, record: FaultRecord, cost: LinkCost, what: str) -> None:
+    """No worker failed and no restart while the link was degraded; the step rate came back."""
+    v, tol = t.verdict, t.params.tolerance
+    errors = t.run.timeline.select(ProgressEv.WORKER_ERROR, after=record.injected_at)
+    v.require(cost.restarts == 0 and not errors,
+              f"the job rode {what} out: no worker failed ({len(errors)} errors), {cost.restarts} restart(s) "
+              f"({cost.describe()})", check="no-restart")
+    v.require(cost.rate_after is not None and cost.rate_before is not None
+              and cost.rate_after >= (1 - tol) * cost.rate_before,
+              f"the step rate came back: {_rate(cost.rate_after)} after vs {_rate(cost.rate_before)} before",
+              check="recovered")
+    if t.params.max_drop is not None:
+        v.require(cost.drop is not None and cost.drop <= t.params.max_drop,
+                  f"{cost.step_times()}: a drop of {_pct(cost.drop)}, at most {t.params.max_drop:.0%}",
+                  check="bounded-slowdown")
+
+
+@hypothesis("packet-loss", "lossy link: a share of the packets between a node and its peers dropped each way; "
+                           "the job survives it without a restart and its step rate comes back",
+            fault="packet-loss", params=LinkBound, forced=ISOLATED)
+def packet_loss(t: Trial) -> None:
+    """Drop ``--rate`` of the packets each way between a node and its peers for ``--duration``
+    seconds after a steady window: the probe measures that loss (within ``--tolerance`` of it),
+    no worker fails, no restart, and the step rate comes back after."""
+    fault, record, cost = _degrade(t)
+    assert isinstance(fault, PacketLoss)
+    measured = cost.loss_measured
+    slack = max(t.params.tolerance * fault.rate, 0.03)   # 200 echoes: ~0.02 of noise at 5 %
+    t.verdict.require(measured is not None and abs(measured - fault.rate) <= slack,
+                      f"the probe measured {_pct(measured)} loss each way between {record.target} and "
+                      f"{record.detail.get('probed', _peers(record))}, asked {fault.rate:.1%} (within "
+                      f"{slack:.1%})", check="applied")
+    _survived(t, record, cost, f"{fault.rate:.1%} loss")
+
+
+@hypothesis("bandwidth", "slow link: the rate between a node and its peers capped; steps slow down without a "
+                         "restart and their rate comes back when the cap goes",
+            fault="bandwidth", params=LinkBound, forced=ISOLATED)
+def bandwidth(t: Trial) -> None:
+    """Cap the link between a node and its peers at ``--mbit`` each way for ``--duration``
+    seconds: the probe's stream across it stays under the cap (plus ``--tolerance``), no
+    worker fails, no restart, and the step rate comes back after. The step time while
+    capped is reported against the step time before."""
+    fault, record, cost = _degrade(t)
+    assert isinstance(fault, Bandwidth)
+    got = cost.mbit_measured
+    t.verdict.require(got is not None and 0 < got <= fault.mbit * (1 + t.params.tolerance),
+                      f"the probe's stream crossed the capped link at {_mbit(got)} Mbit/s (cap {fault.mbit:g}, "
+                      f"{_mbit(cost.mbit_baseline)} before the cap)", check="applied")
+    _survived(t, record, cost, f"a {fault.mbit:g} Mbit/s cap")
+
+
+@hypothesis("flapping-link", "flapping link: down (nothing passes, no reset) and up on a schedule between a node "
+                             "and its peers; a flap shorter than the collective timeout is a stall, not a failure",
+            fault="flapping-link", params=LinkBound, forced=ISOLATED)
+def flapping_link(t: Trial) -> None:
+    """Take the link down for ``--down`` seconds and up for ``--up``, over and over for
+    ``--duration``: each down window passes nothing (the probe in the first one), the job
+    stalls (its longest gap between steps at least half a flap) but no worker fails and
+    nothing restarts, since every flap heals inside the collective timeout; after it the
+    step rate comes back."""
+    fault = t.fault()
+    assert isinstance(fault, FlappingLink)
+    limit, where, _known = job_collective_timeout(t.job)
+    if fault.down_s >= limit:
+        raise SpecError(f"--down {fault.down_s:g}s is not shorter than the collective timeout ({limit:g}s, {where}): "
+                        "such a flap is a partition (elastic-chaos run partition --duration ...)")
+    fault, record, cost = _degrade(t)
+    assert isinstance(fault, FlappingLink)
+    probe = record.detail.get("probe")
+    echoed = probe.get("echoed") if isinstance(probe, dict) else None
+    t.verdict.require(echoed == 0, f"nothing crossed the link while it was down (the probe in the first flap: "
+                                   f"{echoed} of {probe.get('sent') if isinstance(probe, dict) else '?'} echoes)",
+                      check="applied")
+    t.verdict.require(cost.longest_gap_s is not None and cost.longest_gap_s >= 0.5 * fault.down_s,
+                      f"the job stalled while the link was down: its longest gap between steps "
+                      f"{seconds(cost.longest_gap_s)}, flaps of {fault.down_s:g}s ({cost.flaps} of them)",
+                      check="stalled")
+    _survived(t, record, cost, f"a link flapping {fault.down_s:g}s down / {fault.up_s:g}s up")
+
+
+def _peers(record: FaultRecord) -> str:
+    peers = record.detail.get("peers")
+    return ", ".join(map(str, peers)) if isinstance(peers, list) else "its peers"
+
+
+def _pct(v: float | None) -> str:
+    return "?" if v is None else f"{v:.1%}"
+
+
+def _rate(v: float | None) -> str:
+    return "?" if v is None else f"{v:.2f}/s"
+
+
+def _mbit(v: float | None) -> str:
+    return "?" if v is None else f"{v:.2f}"

@@ -1,0 +1,129 @@
+"""Degraded links between local nodes (root, ``network=isolated``): the LinkDegrader capability.
+
+Each degradation is made by elastic_chaos.host.links in the namespaces and on the veths of the
+nodes it names, measured by a probe across the link (a baseline before, the degraded link
+after) and held here by name until ``restore`` removes exactly what it made.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from elastic_chaos.errors import InjectionFailed, SetupError
+from elastic_chaos.host import links, netns
+from elastic_chaos.platforms import capabilities as caps
+from elastic_chaos.platforms.nodes import Hit
+
+if TYPE_CHECKING:
+    from elastic_chaos.platforms.local.capabilities import LocalHost
+
+PROBE_COUNT = 200
+"""UDP echoes per probe: 200 put a 5 % loss estimate within about 2 points (one sigma)."""
+PROBE_STREAM_S = 1.0
+"""Seconds of TCP stream that measure a rate cap."""
+
+
+class LocalLinks(caps.LinkDegrader):
+    """Loss and down (iptables in the nodes' namespaces), a rate cap (HTB on their veths)."""
+
+    platform: LocalHost
+
+    def __init__(self, platform: LocalHost) -> None:
+        super().__init__(platform)
+        self._held: dict[str, tuple[links.Degradation, links.Flapper | None]] = {}
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def unavailable(self) -> str | None:
+        reason = netns.unavailable_reason() or links.unavailable_reason()
+        if reason:
+            return "link faults need isolated node networking: " + reason
+        if not self.platform.isolated():
+            return ("link faults need the platform option network=isolated (nodes in their own network "
+                    "namespaces); on the host's loopback there is no link between nodes to degrade")
+        return None
+
+    def _end(self, node: str) -> links.End:
+        network = self.platform.network
+        net = network.nodes.get(node) if network is not None else None
+        if net is None:
+            raise InjectionFailed(f"{node} has no network namespace of its own (is it alive?)")
+        return links.End(node, net.netns, net.address, net.host_veth)
+
+    def _degrade(self, node: str, peers: tuple[str, ...], *, loss: float, rate_kbit: int | None,
+                 down_s: float | None, up_s: float | None) -> Hit:
+        if not peers:
+            peers = tuple(n for n in self.platform_nodes() if n != node)
+        if not peers:
+            raise InjectionFailed(f"{node} has no live peer to degrade its link to")
+        if node in peers:
+            raise InjectionFailed(f"{node} cannot be its own peer")
+        end, others = self._end(node), tuple(self._end(p) for p in peers)
+        with self._lock:
+            ident = f"{self.platform_short()}{next(self._ids)}"
+        d = links.Degradation(ident, end, others)
+        wants_rate = rate_kbit is not None
+        try:
+            baseline = links.probe(end, others[0], count=50, interval_s=0.002, wait_s=0.5,
+                                   stream_s=PROBE_STREAM_S if wants_rate else 0.0)
+            at = time.time()
+            flapper = None
+            if down_s is not None and up_s is not None:
+                flapper = links.Flapper(d, down_s, up_s)
+                flapper.start()
+                action = "flap"
+                measured = links.probe(end, others[0], count=20, interval_s=min(0.02, down_s / 40),
+                                       wait_s=min(0.5, down_s / 4))
+            else:
+                if loss > 0:
+                    links.set_loss(d, loss)
+                if rate_kbit is not None:
+                    links.set_rate(d, rate_kbit)
+                action = "loss+rate" if loss > 0 and wants_rate else "rate" if wants_rate else "loss"
+                measured = links.probe(end, others[0], count=PROBE_COUNT,
+                                       stream_s=PROBE_STREAM_S if wants_rate else 0.0)
+        except SetupError as exc:
+            links.remove(d)
+            raise InjectionFailed(f"could not degrade the link {node} <-> {', '.join(peers)}: {exc}") from exc
+        with self._lock:
+            self._held[ident] = (d, flapper)
+        return Hit(node=node, at=at, action=action, detail={
+            "link": ident, "peers": list(peers), "probed": others[0].node,
+            "baseline": baseline.to_json(), "probe": measured.to_json()})
+
+    def _restore(self, node: str, link: str) -> Hit:
+        with self._lock:
+            held = self._held.pop(link, None)
+        at = time.time()
+        if held is None:
+            return Hit(node=node, at=at, action="nothing-to-restore")
+        d, flapper = held
+        errors: list[str] = []
+        flaps: list[list[float | None]] = []
+        if flapper is not None:
+            try:
+                flapper.stop()
+            except SetupError as exc:
+                errors.append(str(exc))
+            flaps = [[round(a, 3), None if b is None else round(b, 3)] for a, b in flapper.flaps]
+        errors += links.remove(d)
+        if not errors:      # checked, not assumed: no EC- chain, no shaping qdisc on either end's link
+            errors += [f for e in (d.node, *d.peers) if self._exists(e) for f in links.leftovers(e.netns, e.host_veth)]
+        if errors:
+            raise InjectionFailed(f"restoring the link {link} of {node}: " + "; ".join(errors))
+        return Hit(node=node, at=at, action="restored", detail={"link": link, "flaps": flaps})
+
+    def _exists(self, end: links.End) -> bool:
+        network = self.platform.network
+        return network is not None and end.node in network.nodes and network.nodes[end.node].netns == end.netns
+
+    def platform_nodes(self) -> list[str]:
+        network = self.platform.network
+        return [n for n in (network.nodes if network is not None else {})
+                if (rec := self.platform.record(n)) is not None and rec.info.state.is_alive()]
+
+    def platform_short(self) -> str:
+        network = self.platform.network
+        return network.short if network is not None else "x"

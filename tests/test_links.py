@@ -1,0 +1,107 @@
+"""Link faults on real network namespaces (root, iptables, tc): applied, measured by the probe,
+and removed with nothing left behind (elastic_chaos.host.links)."""
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from elastic_chaos.errors import SetupError
+from elastic_chaos.host import links, netns
+
+
+def _need() -> None:
+    reason = netns.unavailable_reason() or links.unavailable_reason()
+    if reason:
+        if os.environ.get("CI") == "true" and os.geteuid() == 0:   # .ci/run installs iptables (make network-testenv)
+            pytest.fail(f"link faults cannot be made: {reason}")
+        pytest.skip(f"link faults cannot be made here: {reason}")
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[links.End, links.End]]:
+    """Two nodes' namespaces on a host-only bridge, as the local platform makes them; removed after."""
+    _need()
+    net = netns.NodeNetwork(f"test-{uuid.uuid4().hex[:6]}")
+    try:
+        net.setup()
+        ends = []
+        for name in ("node-0", "node-1"):
+            n = net.add_node(name)
+            ends.append(links.End(name, n.netns, n.address, n.host_veth))
+        yield ends[0], ends[1]
+    finally:
+        net.teardown()
+
+
+def _clean(*ends: links.End) -> list[str]:
+    return [f for e in ends for f in links.leftovers(e.netns, e.host_veth)]
+
+
+def test_loss_is_applied_measured_and_removed(pair: tuple[links.End, links.End]) -> None:
+    a, b = pair
+    assert links.probe(a, b, count=100, interval_s=0.002).echoed == 100
+    d = links.Degradation("t1", a, (b,))
+    try:
+        links.set_loss(d, 0.3)
+        assert _clean(a, b), "the rules are there while the loss is applied"
+        measured = links.probe(a, b, count=400, interval_s=0.002)
+    finally:
+        assert links.remove(d) == []
+    # 30 % each way: about half the echoes lost; 400 datagrams put the estimate within ~0.05
+    assert 0.2 <= measured.loss_each_way <= 0.4, measured
+    assert _clean(a, b) == []
+    assert links.probe(a, b, count=100, interval_s=0.002).echoed == 100
+
+
+def test_a_link_that_is_down_passes_nothing_and_comes_back(pair: tuple[links.End, links.End]) -> None:
+    a, b = pair
+    d = links.Degradation("t2", a, (b,))
+    try:
+        links.set_loss(d, 1.0)
+        assert links.probe(a, b, count=20, interval_s=0.01, wait_s=0.3).echoed == 0
+        links.set_loss(d, 0.0)
+        assert links.probe(a, b, count=20, interval_s=0.01).echoed == 20
+    finally:
+        assert links.remove(d) == []
+    assert _clean(a, b) == []
+
+
+def test_rate_cap_is_measured_and_removed(pair: tuple[links.End, links.End]) -> None:
+    a, b = pair
+    d = links.Degradation("t3", a, (b,))
+    try:
+        links.set_rate(d, 8000)
+        capped = links.probe(a, b, count=10, stream_s=1.5)
+        with pytest.raises(SetupError, match="already caps"):
+            links.set_rate(d, 4000)
+    finally:
+        assert links.remove(d) == []
+    assert capped.kbit_s is not None and 0.6 * 8000 <= capped.kbit_s <= 1.15 * 8000, capped
+    assert _clean(a, b) == []
+    free = links.probe(a, b, count=10, stream_s=0.5)
+    assert free.kbit_s is not None and free.kbit_s > 5 * 8000, free
+
+
+def test_remove_is_idempotent_and_a_gone_namespace_is_nothing_to_remove(
+        pair: tuple[links.End, links.End]) -> None:
+    a, b = pair
+    d = links.Degradation("t4", a, (b,))
+    links.set_loss(d, 0.1)
+    assert links.remove(d) == []
+    assert links.remove(d) == []
+    ghost = links.End("node-9", "elastic-chaos-gone00-node-9", "10.99.0.99", "ecgone00-9")
+    g = links.Degradation("t5", ghost, (b,), chains=[ghost.netns], qdiscs=[(ghost.netns, "eth0")])
+    assert links.remove(g) == []
+
+
+def test_bad_values_are_refused(pair: tuple[links.End, links.End]) -> None:
+    a, b = pair
+    d = links.Degradation("t6", a, (b,))
+    with pytest.raises(SetupError, match="between 0 and 1"):
+        links.set_loss(d, 1.5)
+    with pytest.raises(SetupError, match="positive"):
+        links.set_rate(d, 0)
+    assert _clean(a, b) == []

@@ -1,0 +1,90 @@
+"""The link faults' options, plans and cost (issue 39), without a job or root: what they refuse,
+what they would do, and the link group's figures from a timeline."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from elastic_chaos.analysis.link import link_cost
+from elastic_chaos.errors import SpecError
+from elastic_chaos.events import Event, FaultEv, NodeEv, ProgressEv
+from elastic_chaos.faults.catalog import fault_class
+from elastic_chaos.faults.network import Bandwidth, FlappingLink, PacketLoss
+from elastic_chaos.platforms.capabilities import LinkDegrader
+
+
+def test_the_catalog_makes_the_link_faults_on_the_local_platform() -> None:
+    for kind, cls in (("packet-loss", PacketLoss), ("bandwidth", Bandwidth), ("flapping-link", FlappingLink)):
+        assert fault_class(kind, "local") is cls
+        assert cls.requires is LinkDegrader
+
+
+def test_between_names_the_node_then_its_peers() -> None:
+    f = PacketLoss(rate=0.1, between=("node-1", "node-0", "node-2"))
+    assert f.ends(platform=None) == ("node-1", ("node-0", "node-2"))  # type: ignore[arg-type]
+    assert f.shape() == {"loss": 0.1}
+    assert Bandwidth(mbit=2.5).shape() == {"rate_kbit": 2500}
+    assert FlappingLink(down_s=1, up_s=2).shape() == {"down_s": 1, "up_s": 2}
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"rate": 0.0}, "rate 0"), ({"rate": 0.95}, "rate 0.95"),
+    ({"between": ("node-0", "node-0")}, "names a node twice"),
+    ({"node": "node-1", "between": ("node-0", "node-1")}, "name the node once"),
+])
+def test_bad_loss_options_are_refused_with_what_is_allowed(kwargs: dict[str, object], words: str) -> None:
+    with pytest.raises(SpecError, match=words):
+        PacketLoss(**kwargs)  # type: ignore[arg-type]
+
+
+def test_a_flap_needs_positive_times() -> None:
+    with pytest.raises(SpecError, match="down_s 0"):
+        FlappingLink(down_s=0)
+
+
+def test_the_command_line_takes_between_as_a_list_and_refuses_bad_values_with_exit_2() -> None:
+    ok = subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", "run", "packet-loss", "--rate", "0.05",
+                         "--between", "node-0", "node-1", "--dry-run"], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert "between=('node-0', 'node-1')" in ok.stdout
+    bad = subprocess.run([sys.executable, "-m", "elastic_chaos.cli.main", "run", "flapping-link", "--down", "-1",
+                          "--dry-run"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def _steps(start: float, end: float, every: float, restart: int = 0, gap: tuple[float, float] | None = None,
+           first: int = 0) -> list[Event]:
+    out, t, n = [], start, first
+    while t < end:
+        if gap is None or not gap[0] <= t < gap[1]:
+            out.append(Event.make(ProgressEv.STEP, t, "node-0", {"rank": 0, "step": n, "restart_count": restart}))
+            n += 1
+        t += every
+    return out
+
+
+def test_the_link_group_sets_step_rates_against_the_measured_degradation() -> None:
+    before = _steps(0.0, 10.0, 0.1)
+    during = _steps(10.0, 20.0, 0.2, gap=(12.0, 15.0), first=100)     # 35 steps in 10 s, none for 3 s
+    after = _steps(20.0, 30.0, 0.1, first=135)
+    events = [*before, *during, *after,
+              Event.make(FaultEv.REVERTED, 20.0, "node-0", {"fault": "flapping-link", "action": "restored"}),
+              Event.make(NodeEv.LINK_RESTORED, 20.0, "node-0", {"action": "restored", "flaps": [[10, 13], [15, 18]]})]
+    cost = link_cost(events, target="node-0", injected_at=10.0, fault="flapping-link",
+                     detail={"down_s": 3.0, "probe": {"sent": 20, "echoed": 0, "loss_each_way": 1.0}})
+    assert cost.rate_before == pytest.approx(10.0, rel=0.02)
+    assert cost.rate_during is not None and cost.rate_during < 5.5
+    assert cost.rate_after == pytest.approx(10.0, rel=0.02)
+    assert cost.longest_gap_s == pytest.approx(3.2, abs=0.05)
+    assert cost.flaps == 2 and cost.restarts == 0 and cost.loss_measured == 1.0
+    assert "step time 100 ms before" in cost.describe()
+
+
+def test_a_restart_while_degraded_is_counted() -> None:
+    events = [*_steps(0.0, 10.0, 0.1), *_steps(10.0, 20.0, 0.1, restart=1, first=100)]
+    cost = link_cost(events, target="node-0", injected_at=10.0, fault="packet-loss",
+                     detail={"loss": 0.05, "probe": {"loss_each_way": 0.05}})
+    assert cost.restarts == 1
+    assert cost.restored_at is None and any("not restored" in m for m in cost.missing)
