@@ -103,6 +103,9 @@ class FaultGroup(_Group[V]):
     """The fault kinds it applies to; empty: every fault."""
     instead_of: tuple[str, ...] = ()
     """Groups whose table row this group's row replaces, for the faults it applies to."""
+    derive: Callable[[Sequence[Event], FaultMark, Mapping[str, Any]], V | None] | None = None
+    """Instead of ``measure``: a value derived from the groups measured before it on the same fault
+    (by group name; the cost of an interruption from its recovery), so nothing is measured twice."""
 
     def applies(self, kind: str) -> bool:
         return not self.faults or kind in self.faults
@@ -119,9 +122,12 @@ class RunGroup(_Group[V]):
 def fault_group(name: str, title: str, value: type[V], *, measure: Callable[[Sequence[Event], FaultMark], V | None],
                 read: Callable[[FaultMark, Mapping[str, Any]], V], faults: Iterable[str] = (),
                 key: str | None = None, prom: str | None = None, metrics: tuple[Metric, ...] | None = None,
-                instead_of: Iterable[str] = ()) -> FaultGroup[V]:
+                instead_of: Iterable[str] = (),
+                derive: Callable[[Sequence[Event], FaultMark, Mapping[str, Any]], V | None] | None = None
+                ) -> FaultGroup[V]:
     """Declare a per-fault group (register it with ``register``)."""
-    return FaultGroup(name, title, value, key, prom, metrics, measure, read, frozenset(faults), tuple(instead_of))
+    return FaultGroup(name, title, value, key, prom, metrics, measure, read, frozenset(faults), tuple(instead_of),
+                      derive)
 
 
 def run_group(name: str, title: str, value: type[V], *, measure: Callable[[Sequence[Event], RunMark], V | None],

@@ -41,6 +41,14 @@ class Unit(enum.Enum):
     """A share between 0 and 1, written as a percentage: ``49%``."""
     FACTOR = "factor"
     """A plain multiplier (a trace's time compression): ``60x``."""
+    HOURS = "h"
+    """Hours (a mean time between interruptions): ``24h``."""
+    GPU_HOURS = "GPU-h"
+    """GPU-hours (an interruption's cost in GPU time): ``1.23 GPU-h``."""
+    USD = "USD"
+    """US dollars: ``$12.34``."""
+    USD_PER_GPU_HOUR = "USD/GPU-h"
+    """US dollars per GPU-hour (a price): ``$4.10/GPU-h``."""
 
     def format(self, value: float | int | None) -> str:
         """``-`` for not observed; seconds to a tenth with ``s``; rates with ``/s``;
@@ -55,18 +63,32 @@ class Unit(enum.Enum):
             return f"{float(value):.0%}"
         if self is Unit.FACTOR:
             return f"{float(value):g}x"
+        if self is Unit.HOURS:
+            return f"{float(value):g}h"
+        if self is Unit.GPU_HOURS:
+            return f"{_upto4(value)} GPU-h"
+        if self is Unit.USD:
+            return f"${float(value):,.2f}"
+        if self is Unit.USD_PER_GPU_HOUR:
+            return f"${_upto4(value)}/GPU-h"
         return f"{value:g}" if isinstance(value, float) else str(value)
 
     @property
     def real(self) -> bool:
         """Whether values are real numbers (seconds, rates, fractions), not whole counts."""
-        return self in (Unit.SECONDS, Unit.RATE, Unit.FRACTION, Unit.FACTOR)
+        return self in (Unit.SECONDS, Unit.RATE, Unit.FRACTION, Unit.FACTOR, Unit.HOURS, Unit.GPU_HOURS, Unit.USD,
+                        Unit.USD_PER_GPU_HOUR)
 
     def read(self, raw: Any) -> float | int | None:
         """A report.json value as this unit's type; None for anything that is not a number."""
         if isinstance(raw, bool) or not isinstance(raw, (int, float)):
             return None
         return float(raw) if self.real else int(raw)
+
+
+def _upto4(value: float) -> str:
+    """Up to 4 decimals, as report.json keeps them: ``0.0915``, ``2.78``, ``1,234.5``."""
+    return f"{float(value):,.4f}".rstrip("0").rstrip(".")
 
 
 @dataclass(frozen=True)

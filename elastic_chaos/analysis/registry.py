@@ -1,4 +1,4 @@
-"""The registry of metric groups: the built-in ones (recovery, throughput, hang, storage, replay) and any a
+"""The registry of metric groups: the built-in ones (recovery, throughput, hang, storage, cost, replay) and any a
 user or test registers; every view iterates it (elastic_chaos.analysis.groups says what a group is)."""
 from __future__ import annotations
 
@@ -64,7 +64,8 @@ def measure_fault(events: Sequence[Event], mark: FaultMark,
     out: dict[str, Any] = {}
     for g in fault_groups():
         if g.applies(mark.kind):
-            value = (known or {}).get(g.name) or g.measure(events, mark)
+            value = (known or {}).get(g.name) or (g.derive(events, mark, out) if g.derive is not None
+                                                  else g.measure(events, mark))
             if value is not None:
                 out[g.name] = value if g.name == "recovery" or g.read is None else g.read(mark, value.to_json())
     return out
@@ -85,5 +86,6 @@ def _builtin() -> None:
     if _LOADED:
         return
     _LOADED.append(True)
-    for g in (RECOVERY, THROUGHPUT, HANG, STORAGE, REPLAY):
+    from elastic_chaos.analysis.cost import COST  # derived from the recovery: measured after the others
+    for g in (RECOVERY, THROUGHPUT, HANG, STORAGE, COST, REPLAY):
         register(g)

@@ -1,11 +1,11 @@
-"""``elastic-chaos run HYPOTHESIS``: one hypothesis about a fault, on any platform, a recovery table, an exit code.
+"""``elastic-chaos run FAULT``: one hypothesis, on any platform, a recovery table, an exit code.
 
 The flags are not written here: they come from the declarations of what the
 run is made of (elastic_chaos.options) — the job (JobSpec, its rendezvous and script
 observation), the trial (steady state, target, timeout), the hypothesis' fault
 and its own parameters, and the chosen platform's options — so the command
 line, the pytest fixture and the code accept the same names, defaults and
-bounds. ``elastic-chaos run HYPOTHESIS --help`` shows its fault's and its own options;
+bounds. ``elastic-chaos run FAULT --help`` shows that fault's options;
 ``--platform kubernetes --help`` adds the platform's.
 """
 from __future__ import annotations
@@ -19,10 +19,9 @@ from typing import Any
 from elastic_chaos.options import add_arguments, given
 
 DESCRIPTION = """Start an elastic job on a platform (default: local), wait for steady training,
-inject the fault HYPOTHESIS is about, watch the job heal, check the hypothesis, print
-the recovery table and the report folder. `elastic-chaos faults` lists the hypotheses
-(most are named after their fault; some test one fault several ways); `run HYPOTHESIS
---help` shows its options.
+inject FAULT, watch the job heal, check the fault's hypothesis, print the recovery
+table and the report folder. `elastic-chaos faults` lists the faults; `run FAULT
+--help` shows that fault's options.
 
 exit codes:
   0  the hypothesis held
@@ -45,6 +44,7 @@ examples:
   elastic-chaos run repeated --mtbf 45 --run-for 300 --seed 7
   elastic-chaos run kill-during-checkpoint --repetitions 20
   elastic-chaos run kill-node --report-dir reports/nightly --overwrite   # replaces the last nightly run
+  elastic-chaos run spot-interruption --instance-type p4d.24xlarge --mtbf-hours 24   # what each one costs
   elastic-chaos run straggler --factor 2 --duration 20        # one node at half speed for 20 s
   elastic-chaos run hung-rank --pg-timeout 20                 # one worker stops; peers time out at 20 s
   elastic-chaos run replay --trace spot-3 --compress 30         # a bundled trace (or --trace FILE.csv)
@@ -65,7 +65,7 @@ _SCRIPT_FIELDS = ("workdir", "backend")
 
 
 def peek(words: list[str]) -> tuple[str | None, str]:
-    """(HYPOTHESIS, --platform) from the words after ``run``, before the parser is built:
+    """(FAULT, --platform) from the words after ``run``, before the parser is built:
     which fault and platform declare the options to offer."""
     platform = "local"
     fault = None
@@ -85,6 +85,7 @@ def peek(words: list[str]) -> tuple[str | None, str]:
 
 
 def register(sub: Any, words: list[str] | None = None) -> None:
+    from elastic_chaos.analysis.cost import CostBasis
     from elastic_chaos.cli import pushgateway
     from elastic_chaos.errors import SpecError
     from elastic_chaos.hypotheses.api import TrialOptions
@@ -93,9 +94,9 @@ def register(sub: Any, words: list[str] | None = None) -> None:
     from elastic_chaos.spec import PRESETS, JobSpec, Observation, RendezvousSpec
 
     fault, platform = peek(words or [])
-    p = sub.add_parser("run", help="run one hypothesis about a fault (any platform)", description=DESCRIPTION,
+    p = sub.add_parser("run", help="run one fault's hypothesis (any platform)", description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("fault", metavar="HYPOTHESIS", help="a hypothesis about a fault (see `elastic-chaos faults`)")
+    p.add_argument("fault", metavar="FAULT", help="fault name (see `elastic-chaos faults`)")
     p.add_argument("--platform", choices=sorted(PLATFORMS), default="local",
                    help="where the job runs (default local); each adds its own options")
     p.add_argument("--report-dir", type=Path, help="report folder (default reports/<fault>-<time>); one that "
@@ -121,10 +122,15 @@ def register(sub: Any, words: list[str] | None = None) -> None:
         group = p.add_argument_group(f"{h.name}")
         for cls in h.option_classes(platform)[1:]:
             add_arguments(group, cls, skip=("node",))
+    platform_names: set[str] = set()
     if platform in PLATFORMS:
         group = p.add_argument_group(f"platform {platform}")
         for cls in platform_option_classes(platform):
             add_arguments(group, cls, defaults=defaults)
+            platform_names |= set(_job_fields(cls))
+    # what an interruption costs; a platform's own --gpus-per-node (kubernetes) is the same fact
+    add_arguments(p.add_argument_group("cost of an interruption (docs/REPORTS.md)"), CostBasis,
+                  skip=platform_names)
     script = p.add_argument_group("your own training script (after --)", SCRIPT_HELP)
     add_arguments(script, Observation)
     add_arguments(script, JobSpec, skip={f for f in _job_fields(JobSpec)} - set(_SCRIPT_FIELDS))
@@ -147,11 +153,13 @@ def _env_pair(value: str) -> tuple[str, str]:
 
 def option_values(args: argparse.Namespace) -> dict[str, Any]:
     """The options given on the command line, by name (what the pytest fixture takes)."""
+    from elastic_chaos.analysis.cost import CostBasis
     from elastic_chaos.hypotheses.catalog import get
     from elastic_chaos.platforms import platform_option_classes
     from elastic_chaos.spec import JOB_OPTION_CLASSES, Observation, locate_script
     h = get(args.fault)
-    classes = [*JOB_OPTION_CLASSES, *h.option_classes(args.platform), *platform_option_classes(args.platform)]
+    classes = [*JOB_OPTION_CLASSES, *h.option_classes(args.platform), *platform_option_classes(args.platform),
+               CostBasis]
     values: dict[str, Any] = {}
     for cls in classes:
         values.update(given(args, cls))

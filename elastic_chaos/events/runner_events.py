@@ -170,6 +170,21 @@ class ClockOffset(Payload):
     upper_s: float | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class CostBasisGiven(Payload):
+    """What the job's GPUs cost in production, as the run was given it (elastic_chaos.analysis.cost): GPUs
+    per node and the price of a GPU-hour resolved (from an instance type's bundled price where named),
+    with where the price comes from."""
+
+    gpus_per_node: int | None = None
+    gpu_hour_price: float | None = None
+    """US dollars per GPU-hour (None: none given)."""
+    price_source: str | None = None
+    instance_type: str | None = None
+    mtbf_hours: float | None = None
+    """Mean hours between interruptions in production (None: none given)."""
+
+
 class RunnerEv:
     """The toolkit itself: ChaosRun and the platforms."""
 
@@ -210,6 +225,9 @@ class RunnerEv:
     CLOCK_OFFSET = event_type(Source.RUNNER, "clock_offset", ClockOffset)
     """A node's clock differs from the runner's (``offset_s``): its stamped log times are placed on the
     runner's clock from here on (0: no longer corrected)."""
+    COST_BASIS = event_type(Source.RUNNER, "cost_basis", CostBasisGiven)
+    """What the job's GPUs cost in production (``gpus_per_node``, ``gpu_hour_price``, ``price_source``,
+    ``mtbf_hours``): the report turns each interruption into GPU-hours and money from it."""
     WATCHER_DIED = event_type(Source.RUNNER, "watcher_died", WatcherDied)
     """A watcher's thread ended with an error (``watcher``, ``error``): what it watched is
     unobserved from here on, and the run fails (watchers/api.py)."""

@@ -28,6 +28,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from elastic_chaos.analysis.cost import NAMES as COST_NAMES
+from elastic_chaos.analysis.cost import CostBasis
 from elastic_chaos.analysis.metrics import count
 from elastic_chaos.analysis.recovery import Recovery, RecoveryPath
 from elastic_chaos.analysis.verdict import Verdict
@@ -140,6 +142,8 @@ class Settings:
     params: Any
     platform: dict[str, Any]
     """The platform's options that were given (its own defaults otherwise)."""
+    cost: CostBasis = CostBasis()
+    """What the job's GPUs cost in production (the report's cost of each interruption; nothing given: none)."""
 
 
 def settings(h: Hypothesis | None, values: Mapping[str, Any], platform: str) -> Settings:
@@ -152,6 +156,10 @@ def settings(h: Hypothesis | None, values: Mapping[str, Any], platform: str) -> 
     own = h.option_classes(platform) if h is not None else ()
     platform_classes = platform_option_classes(platform)
     known = job_names | {n for c in (*own, *platform_classes) for n in _field_names(c)}
+    basis = CostBasis(**{k: v for k, v in values.items() if k in COST_NAMES and (v or k not in known)})
+    # a platform may declare one of them too (kubernetes' --gpus-per-node): the same fact, for both
+    values = {k: v for k, v in values.items() if k not in COST_NAMES - known}
+    known |= COST_NAMES
     # what a hypothesis starts from or needs is an option of some platforms only (network=isolated:
     # the local platform's); where this platform has no such option it has nothing to set
     forced = {k: v for k, v in (h.forced if h is not None else {}).items() if k in known}
@@ -178,7 +186,7 @@ def settings(h: Hypothesis | None, values: Mapping[str, Any], platform: str) -> 
         raise SpecError(script_pace_unknown(job))
     return Settings(job=job, trial=TrialOptions(**trial_kw), fault_class=made_by, fault=fault_kw,
                     params=h.params(**params_kw) if h is not None and h.params is not None else None,
-                    platform=platform_kw)
+                    platform=platform_kw, cost=basis)
 
 
 def script_pace_unknown(job: JobSpec) -> str:

@@ -44,6 +44,14 @@ class Plan:
             lines.append(f"{self.hypothesis.name}: {_fields(s.params)}")
         if s.platform:
             lines.append("platform options: " + ", ".join(f"{k}={v!r}" for k, v in sorted(s.platform.items())))
+        b = s.cost.recorded()
+        if s.cost.given and b.gpus_per_node is None:
+            lines.append("cost of an interruption: not reported (no --gpus-per-node or --instance-type given)")
+        elif s.cost.given:
+            lines.append(f"cost of an interruption: {b.gpus_per_node} GPU(s) per node, "
+                         + (f"${b.gpu_hour_price:g} per GPU-hour ({b.price_source})" if b.gpu_hour_price is not None
+                            else "no price (GPU-hours only)")
+                         + (f", MTBF {b.mtbf_hours:g} h" if b.mtbf_hours is not None else ""))
         return lines
 
 

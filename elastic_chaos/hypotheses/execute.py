@@ -12,7 +12,7 @@ from elastic_chaos.analysis.observation import checks as observation_checks
 from elastic_chaos.analysis.result import RunResult
 from elastic_chaos.analysis.verdict import JOB_FINISHED_CHECK, STEADY_CHECK, Check
 from elastic_chaos.errors import FaultUnavailable, RecoveryTimeout, WatcherDied
-from elastic_chaos.events import ProgressEv
+from elastic_chaos.events import ProgressEv, RunnerEv
 from elastic_chaos.events.records import FaultRecord
 from elastic_chaos.hypotheses.api import Trial, settings
 from elastic_chaos.hypotheses.catalog import get
@@ -42,6 +42,8 @@ def execute(name: str, values: Mapping[str, Any], *, report_dir: Path, platform:
     with run:
         if on_start is not None:
             on_start(run)
+        if s.cost.given:   # what the report turns each interruption's seconds into (analysis/cost.py)
+            run.timeline.emit(RunnerEv.COST_BASIS, data=s.cost.recorded())
         trial = Trial(h, run, s)
         run.verdict = trial.verdict   # the checks made so far stay when the run is interrupted
         if h.fault is not None:  # before the job starts: skip (pytest) or refuse (CLI) at once

@@ -40,12 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from elastic_chaos.analysis.cost import fault_cost, interrupts
 from elastic_chaos.analysis.metrics import Metric, Unit
 from elastic_chaos.analysis.registry import fault_groups
 from elastic_chaos.analysis.result import REPORT, TIMELINE, FaultResult
 from elastic_chaos.analysis.stats import Stat
 from elastic_chaos.analysis.verdict import Outcome
 from elastic_chaos.errors import SpecError
+from elastic_chaos.events.runner_events import CostBasisGiven
 from elastic_chaos.reporting.load import load_run
 
 
@@ -53,6 +55,13 @@ def audited() -> dict[str, Metric]:
     """The metrics of every fault group declared ``audit=True``, by short name (``regain``), in
     declaration order."""
     return {m.name: m for g in fault_groups() for m in g.shown("audit")}
+
+
+def measured_metrics(groups: Sequence[Group]) -> list[Metric]:
+    """The audited metrics an audit of ``groups`` shows: the recovery's always, another group's (an
+    interruption's cost) only where some fault of ``groups`` has it (runs given no price: no cost)."""
+    recovery = {m.name for g in fault_groups() if g.name == "recovery" for m in g.shown("audit")}
+    return [m for m in audited().values() if m.name in recovery or any(g.stat(m.name).n for g in groups)]
 
 
 def _group_of(metric: str) -> str:
@@ -146,7 +155,7 @@ class Group:
                 "faults": len(self.faults), "passed": self.passed, "incomplete": self.incomplete,
                 "pass_rate": self.pass_rate, "score": round(self.score(half_s), 1),
                 "goodput": self.goodput.to_json(),
-                "metrics": {m: self.stat(m).to_json() for m in audited()},
+                "metrics": {m.name: self.stat(m.name).to_json() for m in measured_metrics([self])},
                 "run_folders": [str(r.folder) for r in self.runs]}
 
 
@@ -170,25 +179,39 @@ def find_runs(paths: Iterable[Path]) -> list[Path]:
     return out
 
 
-def summarize_run(folder: Path) -> RunSummary:
-    """One run as the audit sees it. Raises SpecError (ReportUnreadable: file, line, why) for a
+def summarize_run(folder: Path, basis: CostBasisGiven | None = None) -> RunSummary:
+    """One run as the audit sees it; ``basis``: price every interruption with it (elastic_chaos.analysis.cost),
+    in place of what the run was given. Raises SpecError (ReportUnreadable: file, line, why) for a
     folder whose report.json or timeline cannot be read."""
     run = load_run(folder, strict=True)
     verdict = run.result.verdict
     why = next((c.reason for c in verdict.checks if c.ok is False), "") if verdict is not None else ""
-    return RunSummary(folder=folder, platform=run.platform, passed=run.passed, faults=tuple(run.faults),
+    faults = tuple(run.faults)
+    if basis is not None:
+        nproc = run.result.job.nproc_per_node if run.result.job is not None else None
+        faults = tuple(_priced(f, basis, nproc) for f in faults)
+    return RunSummary(folder=folder, platform=run.platform, passed=run.passed, faults=faults,
                       goodput=run.result.goodput, missing=tuple(run.missing),
                       outcome=verdict.outcome if verdict is not None else None, why=why)
 
 
-def survey(folders: Iterable[Path]) -> tuple[list[RunSummary], list[Skipped]]:
-    """Every folder summarized, or skipped with why: one that cannot be read, and one that a
-    usage error stopped (no run was made). Never raises for a single folder."""
+def _priced(f: FaultResult, basis: CostBasisGiven, nproc_per_node: int | None) -> FaultResult:
+    measured = {k: v for k, v in f.measured.items() if k != "cost"}
+    if not interrupts(measured):
+        return FaultResult(f.record, measured)
+    r = f.recovery
+    value = fault_cost(basis, r.regain_s, r.world_size_before, nproc_per_node)
+    return FaultResult(f.record, measured if value is None else {**measured, "cost": value})
+
+
+def survey(folders: Iterable[Path], basis: CostBasisGiven | None = None) -> tuple[list[RunSummary], list[Skipped]]:
+    """Every folder summarized (priced with ``basis`` when given), or skipped with why: one that cannot be
+    read, and one that a usage error stopped (no run was made). Never raises for a single folder."""
     runs: list[RunSummary] = []
     skipped: list[Skipped] = []
     for folder in folders:
         try:
-            run = summarize_run(folder)
+            run = summarize_run(folder, basis)
         except SpecError as exc:
             skipped.append(Skipped(folder, str(exc)))
             continue

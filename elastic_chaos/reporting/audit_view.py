@@ -14,7 +14,15 @@ from pathlib import Path
 from elastic_chaos.analysis.metrics import Metric
 from elastic_chaos.analysis.recovery import PHASES
 from elastic_chaos.analysis.stats import Stat
-from elastic_chaos.reporting.audit import SCORE_HALF_S, Group, Regression, RunSummary, Skipped, audited
+from elastic_chaos.reporting.audit import (
+    SCORE_HALF_S,
+    Group,
+    Regression,
+    RunSummary,
+    Skipped,
+    audited,
+    measured_metrics,
+)
 from elastic_chaos.reporting.html import AUDIT_CSP, CSS
 from elastic_chaos.reporting.svg import phase_bars_svg
 from elastic_chaos.reporting.table import aligned
@@ -31,7 +39,7 @@ def _pct(v: float | None) -> str:
 
 
 def summary_rows(groups: Sequence[Group], half_s: float) -> list[list[str]]:
-    shown = headline()
+    shown = [m for m in headline() if m in measured_metrics(groups)]
     rows = [["fault", "platform", "runs", "faults", "pass rate", *(f"{m.title()} p50" for m in shown),
              "goodput p50", "score"]]
     for g in groups:
@@ -44,8 +52,8 @@ def summary_rows(groups: Sequence[Group], half_s: float) -> list[list[str]]:
 
 def metric_rows(g: Group) -> list[list[str]]:
     rows = [["metric", "n", "p50", "p95", "max"]]
-    for name, m in audited().items():
-        s = g.stat(name)
+    for m in measured_metrics([g]):
+        s = g.stat(m.name)
         rows.append([m.title(), str(s.n), m.format(s.p50), m.format(s.p95), m.format(s.max)])
     return rows
 

@@ -39,7 +39,8 @@ FAULT_LABELS = (*RUN_LABELS, "index", "fault", "target")
 """Per-fault families add: the fault's index in the run (0, 1, ...), its kind and its target node."""
 
 _SUFFIX = {Unit.SECONDS: "_seconds", Unit.RATE: "_steps_per_second", Unit.FRACTION: "_ratio",
-           Unit.STEPS: "", Unit.COUNT: "", Unit.FACTOR: ""}
+           Unit.STEPS: "", Unit.COUNT: "", Unit.FACTOR: "", Unit.HOURS: "", Unit.GPU_HOURS: "",
+           Unit.USD: "", Unit.USD_PER_GPU_HOUR: ""}   # the cost group's keys carry their units
 
 
 def family_name(group: str, m: Metric) -> str:

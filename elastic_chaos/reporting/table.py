@@ -138,7 +138,20 @@ def remarks(result: RunResult) -> list[str]:
               f"runner's clock, {off:+.1f} s" for node, off in result.clock_offsets.items()),
             *(f"{f.recovery.fault_kind} on {node_name(f.recovery.target)}: {note}" for f in shown_faults(result)
               for note in f.recovery.notes),
+            *group_remarks(result),
             *(f"script: {note}" for note in (result.observation.notes if result.observation else ()))]
+
+
+def group_remarks(result: RunResult) -> list[str]:
+    """What a fault group's values say about where their inputs come from (a price's source), each
+    line once: ``<group>: <line>``."""
+    out: list[str] = []
+    for g in fault_groups():
+        for f in shown_faults(result, g):
+            said = getattr(f.measured[g.name], "remarks", None)
+            out += [line for line in (f"{g.name}: {r}" for r in (said() if callable(said) else []))
+                    if line not in out]
+    return out
 
 
 def setup_remarks(placement: GpuPlacement | None = None, threads: Threads | None = None) -> list[str]:
