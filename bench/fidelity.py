@@ -36,10 +36,11 @@ def source_events(run_dir: Path, live_events: list[Event]) -> list[Event]:
     times read in the zone the run's platform logs in (pods: UTC)."""
     from elastic_chaos.reporting.render import log_timezone
     try:
-        platform = str(json.loads((run_dir / "report.json").read_text()).get("platform") or "local")
+        raw = json.loads((run_dir / "report.json").read_text())
+        platform, offset = str(raw.get("platform") or "local"), raw.get("log_utc_offset_s")
     except (OSError, ValueError):
-        platform = "local"
-    tz = log_timezone(platform)
+        platform, offset = "local", None
+    tz = log_timezone(platform, offset if isinstance(offset, (int, float)) else None)
     events: list[Event] = []
     for log in sorted((run_dir / "nodes").glob("*.log")):
         node = log.stem

@@ -4,10 +4,10 @@ from __future__ import annotations
 import io
 import time
 
+from elastic_chaos.cli.live_console import ConsoleProgress
 from elastic_chaos.events import ProgressEv, RunnerEv, Timeline
 from elastic_chaos.events.progress_events import Step
 from elastic_chaos.events.runner_events import Phase
-from elastic_chaos.cli.live_console import ConsoleProgress
 
 
 def step(tl: Timeline, n: int, ws: int = 2) -> None:

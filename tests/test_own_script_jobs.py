@@ -1,4 +1,4 @@
-"""Bring your own script, end to end: `elastic-chaos run FAULT ... -- script.py` on real
+"""Bring your own script, end to end: `elastic-chaos run HYPOTHESIS ... -- script.py` on real
 elastic jobs (real etcd, real torchrun agents). The script under test is
 tests/scripts/plain_ddp.py: plain DDP, its own log format and snapshot file, no
 import of ours. Rendezvous timing is not what these test: last_call_timeout 3 s."""

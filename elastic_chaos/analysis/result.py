@@ -190,6 +190,10 @@ class RunResult:
     clock_offsets: Mapping[str, float] = field(default_factory=dict)
     """Node -> how far its clock was off the runner's (its clock minus the runner's, seconds), where its
     stamped log times were moved onto the runner's clock (elastic_chaos.watchers.clocks); empty: none was."""
+    log_utc_offset_s: float | None = None
+    """The UTC offset (seconds) of the zone the nodes' agents wrote their log times in, as the run knew it
+    (pods: 0; local nodes: this machine's zone then). None in reports written before 0.2: the platform's
+    own zone is assumed (elastic_chaos.reporting.render.log_timezone)."""
 
     @property
     def passed(self) -> bool:
@@ -234,6 +238,7 @@ class RunResult:
             "placement": _placement_json(self.placement),
             "threads": _placement_json(self.threads),
             "clock_offsets": dict(self.clock_offsets),
+            "log_utc_offset_s": self.log_utc_offset_s,
         })
         return out
 
@@ -265,7 +270,7 @@ class RunResult:
             node_logs={str(k): str(v) for k, v in logs.items()} if isinstance(logs, dict) else {},
             timeline=str(raw.get("timeline") or TIMELINE),
             placement=_placement(raw.get("placement")), threads=_threads(raw.get("threads")),
-            clock_offsets=_offsets(raw.get("clock_offsets")))
+            clock_offsets=_offsets(raw.get("clock_offsets")), log_utc_offset_s=_float(raw.get("log_utc_offset_s")))
 
 
 def upgrade_v1(raw: dict[str, Any]) -> dict[str, Any]:
@@ -307,7 +312,8 @@ def build_result(events: Sequence[Event], records: Sequence[FaultRecord], *, sce
                  started_at: float | None, finished_at: float | None, end: float | None = None,
                  observation: ScriptObservation | None = None,
                  node_logs: Mapping[str, str] | None = None,
-                 judged: Mapping[float, Recovery] | None = None) -> RunResult:
+                 judged: Mapping[float, Recovery] | None = None,
+                 log_utc_offset_s: float | None = None) -> RunResult:
     """The run's result, measured from its events: every fault's metric groups, the run's groups,
     goodput (up to ``end``: the run's evidence ends there), split brains, samples, GPU placement.
     ``judged``: the recoveries a hypothesis checked (ChaosRun.judged), reported as they were."""
@@ -323,7 +329,7 @@ def build_result(events: Sequence[Event], records: Sequence[FaultRecord], *, sce
         started_at=None if started_at is None else round(started_at, 3),
         finished_at=None if finished_at is None else round(finished_at, 3),
         node_logs=dict(node_logs or {}), placement=placement_of(events), threads=threads_of(events),
-        clock_offsets=clock_offsets(events))
+        clock_offsets=clock_offsets(events), log_utc_offset_s=log_utc_offset_s)
 
 
 def placement_of(events: Sequence[Event]) -> GpuPlacement | None:

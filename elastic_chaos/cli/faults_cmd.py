@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-DESCRIPTION = """List what `elastic-chaos run FAULT` can run (each a hypothesis about one fault, on any
+DESCRIPTION = """List what `elastic-chaos run HYPOTHESIS` can run (each a hypothesis about one fault, on any
 platform that can make that fault), then the faults each platform can make, for scenarios
 and game days (`elastic-chaos gameday`).
 
@@ -28,7 +28,7 @@ def main(args: argparse.Namespace) -> int:
     from elastic_chaos.platforms import PLATFORMS
     get("kill-node")  # loads the catalog
     platforms = [args.platform] if args.platform else list(PLATFORMS)
-    groups = [("elastic-chaos run FAULT [--platform P] (docs/FAULTS.md)",
+    groups = [("elastic-chaos run HYPOTHESIS [--platform P] (docs/FAULTS.md)",
                {name: h.summary + _where(h.fault, platforms) for name, h in sorted(HYPOTHESES.items())})]
     by_place: dict[tuple[str, ...], dict[str, str]] = {}
     for c in all_faults():

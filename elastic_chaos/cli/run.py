@@ -1,11 +1,11 @@
-"""``elastic-chaos run FAULT``: one hypothesis, on any platform, a recovery table, an exit code.
+"""``elastic-chaos run HYPOTHESIS``: one hypothesis about a fault, on any platform, a recovery table, an exit code.
 
 The flags are not written here: they come from the declarations of what the
 run is made of (elastic_chaos.options) — the job (JobSpec, its rendezvous and script
 observation), the trial (steady state, target, timeout), the hypothesis' fault
 and its own parameters, and the chosen platform's options — so the command
 line, the pytest fixture and the code accept the same names, defaults and
-bounds. ``elastic-chaos run FAULT --help`` shows that fault's options;
+bounds. ``elastic-chaos run HYPOTHESIS --help`` shows its fault's and its own options;
 ``--platform kubernetes --help`` adds the platform's.
 """
 from __future__ import annotations
@@ -19,9 +19,10 @@ from typing import Any
 from elastic_chaos.options import add_arguments, given
 
 DESCRIPTION = """Start an elastic job on a platform (default: local), wait for steady training,
-inject FAULT, watch the job heal, check the fault's hypothesis, print the recovery
-table and the report folder. `elastic-chaos faults` lists the faults; `run FAULT
---help` shows that fault's options.
+inject the fault HYPOTHESIS is about, watch the job heal, check the hypothesis, print
+the recovery table and the report folder. `elastic-chaos faults` lists the hypotheses
+(most are named after their fault; some test one fault several ways); `run HYPOTHESIS
+--help` shows its options.
 
 exit codes:
   0  the hypothesis held
@@ -65,7 +66,7 @@ _SCRIPT_FIELDS = ("workdir", "backend")
 
 
 def peek(words: list[str]) -> tuple[str | None, str]:
-    """(FAULT, --platform) from the words after ``run``, before the parser is built:
+    """(HYPOTHESIS, --platform) from the words after ``run``, before the parser is built:
     which fault and platform declare the options to offer."""
     platform = "local"
     fault = None
@@ -94,9 +95,9 @@ def register(sub: Any, words: list[str] | None = None) -> None:
     from elastic_chaos.spec import PRESETS, JobSpec, Observation, RendezvousSpec
 
     fault, platform = peek(words or [])
-    p = sub.add_parser("run", help="run one fault's hypothesis (any platform)", description=DESCRIPTION,
+    p = sub.add_parser("run", help="run one hypothesis about a fault (any platform)", description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("fault", metavar="FAULT", help="fault name (see `elastic-chaos faults`)")
+    p.add_argument("fault", metavar="HYPOTHESIS", help="a hypothesis about a fault (see `elastic-chaos faults`)")
     p.add_argument("--platform", choices=sorted(PLATFORMS), default="local",
                    help="where the job runs (default local); each adds its own options")
     p.add_argument("--report-dir", type=Path, help="report folder (default reports/<fault>-<time>); one that "

@@ -51,8 +51,8 @@ def register(sub: Any) -> None:
                    "to follow for training progress")
     p.add_argument("--record", type=Path, metavar="DIR", help="write timeline.jsonl, report.json and "
                    "report.html into DIR")
-    from elastic_chaos.options import add_arguments
     from elastic_chaos.cli.watching import WatchOptions
+    from elastic_chaos.options import add_arguments
     add_arguments(p, WatchOptions)
     p.set_defaults(func=main)
 

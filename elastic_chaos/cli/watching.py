@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from elastic_chaos.cli.live_console import ConsoleProgress
 from elastic_chaos.errors import SetupError, SpecError
 from elastic_chaos.events import Event, FaultEv, NodeEv, RdzvEv, RunnerEv, Timeline, field_value
 from elastic_chaos.events.fault_events import Observed
@@ -32,7 +33,6 @@ from elastic_chaos.events.rdzv_events import RdzvState
 from elastic_chaos.events.runner_events import JobStarted, Phase
 from elastic_chaos.host import etcd_v2
 from elastic_chaos.options import WEEK_S, option, validate
-from elastic_chaos.cli.live_console import ConsoleProgress
 from elastic_chaos.watchers.api import Watcher
 from elastic_chaos.watchers.logs import LogFollower
 from elastic_chaos.watchers.rendezvous import RendezvousWatcher

@@ -51,7 +51,7 @@ def _write(path: Path, text: str) -> None:
 
 def fault_excerpts(run: RunReport) -> list[tuple[FaultResult, list[Excerpt]]]:
     out = []
-    tz = log_timezone(run.platform)
+    tz = log_timezone(run.platform, run.result.log_utc_offset_s)
     for f in run.faults:
         start, end = window(f.record.injected_at, f.recovery.regain_s)
         # the target's last lines before its end (after SIGTERM it may print for a while), the survivors' failure
@@ -63,8 +63,11 @@ def fault_excerpts(run: RunReport) -> list[tuple[FaultResult, list[Excerpt]]]:
     return out
 
 
-def log_timezone(platform: str) -> datetime.tzinfo | None:
-    """The zone the platform's nodes wrote their log times in (None: local time, or unknown)."""
+def log_timezone(platform: str, utc_offset_s: float | None = None) -> datetime.tzinfo | None:
+    """The zone the nodes wrote their log times in: the offset the run recorded (report.json's
+    ``log_utc_offset_s``), else the platform's own zone (None: this machine's local time)."""
+    if utc_offset_s is not None:
+        return datetime.timezone(datetime.timedelta(seconds=utc_offset_s))
     from elastic_chaos.platforms import PLATFORMS, platform_class
     if platform not in PLATFORMS:
         return None

@@ -72,6 +72,7 @@ TOP: dict[str, tuple[Check, str]] = {
     "threads": (_opt(lambda v: _dict(v) and _opt(_text)(v.get("advice"))), "an object (its advice a string) or null"),
     "clock_offsets": (_opt(lambda v: _dict(v) and all(_number(x) for x in v.values())),
                       "an object of numbers (node -> seconds) or null"),
+    "log_utc_offset_s": (OPT_NUMBER, "a finite number (seconds) or null"),
 }
 VERDICT: dict[str, tuple[Check, str]] = {
     "passed": (_opt(lambda v: isinstance(v, bool)), "true, false or null"),

@@ -20,6 +20,7 @@ before anything starts (elastic_chaos.runner.folder), unless ``overwrite``.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import logging
 import time
 from collections.abc import Callable
@@ -129,6 +130,11 @@ class ChaosRun:
         self.unwritten: str | None = None
         """Why the report could not be written (a disk full past the reserve), and where the evidence is."""
         self._disk: disk.DiskWatch | None = None
+        # the zone the nodes write their agents' log times in, now: a report rendered later, elsewhere, reads
+        # the lines in it (not in the zone of the machine that renders)
+        zone = self.platform.node_log_timezone() or datetime.datetime.now().astimezone().tzinfo
+        offset = zone.utcoffset(datetime.datetime.now()) if zone is not None else None
+        self._log_utc_offset_s = offset.total_seconds() if offset is not None else None
 
     # -- lifecycle -----------------------------------------------------------
     def __enter__(self) -> ChaosRun:
@@ -439,7 +445,7 @@ class ChaosRun:
         return build_result(
             self.timeline.events(), self.faults, scenario=self.scenario, platform=self.platform.name, job=self.job,
             verdict=self.verdict, started_at=self.started_at, finished_at=time.time(), end=time.time(),
-            observation=self.observation(), judged=self.judged,
+            observation=self.observation(), judged=self.judged, log_utc_offset_s=self._log_utc_offset_s,
             node_logs={name: str(path.relative_to(self.report_dir)) if path.is_relative_to(self.report_dir)
                        else str(path) for name, path in logs.items()})
 
