@@ -1,5 +1,5 @@
 """The network between ranks (root, iptables; issue 39): 5 % loss each way is survived without a
-restart; a 1 Mbit/s cap slows steps without one; a link that flaps 3 s down / 5 s up, well
+restart; a 1 Mbit/s cap and 20 ms of delay each way slow steps without one; a link that flaps 3 s down / 5 s up, well
 inside the collective timeout, stalls the job and nothing fails. Each measures what it applied
 (the probe across the link) and leaves no rule or qdisc behind."""
 from __future__ import annotations
@@ -41,3 +41,10 @@ def test_a_link_flapping_inside_the_collective_timeout_is_a_stall(run_hypothesis
                          steady_steps=CADENCE["steady_steps"])
     cost = _cost(run)
     assert cost.flaps is not None and cost.flaps >= 2 and cost.restarts == 0
+
+
+def test_a_delayed_link_slows_steps_without_a_restart(run_hypothesis):
+    run = run_hypothesis("latency", delay_ms=20.0, between=("node-0", "node-1"), duration_s=10.0,
+                         steady_steps=CADENCE["steady_steps"])
+    cost = _cost(run)
+    assert cost.rtt_ms is not None and cost.rtt_ms >= 35 and cost.restarts == 0

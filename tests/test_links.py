@@ -105,3 +105,39 @@ def test_bad_values_are_refused(pair: tuple[links.End, links.End]) -> None:
     with pytest.raises(SetupError, match="positive"):
         links.set_rate(d, 0)
     assert _clean(a, b) == []
+
+
+def test_delay_is_applied_measured_and_removed_with_no_queue_left(pair: tuple[links.End, links.End]) -> None:
+    a, b = pair
+    base = links.probe(a, b, count=50, interval_s=0.002)
+    d = links.Degradation("t7", a, (b,), queue=7)
+    try:
+        links.set_delay(d, 0.020, 0.002)
+        assert any("netfilter queue" in f for f in _clean(a, b)), "the queue is bound while the delay is applied"
+        delayed = links.probe(a, b, count=100, interval_s=0.005, wait_s=1.0)
+        with pytest.raises(SetupError, match="already delays"):
+            links.set_delay(d, 0.01)
+    finally:
+        assert links.remove(d) == []
+    assert base.rtt_ms is not None and delayed.rtt_ms is not None
+    # 20 ms each way: the round trip grows by ~40 ms (a Python reader adds a little)
+    assert 38 <= delayed.rtt_ms - base.rtt_ms <= 55, (base, delayed)
+    assert delayed.echoed == 100
+    assert _clean(a, b) == []
+    after = links.probe(a, b, count=50, interval_s=0.002)
+    assert after.echoed == 50 and after.rtt_ms is not None and after.rtt_ms < 10
+
+
+def test_a_faults_leftovers_are_its_own(pair: tuple[links.End, links.End]) -> None:
+    a, b = pair
+    first, second = links.Degradation("t8", a, (b,), queue=8), links.Degradation("t9", a, (b,), queue=9)
+    try:
+        links.set_loss(first, 0.1)
+        links.set_delay(second, 0.001)
+        assert links.remove(first) == []
+        assert links.leftovers(a.netns, a.host_veth, first) == []
+        mine = links.leftovers(a.netns, a.host_veth, second)
+        assert any("EC-t9" in f for f in mine) and any("queue still bound" in f for f in mine)
+    finally:
+        assert links.remove(first) == [] and links.remove(second) == []
+    assert _clean(a, b) == []

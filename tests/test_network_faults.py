@@ -11,12 +11,13 @@ from elastic_chaos.analysis.link import link_cost
 from elastic_chaos.errors import SpecError
 from elastic_chaos.events import Event, FaultEv, NodeEv, ProgressEv
 from elastic_chaos.faults.catalog import fault_class
-from elastic_chaos.faults.network import Bandwidth, FlappingLink, PacketLoss
+from elastic_chaos.faults.network import Bandwidth, FlappingLink, Latency, PacketLoss
 from elastic_chaos.platforms.capabilities import LinkDegrader
 
 
 def test_the_catalog_makes_the_link_faults_on_the_local_platform() -> None:
-    for kind, cls in (("packet-loss", PacketLoss), ("bandwidth", Bandwidth), ("flapping-link", FlappingLink)):
+    for kind, cls in (("packet-loss", PacketLoss), ("bandwidth", Bandwidth), ("flapping-link", FlappingLink),
+                      ("latency", Latency)):
         assert fault_class(kind, "local") is cls
         assert cls.requires is LinkDegrader
 
@@ -37,6 +38,12 @@ def test_between_names_the_node_then_its_peers() -> None:
 def test_bad_loss_options_are_refused_with_what_is_allowed(kwargs: dict[str, object], words: str) -> None:
     with pytest.raises(SpecError, match=words):
         PacketLoss(**kwargs)  # type: ignore[arg-type]
+
+
+def test_jitter_beyond_the_delay_is_refused() -> None:
+    assert Latency(delay_ms=20, jitter_ms=5).shape() == {"delay_ms": 20, "jitter_ms": 5}
+    with pytest.raises(SpecError, match="cannot leave before it arrived"):
+        Latency(delay_ms=5, jitter_ms=10)
 
 
 def test_a_flap_needs_positive_times() -> None:

@@ -3,7 +3,7 @@
 A lossy, slow or flapping link between ranks kills nothing: the job pays in step time
 (retransmits, a capped all-reduce, a collective that waits for the link to come back) or,
 when the degradation outlasts a timeout, in a restart. This group puts the two side by side
-for ``packet-loss``, ``bandwidth`` and ``flapping-link`` (elastic_chaos.faults.network):
+for ``packet-loss``, ``bandwidth``, ``flapping-link`` and ``latency`` (elastic_chaos.faults.network):
 what the probe across the link measured once the fault was applied (its record's
 ``probe``), the step rate in the window before, while degraded (until the fault's revert)
 and in the window after (elastic_chaos.analysis.throughput.step_rate: steps over the time
@@ -21,7 +21,7 @@ from elastic_chaos.analysis.metrics import Metric, Unit, declared, metric
 from elastic_chaos.analysis.throughput import WINDOW_S, step_rate
 from elastic_chaos.events import Event, FaultEv, NodeEv, ProgressEv, first, of
 
-LINK_FAULTS = frozenset({"packet-loss", "bandwidth", "flapping-link"})
+LINK_FAULTS = frozenset({"packet-loss", "bandwidth", "flapping-link", "latency"})
 
 
 @dataclass
@@ -42,8 +42,12 @@ class LinkCost:
                                          "the capped link (the job's own traffic shares it)", table=True, junit=True)
     mbit_baseline: float | None = metric("rate before (Mbit/s)", Unit.COUNT, "the probe's TCP stream across the "
                                          "link before the cap", junit=True)
+    delay_ms: float | None = metric("delay asked (ms)", Unit.COUNT, "the delay the fault adds each way",
+                                    junit=True)
     rtt_ms: float | None = metric("round trip (ms)", Unit.COUNT, "the probe's median UDP round trip once the "
-                                  "fault was applied", junit=True)
+                                  "fault was applied", table=True, junit=True)
+    rtt_baseline_ms: float | None = metric("round trip before (ms)", Unit.COUNT, "the probe's median UDP round "
+                                           "trip before the fault", junit=True)
     flaps: int | None = metric("flaps", Unit.COUNT, "times the link went down", table=True, junit=True)
     rate_before: float | None = metric("step rate before", Unit.RATE, "steps per second in the window before the "
                                        "fault", table=True, junit=True)
@@ -87,6 +91,9 @@ class LinkCost:
         if self.mbit_measured is not None:
             applied.append(f"{self.mbit_measured:.2f} Mbit/s measured (cap {self.mbit_asked}, "
                            f"{fmt['mbit_baseline']} before)")
+        if self.delay_ms is not None:
+            applied.append(f"round trip {_ms(self.rtt_ms)} measured ({self.delay_ms:g} ms each way asked, "
+                           f"{_ms(self.rtt_baseline_ms)} before)")
         if self.flaps is not None:
             applied.append(f"{self.flaps} flap(s)")
         return (f"{'; '.join(applied) or 'degradation not measured'}: {self.step_times()} (a drop of "
@@ -94,6 +101,10 @@ class LinkCost:
 
 
 METRICS: tuple[Metric, ...] = declared(LinkCost)
+
+
+def _ms(v: float | None) -> str:
+    return "?" if v is None else f"{v:.1f} ms"
 
 
 def _round(v: Any) -> Any:
@@ -121,6 +132,8 @@ def link_cost(events: Sequence[Event], *, target: str | None, injected_at: float
     out.mbit_measured = None if measured is None else measured / 1000
     out.mbit_baseline = None if before is None else before / 1000
     out.rtt_ms = _num(probe, "rtt_ms")
+    out.rtt_baseline_ms = _num(baseline, "rtt_ms")
+    out.delay_ms = _num(detail, "delay_ms")
     restored = first(events, FaultEv.REVERTED, node=target, after=injected_at,
                      where=lambda e: e.data.fault == fault)
     end = events[-1].t if events else injected_at

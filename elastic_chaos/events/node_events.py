@@ -107,6 +107,8 @@ class LinkDegraded(Acted):
     rate_kbit: int | None = None
     down_s: float | None = None
     up_s: float | None = None
+    delay_ms: float | None = None
+    jitter_ms: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,6 +4,9 @@
   way, at random (a congested or failing link): every collective pays in retransmits.
 - ``bandwidth``: the link between a node and its peers is capped (a shared top-of-rack
   uplink, a cross-AZ hop): collectives that move the gradients take longer.
+- ``latency``: every packet between a node and its peers is held ``--delay-ms`` (+-
+  ``--jitter-ms``) each way (a cross-AZ hop, a congested path): every collective waits
+  for its round trips.
 - ``flapping-link``: the link goes down for ``--down`` seconds and up for ``--up``, over
   and over, for ``--duration`` (a flapping EFA path, a NIC resetting): while it is down
   nothing passes, no reset is sent; a flap shorter than the collective timeout is a stall.
@@ -130,3 +133,29 @@ class FlappingLink(_LinkFault):
 
     def words(self) -> str:
         return f"take the link down {self.down_s:g}s, up {self.up_s:g}s, over and over (iptables DROP)"
+
+
+@dataclass
+class Latency(_LinkFault):
+    """Every packet between a node and its peers held a while, each way."""
+
+    delay_ms: float = option(20.0, "the delay added to every packet each way, in milliseconds", above=0,
+                             maximum=10_000, flag="--delay-ms")
+    jitter_ms: float = option(0.0, "a uniform +- spread around the delay, in milliseconds (at most the delay)",
+                              minimum=0, maximum=10_000, flag="--jitter-ms")
+    name: ClassVar[str] = "latency"
+    description: ClassVar[str] = ("slow link: every packet between a node and its peers delayed each way (the "
+                                  "netfilter queue, held in user space)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.jitter_ms > self.delay_ms:
+            raise SpecError(f"--jitter-ms {self.jitter_ms:g} is more than --delay-ms {self.delay_ms:g}: a packet "
+                            "cannot leave before it arrived")
+
+    def shape(self) -> dict[str, Any]:
+        return {"delay_ms": self.delay_ms, "jitter_ms": self.jitter_ms}
+
+    def words(self) -> str:
+        jitter = f" +- {self.jitter_ms:g} ms" if self.jitter_ms else ""
+        return f"hold every packet {self.delay_ms:g} ms{jitter} each way (NFQUEUE and a delay line)"

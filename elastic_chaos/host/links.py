@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from elastic_chaos.errors import SetupError
+from elastic_chaos.host.nfqueue import DelayLine
 
 CLONE_NEWNET = 0x40000000
 T = TypeVar("T")
@@ -74,6 +75,10 @@ class Degradation:
     """Namespaces holding our iptables chain ``EC-<ident>``."""
     qdiscs: list[tuple[str | None, str]] = field(default_factory=list)
     """(namespace or None for the host, device) holding our HTB root qdisc."""
+    queue: int = 0
+    """The netfilter queue number a delay uses (unique among the run's degradations)."""
+    delays: list[DelayLine] = field(default_factory=list)
+    """The delay lines holding this link's packets (one per end's namespace)."""
 
     @property
     def chain(self) -> str:
@@ -100,12 +105,10 @@ def set_loss(d: Degradation, probability: float) -> None:
     passes, a link that is down; 0: every one passes). Idempotent, may be called again to change it."""
     if not 0.0 <= probability <= 1.0:
         raise SetupError(f"a loss probability is between 0 and 1, not {probability!r}")
-    pairs = [(d.node.netns, [p.address for p in d.peers])] + [(p.netns, [d.node.address]) for p in d.peers]
-    for netns, sources in pairs:
-        if netns not in d.chains:
-            _ipt(netns, "-N", d.chain)
-            d.chains.append(netns)
-            _ipt(netns, "-I", "INPUT", "-i", "eth0", "-j", d.chain)
+    if d.delays:
+        raise SetupError("a delayed link takes no loss rule (one chain each)")
+    for netns, sources in _pairs(d):
+        _chain(d, netns)
         _ipt(netns, "-F", d.chain)
         if probability <= 0.0:
             continue
@@ -113,6 +116,39 @@ def set_loss(d: Degradation, probability: float) -> None:
                                                 "--probability", f"{probability:.6f}"]
         for src in sources:
             _ipt(netns, "-A", d.chain, "-s", f"{src}/32", *match, "-j", "DROP")
+
+
+def _chain(d: Degradation, netns: str) -> None:
+    if netns not in d.chains:
+        _ipt(netns, "-N", d.chain)
+        d.chains.append(netns)
+        _ipt(netns, "-I", "INPUT", "-i", "eth0", "-j", d.chain)
+
+
+def set_delay(d: Degradation, delay_s: float, jitter_s: float = 0.0) -> None:
+    """Hold every packet between ``d.node`` and each peer ``delay_s`` (+- a uniform ``jitter_s``)
+    each way before it is received: an NFQUEUE rule in the receiving namespace's chain and a
+    delay line (elastic_chaos.host.nfqueue) reading that queue. Once per Degradation."""
+    if d.delays:
+        raise SetupError("this degradation already delays its packets")
+    for netns, sources in _pairs(d):
+        sock = in_netns(netns, lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 12))
+        line = DelayLine(sock, d.queue, delay_s, jitter_s)
+        try:
+            line.start()
+        except (OSError, SetupError) as exc:
+            sock.close()
+            raise SetupError(f"could not read the netfilter queue {d.queue} in {netns}: {exc}") from exc
+        d.delays.append(line)
+        _chain(d, netns)
+        for src in sources:
+            _ipt(netns, "-A", d.chain, "-s", f"{src}/32", "-j", "NFQUEUE", "--queue-num", str(d.queue),
+                 "--queue-bypass")
+
+
+def _pairs(d: Degradation) -> list[tuple[str, list[str]]]:
+    """(a namespace, the addresses whose packets it receives over the link)."""
+    return [(d.node.netns, [p.address for p in d.peers])] + [(p.netns, [d.node.address]) for p in d.peers]
 
 
 def set_rate(d: Degradation, kbit: int) -> None:
@@ -156,6 +192,12 @@ def remove(d: Degradation) -> list[str]:
                 errors.append(f"chain {d.chain} in {netns}: {proc.stderr.strip()}")
                 continue
         d.chains.remove(netns)
+    for line in list(d.delays):      # after the rules: nothing is queued any more; what is held goes now
+        try:
+            line.stop()
+        except SetupError as exc:
+            errors.append(str(exc))
+        d.delays.remove(line)
     for where, dev in list(d.qdiscs):
         gone = (where is not None and where not in existing) or \
             (where is None and not Path(f"/sys/class/net/{dev}").exists())
@@ -169,10 +211,17 @@ def remove(d: Degradation) -> list[str]:
     return errors
 
 
-def leftovers(netns: str, host_veth: str) -> list[str]:
-    """Our rules and qdiscs still on one node's link (empty: nothing left): EC- chains in
-    its namespace, a shaping qdisc on its eth0 or its host-side veth."""
-    found = [f"iptables {line}" for line in _ipt(netns, "-S", check=False).splitlines() if "EC-" in line]
+def leftovers(netns: str, host_veth: str, d: Degradation | None = None) -> list[str]:
+    """Our rules, qdiscs and queues still on one node's link (empty: nothing left): EC- chains
+    in its namespace, a netfilter queue bound there (a delay line's reader), a shaping qdisc
+    on its eth0 or its host-side veth. With ``d``: only its chain and its queue (another fault's
+    on the same node is not a leftover of this one's)."""
+    mark = d.chain if d is not None else "EC-"
+    found = [f"iptables {line}" for line in _ipt(netns, "-S", check=False).splitlines()
+             if mark in line.split()[1:2] + line.split()[-1:] or (d is None and mark in line)]
+    queues = _run(_in(netns, ["cat", "/proc/net/netfilter/nfnetlink_queue"]), check=False)
+    found += [f"a netfilter queue still bound: {line.strip()}" for line in queues.splitlines()
+              if line.strip() and (d is None or line.split()[0] == str(d.queue))]
     sides: tuple[tuple[str | None, str], ...] = ((netns, "eth0"), (None, host_veth))
     for ns, dev in sides:
         shown = _run(_in(ns, ["tc", "qdisc", "show", "dev", dev]), check=False)

@@ -4,6 +4,8 @@
   without a restart (TCP retransmits under the collectives), and the step rate comes back.
 - ``bandwidth``: a rate cap slows steps (the gradients' all-reduce crosses the capped link)
   without a restart, and the step rate comes back when the cap goes.
+- ``latency``: a delay on every packet each way between a node and its peers slows steps
+  (each collective waits for its round trips) without a restart; the rate comes back.
 - ``flapping-link``: a link that goes down for less than the collective timeout, and comes
   back, is a stall, not a failure: the job waits (a step gap about as long as a flap), no
   worker fails, no restart.
@@ -23,7 +25,7 @@ from elastic_chaos.analysis.throughput import WINDOW_S
 from elastic_chaos.errors import SpecError
 from elastic_chaos.events import ProgressEv
 from elastic_chaos.events.records import FaultRecord
-from elastic_chaos.faults.network import Bandwidth, FlappingLink, PacketLoss, _LinkFault
+from elastic_chaos.faults.network import Bandwidth, FlappingLink, Latency, PacketLoss, _LinkFault
 from elastic_chaos.hypotheses.api import Trial, hypothesis, seconds
 from elastic_chaos.hypotheses.silent import collective_timeout as job_collective_timeout
 from elastic_chaos.options import option, validate
@@ -147,6 +149,26 @@ def flapping_link(t: Trial) -> None:
                       f"{seconds(cost.longest_gap_s)}, flaps of {fault.down_s:g}s ({cost.flaps} of them)",
                       check="stalled")
     _survived(t, record, cost, f"a link flapping {fault.down_s:g}s down / {fault.up_s:g}s up")
+
+
+@hypothesis("latency", "slow link: every packet between a node and its peers delayed each way; steps slow down "
+                       "without a restart and their rate comes back when the delay goes",
+            fault="latency", params=LinkBound, forced=ISOLATED)
+def latency(t: Trial) -> None:
+    """Delay every packet between a node and its peers ``--delay-ms`` (+- ``--jitter-ms``) each
+    way for ``--duration`` seconds: the probe's round trip grows by twice the delay (within
+    ``--tolerance``, at least 5 ms), no worker fails, no restart, and the step rate comes back
+    after. The step time while delayed is reported against the step time before."""
+    fault, record, cost = _degrade(t)
+    assert isinstance(fault, Latency)
+    added = None if cost.rtt_ms is None or cost.rtt_baseline_ms is None else cost.rtt_ms - cost.rtt_baseline_ms
+    want = 2 * fault.delay_ms
+    slack = max(t.params.tolerance * want, 5.0)
+    t.verdict.require(added is not None and abs(added - want) <= slack,
+                      f"the probe's round trip grew by {'?' if added is None else f'{added:.1f}'} ms "
+                      f"({cost.rtt_baseline_ms} -> {cost.rtt_ms} ms), asked {want:g} ms ({fault.delay_ms:g} ms each "
+                      f"way, within {slack:.1f} ms)", check="applied")
+    _survived(t, record, cost, f"{fault.delay_ms:g} ms of delay each way")
 
 
 def _peers(record: FaultRecord) -> str:

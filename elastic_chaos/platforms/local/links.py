@@ -53,7 +53,7 @@ class LocalLinks(caps.LinkDegrader):
         return links.End(node, net.netns, net.address, net.host_veth)
 
     def _degrade(self, node: str, peers: tuple[str, ...], *, loss: float, rate_kbit: int | None,
-                 down_s: float | None, up_s: float | None) -> Hit:
+                 down_s: float | None, up_s: float | None, delay_ms: float | None, jitter_ms: float) -> Hit:
         if not peers:
             peers = tuple(n for n in self.platform_nodes() if n != node)
         if not peers:
@@ -62,14 +62,14 @@ class LocalLinks(caps.LinkDegrader):
             raise InjectionFailed(f"{node} cannot be its own peer")
         end, others = self._end(node), tuple(self._end(p) for p in peers)
         with self._lock:
-            ident = f"{self.platform_short()}{next(self._ids)}"
-        d = links.Degradation(ident, end, others)
+            number = next(self._ids)
+        d = links.Degradation(f"{self.platform_short()}{number}", end, others, queue=number)
         wants_rate = rate_kbit is not None
+        flapper: links.Flapper | None = None
         try:
             baseline = links.probe(end, others[0], count=50, interval_s=0.002, wait_s=0.5,
                                    stream_s=PROBE_STREAM_S if wants_rate else 0.0)
             at = time.time()
-            flapper = None
             if down_s is not None and up_s is not None:
                 flapper = links.Flapper(d, down_s, up_s)
                 flapper.start()
@@ -77,20 +77,28 @@ class LocalLinks(caps.LinkDegrader):
                 measured = links.probe(end, others[0], count=20, interval_s=min(0.02, down_s / 40),
                                        wait_s=min(0.5, down_s / 4))
             else:
+                if delay_ms is not None:
+                    links.set_delay(d, delay_ms / 1000, jitter_ms / 1000)
                 if loss > 0:
                     links.set_loss(d, loss)
                 if rate_kbit is not None:
                     links.set_rate(d, rate_kbit)
-                action = "loss+rate" if loss > 0 and wants_rate else "rate" if wants_rate else "loss"
+                action = "+".join(what for what, on in (("delay", delay_ms is not None), ("loss", loss > 0),
+                                                        ("rate", wants_rate)) if on)
                 measured = links.probe(end, others[0], count=PROBE_COUNT,
                                        stream_s=PROBE_STREAM_S if wants_rate else 0.0)
         except SetupError as exc:
+            if flapper is not None:
+                try:
+                    flapper.stop()
+                except SetupError:
+                    pass    # its error is the one below's cause, or follows from it
             links.remove(d)
             raise InjectionFailed(f"could not degrade the link {node} <-> {', '.join(peers)}: {exc}") from exc
         with self._lock:
-            self._held[ident] = (d, flapper)
+            self._held[d.ident] = (d, flapper)
         return Hit(node=node, at=at, action=action, detail={
-            "link": ident, "peers": list(peers), "probed": others[0].node,
+            "link": d.ident, "peers": list(peers), "probed": others[0].node,
             "baseline": baseline.to_json(), "probe": measured.to_json()})
 
     def _restore(self, node: str, link: str) -> Hit:
@@ -109,8 +117,9 @@ class LocalLinks(caps.LinkDegrader):
                 errors.append(str(exc))
             flaps = [[round(a, 3), None if b is None else round(b, 3)] for a, b in flapper.flaps]
         errors += links.remove(d)
-        if not errors:      # checked, not assumed: no EC- chain, no shaping qdisc on either end's link
-            errors += [f for e in (d.node, *d.peers) if self._exists(e) for f in links.leftovers(e.netns, e.host_veth)]
+        if not errors:      # checked, not assumed: no chain, queue or shaping qdisc of it on either end's link
+            errors += [f for e in (d.node, *d.peers) if self._exists(e)
+                       for f in links.leftovers(e.netns, e.host_veth, d)]
         if errors:
             raise InjectionFailed(f"restoring the link {link} of {node}: " + "; ".join(errors))
         return Hit(node=node, at=at, action="restored", detail={"link": link, "flaps": flaps})
