@@ -40,6 +40,7 @@ EPILOG = r"""examples:
   elastic-chaos timeouts --rdzv-preset fast --backend nccl
   elastic-chaos scale --nodes 512 --rdzv-backend c10d --rdzv-preset fast   # what a 512-node rendezvous costs
   elastic-chaos cluster up   # a local 4-node Kubernetes cluster (root, no Docker)
+  elastic-chaos compare-final ref/ckpt.pt run/ckpt.pt   # the final-state oracle: equal, or what diverged
 """
 
 
@@ -58,6 +59,7 @@ def build_parser(words: list[str] | None = None) -> argparse.ArgumentParser:
         audit,
         cleanup,
         cluster,
+        compare_final,
         demo,
         doctor,
         faults_cmd,
@@ -93,6 +95,7 @@ def build_parser(words: list[str] | None = None) -> argparse.ArgumentParser:
     scale.register(sub)
     cluster.register(sub)
     trace_cmd.register(sub)
+    compare_final.register(sub)
     return parser
 
 
