@@ -36,17 +36,17 @@ class LinkCost:
     loss_measured: float | None = metric("loss measured", Unit.FRACTION, "the probe's loss each way once the "
                                          "fault was applied (1 - sqrt of its UDP echoes' share that came back)",
                                          table=True, junit=True)
-    mbit_asked: float | None = metric("cap asked (Mbit/s)", Unit.COUNT, "the rate cap the fault set each way",
+    mbit_asked: float | None = metric("cap asked", Unit.MBIT_S, "the rate cap the fault set each way",
                                       junit=True)
-    mbit_measured: float | None = metric("rate measured (Mbit/s)", Unit.COUNT, "the probe's TCP stream across "
+    mbit_measured: float | None = metric("rate measured", Unit.MBIT_S, "the probe's TCP stream across "
                                          "the capped link (the job's own traffic shares it)", table=True, junit=True)
-    mbit_baseline: float | None = metric("rate before (Mbit/s)", Unit.COUNT, "the probe's TCP stream across the "
+    mbit_baseline: float | None = metric("rate before", Unit.MBIT_S, "the probe's TCP stream across the "
                                          "link before the cap", junit=True)
-    delay_ms: float | None = metric("delay asked (ms)", Unit.COUNT, "the delay the fault adds each way",
+    delay_ms: float | None = metric("delay asked", Unit.MILLISECONDS, "the delay the fault adds each way",
                                     junit=True)
-    rtt_ms: float | None = metric("round trip (ms)", Unit.COUNT, "the probe's median UDP round trip once the "
+    rtt_ms: float | None = metric("round trip", Unit.MILLISECONDS, "the probe's median UDP round trip once the "
                                   "fault was applied", table=True, junit=True)
-    rtt_baseline_ms: float | None = metric("round trip before (ms)", Unit.COUNT, "the probe's median UDP round "
+    rtt_baseline_ms: float | None = metric("round trip before", Unit.MILLISECONDS, "the probe's median UDP round "
                                            "trip before the fault", junit=True)
     flaps: int | None = metric("flaps", Unit.COUNT, "times the link went down", table=True, junit=True)
     rate_before: float | None = metric("step rate before", Unit.RATE, "steps per second in the window before the "
@@ -89,11 +89,10 @@ class LinkCost:
         if self.loss_measured is not None:
             applied.append(f"loss {fmt['loss_measured']} each way measured (asked {fmt['loss_asked']})")
         if self.mbit_measured is not None:
-            applied.append(f"{self.mbit_measured:.2f} Mbit/s measured (cap {self.mbit_asked}, "
-                           f"{fmt['mbit_baseline']} before)")
+            applied.append(f"{fmt['mbit_measured']} measured (cap {fmt['mbit_asked']}, {fmt['mbit_baseline']} before)")
         if self.delay_ms is not None:
-            applied.append(f"round trip {_ms(self.rtt_ms)} measured ({self.delay_ms:g} ms each way asked, "
-                           f"{_ms(self.rtt_baseline_ms)} before)")
+            applied.append(f"round trip {fmt['rtt_ms']} measured ({fmt['delay_ms']} each way asked, "
+                           f"{fmt['rtt_baseline_ms']} before)")
         if self.flaps is not None:
             applied.append(f"{self.flaps} flap(s)")
         return (f"{'; '.join(applied) or 'degradation not measured'}: {self.step_times()} (a drop of "
@@ -101,10 +100,6 @@ class LinkCost:
 
 
 METRICS: tuple[Metric, ...] = declared(LinkCost)
-
-
-def _ms(v: float | None) -> str:
-    return "?" if v is None else f"{v:.1f} ms"
 
 
 def _round(v: Any) -> Any:

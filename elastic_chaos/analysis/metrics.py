@@ -49,6 +49,10 @@ class Unit(enum.Enum):
     """US dollars: ``$12.34``."""
     USD_PER_GPU_HOUR = "USD/GPU-h"
     """US dollars per GPU-hour (a price): ``$4.10/GPU-h``."""
+    MILLISECONDS = "ms"
+    """Milliseconds (a network round trip, a delay): ``41.6 ms``."""
+    MBIT_S = "Mbit/s"
+    """Megabits per second (a link's rate): ``1.05 Mbit/s``."""
 
     def format(self, value: float | int | None) -> str:
         """``-`` for not observed; seconds to a tenth with ``s``; rates with ``/s``;
@@ -71,13 +75,17 @@ class Unit(enum.Enum):
             return f"${float(value):,.2f}"
         if self is Unit.USD_PER_GPU_HOUR:
             return f"${_upto4(value)}/GPU-h"
+        if self is Unit.MILLISECONDS:
+            return f"{float(value):.1f} ms"
+        if self is Unit.MBIT_S:
+            return f"{_upto4(value)} Mbit/s"
         return f"{value:g}" if isinstance(value, float) else str(value)
 
     @property
     def real(self) -> bool:
         """Whether values are real numbers (seconds, rates, fractions), not whole counts."""
         return self in (Unit.SECONDS, Unit.RATE, Unit.FRACTION, Unit.FACTOR, Unit.HOURS, Unit.GPU_HOURS, Unit.USD,
-                        Unit.USD_PER_GPU_HOUR)
+                        Unit.USD_PER_GPU_HOUR, Unit.MILLISECONDS, Unit.MBIT_S)
 
     def read(self, raw: Any) -> float | int | None:
         """A report.json value as this unit's type; None for anything that is not a number."""

@@ -40,7 +40,8 @@ FAULT_LABELS = (*RUN_LABELS, "index", "fault", "target")
 
 _SUFFIX = {Unit.SECONDS: "_seconds", Unit.RATE: "_steps_per_second", Unit.FRACTION: "_ratio",
            Unit.STEPS: "", Unit.COUNT: "", Unit.FACTOR: "", Unit.HOURS: "", Unit.GPU_HOURS: "",
-           Unit.USD: "", Unit.USD_PER_GPU_HOUR: ""}   # the cost group's keys carry their units
+           Unit.USD: "", Unit.USD_PER_GPU_HOUR: "",   # the cost group's keys carry their units
+           Unit.MILLISECONDS: "", Unit.MBIT_S: ""}    # so do the link group's (rtt_ms, mbit_measured)
 
 
 def family_name(group: str, m: Metric) -> str:
