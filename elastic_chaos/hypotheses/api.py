@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from elastic_chaos.analysis.cost import NAMES as COST_NAMES
 from elastic_chaos.analysis.cost import CostBasis
@@ -142,6 +142,9 @@ class Settings:
     params: Any
     platform: dict[str, Any]
     """The platform's options that were given (its own defaults otherwise)."""
+    built: Fault | None = None
+    """The fault, built once from its options and aimed at ``--target`` where it takes a node: the dry
+    run shows it, the run asks it whether the platform can make it, and each trial's fault is a copy."""
     cost: CostBasis = CostBasis()
     """What the job's GPUs cost in production (the report's cost of each interruption; nothing given: none)."""
 
@@ -184,7 +187,9 @@ def settings(h: Hypothesis | None, values: Mapping[str, Any], platform: str) -> 
     job = job_from_options(job_kw)
     if h is not None and job.script and trial_kw.get("steady_steps") is None and "checkpoint_every" not in job_kw:
         raise SpecError(script_pace_unknown(job))
-    return Settings(job=job, trial=TrialOptions(**trial_kw), fault_class=made_by, fault=fault_kw,
+    trial = TrialOptions(**trial_kw)
+    built = build_fault(made_by, fault_kw, trial.target) if h is not None else None
+    return Settings(job=job, trial=trial, fault_class=made_by, fault=fault_kw, built=built,
                     params=h.params(**params_kw) if h is not None and h.params is not None else None,
                     platform=platform_kw, cost=basis)
 
@@ -241,14 +246,12 @@ class Trial:
         return pool is not None and pool.replace_lost_nodes
 
     def fault(self, **overrides: Any) -> Fault:
-        """The hypothesis' fault built from its options (``target`` aims it)."""
-        cls = self.settings.fault_class
-        if cls is None:
+        """A fresh copy of the hypothesis' fault (Settings.built), with ``overrides``."""
+        built = self.settings.built
+        if built is None:
             raise TypeError(f"hypothesis {self.hypothesis.name} declares no fault")
-        values = {**self.settings.fault, **overrides}
-        if "node" in _field_names(cls) and "node" not in values:
-            values["node"] = self.opts.target
-        return cls(**values)
+        made: Fault = dataclasses.replace(cast(Any, built), **overrides)   # every fault class is a dataclass
+        return made
 
     def start(self, job: JobSpec | None = None) -> JobSpec:
         """Start the job (``job``, or the one the options describe)."""
@@ -307,6 +310,17 @@ class Trial:
 
 def _field_names(cls: type) -> set[str]:
     return {f.name for f in dataclasses.fields(cls)}
+
+
+def build_fault(cls: type[Fault] | None, values: Mapping[str, Any], target: str | None) -> Fault | None:
+    """The fault ``cls`` makes from its option ``values``, aimed at ``target`` where it takes a node and
+    none was given; its own checks run here (SpecError), before a report folder is opened."""
+    if cls is None:
+        return None
+    given = dict(values)
+    if "node" in _field_names(cls) and "node" not in given:
+        given["node"] = target
+    return cls(**given)
 
 
 def seconds(v: float | None) -> str:

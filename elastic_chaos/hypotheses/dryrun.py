@@ -61,19 +61,7 @@ def plan(name: str, values: Mapping[str, Any], platform: str) -> Plan:
     ``platform``). Starts nothing, writes nothing."""
     h = get(name)
     s = settings(h, values, platform)
-    return Plan(h, s, build_fault(s))
-
-
-def build_fault(s: Settings) -> Fault | None:
-    """The fault of ``s`` as a trial builds it (aimed at ``--target`` where the fault takes a node)."""
-    cls = s.fault_class
-    if cls is None:
-        return None
-    values = dict(s.fault)
-    names: set[str] = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
-    if "node" in names and "node" not in values:
-        values["node"] = s.trial.target
-    return cls(**values)
+    return Plan(h, s, s.built)
 
 
 def _fields(obj: Any) -> str:

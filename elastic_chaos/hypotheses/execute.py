@@ -16,7 +16,6 @@ from elastic_chaos.events import ProgressEv, RunnerEv
 from elastic_chaos.events.records import FaultRecord
 from elastic_chaos.hypotheses.api import Trial, settings
 from elastic_chaos.hypotheses.catalog import get
-from elastic_chaos.hypotheses.dryrun import build_fault
 from elastic_chaos.platforms import platform_options
 from elastic_chaos.runner.endings import JobFailed, JobFinished, NotSteady
 from elastic_chaos.runner.run import ChaosRun
@@ -36,7 +35,6 @@ def execute(name: str, values: Mapping[str, Any], *, report_dir: Path, platform:
     cannot make raises FaultUnavailable."""
     h = get(name)
     s = settings(h, values, platform)
-    build_fault(s)   # the fault's own checks (a straggler's period), before a report folder is opened
     run = ChaosRun(report_dir, platform=platform, scenario=scenario or name,
                    platform_options=platform_options(platform, s.platform), overwrite=overwrite)
     with run:
@@ -47,7 +45,7 @@ def execute(name: str, values: Mapping[str, Any], *, report_dir: Path, platform:
         trial = Trial(h, run, s)
         run.verdict = trial.verdict   # the checks made so far stay when the run is interrupted
         if h.fault is not None:  # before the job starts: skip (pytest) or refuse (CLI) at once
-            reason = trial.fault().unavailable(run.platform)
+            reason = s.built.unavailable(run.platform) if s.built is not None else None
             if reason is not None:
                 raise FaultUnavailable(f"{name}: {reason}")
         try:
