@@ -80,13 +80,16 @@ def test_the_link_group_sets_step_rates_against_the_measured_degradation() -> No
               Event.make(FaultEv.REVERTED, 20.0, "node-0", {"fault": "flapping-link", "action": "restored"}),
               Event.make(NodeEv.LINK_RESTORED, 20.0, "node-0", {"action": "restored", "flaps": [[10, 13], [15, 18]]})]
     cost = link_cost(events, target="node-0", injected_at=10.0, fault="flapping-link",
-                     detail={"down_s": 3.0, "probe": {"sent": 20, "echoed": 0, "loss_each_way": 1.0}})
+                     detail={"down_s": 3.0, "peers": ["node-1"],
+                             "probe": {"sent": 20, "echoed": 0, "loss_each_way": 1.0}})
     assert cost.rate_before == pytest.approx(10.0, rel=0.02)
     assert cost.rate_during is not None and cost.rate_during < 5.5
     assert cost.rate_after == pytest.approx(10.0, rel=0.02)
     assert cost.longest_gap_s == pytest.approx(3.2, abs=0.05)
     assert cost.flaps == 2 and cost.restarts == 0 and cost.loss_measured == 1.0
-    assert "step time 100 ms before" in cost.describe()
+    assert cost.describe().startswith("node-0 <-> node-1: ") and "step time 100 ms before" in cost.describe()
+    again = type(cost).from_json("node-0", 10.0, cost.to_json())
+    assert again.peers == ["node-1"] and again.flaps == 2 and again.longest_gap_s == pytest.approx(3.2)
 
 
 def test_a_restart_while_degraded_is_counted() -> None:

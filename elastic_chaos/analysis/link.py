@@ -62,11 +62,14 @@ class LinkCost:
     restarts: int | None = metric("restarts", Unit.COUNT, "restarts the job spent from the fault on (the highest "
                                   "restart_count a step reported, against before)", table=True, junit=True,
                                   failure=True)
+    peers: list[str] = field(default_factory=list)
+    """The nodes at the other end of the degraded link (the target is at this end)."""
     missing: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {m.key: _round(getattr(self, m.key)) for m in METRICS}
-        out.update({"restored_at": _round(self.restored_at), "missing": list(self.missing)})
+        out.update({"restored_at": _round(self.restored_at), "peers": list(self.peers),
+                    "missing": list(self.missing)})
         return out
 
     @classmethod
@@ -75,6 +78,7 @@ class LinkCost:
         values: dict[str, Any] = {m.key: m.unit.read(raw.get(m.key)) for m in METRICS}
         restored = Unit.SECONDS.read(raw.get("restored_at"))
         return cls(target, injected_at, restored_at=None if restored is None else float(restored),
+                   peers=[str(p) for p in raw.get("peers") or [] if isinstance(p, str)],
                    missing=[str(m) for m in raw.get("missing") or [] if isinstance(m, str)], **values)
 
     def step_times(self) -> str:
@@ -95,7 +99,8 @@ class LinkCost:
                            f"{fmt['rtt_baseline_ms']} before)")
         if self.flaps is not None:
             applied.append(f"{self.flaps} flap(s)")
-        return (f"{'; '.join(applied) or 'degradation not measured'}: {self.step_times()} (a drop of "
+        link = f"{self.target} <-> {', '.join(self.peers) or '?'}"
+        return (f"{link}: {'; '.join(applied) or 'degradation not measured'}: {self.step_times()} (a drop of "
                 f"{fmt['drop']}), longest step gap {fmt['longest_gap_s']}, {fmt['restarts']} restart(s)")
 
 
@@ -117,7 +122,8 @@ def link_cost(events: Sequence[Event], *, target: str | None, injected_at: float
     record's, with the probe)."""
     events = sorted(events, key=lambda e: e.t)
     steps = of(events, ProgressEv.STEP)
-    out = LinkCost(target, injected_at)
+    peers = detail.get("peers")
+    out = LinkCost(target, injected_at, peers=[str(p) for p in peers] if isinstance(peers, list) else [])
     probe, baseline = detail.get("probe"), detail.get("baseline")
     out.loss_asked = _num(detail, "loss")
     out.loss_measured = _num(probe, "loss_each_way") if fault != "bandwidth" else None
