@@ -24,7 +24,7 @@ def kill_during_checkpoint(reps: int, out: Path, say: Callable[[str], None]) -> 
                                        trainer_args=("--save-delay", "1.0")))
     rows: list[dict[str, Any]] = []
     with ChaosRun(out / "integrity", scenario="bench kill-during-checkpoint",
-                  platform_options={"options": LocalOptions(provisioning_delay_s=1.0)}) as run:
+                  options=LocalOptions(provisioning_delay_s=1.0)) as run:
         run.start(job)
         run.wait_for_step(30, timeout=300)
         for i in range(reps):

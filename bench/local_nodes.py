@@ -121,7 +121,7 @@ def run_size(n: int, out: Path, say: Callable[[str], None], timeout: float = 600
     started = time.time()
     try:
         with ChaosRun(out / f"scale-{n}", scenario=f"bench scale {n}",
-                      platform_options={"options": LocalOptions(replace_lost_nodes=False)}) as run:
+                      options=LocalOptions(replace_lost_nodes=False)) as run:
             run.start(job)
             formed = run.wait_for(f"training at world size {n}",
                                   lambda e: e.type == ProgressEv.STEP and e.data.world_size == n, timeout)

@@ -29,7 +29,7 @@ def _cpu_s() -> float:
 def watcher_overhead(out: Path, nodes: int = 4, window_s: float = 30.0) -> dict[str, Any]:
     job = preset("fast").apply(JobSpec(nodes=f"{nodes}:{nodes}", checkpoint_every=20, step_time=0.1))
     with ChaosRun(out / "overhead", scenario="bench overhead",
-                  platform_options={"options": LocalOptions(replace_lost_nodes=False)}) as run:
+                  options=LocalOptions(replace_lost_nodes=False)) as run:
         run.start(job)
         run.wait_for_step(20, timeout=600)
         events_before = len(run.timeline)

@@ -79,14 +79,13 @@ def unavailable(case: Case) -> str | None:
     return None
 
 
-def _platform(case: Case) -> tuple[str, dict[str, Any]]:
+def _platform(case: Case) -> tuple[str, Any]:
     """The platform name and options of a case's ChaosRun."""
     if case.platform == "cluster":
         from elastic_chaos.platforms.kubernetes.options import KubernetesOptions
-        return "kubernetes", {"options": KubernetesOptions(kubeconfig=str(CLUSTER_KUBECONFIG.resolve()),
-                                                           replace_lost_nodes=False)}
+        return "kubernetes", KubernetesOptions(kubeconfig=str(CLUSTER_KUBECONFIG.resolve()), replace_lost_nodes=False)
     network = NetworkMode.ISOLATED if case.fault == "partition" else NetworkMode.HOST
-    return "local", {"options": LocalOptions(replace_lost_nodes=False, network=network)}
+    return "local", LocalOptions(replace_lost_nodes=False, network=network)
 
 
 @dataclass
@@ -107,7 +106,7 @@ def run_case(case: Case, reps: int, out: Path, say: Callable[[str], None]) -> Ca
     result = CaseRun([], [])
     timeout = 240.0
     with ChaosRun(out / run_folder(case), scenario=f"bench {case.key}", platform=platform,
-                  platform_options=options) as run:
+                  options=options) as run:
         try:
             run.start(job)
             run.wait_for_step(30, timeout=timeout)

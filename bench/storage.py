@@ -77,7 +77,7 @@ def save_cost(runs: Path, say: Say, conditions: list[tuple[str, Fault | None]]) 
     job = preset("fast").apply(JobSpec(nodes="1:2", checkpoint_every=10, storage_layer=True, max_restarts=10))
     rows: list[dict[str, Any]] = []
     with ChaosRun(runs / "storage-save-cost", scenario="bench storage save cost",
-                  platform_options={"options": LocalOptions()}) as run:
+                  options=LocalOptions()) as run:
         run.start(job)
         run.wait_for_step(25, timeout=300)
         for name, fault in conditions:

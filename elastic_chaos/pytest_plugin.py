@@ -336,7 +336,6 @@ def start_job(request: pytest.FixtureRequest, chaos_platform: str,
 
     def start(**options: Any) -> ChaosRun:
         from elastic_chaos.hypotheses.api import settings
-        from elastic_chaos.platforms import platform_options
         if runs:
             raise RuntimeError("start_job starts one job per test")
         values = from_rootdir(request.config, chaos_platform, {**session_values(request.config, chaos_platform),
@@ -344,7 +343,7 @@ def start_job(request: pytest.FixtureRequest, chaos_platform: str,
         with _setup_errors_fail_the_test():
             s = settings(None, values, chaos_platform)
             run = ChaosRun(chaos_report_dir, platform=chaos_platform, scenario=request.node.nodeid,
-                           platform_options=platform_options(chaos_platform, s.platform), overwrite=True)
+                           options=s.options, overwrite=True)
             runs.append(run)
             run.start(s.job)
         return run

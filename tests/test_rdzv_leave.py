@@ -24,8 +24,8 @@ def test_after_sigterm_the_survivor_re_forms_before_the_keep_alive_could_expire(
                           last_call_timeout=1)
     job = JobSpec(nodes="1:2", checkpoint_every=20, step_time=0.1, max_restarts=10, rdzv=rdzv,
                   leave_on_sigterm=True)
-    with ChaosRun(tmp_path / "run", scenario="leave on sigterm", platform_options={
-            "options": LocalOptions(replace_lost_nodes=False, network=NetworkMode.HOST)}) as run:
+    with ChaosRun(tmp_path / "run", scenario="leave on sigterm", options=LocalOptions(
+            replace_lost_nodes=False, network=NetworkMode.HOST)) as run:
         run.start(job)
         run.wait_for_step(15, timeout=180)
         fault = run.inject(SpotInterruption(rebalance_lead_s=None, notice_s=0.0, grace_s=30.0))

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, cast
 
 from elastic_chaos.analysis.cost import NAMES as COST_NAMES
@@ -39,7 +40,7 @@ from elastic_chaos.events.records import FaultRecord
 from elastic_chaos.faults.api import Fault
 from elastic_chaos.faults.catalog import fault_class
 from elastic_chaos.options import DAY_S, MAX_STEPS, declared, option, split, validate
-from elastic_chaos.platforms import platform_option_classes
+from elastic_chaos.platforms import platform_option_classes, platform_options
 from elastic_chaos.runner.run import ChaosRun
 from elastic_chaos.spec import (
     JOB_OPTION_CLASSES,
@@ -145,6 +146,13 @@ class Settings:
     built: Fault | None = None
     """The fault, built once from its options and aimed at ``--target`` where it takes a node: the dry
     run shows it, the run asks it whether the platform can make it, and each trial's fault is a copy."""
+    platform_name: str = "local"
+
+    @cached_property
+    def options(self) -> Any:
+        """The platform's options object (its class's ``Options``) from ``platform``, made once, when the
+        run asks for it (a kubeconfig is read then); SpecError for a bad one."""
+        return platform_options(self.platform_name, dict(self.platform))
     cost: CostBasis = CostBasis()
     """What the job's GPUs cost in production (the report's cost of each interruption; nothing given: none)."""
 
@@ -189,7 +197,7 @@ def settings(h: Hypothesis | None, values: Mapping[str, Any], platform: str) -> 
         raise SpecError(script_pace_unknown(job))
     trial = TrialOptions(**trial_kw)
     built = build_fault(made_by, fault_kw, trial.target) if h is not None else None
-    return Settings(job=job, trial=trial, fault_class=made_by, fault=fault_kw, built=built,
+    return Settings(job=job, trial=trial, fault_class=made_by, fault=fault_kw, built=built, platform_name=platform,
                     params=h.params(**params_kw) if h is not None and h.params is not None else None,
                     platform=platform_kw, cost=basis)
 

@@ -16,7 +16,6 @@ from elastic_chaos.events import ProgressEv, RunnerEv
 from elastic_chaos.events.records import FaultRecord
 from elastic_chaos.hypotheses.api import Trial, settings
 from elastic_chaos.hypotheses.catalog import get
-from elastic_chaos.platforms import platform_options
 from elastic_chaos.runner.endings import JobFailed, JobFinished, NotSteady
 from elastic_chaos.runner.run import ChaosRun
 from elastic_chaos.watchers.tails import log_tails
@@ -36,7 +35,7 @@ def execute(name: str, values: Mapping[str, Any], *, report_dir: Path, platform:
     h = get(name)
     s = settings(h, values, platform)
     run = ChaosRun(report_dir, platform=platform, scenario=scenario or name,
-                   platform_options=platform_options(platform, s.platform), overwrite=overwrite)
+                   options=s.options, overwrite=overwrite)
     with run:
         if on_start is not None:
             on_start(run)

@@ -33,11 +33,15 @@ def platform_option_classes(name: str) -> tuple[type, ...]:
     return platform_class(name).option_classes()
 
 
-def platform_options(name: str, values: dict[str, Any]) -> dict[str, Any]:
-    """Keyword arguments for platform ``name``'s constructor from its option values."""
-    return {"options": platform_class(name).make_options(values)}
+def platform_options(name: str, values: dict[str, Any]) -> Any:
+    """Platform ``name``'s options object (its class's ``Options``) from option values by name;
+    SpecError for a bad one."""
+    return platform_class(name).make_options(values)
 
 
-def create_platform(name: str, timeline: Timeline, work_dir: Path, **options: Any) -> Platform:
-    platform: Platform = platform_class(name)(timeline, work_dir, **options)
+def create_platform(name: str, timeline: Timeline, work_dir: Path, options: Any = None, **clients: Any) -> Platform:
+    """Platform ``name`` for one run: ``options`` its options object (None: its defaults), ``clients``
+    API clients a test injects (the kubernetes platform's)."""
+    given = {"options": options} if options is not None else {}
+    platform: Platform = platform_class(name)(timeline, work_dir, **given, **clients)
     return platform

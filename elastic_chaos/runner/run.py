@@ -23,7 +23,7 @@ import dataclasses
 import datetime
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -84,9 +84,11 @@ for the step chart."""
 
 class ChaosRun:
     def __init__(self, report_dir: Path, *, platform: str = "local", scenario: str = "adhoc",
-                 platform_options: dict[str, Any] | None = None, overwrite: bool = False) -> None:
+                 options: Any = None, clients: Mapping[str, Any] | None = None, overwrite: bool = False) -> None:
         """Open the run's report folder: SpecError when it already holds a run (``overwrite``
-        deletes that run first), is a file or cannot be written. Starts nothing."""
+        deletes that run first), is a file or cannot be written. Starts nothing. ``options``: the
+        platform's options object (elastic_chaos.platforms.platform_options; None: its defaults);
+        ``clients``: API clients a test injects into the platform."""
         # the folder is this run's until its report is written (elastic_chaos.runner.folder: a live run's lock)
         self._claim = folder.claim(report_dir, overwrite=overwrite)
         # nodes run with another cwd: paths must be absolute
@@ -95,8 +97,8 @@ class ChaosRun:
         try:
             disk.reserve(self.report_dir)   # room for the report, whatever fills the disk
             self.timeline = Timeline(self.report_dir / "timeline.jsonl")
-            self.platform: Platform = create_platform(platform, self.timeline, self.report_dir,
-                                                      **(platform_options or {}))
+            self.platform: Platform = create_platform(platform, self.timeline, self.report_dir, options,
+                                                      **(clients or {}))
         except BaseException:
             self._claim.release()
             raise

@@ -216,7 +216,7 @@ def test_a_chaos_run_on_kubernetes_watches_the_rendezvous_in_the_jobs_etcd(admin
                                 start_timeout_s=30, watch_window_s=5)
     clients = {"core_v1": client.CoreV1Api(admin), "apps_v1": client.AppsV1Api(admin),
                "custom_objects": client.CustomObjectsApi(admin)}
-    with ChaosRun(tmp_path / "run", platform="kubernetes", platform_options={"options": options, **clients}) as run:
+    with ChaosRun(tmp_path / "run", platform="kubernetes", options=options, clients=clients) as run:
         job = JobSpec(nodes="1:2")
         run.start(job)
         url = f"{job_etcd.url}/v2/keys/torch/elastic/rendezvous/{job.run_id}"

@@ -59,14 +59,14 @@ def test_plain_values_become_typed_settings(tmp_path):
                                            "node_selector": {"eks.amazonaws.com/capacityType": "SPOT"},
                                            "tolerations": ["nvidia.com/gpu:NoSchedule"],
                                            "provisioning_delay_s": 30.0, "kubeconfig": str(kubeconfig),
-                                           "namespace": "train"})["options"]
+                                           "namespace": "train"})
     assert isinstance(opts, KubernetesOptions) and not isinstance(opts, KindOptions)
     assert opts.kubeconfig == str(kubeconfig) and opts.provisioning_delay_s == 30.0
     s = opts.settings
     assert (s.namespace, s.job_kind, s.gpus_per_node) == ("train", m.JobKind.PYTORCHJOB, 8)
     assert s.node_selector == (("eks.amazonaws.com/capacityType", "SPOT"),)
     assert s.tolerations == (m.Toleration("nvidia.com/gpu", None, "NoSchedule", "Exists"),)
-    kind = platform_options("kind", {})["options"]
+    kind = platform_options("kind", {})
     assert kind.context == "kind-elastic-chaos" and kind.settings.storage.kind is m.StorageKind.HOST_PATH
 
 
