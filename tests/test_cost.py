@@ -172,3 +172,18 @@ def test_a_real_run_given_its_gpus_and_price_reports_each_interruption_s_cost(ru
     shown = render_table(run.report.result)
     assert f"${raw['cost']['cost_usd']:,.2f}" in shown and "24h" in shown
     assert f"${raw['cost']['cost_usd']:,.2f}" in (run.report.folder / "summary.md").read_text()
+
+
+def test_scale_says_what_one_interruption_s_re_formation_costs_at_n_nodes(capsys):
+    import re
+    assert main(["scale", "--nodes", "64", "--rdzv-backend", "c10d"]) == 0
+    assert "What one interruption costs" not in capsys.readouterr().out
+    assert main(["scale", "--nodes", "64", "--rdzv-backend", "c10d", "--gpus-per-node", "4",
+                 "--gpu-hour-price", "2"]) == 0
+    out = capsys.readouterr().out
+    head, _, costs = out.partition("What one interruption costs on the job's 256 GPUs")
+    hard = float(re.search(r"re-formation after 1 node lost \(hard\)\s+([\d.]+) s", head).group(1))
+    shown = re.search(r"re-formation after 1 node lost \(hard\)\s+([\d,.]+)\s+GPU-hours, \$([\d,.]+)", costs)
+    assert shown is not None
+    assert float(shown.group(1)) == pytest.approx(hard * 256 / 3600, abs=0.01)
+    assert float(shown.group(2).replace(",", "")) == pytest.approx(hard * 256 / 3600 * 2, abs=0.02)

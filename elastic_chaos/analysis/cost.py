@@ -192,8 +192,7 @@ def fault_cost(basis: CostBasisGiven, regain_s: float | None, world_size_before:
         out.missing.append("cost: no regain time was measured for this fault (its recovery says why), so "
                            "its cost is not known")
         return out
-    gpu_hours = regain_s * out.gpus / 3600
-    cost = None if basis.gpu_hour_price is None else gpu_hours * basis.gpu_hour_price
+    gpu_hours, cost = idle_cost(regain_s, out.gpus, basis.gpu_hour_price)
     out.gpu_hours, out.cost_usd = round(gpu_hours, 4), None if cost is None else round(cost, 2)
     if cost is None:
         out.missing.append("cost: no --gpu-hour-price or --instance-type was given: GPU-hours only")
@@ -203,6 +202,13 @@ def fault_cost(basis: CostBasisGiven, regain_s: float | None, world_size_before:
         out.month_gpu_hours = round(gpu_hours * per_month, 4)
         out.month_cost_usd = None if cost is None else round(cost * per_month, 2)
     return out
+
+
+def idle_cost(seconds: float, gpus: int, gpu_hour_price: float | None) -> tuple[float, float | None]:
+    """(GPU-hours, US dollars or None without a price) of ``gpus`` GPUs held ``seconds`` without training:
+    the one formula (a run's interruption, ``elastic-chaos scale``'s expected one); unrounded."""
+    gpu_hours = seconds * gpus / 3600
+    return gpu_hours, None if gpu_hour_price is None else gpu_hours * gpu_hour_price
 
 
 def _rate(basis: CostBasisGiven, trace_mtbf_hours: float | None) -> tuple[float | None, str | None]:

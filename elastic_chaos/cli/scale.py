@@ -18,6 +18,7 @@ examples:
   elastic-chaos scale --nodes 512 --rdzv-backend c10d --rdzv-preset fast
   elastic-chaos scale --nodes 4096 --rdzv-backend etcd-v2             # torch's default timeouts
   elastic-chaos scale --nodes 256 --rdzv-preset fast --last-call-timeout 5
+  elastic-chaos scale --nodes 1024 --rdzv-backend c10d --instance-type p5.48xlarge   # what one interruption costs
 """
 
 
@@ -29,6 +30,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("scale", help="what a job of N nodes should expect from its rendezvous (measured figures)",
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(p, Question)
+    from elastic_chaos.analysis.cost import CostBasis
+    add_arguments(p.add_argument_group("what one interruption costs at N nodes"), CostBasis, skip=("mtbf_hours",))
     rdzv = p.add_argument_group("rendezvous (as for `run`)")
     add_arguments(rdzv, RendezvousSpec)
     rdzv.add_argument("--rdzv-preset", choices=sorted(PRESETS), default=argparse.SUPPRESS,
@@ -85,7 +88,30 @@ def main(args: argparse.Namespace) -> int:
         relation = "at or below" if b.broke_at <= nodes else "above"
         print(f"\nThe harness broke at {b.broke_at} nodes ({relation} this size) with preset {figs.preset}: "
               f"{b.broke_why}")
+    _costs(args, nodes, lines[1:3], width)
     return 0
+
+
+def _costs(args: argparse.Namespace, nodes: int, lines: list[Any], width: int) -> None:
+    """What one interruption's re-formation costs on the job's GPUs, when they were given (analysis/cost.py)."""
+    from elastic_chaos.analysis.cost import CostBasis, idle_cost
+    from elastic_chaos.options import given
+    basis = CostBasis(**given(args, CostBasis)).recorded()
+    if basis.gpus_per_node is None:
+        return
+    gpus = nodes * basis.gpus_per_node
+    print(f"\nWhat one interruption costs on the job's {gpus} GPUs ({nodes} nodes x {basis.gpus_per_node}), "
+          "the re-formation alone (the workers' restart and re-training add to it; `elastic-chaos run` measures "
+          "all of it), as sure as the figure it comes from (above):")
+    for line in lines:
+        if line.seconds is None:
+            print(f"  {line.what.ljust(width)}  {'-':>9}  not known: its re-formation was not measured")
+            continue
+        gpu_hours, usd = idle_cost(line.seconds, gpus, basis.gpu_hour_price)
+        money = f", ${usd:,.2f}" if usd is not None else " (no price given)"
+        print(f"  {line.what.ljust(width)}  {gpu_hours:>9,.2f}  GPU-hours{money}")
+    if basis.price_source is not None:
+        print(f"  price per GPU-hour: ${basis.gpu_hour_price:g}, {basis.price_source}")
 
 
 def _s(v: float | None) -> str:
