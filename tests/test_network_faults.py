@@ -22,9 +22,18 @@ def test_the_catalog_makes_the_link_faults_on_the_local_platform() -> None:
         assert cls.requires is LinkDegrader
 
 
+class _Nodes:
+    """What ``ends`` asks of a platform: its nodes' names."""
+
+    def nodes(self) -> list[object]:
+        return [type("N", (), {"name": f"node-{i}"})() for i in range(3)]
+
+
 def test_between_names_the_node_then_its_peers() -> None:
     f = PacketLoss(rate=0.1, between=("node-1", "node-0", "node-2"))
-    assert f.ends(platform=None) == ("node-1", ("node-0", "node-2"))  # type: ignore[arg-type]
+    assert f.ends(_Nodes()) == ("node-1", ("node-0", "node-2"))  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="names node-7, which this job does not have; its nodes: node-0, node-1"):
+        PacketLoss(between=("node-0", "node-7")).ends(_Nodes())  # type: ignore[arg-type]
     assert f.shape() == {"loss": 0.1}
     assert Bandwidth(mbit=2.5).shape() == {"rate_kbit": 2500}
     assert FlappingLink(down_s=1, up_s=2).shape() == {"down_s": 1, "up_s": 2}

@@ -52,8 +52,14 @@ class _LinkFault(Fault):
                 raise SpecError(f"--between names a node twice: {' '.join(self.between)}")
 
     def ends(self, platform: Platform) -> tuple[str, tuple[str, ...]]:
-        """(the node, its peers; empty: every other live node)."""
+        """(the node, its peers; empty: every other live node). SpecError for a name the job has
+        never had (a bad input, exit 2); a node it had and lost is the injection's to refuse."""
         if self.between:
+            known = [n.name for n in platform.nodes()]
+            unknown = [n for n in self.between if n not in known]
+            if unknown:
+                raise SpecError(f"--between names {', '.join(unknown)}, which this job does not have; its nodes: "
+                                f"{', '.join(known) or 'none'}")
             return self.between[0], tuple(self.between[1:])
         return pick_victim(platform, self.node), ()
 
@@ -78,8 +84,8 @@ class _LinkFault(Fault):
         hit = platform.capability(LinkDegrader).degrade(plan.target, peers, **self.shape())
         return FaultRecord(self.name, plan.target, hit.at, hit,
                            {**self.shape(), "duration_s": self.duration_s, "link": hit.detail["link"],
-                            "peers": hit.detail["peers"], "probe": hit.detail["probe"],
-                            "baseline": hit.detail["baseline"]})
+                            "peers": hit.detail["peers"], "probed": hit.detail.get("probed"),
+                            "probe": hit.detail["probe"], "baseline": hit.detail["baseline"]})
 
     def _revert(self, platform: Platform, record: FaultRecord) -> Hit | None:
         assert record.target is not None
