@@ -154,8 +154,11 @@ class DelayLine:
                         if exc.errno != 105:      # ENOBUFS: some packet messages were lost; go on
                             raise
                 self._release(time.monotonic())
-        except OSError as exc:
+        except Exception as exc:  # noqa: BLE001 - kept, and raised by stop(): never a silent failure
+            # a reader that stopped must not keep the queue bound (every packet would wait
+            # forever): closing the socket unbinds it, and --queue-bypass lets packets pass
             self.error = exc
+            self.sock.close()
 
     def stop(self) -> None:
         """Accept every held packet now, unbind the queue and close the socket. Idempotent;
