@@ -89,7 +89,7 @@ def main():
     model = torch.nn.Linear(20, 1)
     trainer = Trainer(model, loader, torch.optim.SGD(model.parameters(), lr=1e-3), args.save_every,
                       args.snapshot_path, args.batch_time)
-    elastic_chaos.trainer.train(args.epochs)
+    trainer.train(args.epochs)
     dist.destroy_process_group()
 
 

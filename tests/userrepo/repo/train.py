@@ -19,6 +19,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
+from trainer import build_model  # the repository's own trainer.py, beside this script
 
 FEATURES, CLASSES = 32, 4
 
@@ -64,7 +65,7 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda", int(os.environ["LOCAL_RANK"])) if on_gpu else torch.device("cpu")
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(FEATURES, args.hidden), nn.ReLU(), nn.Linear(args.hidden, CLASSES)).to(device)
+    model = build_model(FEATURES, args.hidden, CLASSES).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     start = resume(args.checkpoint, model, optimizer)
     ddp = DistributedDataParallel(model, device_ids=[device.index] if on_gpu else None)
