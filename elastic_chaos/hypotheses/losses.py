@@ -8,12 +8,13 @@ from elastic_chaos.events import AgentEv, CheckpointEv, RdzvEv, last, of
 from elastic_chaos.events.records import FaultRecord
 from elastic_chaos.faults.triggers import checkpoint_started, during_rendezvous, round_closed
 from elastic_chaos.hypotheses.api import Trial, hypothesis, seconds
+from elastic_chaos.hypotheses.final import FinalStateOptions, check_final_state, prepare
 from elastic_chaos.options import DAY_S, MAX_STEPS, option, validate
 from elastic_chaos.waiting import eventually
 
 
 @dataclass(frozen=True)
-class AfterRecovery:
+class AfterRecovery(FinalStateOptions):
     extra_steps: int = option(0, "steps to train after the recovery before the verdict (the exactly-once "
                                  "account then covers the resized world too)", minimum=0, maximum=MAX_STEPS)
 
@@ -27,8 +28,10 @@ def kill_node(t: Trial) -> None:
     """Hard-kill one node of a steady job. Training resumes, loses at most one
     checkpoint interval, keeps at least its minimum world; the survivors notice and
     re-form; a replacement brings the world back to full size when the node pool
-    replaces nodes, and nothing is provisioned when it does not."""
-    t.start()
+    replaces nodes, and nothing is provisioned when it does not. With ``--compare-final`` the job
+    runs at a fixed size to a final step, and its final checkpoint must equal a clean run's
+    (elastic_chaos.hypotheses.final)."""
+    t.start(prepare(t, t.params))
     t.steady()
     record = t.inject()
     rec = t.recover(record)
@@ -57,6 +60,7 @@ def kill_node(t: Trial) -> None:
         v.require(rec.world_size_after == shrunk and rec.replacement_s is None,
                   f"no replacement: the world shrank to {rec.world_size_after} (expected {shrunk})",
                   check="shrank")
+    check_final_state(t, t.params)
 
 
 @hypothesis("cascading-loss", "a second node is lost while the survivors re-form after a first loss",

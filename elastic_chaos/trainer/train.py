@@ -37,6 +37,10 @@ from elastic_chaos.trainer.sampler import ElasticSampler
 from elastic_chaos.trainer.spot_notice import ENDPOINT_VAR, SpotNoticeWatcher
 
 FEATURES = 16
+MOMENTUM = 0.5
+LR_STEP, LR_GAMMA = 50, 0.9
+FORGETTABLE = ("sched", "rng", "optim", "sampler")
+"""The LR decays by LR_GAMMA every LR_STEP steps: a scheduler whose state a resume must restore."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -72,6 +76,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="elastic = exactly-once across restarts and resizes; naive = "
                         "DistributedSampler-style rank::world sharding restarted by step "
                         "count (trains samples twice or never after a resize; for tests)")
+    p.add_argument("--forget", action="append", choices=FORGETTABLE, default=[],
+                   help="a resume bug, for tests of the final-state oracle: restore leaves this part of the "
+                        "checkpoint out (repeatable): sched, rng, optim or sampler")
     return p.parse_args(argv)
 
 
@@ -178,17 +185,20 @@ def main(argv: list[str] | None = None) -> int:
 
     model = build_model(device)
     ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    optim = torch.optim.SGD(model.parameters(), lr=0.01)
+    optim = torch.optim.SGD(model.parameters(), lr=0.01, momentum=MOMENTUM)
+    sched = torch.optim.lr_scheduler.StepLR(optim, step_size=LR_STEP, gamma=LR_GAMMA)
     sampler = ElasticSampler(args.dataset_size, args.batch_size, seed=args.seed)
     x_all, y_all = synthetic_data(args.dataset_size, args.seed)
 
-    step = restore(args.checkpoint_dir, model, optim, sampler)
+    step = restore(args.checkpoint_dir, model, optim, sampler, sched, forget=frozenset(args.forget))
     notices = watch_spot_notices(args)
     emergency_saved: set[str] = set()
 
     def state() -> dict[str, Any]:
-        return {"model": model.state_dict(), "optim": optim.state_dict(),
-                "sampler": sampler.state_dict()}
+        # everything the next step depends on, so a resumed job is the job that never stopped
+        # (the final-state oracle, elastic_chaos.trainer.compare_state, compares these)
+        return {"model": model.state_dict(), "optim": optim.state_dict(), "sched": sched.state_dict(),
+                "rng": {"torch": torch.get_rng_state()}, "sampler": sampler.state_dict()}
 
     def save_delay() -> None:
         time.sleep(args.save_delay)
@@ -206,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         loss = nn.functional.mse_loss(ddp(x), y)
         loss.backward()  # type: ignore[no-untyped-call]
         optim.step()
+        sched.step()
         step += 1
         # sync_s: forward, backward with DDP's gradient all-reduce, optimizer. A rank that waits
         # for a slower peer spends the wait here; the slow rank itself spends it in its pace.
@@ -261,15 +272,26 @@ def naive_batch(sampler: ElasticSampler, step: int, rank: int,
     return epoch, [[p, p + 1] for p in positions], idx
 
 
-def restore(directory: Path, model: nn.Module, optim: torch.optim.Optimizer,
-            sampler: ElasticSampler) -> int:
+def restore(directory: Path, model: nn.Module, optim: torch.optim.Optimizer, sampler: ElasticSampler,
+            sched: torch.optim.lr_scheduler.LRScheduler | None = None, *,
+            forget: frozenset[str] = frozenset()) -> int:
+    """Load the newest checkpoint into the job's state; its step (0 for a fresh start). A checkpoint
+    written before the scheduler and RNG were saved restores what it holds; the parts named in
+    ``forget`` are left out (--forget: a resume bug on purpose)."""
     loaded = checkpoint.load_newest(directory)
     if loaded is None:
         progress.report_checkpoint_loaded(0, None)
         return 0
-    model.load_state_dict(loaded.state["model"])
-    optim.load_state_dict(loaded.state["optim"])
-    sampler.load_state_dict(loaded.state["sampler"])
+    state = {k: v for k, v in loaded.state.items() if k not in forget}
+    model.load_state_dict(state["model"])
+    if "optim" in state:
+        optim.load_state_dict(state["optim"])
+    if "sampler" in state:
+        sampler.load_state_dict(state["sampler"])
+    if sched is not None and "sched" in state:
+        sched.load_state_dict(state["sched"])
+    if "rng" in state:
+        torch.set_rng_state(state["rng"]["torch"])
     progress.report_checkpoint_loaded(loaded.step, str(loaded.path))
     return loaded.step
 

@@ -1,0 +1,163 @@
+"""``--compare-final``: the job that recovered is the job that would have existed without the fault.
+
+A hypothesis that takes :class:`FinalStateOptions` runs its job to a fixed final step
+(a checkpoint step of the reference trainer), and :func:`check_final_state` then
+trains a clean reference run of the same trainer, arguments and seed to that step at
+the job's full world size without any fault, and compares the two final checkpoints
+tensor by tensor (elastic_chaos.analysis.final_state). The verdict's ``final-state``
+check carries the one sentence every view prints: "final state: equal (...)" or
+what diverged first, in which state, with the likely cause.
+
+The reference run is ``torchrun --standalone`` on this machine with the nodes' python:
+on CPU/gloo a DDP step's result does not depend on which node a rank runs on, so a
+job whose world size never changed must end bitwise equal to it. A job that trained
+at another world size on the way (an elastic range whose lost node was not replaced in
+time) legitimately trains differently: the check says so, and compares within
+``--final-tolerance``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from elastic_chaos.analysis.final_state import CHECK, ComparerFailed, FinalState, compare_final
+from elastic_chaos.errors import SpecError
+from elastic_chaos.events import ProgressEv
+from elastic_chaos.hypotheses.api import Trial
+from elastic_chaos.options import MAX_STEPS, option, validate
+from elastic_chaos.spec import JobSpec
+from elastic_chaos.waiting import eventually
+
+REFERENCE_TIMEOUT_S = 600.0
+"""The most a clean reference run may take (the reference trainer at step time 0: seconds)."""
+
+
+@dataclass(frozen=True)
+class FinalStateOptions:
+    compare_final: bool = option(False, "after the verdict's own checks, train the job to its final step and compare "
+                                        "its final checkpoint tensor by tensor with a clean run's of the same seed "
+                                        "(model, optimizer, LR scheduler, RNG, data position): the final-state "
+                                        "check. The job runs at a fixed size (--nodes MAX:MAX) so a replaced node "
+                                        "restores the same world and the comparison is bitwise")
+    final_step: int | None = option(None, "the step both runs train to (a multiple of --checkpoint-every; default "
+                                          "the third checkpoint after the fault's step)", minimum=1,
+                                    maximum=MAX_STEPS)
+    final_tolerance: float = option(0.0, "largest absolute difference allowed per floating value in the final-"
+                                         "state comparison (default 0: bitwise)", minimum=0, maximum=1e9)
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+def prepare(t: Trial, opts: FinalStateOptions) -> JobSpec:
+    """The job to start: the trial's, at a fixed size and stopping at the final step (compare_final), else as
+    it is. SpecError, before anything starts, where the comparison cannot be made."""
+    job = t.job
+    if not opts.compare_final:
+        return job
+    if job.script:
+        raise SpecError("--compare-final runs the reference trainer's clean twin; for your own script, compare "
+                        "its final saves with `elastic-chaos compare-final REFERENCE RUN`")
+    if not t.replaces_nodes:
+        raise SpecError("--compare-final runs the job at a fixed size, which trains on only once the lost node is "
+                        "replaced: drop --no-replace")
+    fixed = fixed_job(job, final_step(t, opts))
+    t.settings = dataclasses.replace(t.settings, job=fixed)
+    return fixed
+
+
+def fixed_job(job: JobSpec, final: int) -> JobSpec:
+    """``job`` at its largest size, no smaller (a lost node's replacement restores the same world), stopping
+    at step ``final``."""
+    return dataclasses.replace(job, nodes=f"{job.max_nodes}:{job.max_nodes}", start_nodes=None,
+                               trainer_args=(*job.trainer_args, "--max-steps", str(final)))
+
+
+def final_step(t: Trial, opts: FinalStateOptions) -> int:
+    extra = int(getattr(opts, "extra_steps", 0))   # a hypothesis that trains on after its recovery (kill-node)
+    return pick_final_step(t.steady_steps + extra, t.job.checkpoint_every, opts.final_step)
+
+
+def pick_final_step(last_waited: int, every: int, given: int | None) -> int:
+    """The step both runs train to: ``given`` (a checkpoint step past ``last_waited``, the last step the
+    hypothesis waits for), else the third checkpoint step past it. SpecError for a ``given`` that is not."""
+    if given is None:
+        return (last_waited // every + 3) * every
+    if given % every or given <= last_waited:
+        raise SpecError(f"--final-step {given}: a multiple of --checkpoint-every {every} (the reference trainer "
+                        f"saves there) after step {last_waited}, the last the hypothesis waits for")
+    return given
+
+
+def check_final_state(t: Trial, opts: FinalStateOptions) -> FinalState | None:
+    """Wait for the job's final checkpoint, train the clean reference, compare; record the ``final-state``
+    check. Blocks up to the trial's timeout for the job, and :data:`REFERENCE_TIMEOUT_S` for the reference."""
+    if not opts.compare_final:
+        return None
+    final = final_step(t, opts)
+    folder = _checkpoint_dir(t)
+    judged = folder / f"ckpt-{final:08d}.pt"
+    t.run.wait_for_step(final, timeout=t.opts.timeout_s)
+    if not eventually(judged.is_file, timeout_s=t.opts.timeout_s, interval_s=0.5):
+        t.verdict.fail(f"final state: not compared: the job reached step {final} but its checkpoint {judged} "
+                       f"did not appear within {t.opts.timeout_s:g}s", check=CHECK)
+        return None
+    out = t.run.report_dir / "final-state"
+    try:
+        reference = run_reference(t, final, out)
+        state = compare_final(reference, judged, tolerance=opts.final_tolerance, python=_python(t))
+    except (SpecError, ComparerFailed) as exc:
+        t.verdict.fail(f"final state: not compared: {exc}", check=CHECK)
+        return None
+    state = state.with_note(_note(t, final))
+    (out / "comparison.json").write_text(json.dumps(state.to_json(), indent=2) + "\n", encoding="utf-8")
+    t.verdict.require(state.equal, state.describe(), check=CHECK)
+    return state
+
+
+def _note(t: Trial, final: int) -> str:
+    sizes = sorted({int(e.data.world_size) for e in t.run.timeline.select(ProgressEv.STEP)
+                    if e.data.world_size is not None})
+    trained = " and ".join(map(str, sizes)) or "unknown"
+    return (f"reference: a clean run to step {final} at world size {t.full_world}, same trainer arguments and seed; "
+            f"the faulted run trained at world size {trained}")
+
+
+def _checkpoint_dir(t: Trial) -> Path:
+    folder = getattr(t.run.platform, "checkpoint_dir", None)
+    if not isinstance(folder, Path):
+        raise SpecError(f"--compare-final reads the job's checkpoints on this machine; the {t.run.platform.name} "
+                        "platform does not keep them here (the local platform does)")
+    return folder
+
+
+def _python(t: Trial) -> str | None:
+    python = getattr(t.run.platform.node_pool(), "python", None)
+    return python if isinstance(python, str) else None
+
+
+def run_reference(t: Trial, final: int, out: Path) -> Path:
+    """Train the clean reference to ``final`` in ``out``; its final checkpoint. SpecError when it fails."""
+    ckpts = out / "reference-checkpoints"
+    out.mkdir(parents=True, exist_ok=True)
+    args = t.job.trainer_command_args()   # its --max-steps and --step-time are overridden below
+    cmd = [_python(t) or "python", "-m", "torch.distributed.run", "--standalone",
+           f"--nproc-per-node={t.full_world}", "-m", "elastic_chaos.trainer.train", *args,
+           "--max-steps", str(final), "--checkpoint-dir", str(ckpts), "--step-time", "0", "--spot-notice", "off"]
+    env = {**os.environ, **t.job.node_env()}
+    log = out / "reference.log"
+    with open(log, "w", encoding="utf-8") as f:
+        try:
+            done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, timeout=REFERENCE_TIMEOUT_S,
+                                  check=False, cwd=out)
+        except subprocess.TimeoutExpired:
+            raise SpecError(f"the clean reference run did not finish in {REFERENCE_TIMEOUT_S:g}s (log: {log})") \
+                from None
+    made = ckpts / f"ckpt-{final:08d}.pt"
+    if done.returncode != 0 or not made.is_file():
+        raise SpecError(f"the clean reference run failed (exit {done.returncode}; log: {log})")
+    return made

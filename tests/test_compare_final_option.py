@@ -1,0 +1,39 @@
+"""`--compare-final`'s settings: the final step both runs train to, the fixed-size job, the flags."""
+from __future__ import annotations
+
+import pytest
+
+from elastic_chaos.errors import SpecError
+from elastic_chaos.hypotheses.api import settings
+from elastic_chaos.hypotheses.catalog import get
+from elastic_chaos.hypotheses.final import fixed_job, pick_final_step
+from elastic_chaos.spec import JobSpec
+
+
+def test_the_default_final_step_is_the_third_checkpoint_past_the_last_step_waited_for():
+    assert pick_final_step(50, 20, None) == 100
+    assert pick_final_step(60, 20, None) == 120
+    assert pick_final_step(5, 2, None) == 10
+
+
+@pytest.mark.parametrize("given", [90, 40, 50])
+def test_a_final_step_off_the_checkpoints_or_before_the_fault_is_refused(given):
+    with pytest.raises(SpecError, match=f"--final-step {given}: a multiple of --checkpoint-every 20"):
+        pick_final_step(50, 20, given)
+
+
+def test_a_given_final_step_on_a_checkpoint_is_taken():
+    assert pick_final_step(50, 20, 200) == 200
+
+
+def test_the_job_runs_at_its_largest_size_and_stops_at_the_final_step():
+    job = fixed_job(JobSpec(nodes="1:3", start_nodes=2, trainer_args=("--seed", "3")), 100)
+    assert (job.min_nodes, job.max_nodes, job.initial_nodes) == (3, 3, 3)
+    assert job.trainer_command_args()[-4:] == ["--seed", "3", "--max-steps", "100"]
+
+
+def test_kill_node_takes_the_final_state_options():
+    s = settings(get("kill-node"), {"compare_final": True, "final_step": 120, "final_tolerance": 1e-6}, "local")
+    assert (s.params.compare_final, s.params.final_step, s.params.final_tolerance) == (True, 120, 1e-6)
+    with pytest.raises(SpecError):
+        settings(get("kill-node"), {"final_tolerance": -1.0}, "local")
