@@ -3,6 +3,7 @@ and removed with nothing left behind (elastic_chaos.host.links)."""
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from collections.abc import Iterator
 
@@ -140,4 +141,39 @@ def test_a_faults_leftovers_are_its_own(pair: tuple[links.End, links.End]) -> No
         assert any("EC-t9" in f for f in mine) and any("queue still bound" in f for f in mine)
     finally:
         assert links.remove(first) == [] and links.remove(second) == []
+    assert _clean(a, b) == []
+
+
+def test_the_stores_link_is_delayed_on_the_relays_port_only(pair: tuple[links.End, links.End]) -> None:
+    a, b = pair
+    listener = netns.socket_in_netns(a.netns, ("127.0.0.1", 0))     # the relay's place: loopback in a's namespace
+    port = listener.getsockname()[1]
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                listener.accept()[0].close()
+            except OSError:
+                continue
+
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
+    d = links.Degradation("ta", a, (), queue=10, store_port=port)
+    try:
+        base = links.probe_connects(a, port, count=10)
+        links.set_delay(d, 0.015)
+        delayed = links.probe_connects(a, port, count=10)
+        peers = links.probe(a, b, count=20, interval_s=0.002)      # the link between the nodes is untouched
+        with pytest.raises(SetupError, match="not made"):
+            links.set_rate(d, 1000)
+    finally:
+        assert links.remove(d) == []
+        stop.set()
+        acceptor.join(2)
+        listener.close()
+    assert base.rtt_ms is not None and delayed.rtt_ms is not None and delayed.echoed == 10
+    assert 28 <= delayed.rtt_ms - base.rtt_ms <= 45, (base, delayed)
+    assert peers.rtt_ms is not None and peers.rtt_ms < 10
     assert _clean(a, b) == []

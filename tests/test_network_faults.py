@@ -34,7 +34,7 @@ def test_between_names_the_node_then_its_peers() -> None:
     assert f.ends(_Nodes()) == ("node-1", ("node-0", "node-2"))  # type: ignore[arg-type]
     with pytest.raises(SpecError, match="names node-7, which this job does not have; its nodes: node-0, node-1"):
         PacketLoss(between=("node-0", "node-7")).ends(_Nodes())  # type: ignore[arg-type]
-    assert f.shape() == {"loss": 0.1}
+    assert f.shape() == {"loss": 0.1, "to_store": False}
     assert Bandwidth(mbit=2.5).shape() == {"rate_kbit": 2500}
     assert FlappingLink(down_s=1, up_s=2).shape() == {"down_s": 1, "up_s": 2}
 
@@ -49,8 +49,17 @@ def test_bad_loss_options_are_refused_with_what_is_allowed(kwargs: dict[str, obj
         PacketLoss(**kwargs)  # type: ignore[arg-type]
 
 
+def test_the_stores_link_is_one_node_alone() -> None:
+    assert Latency(to_store=True, between=("node-1",)).shape()["to_store"] is True
+    assert PacketLoss(to_store=True).store_link and not Bandwidth().store_link
+    with pytest.raises(SpecError, match="name the node alone"):
+        PacketLoss(to_store=True, between=("node-1", "node-0"))
+    cost = link_cost([], target="node-1", injected_at=0.0, fault="latency", detail={"to_store": True, "peers": []})
+    assert cost.peers == ["the rendezvous store"]
+
+
 def test_jitter_beyond_the_delay_is_refused() -> None:
-    assert Latency(delay_ms=20, jitter_ms=5).shape() == {"delay_ms": 20, "jitter_ms": 5}
+    assert Latency(delay_ms=20, jitter_ms=5).shape() == {"delay_ms": 20, "jitter_ms": 5, "to_store": False}
     with pytest.raises(SpecError, match="cannot leave before it arrived"):
         Latency(delay_ms=5, jitter_ms=10)
 

@@ -122,7 +122,7 @@ def link_cost(events: Sequence[Event], *, target: str | None, injected_at: float
     record's, with the probe)."""
     events = sorted(events, key=lambda e: e.t)
     steps = of(events, ProgressEv.STEP)
-    peers = detail.get("peers")
+    peers = ["the rendezvous store"] if detail.get("to_store") is True else detail.get("peers")
     out = LinkCost(target, injected_at, peers=[str(p) for p in peers] if isinstance(peers, list) else [])
     probe, baseline = detail.get("probe"), detail.get("baseline")
     out.loss_asked = _num(detail, "loss")

@@ -109,6 +109,8 @@ class LinkDegraded(Acted):
     up_s: float | None = None
     delay_ms: float | None = None
     jitter_ms: float | None = None
+    to_store: bool | None = None
+    """The node's link to the rendezvous store (not to ``peers``)."""
 
 
 @dataclass(frozen=True, kw_only=True)

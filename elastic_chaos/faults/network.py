@@ -12,7 +12,8 @@
   nothing passes, no reset is sent; a flap shorter than the collective timeout is a stall.
 
 Each is between one node and chosen peers (``--between NODE PEER...``; a node alone: every
-other live node), for ``--duration`` seconds, and measured once applied (a probe across the
+other live node; ``--to-store``, for loss and latency: the node and the rendezvous store),
+for ``--duration`` seconds, and measured once applied (a probe across the
 link: its loss, round trip and rate go into the fault's record). docs/FAULTS.md says how
 each is made and where it differs from netem.
 """
@@ -29,6 +30,9 @@ from elastic_chaos.options import DAY_S, option
 from elastic_chaos.platforms.api import Hit, Platform
 from elastic_chaos.platforms.capabilities import Capability, LinkDegrader
 
+TO_STORE_HELP = ("degrade the node's link to the rendezvous store (etcd, through the node's relay) instead of its "
+                 "links to peers: the agents' heartbeats and rendezvous traffic")
+
 
 @dataclass
 class _LinkFault(Fault):
@@ -44,6 +48,9 @@ class _LinkFault(Fault):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.store_link and len(self.between) > 1:
+            raise SpecError("--to-store degrades the node's link to the rendezvous store: name the node alone "
+                            f"(--between {self.between[0]}), not peers")
         if self.between:
             if self.node is not None and self.node != self.between[0]:
                 raise SpecError(f"--between starts with {self.between[0]} but the target is {self.node}: "
@@ -70,9 +77,16 @@ class _LinkFault(Fault):
     def words(self) -> str:
         raise NotImplementedError
 
+    @property
+    def store_link(self) -> bool:
+        """Whether it degrades the node's link to the rendezvous store (``--to-store``), not to peers."""
+        return bool(getattr(self, "to_store", False))
+
     def plan(self, platform: Platform) -> FaultPlan:
         node, peers = self.ends(platform)
         who = ", ".join(peers) if peers else "every other live node"
+        if self.store_link:
+            who = "the rendezvous store (its relay's port on the node's loopback)"
         until = f"for {self.duration_s:g}s" if self.duration_s is not None else "until the end of the run"
         return FaultPlan(self.name, node, (f"{self.words()} between {node} and {who}, {until}",
                                            "probe the link (UDP echoes; a TCP stream for a rate cap)",
@@ -97,11 +111,12 @@ class PacketLoss(_LinkFault):
     """A share of the packets between a node and its peers dropped at random, each way."""
 
     rate: float = option(0.05, "the share of packets dropped each way (0.05: 5 %)", above=0, maximum=0.9)
+    to_store: bool = option(False, TO_STORE_HELP)
     name: ClassVar[str] = "packet-loss"
     description: ClassVar[str] = "lossy link: a share of the packets between a node and its peers dropped each way"
 
     def shape(self) -> dict[str, Any]:
-        return {"loss": self.rate}
+        return {"loss": self.rate, "to_store": self.to_store}
 
     def words(self) -> str:
         return f"drop {self.rate:.1%} of the packets each way (iptables statistic, receiving side)"
@@ -149,6 +164,7 @@ class Latency(_LinkFault):
                              maximum=10_000, flag="--delay-ms")
     jitter_ms: float = option(0.0, "a uniform +- spread around the delay, in milliseconds (at most the delay)",
                               minimum=0, maximum=10_000, flag="--jitter-ms")
+    to_store: bool = option(False, TO_STORE_HELP)
     name: ClassVar[str] = "latency"
     description: ClassVar[str] = ("slow link: every packet between a node and its peers delayed each way (the "
                                   "netfilter queue, held in user space)")
@@ -160,7 +176,7 @@ class Latency(_LinkFault):
                             "cannot leave before it arrived")
 
     def shape(self) -> dict[str, Any]:
-        return {"delay_ms": self.delay_ms, "jitter_ms": self.jitter_ms}
+        return {"delay_ms": self.delay_ms, "jitter_ms": self.jitter_ms, "to_store": self.to_store}
 
     def words(self) -> str:
         jitter = f" +- {self.jitter_ms:g} ms" if self.jitter_ms else ""

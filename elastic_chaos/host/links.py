@@ -77,12 +77,20 @@ class Degradation:
     """(namespace or None for the host, device) holding our HTB root qdisc."""
     queue: int = 0
     """The netfilter queue number a delay uses (unique among the run's degradations)."""
+    store_port: int | None = None
+    """Degrade the node's link to the rendezvous store instead (its relay's port on the
+    namespace's loopback: both directions of that TCP port), not its links to ``peers``."""
     delays: list[DelayLine] = field(default_factory=list)
     """The delay lines holding this link's packets (one per end's namespace)."""
 
     @property
     def chain(self) -> str:
         return f"EC-{self.ident}"
+
+    @property
+    def iface(self) -> str:
+        """Where the link's packets are received: ``eth0``, or ``lo`` for the store's relay."""
+        return "lo" if self.store_port is not None else "eth0"
 
 
 def _in(netns: str | None, cmd: list[str]) -> list[str]:
@@ -114,15 +122,15 @@ def set_loss(d: Degradation, probability: float) -> None:
             continue
         match = [] if probability >= 1.0 else ["-m", "statistic", "--mode", "random",
                                                 "--probability", f"{probability:.6f}"]
-        for src in sources:
-            _ipt(netns, "-A", d.chain, "-s", f"{src}/32", *match, "-j", "DROP")
+        for m in sources:
+            _ipt(netns, "-A", d.chain, *m, *match, "-j", "DROP")
 
 
 def _chain(d: Degradation, netns: str) -> None:
     if netns not in d.chains:
         _ipt(netns, "-N", d.chain)
         d.chains.append(netns)
-        _ipt(netns, "-I", "INPUT", "-i", "eth0", "-j", d.chain)
+        _ipt(netns, "-I", "INPUT", "-i", d.iface, "-j", d.chain)
 
 
 def set_delay(d: Degradation, delay_s: float, jitter_s: float = 0.0) -> None:
@@ -141,14 +149,18 @@ def set_delay(d: Degradation, delay_s: float, jitter_s: float = 0.0) -> None:
             raise SetupError(f"could not read the netfilter queue {d.queue} in {netns}: {exc}") from exc
         d.delays.append(line)
         _chain(d, netns)
-        for src in sources:
-            _ipt(netns, "-A", d.chain, "-s", f"{src}/32", "-j", "NFQUEUE", "--queue-num", str(d.queue),
-                 "--queue-bypass")
+        for m in sources:
+            _ipt(netns, "-A", d.chain, *m, "-j", "NFQUEUE", "--queue-num", str(d.queue), "--queue-bypass")
 
 
-def _pairs(d: Degradation) -> list[tuple[str, list[str]]]:
-    """(a namespace, the addresses whose packets it receives over the link)."""
-    return [(d.node.netns, [p.address for p in d.peers])] + [(p.netns, [d.node.address]) for p in d.peers]
+def _pairs(d: Degradation) -> list[tuple[str, list[list[str]]]]:
+    """(a namespace, the iptables matches of the packets it receives over the link): each end
+    matches the other's address; the store's link, the relay's port both ways on loopback."""
+    if d.store_port is not None:
+        port = str(d.store_port)
+        return [(d.node.netns, [["-p", "tcp", "--dport", port], ["-p", "tcp", "--sport", port]])]
+    return [(d.node.netns, [["-s", f"{p.address}/32"] for p in d.peers])] + \
+        [(p.netns, [["-s", f"{d.node.address}/32"]]) for p in d.peers]
 
 
 def set_rate(d: Degradation, kbit: int) -> None:
@@ -156,6 +168,8 @@ def set_rate(d: Degradation, kbit: int) -> None:
     way (HTB; one class for all the peers together, as one link). Once per Degradation."""
     if kbit <= 0:
         raise SetupError(f"a rate cap is a positive number of kbit/s, not {kbit!r}")
+    if d.store_port is not None:
+        raise SetupError("a rate cap on the store's link is not made (its relay runs on loopback)")
     if d.qdiscs:
         raise SetupError("this degradation already caps the rate")
     burst = max(16_000, kbit * 1000 // 8 // 100)     # bytes: 10 ms at the cap, at least ~10 full frames
@@ -184,7 +198,7 @@ def remove(d: Degradation) -> list[str]:
     existing = set(_run(["ip", "netns", "list"], check=False).split())
     for netns in list(d.chains):
         if netns in existing:
-            _ipt(netns, "-D", "INPUT", "-i", "eth0", "-j", d.chain, check=False)
+            _ipt(netns, "-D", "INPUT", "-i", d.iface, "-j", d.chain, check=False)
             _ipt(netns, "-F", d.chain, check=False)
             proc = subprocess.run(_in(netns, ["iptables", "-w", "5", "-X", d.chain]), capture_output=True,
                                   text=True, timeout=30, check=False)
@@ -350,6 +364,35 @@ def probe(node: End, peer: End, *, count: int = 200, interval_s: float = 0.005, 
     return Probe(sent=count, echoed=echoed, loss_each_way=1.0 - math.sqrt(echoed / count),
                  rtt_ms=rtts[len(rtts) // 2] * 1000 if rtts else None, kbit_s=kbit,
                  seconds=time.monotonic() - began)
+
+
+def probe_connects(node: End, port: int, *, count: int = 40, timeout_s: float = 5.0) -> Probe:
+    """Open ``count`` TCP connections, one after another, from inside ``node``'s namespace to
+    127.0.0.1:``port`` (the store's relay) and close them: a connect is a round trip (SYN,
+    SYN-ACK); one that took over 0.9 s had one of them lost and retransmitted (Linux's first
+    retransmit is at 1 s). ``echoed``: connects with no retransmit. Blocks, at most
+    count * timeout_s."""
+    def run() -> tuple[list[float], int]:
+        times, retried = [], 0
+        for _ in range(count):
+            began = time.monotonic()
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=timeout_s):
+                    took = time.monotonic() - began
+            except OSError:
+                retried += 1
+                continue
+            if took > 0.9:
+                retried += 1
+            else:
+                times.append(took)
+        return times, retried
+
+    began = time.monotonic()
+    times, retried = in_netns(node.netns, run, timeout_s=count * timeout_s + 10)
+    times.sort()
+    return Probe(sent=count, echoed=count - retried, loss_each_way=1.0 - math.sqrt((count - retried) / count),
+                 rtt_ms=times[len(times) // 2] * 1000 if times else None, seconds=time.monotonic() - began)
 
 
 def _bound(kind: socket.SocketKind, address: str) -> socket.socket:

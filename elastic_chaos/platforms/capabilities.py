@@ -353,22 +353,23 @@ class LinkDegrader(Capability):
 
     def degrade(self, node: str, peers: tuple[str, ...], *, loss: float = 0.0, rate_kbit: int | None = None,
                 down_s: float | None = None, up_s: float | None = None, delay_ms: float | None = None,
-                jitter_ms: float = 0.0) -> Hit:
+                jitter_ms: float = 0.0, to_store: bool = False) -> Hit:
         """Drop ``loss`` of the packets each way between ``node`` and ``peers`` (every other live
         node when empty), cap the rate at ``rate_kbit`` each way, delay every packet ``delay_ms``
         (+- ``jitter_ms``) each way, or, with ``down_s`` and ``up_s``,
         take the link down for ``down_s`` then up for ``up_s`` until ``restore``. Returns at once;
-        ``hit.detail``: ``link`` (the name ``restore`` takes), ``peers``, ``probe`` (what was
+        ``to_store``: the node's link to the rendezvous store instead (``peers`` empty; loss and
+        delay only). ``hit.detail``: ``link`` (the name ``restore`` takes), ``peers``, ``probe`` (what was
         measured across the link once it was degraded; ``baseline``: before)."""
         self.platform._require_node(node)
         for peer in peers:
             self.platform._require_node(peer)
         hit = self._degrade(node, peers, loss=loss, rate_kbit=rate_kbit, down_s=down_s, up_s=up_s,
-                            delay_ms=delay_ms, jitter_ms=jitter_ms)
+                            delay_ms=delay_ms, jitter_ms=jitter_ms, to_store=to_store)
         self.platform.timeline.emit(NodeEv.LINK_DEGRADED, node, LinkDegraded(
             action=hit.action, link=hit.detail.get("link"), peers=tuple(hit.detail.get("peers", ())),
             loss=loss or None, rate_kbit=rate_kbit, down_s=down_s, up_s=up_s, delay_ms=delay_ms,
-            jitter_ms=jitter_ms if delay_ms is not None else None), t=hit.at)
+            jitter_ms=jitter_ms if delay_ms is not None else None, to_store=to_store or None), t=hit.at)
         return hit
 
     def restore(self, node: str, link: str) -> Hit:
@@ -381,7 +382,8 @@ class LinkDegrader(Capability):
 
     @abc.abstractmethod
     def _degrade(self, node: str, peers: tuple[str, ...], *, loss: float, rate_kbit: int | None,
-                 down_s: float | None, up_s: float | None, delay_ms: float | None, jitter_ms: float) -> Hit: ...
+                 down_s: float | None, up_s: float | None, delay_ms: float | None, jitter_ms: float,
+                 to_store: bool) -> Hit: ...
 
     @abc.abstractmethod
     def _restore(self, node: str, link: str) -> Hit: ...

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 PROBE_COUNT = 400
 """UDP echoes per probe (5 ms apart: 2 s): 400 put a 5 % loss-each-way estimate within about 0.8
 points (one sigma), so the hypotheses' 3-point slack is nearly 4 sigma."""
+STORE_PROBE_COUNT = 60
+"""TCP connects to the store's relay per probe (a lost SYN or SYN-ACK costs a 1 s retransmit)."""
 PROBE_STREAM_S = 1.0
 """Seconds of TCP stream that measure a rate cap."""
 
@@ -54,7 +56,10 @@ class LocalLinks(caps.LinkDegrader):
         return links.End(node, net.netns, net.address, net.host_veth)
 
     def _degrade(self, node: str, peers: tuple[str, ...], *, loss: float, rate_kbit: int | None,
-                 down_s: float | None, up_s: float | None, delay_ms: float | None, jitter_ms: float) -> Hit:
+                 down_s: float | None, up_s: float | None, delay_ms: float | None, jitter_ms: float,
+                 to_store: bool) -> Hit:
+        if to_store:
+            return self._degrade_store(node, loss=loss, delay_ms=delay_ms, jitter_ms=jitter_ms)
         if not peers:
             peers = tuple(n for n in self.platform_nodes() if n != node)
         if not peers:
@@ -101,6 +106,36 @@ class LocalLinks(caps.LinkDegrader):
         return Hit(node=node, at=at, action=action, detail={
             "link": d.ident, "peers": list(peers), "probed": others[0].node,
             "baseline": baseline.to_json(), "probe": measured.to_json()})
+
+    def _degrade_store(self, node: str, *, loss: float, delay_ms: float | None, jitter_ms: float) -> Hit:
+        """The node's link to etcd: its relay's port on the namespace's loopback, both ways."""
+        rec = self.platform.record(node)
+        relay = rec.relay if rec is not None else None
+        if relay is None:
+            host = self.platform.store_host()
+            raise InjectionFailed(f"{node} reaches no rendezvous store through a relay (c10d: the store is on "
+                                  f"{host or 'a node'}; degrade --between {node} {host or 'STORE-HOST'} instead)")
+        end = self._end(node)
+        with self._lock:
+            number = next(self._ids)
+        d = links.Degradation(f"{self.platform_short()}{number}", end, (), queue=number, store_port=relay.port)
+        try:
+            baseline = links.probe_connects(end, relay.port, count=10)
+            at = time.time()
+            if delay_ms is not None:
+                links.set_delay(d, delay_ms / 1000, jitter_ms / 1000)
+            if loss > 0:
+                links.set_loss(d, loss)
+            measured = links.probe_connects(end, relay.port, count=STORE_PROBE_COUNT)
+        except SetupError as exc:
+            links.remove(d)
+            raise InjectionFailed(f"could not degrade {node}'s link to the rendezvous store: {exc}") from exc
+        with self._lock:
+            self._held[d.ident] = (d, None)
+        action = "store-" + "+".join(w for w, on in (("delay", delay_ms is not None), ("loss", loss > 0)) if on)
+        return Hit(node=node, at=at, action=action, detail={
+            "link": d.ident, "peers": [], "probed": "store", "baseline": baseline.to_json(),
+            "probe": measured.to_json()})
 
     def _restore(self, node: str, link: str) -> Hit:
         with self._lock:
