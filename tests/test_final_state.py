@@ -107,3 +107,21 @@ def test_compare_final_with_a_python_that_has_no_torch_exits_2(checkpoints, caps
     assert main(["compare-final", str(checkpoints / "a.pt"), str(checkpoints / "b.pt"),
                  "--python", str(tmp_path / "no-such-python")]) == 2
     assert "give a python that has torch" in capsys.readouterr().err
+
+
+def test_trace_back_says_from_which_save_two_runs_differ(tmp_path, capsys):
+    import torch
+    for run, lrs in (("ref", (0.1, 0.1, 0.1)), ("bad", (0.1, 0.2, 0.3))):
+        (tmp_path / run).mkdir()
+        for step, lr in zip((20, 40, 60), lrs, strict=True):
+            torch.save({"step": step, "sched": {"lr": lr}}, tmp_path / run / f"ckpt-{step:08d}.pt")
+    assert main(["compare-final", str(tmp_path / "ref"), str(tmp_path / "bad")]) == 1
+    out = capsys.readouterr().out
+    assert "at step 60; equal at step 20, different from the save of step 40 on; likely cause" in out
+
+
+def test_trace_back_without_earlier_saves_in_common_says_nothing_more(tmp_path):
+    from elastic_chaos.analysis.final_state import trace_back
+    state = parse(DIVERGED)
+    assert trace_back(state, tmp_path / "ref", tmp_path / "run") is state
+    assert "different" not in state.describe().partition("likely cause")[0]

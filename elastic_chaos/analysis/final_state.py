@@ -88,6 +88,10 @@ class FinalState:
     divergences: tuple[Divergence, ...]
     note: str = ""
     """What the caller adds about the comparison it asked for (the world sizes of the two runs)."""
+    diverged_by: int | None = None
+    """The earliest step whose saves of the two runs differ (:func:`trace_back`); None: not traced."""
+    equal_at: int | None = None
+    """The latest earlier step whose saves were equal; None: none was (or not traced)."""
 
     @property
     def comparison(self) -> str:
@@ -106,8 +110,18 @@ class FinalState:
             return f"final state: equal ({self.comparison}, {self.compared} values at {self.step}{note})"
         assert self.first is not None
         others = ", ".join(f"{c.title} {n}" for c, n in self.classes.items())
-        return (f"final state: diverged: {self.first.describe()} at {self.step}; likely cause: {self.first.cause} "
-                f"[{self.differing} of {self.compared} values differ ({self.comparison}): {others}{note}]")
+        return (f"final state: diverged: {self.first.describe()} at {self.step}{self.since}; likely cause: "
+                f"{self.first.cause} [{self.differing} of {self.compared} values differ ({self.comparison}): "
+                f"{others}{note}]")
+
+    @property
+    def since(self) -> str:
+        """From which step the runs differ, as far as their saves tell."""
+        if self.diverged_by is None:
+            return ""
+        if self.equal_at is None:
+            return f"; already different at step {self.diverged_by}, the earliest save both runs kept"
+        return f"; equal at step {self.equal_at}, different from the save of step {self.diverged_by} on"
 
     def with_note(self, note: str) -> FinalState:
         return dataclasses.replace(self, note=note)
@@ -118,7 +132,7 @@ class FinalState:
                 "classes": {c.value: n for c, n in self.classes.items()},
                 "first": _divergence_json(self.first) if self.first else None,
                 "divergences": [_divergence_json(d) for d in self.divergences], "note": self.note,
-                "summary": self.describe()}
+                "diverged_by": self.diverged_by, "equal_at": self.equal_at, "summary": self.describe()}
 
 
 def _divergence_json(d: Divergence) -> dict[str, Any]:
@@ -219,3 +233,34 @@ def compare_final(a: Path, b: Path, *, tolerance: float = 0.0, python: str | Non
         raise SpecError(f"cannot run the checkpoint comparer with {python!r}: {exc.strerror or exc}; give a "
                         "python that has torch (--python)") from None
     return read(done)
+
+
+_SAVE = re.compile(r"^ckpt-(\d+)\.pt$")
+
+
+def saved_steps(folder: Path) -> dict[int, Path]:
+    """The reference trainer's saves in ``folder`` by step (empty for a file or another layout)."""
+    if not folder.is_dir():
+        return {}
+    return {int(m[1]): p for p in folder.iterdir() if (m := _SAVE.match(p.name))}
+
+
+def trace_back(state: FinalState, a: Path, b: Path, *, tolerance: float = 0.0, python: str | None = None,
+               trust: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S) -> FinalState:
+    """``state`` (a divergence at the final step of folders ``a`` and ``b``) with the earliest step whose saves
+    differ, from the saves both folders still hold, oldest first; ``state`` as it is when equal or when the
+    folders share no earlier save. Blocks for one comparison per save compared."""
+    if state.equal:
+        return state
+    ours, theirs = saved_steps(a), saved_steps(b)
+    final = state.step_b if state.step_b is not None else max(theirs, default=0)
+    common = sorted(s for s in set(ours) & set(theirs) if s < final)
+    equal_at = None
+    for step in common:
+        if not compare_final(ours[step], theirs[step], tolerance=tolerance, python=python, trust=trust,
+                             timeout_s=timeout_s).equal:
+            return dataclasses.replace(state, diverged_by=step, equal_at=equal_at)
+        equal_at = step
+    if not common:
+        return state
+    return dataclasses.replace(state, diverged_by=final, equal_at=equal_at)

@@ -19,7 +19,8 @@ EXIT_EQUAL, EXIT_DIVERGED, EXIT_USAGE, EXIT_TOOLKIT = 0, 1, 2, 4
 DESCRIPTION = __doc__ + """
 A and B are torch.save files, torch.distributed.checkpoint folders (.metadata and
 shards), or folders of the reference trainer's ckpt-<step>.pt saves (the newest
-is taken). Each differing value is put in a state class by its keys (model,
+is taken; where they diverge, the earlier saves both folders hold are compared
+too, to say from which step). Each differing value is put in a state class by its keys (model,
 optimizer, LR scheduler, RNG, data position, gradient scaler); the one named is
 the first of the most causal class, with its likely cause.
 
@@ -72,10 +73,12 @@ def register(sub: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from elastic_chaos.analysis.final_state import ComparerFailed, compare_final
+    from elastic_chaos.analysis.final_state import ComparerFailed, compare_final, trace_back
     try:
         state = compare_final(args.a, args.b, tolerance=args.tolerance, python=args.python, trust=args.trust,
                               timeout_s=args.timeout)
+        state = trace_back(state, args.a, args.b, tolerance=args.tolerance, python=args.python, trust=args.trust,
+                           timeout_s=args.timeout)
     except ComparerFailed as exc:
         print(f"elastic-chaos: error: {exc}")
         return EXIT_TOOLKIT

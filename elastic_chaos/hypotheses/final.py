@@ -24,7 +24,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from elastic_chaos.analysis.final_state import CHECK, ComparerFailed, FinalState, compare_final
+from elastic_chaos.analysis.final_state import CHECK, ComparerFailed, FinalState, compare_final, trace_back
 from elastic_chaos.errors import SpecError
 from elastic_chaos.events import ProgressEv
 from elastic_chaos.hypotheses.api import Trial
@@ -110,6 +110,7 @@ def check_final_state(t: Trial, opts: FinalStateOptions) -> FinalState | None:
     try:
         reference = run_reference(t, final, out)
         state = compare_final(reference, judged, tolerance=opts.final_tolerance, python=_python(t))
+        state = trace_back(state, reference.parent, folder, tolerance=opts.final_tolerance, python=_python(t))
     except (SpecError, ComparerFailed) as exc:
         t.verdict.fail(f"final state: not compared: {exc}", check=CHECK)
         return None
