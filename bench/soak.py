@@ -41,7 +41,7 @@ from bench.stats import median_of, stat
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 METRICS = ("regain", "lost_steps")
-"""The key metrics whose spread the soak reports (elastic_chaos.reporting.audit's names)."""
+"""The key metrics whose spread the soak reports (elastic_chaos.reporting.audits.audit's names)."""
 
 
 def say(text: str) -> None:
@@ -158,7 +158,7 @@ def metrics(reports: Path) -> dict[str, dict[str, list[float]]]:
     """Each scenario's key metrics (every injected fault's), from the report folders under
     ``reports`` (keyed by report.json's ``scenario``: the test's node id). An unreadable folder
     is left out (the audit's reader says why)."""
-    from elastic_chaos.reporting.audit import fault_metric, find_runs, survey
+    from elastic_chaos.reporting.audits.audit import fault_metric, find_runs, survey
     runs, _ = survey(find_runs([reports])) if any(reports.rglob("report.json")) else ([], [])
     out: dict[str, dict[str, list[float]]] = {}
     for run in runs:

@@ -212,11 +212,11 @@ def pytest_assertrepr_compare(config: pytest.Config, op: str, left: object, righ
 
 def _add_failure_context(item: pytest.Item, report: pytest.TestReport) -> None:
     """A failed scenario's message gets its report folder and the timeline slice
-    around the fault(s) (elastic_chaos.reporting.failure)."""
+    around the fault(s) (elastic_chaos.reporting.views.failure)."""
     add = getattr(report.longrepr, "addsection", None)
     if add is None:
         return
-    from elastic_chaos.reporting.failure import failure_text
+    from elastic_chaos.reporting.views.failure import failure_text
     for run in item.stash.get(RUNS_KEY, []):
         try:
             text = failure_text(run.report_dir, run.timeline.events(), [f.injected_at for f in run.faults],
@@ -228,7 +228,7 @@ def _add_failure_context(item: pytest.Item, report: pytest.TestReport) -> None:
 
 def _record_metrics(item: pytest.Item, run: ChaosRun) -> None:
     """The run's metrics, from its report in memory, as JUnit XML properties (``--junitxml``)."""
-    from elastic_chaos.reporting.failure import metric_properties
+    from elastic_chaos.reporting.views.failure import metric_properties
     if run.report is None:
         return
     html = run.rendered.html if run.rendered is not None else None

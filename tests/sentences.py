@@ -32,8 +32,8 @@ from elastic_chaos.analysis.result import RunResult
 from elastic_chaos.analysis.steady import LANDING_NOTE_S
 from elastic_chaos.analysis.verdict import verdict_word
 from elastic_chaos.events import CheckpointEv, Event, FaultEv, ProgressEv, RunnerEv, of, read_timeline
-from elastic_chaos.reporting import table
 from elastic_chaos.reporting.report import render_table
+from elastic_chaos.reporting.views import table
 
 STEP_WORD = re.compile(r"\bsteps?\b")
 """How a sentence names the reference trainer's unit; a run that counts epochs must not use it for its own

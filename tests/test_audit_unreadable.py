@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from elastic_chaos.reporting import audit
+from elastic_chaos.reporting.audits import audit
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 

@@ -1,4 +1,4 @@
-"""What an interruption costs (elastic_chaos.analysis.cost) and the audit's CI gates (reporting/gates.py),
+"""What an interruption costs (elastic_chaos.analysis.cost) and the audit's CI gates (reporting/audits/gates.py),
 on the recorded runs of tests/fixtures/runs/ (copied: the fixtures are read-only)."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from elastic_chaos.cli.main import main
 from elastic_chaos.errors import SpecError
 from elastic_chaos.events import Event, RunnerEv
 from elastic_chaos.events.timeline import read_timeline
-from elastic_chaos.reporting import audit
+from elastic_chaos.reporting.audits import audit
 from elastic_chaos.reporting.report import render_table
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"

@@ -1,4 +1,4 @@
-"""Node log excerpts around a fault (elastic_chaos.reporting.excerpts), read from real log files: a line
+"""Node log excerpts around a fault (elastic_chaos.reporting.views.excerpts), read from real log files: a line
 without a time of its own is placed when it was written (by the LogFollower's line-time index,
 else between the timed lines around it), a 100 MB log is streamed, and the killed node's last
 lines and a survivor's failure are shown even where the window would cut them."""
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from elastic_chaos.events import Timeline
 from elastic_chaos.reporting import render_folder
-from elastic_chaos.reporting.excerpts import AFTER_MAX_S, Excerpt, excerpt, line_time
+from elastic_chaos.reporting.views.excerpts import AFTER_MAX_S, Excerpt, excerpt, line_time
 from elastic_chaos.watchers.line_times import TimesWriter
 from elastic_chaos.watchers.logs import LogFollower
 

@@ -17,10 +17,10 @@ from elastic_chaos.analysis.metrics import Unit, metric
 from elastic_chaos.analysis.registry import fault_groups, register, unregister
 from elastic_chaos.analysis.result import result_of_timeline
 from elastic_chaos.events import Event, ProgressEv, read_timeline
-from elastic_chaos.reporting.failure import metric_properties
 from elastic_chaos.reporting.load import load_run
 from elastic_chaos.reporting.report import render_table, write_report
 from elastic_chaos.reporting.run_report import RunReport
+from elastic_chaos.reporting.views.failure import metric_properties
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 

@@ -23,10 +23,11 @@ from elastic_chaos.analysis.result import FaultResult, RunResult, Samples, upgra
 from elastic_chaos.analysis.verdict import Verdict
 from elastic_chaos.events.records import FaultRecord
 from elastic_chaos.platforms.api import Hit
-from elastic_chaos.reporting import audit, audit_view, render_folder
-from elastic_chaos.reporting.failure import metric_properties, recovery_line
+from elastic_chaos.reporting import render_folder
+from elastic_chaos.reporting.audits import audit, audit_view
 from elastic_chaos.reporting.load import load_run, read_result
 from elastic_chaos.reporting.report import render_table
+from elastic_chaos.reporting.views.failure import metric_properties, recovery_line
 from elastic_chaos.spec import JobSpec, RendezvousSpec
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
@@ -77,7 +78,7 @@ def test_the_terminal_html_and_markdown_tables_show_the_declared_columns_in_orde
 
 def test_a_world_size_that_changed_again_shows_its_final_size():
     rec = Recovery("kill-node", "node-1", 0.0, world_size_before=2, world_size_after=1, world_size_final=2)
-    from elastic_chaos.reporting import table
+    from elastic_chaos.reporting.views import table
     cells = dict(zip(table.header(), table.row("kill-node", "node-1", rec), strict=True))
     assert cells["world size"] == "2 -> 1 -> 2"
     assert dict(zip(table.header(), table.row("k", "n", dataclasses.replace(rec, world_size_final=1)),

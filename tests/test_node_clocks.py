@@ -77,5 +77,5 @@ def test_a_job_whose_nodes_run_a_day_ahead_recovers_and_the_report_says_the_offs
     assert offsets and all(abs(off - 86_400) < 5 for off in offsets.values()), offsets
     rec = run.report.faults[0].recovery
     assert rec.detect_s is not None and 0 <= rec.detect_s < 10 and rec.regain_s is not None and rec.regain_s < 60
-    from elastic_chaos.reporting import table
+    from elastic_chaos.reporting.views import table
     assert any(r.startswith("clock: node-") and "ahead of the runner's" in r for r in table.remarks(run.report.result))

@@ -22,7 +22,7 @@ from elastic_chaos.analysis import registry as groups
 from elastic_chaos.cli.main import main as cli
 from elastic_chaos.reporting import render_folder
 from elastic_chaos.reporting.load import load_run
-from elastic_chaos.reporting.prometheus import FILE, family_name, push, registry
+from elastic_chaos.reporting.views.prometheus import FILE, family_name, push, registry
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 ALL = sorted(p.name for p in RUNS.iterdir() if p.is_dir())

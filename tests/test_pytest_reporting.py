@@ -67,8 +67,8 @@ RUNS = Path(__file__).parent / "fixtures" / "runs"
 def test_metric_properties_of_a_recorded_run():
     import json
 
-    from elastic_chaos.reporting.failure import metric_properties
     from elastic_chaos.reporting.load import read_result
+    from elastic_chaos.reporting.views.failure import metric_properties
     report = json.loads((RUNS / "kill-node-shrink" / "report.json").read_text())
     props = dict(metric_properties(read_result(RUNS / "kill-node-shrink"), None))
     m = report["faults"][0]["metrics"]
@@ -79,8 +79,8 @@ def test_metric_properties_of_a_recorded_run():
 
 
 def test_the_timeline_slice_starts_just_before_the_fault_and_folds_steps():
-    from elastic_chaos.reporting.failure import timeline_slice
     from elastic_chaos.reporting.load import load_run
+    from elastic_chaos.reporting.views.failure import timeline_slice
     run = load_run(RUNS / "kill-node-shrink")
     fault = run.faults[0].injected_at
     text = timeline_slice(run.events, [fault], run.t0, max_lines=200)

@@ -55,7 +55,7 @@ def test_a_node_log_entry_is_never_a_script_link(tmp_path):
 
 
 def test_the_page_allows_only_its_own_script():
-    from elastic_chaos.reporting.html import CSP, SCRIPT
+    from elastic_chaos.reporting.views.html import CSP, SCRIPT
     script_src = re.search(r"script-src ([^;]*)", CSP).group(1)
     assert "unsafe-inline" not in script_src
     digest = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()

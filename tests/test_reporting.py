@@ -203,7 +203,7 @@ def test_help_shows_an_example(command):
 
 
 def test_a_long_series_is_thinned_keeping_its_ends():
-    from elastic_chaos.reporting.svg import MAX_POINTS, thin
+    from elastic_chaos.reporting.views.svg import MAX_POINTS, thin
     points = [(float(i), i) for i in range(10 * MAX_POINTS + 7)]
     out = thin(points)
     assert len(out) <= MAX_POINTS + 1 and out[0] == points[0] and out[-1] == points[-1]
@@ -223,14 +223,14 @@ def test_node_events_such_as_spot_notices_are_marked_on_the_node_lane(copy_run):
 def test_a_scripts_step_line_is_not_drawn_across_the_pause_of_its_restart():
     """A script's steps are one series per node: before and after a restart they were one polyline,
     a flat line across 20 s of no training (seen in a DDP-tutorial-shaped run's report)."""
-    from elastic_chaos.reporting.svg import _split_at_pauses
+    from elastic_chaos.reporting.views.svg import _split_at_pauses
     pts = [(1.0, 1), (2.0, 2), (3.0, 3), (25.0, 2), (26.0, 3)]
     assert _split_at_pauses(pts, [(3.0, 25.0)]) == [pts[:3], pts[3:]]
     assert _split_at_pauses(pts, []) == [pts]
 
 
 def test_the_phase_bars_name_every_node_fit_long_labels_and_say_when_nothing_needed_recovering():
-    from elastic_chaos.reporting.svg import phase_bars_svg
+    from elastic_chaos.reporting.views.svg import phase_bars_svg
     long = "spot-interruption → chaos-2a7973d9-worker-0"
     svg = phase_bars_svg([("slow-storage → every node", {}), (long, {"detect": 12.8, "rendezvous": 40.9})])
     assert "no recovery: the job trained through it" in svg and "None" not in svg
@@ -240,7 +240,7 @@ def test_the_phase_bars_name_every_node_fit_long_labels_and_say_when_nothing_nee
 
 def test_a_scripts_control_and_bidi_characters_are_shown_escaped_in_every_rendering():
     # before: raw ESC, BEL, backspace, NUL and U+202E from a script's output were copied into report.html
-    from elastic_chaos.reporting.text import escape, visible
+    from elastic_chaos.reporting.views.text import escape, visible
     said = "loss 0.3\x1b[2J\x07\x08\x00 \u202etxt.exe <b>"
     shown = visible(said)
     assert shown == "loss 0.3\\x1b[2J\\x07\\x08\\x00 \\u202etxt.exe <b>"

@@ -20,8 +20,8 @@ from elastic_chaos.events import RunnerEv, Timeline, of
 from elastic_chaos.hypotheses.api import Trial, settings
 from elastic_chaos.hypotheses.catalog import get
 from elastic_chaos.platforms.local.threads import announce, plan_threads
-from elastic_chaos.reporting import table
 from elastic_chaos.reporting.report import render_table
+from elastic_chaos.reporting.views import table
 from elastic_chaos.spec import REFERENCE_STEADY_STEPS, JobSpec, default_steady_steps
 
 SCRIPT = {"script": ["train.py"], "progress_regex": r"epoch (?P<step>\d+)", "unit": "epoch"}

@@ -23,7 +23,7 @@ from shape_checks import JOB, Truth, check_against_truth, label_is_true, shape
 
 from elastic_chaos.analysis.verdict import Outcome
 from elastic_chaos.events import CheckpointEv, FaultEv, NodeEv, ProgressEv, of
-from elastic_chaos.reporting import table
+from elastic_chaos.reporting.views import table
 from elastic_chaos.runner.run import ChaosRun
 
 pytestmark = pytest.mark.slow

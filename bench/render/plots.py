@@ -10,7 +10,7 @@ from typing import Any
 
 from bench.stats import median
 from elastic_chaos.analysis.recovery import PHASES
-from elastic_chaos.reporting.svg import PHASE_COLORS
+from elastic_chaos.reporting.views.svg import PHASE_COLORS
 from elastic_chaos.scale.figures import BackendFigures, Figures
 
 

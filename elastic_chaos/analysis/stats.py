@@ -1,6 +1,6 @@
 """One statistic over repeated measurements, for every figure that summarises several.
 
-The audit (elastic_chaos.reporting.audit: many runs' recoveries), the replay audit, the storage cost of one
+The audit (elastic_chaos.reporting.audits.audit: many runs' recoveries), the replay audit, the storage cost of one
 fault (elastic_chaos.analysis.storage: its saves) and the benchmarks (bench/stats.py: repetitions of one case)
 all reduce a list of measured values to a few numbers. They share one rule so that a "p50" or a
 "median" means the same thing wherever it is printed: **nearest rank, no interpolation** -- the p-th

@@ -11,7 +11,7 @@ A folder whose report.json or timeline cannot be read (or that a usage error
 stopped) is skipped and listed with why; a run that was not steady or that the
 toolkit failed is listed apart; neither counts in a pass rate or score.
 
-``--goodput-at-least`` and ``--max-cost-per-interruption`` gate CI (elastic_chaos.reporting.gates):
+``--goodput-at-least`` and ``--max-cost-per-interruption`` gate CI (elastic_chaos.reporting.audits.gates):
 each figure that breaks one is printed with its run.
 
 Exit 0 when no regression was flagged and no gate broken, 1 when one was, 2 when no run was
@@ -58,7 +58,7 @@ def register(sub: Any) -> None:
                    help="where to write the HTML (default reports/audit.html; audit.json beside it)")
     add_arguments(p, AuditSettings)
     from elastic_chaos.analysis.cost import CostBasis
-    from elastic_chaos.reporting.gates import Gates
+    from elastic_chaos.reporting.audits.gates import Gates
     add_arguments(p.add_argument_group("CI gates (exit 1 naming the run and the figure)"), Gates)
     add_arguments(p.add_argument_group("price every interruption here (else: as each run was given)"), CostBasis)
     p.set_defaults(func=main)
@@ -67,7 +67,7 @@ def register(sub: Any) -> None:
 def _summaries(paths: list[Path], what: str, basis: Any = None) -> tuple[list[Any], list[Any]]:
     """The runs under ``paths`` (priced with ``basis`` when given) and the folders skipped; SpecError when
     there is no run to audit."""
-    from elastic_chaos.reporting.audit import find_runs, survey
+    from elastic_chaos.reporting.audits.audit import find_runs, survey
     folders = find_runs(paths)
     if not folders:
         raise SpecError(f"no report folder (report.json or timeline.jsonl) under {', '.join(map(str, paths))} "
@@ -81,8 +81,8 @@ def _summaries(paths: list[Path], what: str, basis: Any = None) -> tuple[list[An
 
 def main(args: argparse.Namespace) -> int:
     from elastic_chaos.analysis.cost import CostBasis
-    from elastic_chaos.reporting import audit, audit_view, replay_audit
-    from elastic_chaos.reporting.gates import Gates, breaches
+    from elastic_chaos.reporting.audits import audit, audit_view, replay_audit
+    from elastic_chaos.reporting.audits.gates import Gates, breaches
     from elastic_chaos.reporting.schema import dumps
     judged = AuditSettings(**given(args, AuditSettings))
     args.tolerance, args.min_delta, args.score_half = judged.tolerance, judged.min_delta, judged.score_half

@@ -162,8 +162,8 @@ def _metrics(folder: Path, events: list[Any], gateway: str | None) -> bool:
     given; False when the push failed."""
     from elastic_chaos.analysis.result import result_of_timeline
     from elastic_chaos.cli.pushgateway import push_report
-    from elastic_chaos.reporting.prometheus import write_metrics
     from elastic_chaos.reporting.run_report import RunReport
+    from elastic_chaos.reporting.views.prometheus import write_metrics
     if not events:
         return True
     report = RunReport(folder, result_of_timeline(events), events)

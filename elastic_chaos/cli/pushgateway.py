@@ -1,6 +1,6 @@
 """``--pushgateway URL`` of ``run``, ``report`` and ``gameday``: push a run's metrics after it.
 
-The metrics are the folder's (elastic_chaos.reporting.prometheus, the same families as
+The metrics are the folder's (elastic_chaos.reporting.views.prometheus, the same families as
 its ``metrics.prom``), grouped by job ``elastic-chaos`` and the run's folder
 name. The URL is checked when the command line is read (http or https, a host,
 a numeric port; ``HOST:PORT`` means http) and the gateway is reached once
@@ -89,7 +89,7 @@ def push_report(report: RunReport, gateway: str | None) -> bool:
     when the push failed."""
     if gateway is None:
         return True
-    from elastic_chaos.reporting.prometheus import push
+    from elastic_chaos.reporting.views.prometheus import push
     try:
         push(report, gateway)
     except (OSError, ValueError, http.client.HTTPException) as exc:

@@ -7,18 +7,19 @@ disk, so the same code renders a report at the end of a run and later, with
 ``elastic-chaos report DIR``, for a run that crashed half-way (the report then
 says what is missing).
 
-- ``result``    RunResult: what report.json holds, typed (to_json / from_json)
-- ``report``    write report.json from a RunResult; the terminal recovery table
-- ``table``     the recovery table's columns, from the metric declarations
-- ``load``      a report folder -> RunData (tolerant of missing/partial files)
-- ``series``    RunData -> what the timeline picture draws
-- ``svg``       the timeline picture and phase bars as inline SVG
-- ``html``      report.html (one self-contained file)
-- ``markdown``  summary.md
-- ``png``       timeline.png (matplotlib, optional extra)
-- ``advice``    tuning advice from the measured phases and rendezvous states
-- ``excerpts``  node/agent log lines around each fault
-- ``audit``     many runs -> per fault kind and platform percentiles and a score
+Top level, the report of one run: ``run_report`` (RunReport: the result, events and node logs),
+``report`` (write report.json and the renderings), ``render`` (a folder -> its renderings),
+``load`` (a report folder read back, tolerant of missing and partial files), ``schema`` (what
+report.json may hold), ``record`` (a watch's recording).
+
+- ``views/``   what a reader of one run gets: report.html (html, svg, png, series, excerpts),
+  summary.md (markdown), the terminal's table (table), JUnit properties and a failed test's
+  message (failure), metrics.prom (prometheus); text.py bounds what a node printed
+- ``audits/``  what a reader of many runs gets: ``elastic-chaos audit`` (audit, audit_view),
+  per replayed trace (replay_audit), CI gates (gates)
+
+The result itself (report.json's typed form) is elastic_chaos.analysis.result; advice from the
+measured phases is elastic_chaos.analysis.advice.
 """
 from __future__ import annotations
 

@@ -16,14 +16,14 @@ from elastic_chaos.analysis.advice import advise
 from elastic_chaos.analysis.advice.finding import Finding
 from elastic_chaos.analysis.result import FaultResult
 from elastic_chaos.errors import SpecError
-from elastic_chaos.reporting import png as png_mod
-from elastic_chaos.reporting.excerpts import Excerpt, excerpt, window
-from elastic_chaos.reporting.html import render_html
 from elastic_chaos.reporting.load import load_run
-from elastic_chaos.reporting.markdown import render_markdown
-from elastic_chaos.reporting.prometheus import write_metrics
 from elastic_chaos.reporting.run_report import RunReport
-from elastic_chaos.reporting.series import Series, extract
+from elastic_chaos.reporting.views import png as png_mod
+from elastic_chaos.reporting.views.excerpts import Excerpt, excerpt, window
+from elastic_chaos.reporting.views.html import render_html
+from elastic_chaos.reporting.views.markdown import render_markdown
+from elastic_chaos.reporting.views.prometheus import write_metrics
+from elastic_chaos.reporting.views.series import Series, extract
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def _png(folder: Path, series: Series, run: RunReport, notes: list[str]) -> Path
 
 
 def _metrics_file(run: RunReport) -> list[str]:
-    """metrics.prom (elastic_chaos.reporting.prometheus); a failure is a note, never a lost report."""
+    """metrics.prom (elastic_chaos.reporting.views.prometheus); a failure is a note, never a lost report."""
     try:
         write_metrics(run)
     except (OSError, ValueError) as exc:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from elastic_chaos.analysis.result import REPORT, RunResult
 from elastic_chaos.analysis.verdict import NO_VERDICT_WORD
-from elastic_chaos.reporting import table
 from elastic_chaos.reporting.render import RenderResult, render
 from elastic_chaos.reporting.run_report import RunReport
 from elastic_chaos.reporting.schema import dumps
-from elastic_chaos.reporting.text import visible
+from elastic_chaos.reporting.views import table
+from elastic_chaos.reporting.views.text import visible
 
 log = logging.getLogger(__name__)
 

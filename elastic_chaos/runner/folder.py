@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elastic_chaos.errors import SpecError
-from elastic_chaos.reporting.prometheus import FILE as METRICS_FILE
+from elastic_chaos.reporting.views.prometheus import FILE as METRICS_FILE
 
 RUN_MARKERS = ("report.json", "timeline.jsonl", "nodes", "checkpoints")
 """What makes a folder a used one."""
