@@ -37,3 +37,15 @@ def test_kill_node_takes_the_final_state_options():
     assert (s.params.compare_final, s.params.final_step, s.params.final_tolerance) == (True, 120, 1e-6)
     with pytest.raises(SpecError):
         settings(get("kill-node"), {"final_tolerance": -1.0}, "local")
+
+
+@pytest.mark.parametrize("name", ["kill-node", "worker-crash", "spot-interruption"])
+def test_the_hypotheses_that_recover_at_the_same_size_offer_compare_final(name):
+    s = settings(get(name), {"compare_final": True}, "local")
+    assert s.params.compare_final is True and s.params.final_step is None
+
+
+def test_the_final_step_is_read_back_from_the_job_it_was_given_to():
+    from elastic_chaos.hypotheses.final import job_final_step
+    job = fixed_job(JobSpec(trainer_args=("--max-steps", "7", "--seed", "1")), 160)
+    assert job_final_step(job) == 160

@@ -47,8 +47,9 @@ def test_a_resume_that_forgets_the_scheduler_diverges_in_the_lr(tmp_path):
     assert state.first.state is StateClass.LR_SCHEDULER and state.first.path == "optim.param_groups.0.lr"
 
 
-def test_kill_node_compare_final_says_equal(run_hypothesis):
-    run = run_hypothesis("kill-node", compare_final=True)
+@pytest.mark.parametrize("name", ["kill-node", "worker-crash", "spot-interruption"])
+def test_a_recovery_at_the_same_size_ends_in_the_clean_runs_final_state(run_hypothesis, name):
+    run = run_hypothesis(name, compare_final=True)
     check = next(c for c in run.verdict.checks if c.name == CHECK)
     assert check.ok and check.reason.startswith("final state: equal (bitwise")
     assert "final state: equal" in (run.report.folder / "summary.md").read_text()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import subprocess
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ from elastic_chaos.options import MAX_STEPS, option, validate
 from elastic_chaos.spec import JobSpec
 from elastic_chaos.waiting import eventually
 
+MIN_STEP_S = 0.01
+"""A step time assumed where the job's is 0 (unpaced), to turn a fault's seconds into steps."""
 REFERENCE_TIMEOUT_S = 600.0
 """The most a clean reference run may take (the reference trainer at step time 0: seconds)."""
 
@@ -53,19 +56,22 @@ class FinalStateOptions:
         validate(self)
 
 
-def prepare(t: Trial, opts: FinalStateOptions) -> JobSpec:
+def prepare(t: Trial, opts: FinalStateOptions, *, loses_a_node: bool = True, fault_s: float = 0.0) -> JobSpec:
     """The job to start: the trial's, at a fixed size and stopping at the final step (compare_final), else as
-    it is. SpecError, before anything starts, where the comparison cannot be made."""
+    it is. SpecError, before anything starts, where the comparison cannot be made (``loses_a_node``: the
+    fault takes a node away, so the fixed-size job needs it replaced). ``fault_s``: how long the job
+    trains on between the injection and its end (a spot notice), which the final step must leave room for."""
     job = t.job
     if not opts.compare_final:
         return job
     if job.script:
         raise SpecError("--compare-final runs the reference trainer's clean twin; for your own script, compare "
                         "its final saves with `elastic-chaos compare-final REFERENCE RUN`")
-    if not t.replaces_nodes:
+    if loses_a_node and not t.replaces_nodes:
         raise SpecError("--compare-final runs the job at a fixed size, which trains on only once the lost node is "
                         "replaced: drop --no-replace")
-    fixed = fixed_job(job, final_step(t, opts))
+    during = math.ceil(fault_s / max(job.step_time, MIN_STEP_S))
+    fixed = fixed_job(job, final_step(t, opts, during))
     t.settings = dataclasses.replace(t.settings, job=fixed)
     return fixed
 
@@ -77,9 +83,16 @@ def fixed_job(job: JobSpec, final: int) -> JobSpec:
                                trainer_args=(*job.trainer_args, "--max-steps", str(final)))
 
 
-def final_step(t: Trial, opts: FinalStateOptions) -> int:
+def final_step(t: Trial, opts: FinalStateOptions, during: int = 0) -> int:
     extra = int(getattr(opts, "extra_steps", 0))   # a hypothesis that trains on after its recovery (kill-node)
-    return pick_final_step(t.steady_steps + extra, t.job.checkpoint_every, opts.final_step)
+    return pick_final_step(t.steady_steps + during + extra, t.job.checkpoint_every, opts.final_step)
+
+
+def job_final_step(job: JobSpec) -> int:
+    """The final step :func:`prepare` gave the job (its last ``--max-steps``)."""
+    args = list(job.trainer_args)
+    at = len(args) - 1 - args[::-1].index("--max-steps")
+    return int(args[at + 1])
 
 
 def pick_final_step(last_waited: int, every: int, given: int | None) -> int:
@@ -98,7 +111,7 @@ def check_final_state(t: Trial, opts: FinalStateOptions) -> FinalState | None:
     check. Blocks up to the trial's timeout for the job, and :data:`REFERENCE_TIMEOUT_S` for the reference."""
     if not opts.compare_final:
         return None
-    final = final_step(t, opts)
+    final = job_final_step(t.job)
     folder = _checkpoint_dir(t)
     judged = folder / f"ckpt-{final:08d}.pt"
     t.run.wait_for_step(final, timeout=t.opts.timeout_s)

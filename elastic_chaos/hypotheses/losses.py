@@ -122,11 +122,12 @@ def loss_after_round(t: Trial) -> None:
     t.check_recovered(rec)
 
 
-@hypothesis("worker-crash", "one worker process of one node dies (SIGKILL); the node stays", fault="worker-crash")
+@hypothesis("worker-crash", "one worker process of one node dies (SIGKILL); the node stays", fault="worker-crash",
+            params=FinalStateOptions)
 def worker_crash(t: Trial) -> None:
     """One worker dies; its node restarts the worker group at the same size, spending
-    one restart of its budget."""
-    t.start()
+    one restart of its budget (``--compare-final``: and ends as a clean run would)."""
+    t.start(prepare(t, t.params, loses_a_node=False))
     t.steady()
     rec = t.recover(t.inject())
     t.check_recovered(rec)
@@ -135,6 +136,7 @@ def worker_crash(t: Trial) -> None:
     t.verdict.require(rec.restarts_used == 1 and rec.restart_budget == t.job.max_restarts,
                       f"one restart spent of the budget (used {rec.restarts_used} of {rec.restart_budget})",
                       check="restarts")
+    check_final_state(t, t.params)
 
 
 @dataclass(frozen=True)

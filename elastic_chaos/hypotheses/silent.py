@@ -15,6 +15,7 @@ from elastic_chaos.faults.spot import AWS_TIMING, SpotInterruption
 from elastic_chaos.faults.store import EtcdOutage
 from elastic_chaos.faults.triggers import during_rendezvous
 from elastic_chaos.hypotheses.api import Trial, hypothesis, seconds
+from elastic_chaos.hypotheses.final import FinalStateOptions, check_final_state, prepare
 from elastic_chaos.options import option, validate
 from elastic_chaos.spec import JobSpec, PgBackend
 from elastic_chaos.torch_defaults import PG_TIMEOUT_S
@@ -151,7 +152,7 @@ def freeze(t: Trial) -> None:
 
 
 @dataclass(frozen=True)
-class SpotTiming:
+class SpotTiming(FinalStateOptions):
     aws_timing: bool = option(False, "AWS's real timing: rebalance 10 s before a 2-minute notice, 30 s grace "
                                      "(overrides --notice, --grace, --rebalance-lead)")
 
@@ -169,7 +170,8 @@ def spot_interruption(t: Trial) -> None:
         else t.fault()
     # the local stand-in may send no rebalance recommendation; AWS FIS always sends one
     rebalance = not isinstance(fault, SpotInterruption) or fault.rebalance_lead_s is not None
-    t.start()
+    trains_on = (fault.rebalance_lead_s or 0.0) + fault.notice_s if isinstance(fault, SpotInterruption) else 0.0
+    t.start(prepare(t, t.params, fault_s=trains_on))   # the job trains on through the notice
     t.steady(checkpoint_bound=False)    # the bound is the save on the notice, not the interval
     record = t.inject(fault)
     rec = t.recover(record)
@@ -194,6 +196,7 @@ def spot_interruption(t: Trial) -> None:
     t.verdict.require(record.hit is not None and record.hit.action == "sigterm",
                       f"the node left within its {record.detail.get('grace_s', '?')}s grace period "
                       f"({record.hit.action if record.hit else 'no hit'})", check="graceful")
+    check_final_state(t, t.params)
 
 
 def _script_saved_in_time(t: Trial, record: FaultRecord, events: list[Event], noticed: list[Event]) -> None:
