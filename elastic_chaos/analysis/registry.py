@@ -1,4 +1,4 @@
-"""The registry of metric groups: the built-in ones (recovery, throughput, hang, storage, cost, replay) and any a
+"""The registry of metric groups: the built-in ones (recovery, throughput, hang, storage, link, cost, replay) and any a
 user or test registers; every view iterates it (elastic_chaos.analysis.groups says what a group is)."""
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 from elastic_chaos.analysis.groups import FaultGroup, FaultMark, RunGroup, RunMark
 from elastic_chaos.analysis.hang import HANG
+from elastic_chaos.analysis.link import LINK
 from elastic_chaos.analysis.recovery_analysis import RECOVERY
 from elastic_chaos.analysis.replay import REPLAY
 from elastic_chaos.analysis.storage import STORAGE
@@ -87,5 +88,5 @@ def _builtin() -> None:
         return
     _LOADED.append(True)
     from elastic_chaos.analysis.cost import COST  # derived from the recovery: measured after the others
-    for g in (RECOVERY, THROUGHPUT, HANG, STORAGE, COST, REPLAY):
+    for g in (RECOVERY, THROUGHPUT, HANG, STORAGE, LINK, COST, REPLAY):
         register(g)

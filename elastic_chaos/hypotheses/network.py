@@ -21,8 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from elastic_chaos.analysis import registry
-from elastic_chaos.analysis.link import LINK, LinkCost, link_cost
+from elastic_chaos.analysis.link import LinkCost, link_cost
 from elastic_chaos.analysis.throughput import WINDOW_S
 from elastic_chaos.errors import SpecError
 from elastic_chaos.events import ProgressEv
@@ -31,8 +30,6 @@ from elastic_chaos.faults.network import Bandwidth, FlappingLink, Latency, Packe
 from elastic_chaos.hypotheses.api import Trial, hypothesis, seconds
 from elastic_chaos.hypotheses.silent import collective_timeout as job_collective_timeout
 from elastic_chaos.options import option, validate
-
-registry.register(LINK)
 
 ISOLATED = {"network": "isolated"}
 """A link between nodes exists only where each node has its own namespace."""
