@@ -12,45 +12,17 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import TYPE_CHECKING, Protocol
 
 from elastic_chaos.errors import InjectionFailed
 from elastic_chaos.host import netns, procs
 from elastic_chaos.platforms import capabilities as caps
 from elastic_chaos.platforms.capabilities import StoreOutage
-from elastic_chaos.platforms.local.hung import HungWorkers
 from elastic_chaos.platforms.local.links import LocalLinks
+from elastic_chaos.platforms.local.local_host import LocalHost
 from elastic_chaos.platforms.local.node import LocalNode
 from elastic_chaos.platforms.local.slow import CgroupSwitch, SignalSwitch
 from elastic_chaos.platforms.nodes import Hit, NodeInfo
-from elastic_chaos.platforms.slowdown import Slowdowns
-from elastic_chaos.platforms.storage import LayerStorage, StorageLayer
-
-if TYPE_CHECKING:
-    from elastic_chaos.host.cgroup import NodeCgroups
-    from elastic_chaos.host.etcd import EtcdServer
-    from elastic_chaos.platforms.local.guard import RunGuard
-
-
-class LocalHost(caps.Host, Protocol):
-    """What the local capabilities need of their platform (LocalPlatform is one)."""
-
-    etcd: EtcdServer | None
-    network: netns.NodeNetwork | None
-    cgroups: NodeCgroups | None
-    guard: RunGuard | None
-    slowdowns: Slowdowns
-    hung: HungWorkers
-    storage_layer: StorageLayer | None
-
-    def record(self, node: str) -> LocalNode | None:
-        """The node's record (None: no such node)."""
-
-    def isolated(self) -> bool:
-        """Whether the nodes run in network namespaces of their own."""
-
-    def spawn_node(self) -> NodeInfo:
-        """Start one more node of the running job."""
+from elastic_chaos.platforms.storage import LayerStorage
 
 
 class _OnLocal(caps.Capability):

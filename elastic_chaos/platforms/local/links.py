@@ -17,7 +17,7 @@ from elastic_chaos.platforms import capabilities as caps
 from elastic_chaos.platforms.nodes import Hit
 
 if TYPE_CHECKING:
-    from elastic_chaos.platforms.local.capabilities import LocalHost
+    from elastic_chaos.platforms.local.local_host import LocalHost
 
 PROBE_COUNT = 400
 """UDP echoes per probe (5 ms apart: 2 s): 400 put a 5 % loss-each-way estimate within about 0.8
