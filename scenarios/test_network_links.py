@@ -1,7 +1,8 @@
 """The network between ranks (root, iptables; issue 39): 5 % loss each way is survived without a
-restart; a 1 Mbit/s cap and 20 ms of delay each way slow steps without one; a link that flaps 3 s down / 5 s up, well
-inside the collective timeout, stalls the job and nothing fails. Each measures what it applied
-(the probe across the link) and leaves no rule or qdisc behind."""
+restart; a link that flaps 3 s down / 4 s up, well inside the collective timeout, stalls the job and
+nothing fails. Each measures what it applied (the probe across the link) and leaves no rule or qdisc
+behind. A capped and a delayed link are tests/test_network_link_jobs.py (the catalog stays under ten
+minutes on a 2-core machine)."""
 from __future__ import annotations
 
 import pytest
@@ -29,22 +30,8 @@ def test_five_percent_loss_is_survived_without_a_restart(run_hypothesis):
     assert cost.loss_measured is not None and cost.restarts == 0
 
 
-def test_a_capped_link_slows_steps_without_a_restart(run_hypothesis):
-    run = run_hypothesis("bandwidth", mbit=1.0, between=("node-0", "node-1"), duration_s=10.0,
-                         steady_steps=CADENCE["steady_steps"])
-    cost = _cost(run)
-    assert cost.mbit_measured is not None and cost.mbit_measured <= 1.5 and cost.restarts == 0
-
-
 def test_a_link_flapping_inside_the_collective_timeout_is_a_stall(run_hypothesis):
     run = run_hypothesis("flapping-link", down_s=3.0, up_s=4.0, duration_s=12.0,
                          steady_steps=CADENCE["steady_steps"])
     cost = _cost(run)
     assert cost.flaps is not None and cost.flaps >= 2 and cost.restarts == 0
-
-
-def test_a_delayed_link_slows_steps_without_a_restart(run_hypothesis):
-    run = run_hypothesis("latency", delay_ms=20.0, between=("node-0", "node-1"), duration_s=10.0,
-                         steady_steps=CADENCE["steady_steps"])
-    cost = _cost(run)
-    assert cost.rtt_ms is not None and cost.rtt_ms >= 35 and cost.restarts == 0

@@ -1,0 +1,35 @@
+"""Link faults on real jobs beside the catalog's two (scenarios/test_network_links.py): a 1 Mbit/s cap
+and 20 ms of delay each way slow steps without a restart, measured across the link, nothing left behind."""
+from __future__ import annotations
+
+import pytest
+
+from elastic_chaos.analysis.link import LINK
+from elastic_chaos.events import NodeEv
+
+pytestmark = pytest.mark.slow
+
+STEADY_STEPS = 30
+
+
+def _cost(run):  # type: ignore[no-untyped-def]
+    cost = run.result().faults[0].group(LINK)
+    assert cost is not None
+    # the revert removed every chain and qdisc it made and found none left (LocalLinks checks)
+    restored = run.timeline.select(NodeEv.LINK_RESTORED)
+    assert [e.data.action for e in restored] == ["restored"]
+    return cost
+
+
+def test_a_capped_link_slows_steps_without_a_restart(run_hypothesis):
+    run = run_hypothesis("bandwidth", mbit=1.0, between=("node-0", "node-1"), duration_s=10.0,
+                         steady_steps=STEADY_STEPS)
+    cost = _cost(run)
+    assert cost.mbit_measured is not None and cost.mbit_measured <= 1.5 and cost.restarts == 0
+
+
+def test_a_delayed_link_slows_steps_without_a_restart(run_hypothesis):
+    run = run_hypothesis("latency", delay_ms=20.0, between=("node-0", "node-1"), duration_s=10.0,
+                         steady_steps=STEADY_STEPS)
+    cost = _cost(run)
+    assert cost.rtt_ms is not None and cost.rtt_ms >= 35 and cost.restarts == 0
