@@ -39,7 +39,7 @@ def test_kill_node_takes_the_final_state_options():
         settings(get("kill-node"), {"final_tolerance": -1.0}, "local")
 
 
-@pytest.mark.parametrize("name", ["kill-node", "worker-crash", "spot-interruption"])
+@pytest.mark.parametrize("name", ["kill-node", "worker-crash", "spot-interruption", "kill-during-checkpoint"])
 def test_the_hypotheses_that_recover_at_the_same_size_offer_compare_final(name):
     s = settings(get(name), {"compare_final": True}, "local")
     assert s.params.compare_final is True and s.params.final_step is None

@@ -47,7 +47,7 @@ def test_a_resume_that_forgets_the_scheduler_diverges_in_the_lr(tmp_path):
     assert state.first.state is StateClass.LR_SCHEDULER and state.first.path == "optim.param_groups.0.lr"
 
 
-@pytest.mark.parametrize("name", ["kill-node", "worker-crash", "spot-interruption"])
+@pytest.mark.parametrize("name", ["kill-node", "worker-crash", "spot-interruption", "kill-during-checkpoint"])
 def test_a_recovery_at_the_same_size_ends_in_the_clean_runs_final_state(run_hypothesis, name):
     run = run_hypothesis(name, compare_final=True)
     check = next(c for c in run.verdict.checks if c.name == CHECK)

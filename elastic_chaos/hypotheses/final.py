@@ -56,11 +56,13 @@ class FinalStateOptions:
         validate(self)
 
 
-def prepare(t: Trial, opts: FinalStateOptions, *, loses_a_node: bool = True, fault_s: float = 0.0) -> JobSpec:
+def prepare(t: Trial, opts: FinalStateOptions, *, loses_a_node: bool = True, fault_s: float = 0.0,
+            fault_steps: int = 0) -> JobSpec:
     """The job to start: the trial's, at a fixed size and stopping at the final step (compare_final), else as
     it is. SpecError, before anything starts, where the comparison cannot be made (``loses_a_node``: the
     fault takes a node away, so the fixed-size job needs it replaced). ``fault_s``: how long the job
-    trains on between the injection and its end (a spot notice), which the final step must leave room for."""
+    trains on between the injection and its end (a spot notice), and ``fault_steps`` the steps the faults
+    span (repeated kills), which the final step must leave room for."""
     job = t.job
     if not opts.compare_final:
         return job
@@ -70,7 +72,7 @@ def prepare(t: Trial, opts: FinalStateOptions, *, loses_a_node: bool = True, fau
     if loses_a_node and not t.replaces_nodes:
         raise SpecError("--compare-final runs the job at a fixed size, which trains on only once the lost node is "
                         "replaced: drop --no-replace")
-    during = math.ceil(fault_s / max(job.step_time, MIN_STEP_S))
+    during = math.ceil(fault_s / max(job.step_time, MIN_STEP_S)) + fault_steps
     fixed = fixed_job(job, final_step(t, opts, during))
     t.settings = dataclasses.replace(t.settings, job=fixed)
     return fixed

@@ -140,7 +140,7 @@ def worker_crash(t: Trial) -> None:
 
 
 @dataclass(frozen=True)
-class Repetitions:
+class Repetitions(FinalStateOptions):
     repetitions: int = option(1, "how many kills, each during a checkpoint write", minimum=1, maximum=1000)
     save_delay_s: float = option(1.0, "the reference trainer's pause between its durable temporary file and "
                                       "the rename (a large model's write: the window the kill aims at)",
@@ -156,7 +156,8 @@ class Repetitions:
 def kill_during_checkpoint(t: Trial) -> None:
     """A kill lands while a checkpoint is being written: the restart loads the newest
     COMPLETE checkpoint (never the partial one), and no restart meets a corrupt file."""
-    job = t.job
+    # each kill waits for the next save past the steady step and a recovery: two intervals a kill
+    job = prepare(t, t.params, fault_steps=2 * t.params.repetitions * t.job.checkpoint_every)
     if job.script and job.observe.progress_regex:
         from elastic_chaos.errors import SpecError
         raise SpecError("kill-during-checkpoint fires when a checkpoint write starts, which only "
@@ -186,6 +187,7 @@ def kill_during_checkpoint(t: Trial) -> None:
     corrupt = t.run.timeline.select(CheckpointEv.CORRUPT)
     t.verdict.require(not corrupt, f"no restart met a corrupt checkpoint ({len(corrupt)} reported)",
                       check="no-corrupt")
+    check_final_state(t, t.params)
 
 
 @hypothesis("store-host-loss", "c10d backend: kill the node hosting the rendezvous TCPStore",
