@@ -91,7 +91,8 @@ class LinkCost:
         fmt = {m.key: m.format(getattr(self, m.key)) for m in METRICS}
         applied = []
         if self.loss_measured is not None:
-            applied.append(f"loss {fmt['loss_measured']} each way measured (asked {fmt['loss_asked']})")
+            asked = f" (asked {fmt['loss_asked']})" if self.loss_asked is not None else ""
+            applied.append(f"loss {fmt['loss_measured']} each way measured{asked}")
         if self.mbit_measured is not None:
             applied.append(f"{fmt['mbit_measured']} measured (cap {fmt['mbit_asked']}, {fmt['mbit_baseline']} before)")
         if self.delay_ms is not None:

@@ -22,14 +22,17 @@ import math
 from dataclasses import dataclass
 
 from elastic_chaos.analysis.link import LinkCost, link_cost
+from elastic_chaos.analysis.link_order import Degradation, describe, job_timeouts, verdict_line
 from elastic_chaos.analysis.throughput import WINDOW_S
+from elastic_chaos.analysis.timeouts import Origin
 from elastic_chaos.errors import SpecError
-from elastic_chaos.events import ProgressEv
+from elastic_chaos.events import FaultEv, ProgressEv
 from elastic_chaos.events.records import FaultRecord
 from elastic_chaos.faults.network import Bandwidth, FlappingLink, Latency, PacketLoss, _LinkFault
 from elastic_chaos.hypotheses.api import Trial, hypothesis, seconds
 from elastic_chaos.hypotheses.silent import collective_timeout as job_collective_timeout
 from elastic_chaos.options import option, validate
+from elastic_chaos.spec import PgBackend
 
 ISOLATED = {"network": "isolated"}
 """A link between nodes exists only where each node has its own namespace."""
@@ -61,12 +64,39 @@ def _degrade(t: Trial) -> tuple[_LinkFault, FaultRecord, LinkCost]:
                    and e.t >= began + WINDOW_S, timeout=t.opts.timeout_s)
     record = t.inject(fault)
     t.run.phase("degraded", until=record.injected_at + fault.duration_s)
-    end = record.injected_at + fault.duration_s + WINDOW_S
-    t.run.wait_for("training after the link is whole again", lambda e: e.type == ProgressEv.STEP and e.t >= end,
-                   timeout=fault.duration_s + WINDOW_S + t.opts.timeout_s)
+    restored = t.run.wait_for("the link whole again", lambda e: e.type == FaultEv.REVERTED and e.node == record.target
+                              and e.t >= record.injected_at, timeout=fault.duration_s + t.opts.timeout_s)
+    # the window after the revert read whole before the cost is measured: the report, measured again from the
+    # whole timeline at the end, then finds the same steps in it and says the same rates as the checks
+    t.run.wait_for("training after the link is whole again",
+                   lambda e: e.type == ProgressEv.STEP and e.t > restored.t + WINDOW_S,
+                   timeout=WINDOW_S + t.opts.timeout_s)
     cost = link_cost(t.run.timeline.events(), target=record.target, injected_at=record.injected_at,
                      fault=fault.name, detail=record.detail)
+    _check_order(t, fault)
     return fault, record, cost
+
+
+def degradation_of(fault: _LinkFault) -> Degradation:
+    """The degradation a link fault applies, as elastic_chaos.analysis.link_order reads it (a
+    latency's worst delay: its delay plus its jitter; a cap: none, only the ordering is checked)."""
+    if isinstance(fault, Latency):
+        return Degradation(delay_ms=fault.delay_ms + fault.jitter_ms, to_store=fault.to_store)
+    if isinstance(fault, PacketLoss):
+        return Degradation(rate=fault.rate, to_store=fault.to_store)
+    if isinstance(fault, FlappingLink):
+        return Degradation(down_s=fault.down_s)
+    return Degradation()
+
+
+def _check_order(t: Trial, fault: _LinkFault) -> None:
+    """The job's timeouts ordered so that this link is never taken for a dead node (the same
+    lines as ``elastic-chaos timeouts`` with the fault's options)."""
+    backend = t.job.backend or PgBackend.GLOO
+    timeouts = job_timeouts(t.job, backend, Origin(script=bool(t.job.script)))
+    ok, line = verdict_line(describe(timeouts, degradation_of(fault)))
+    t.verdict.require(ok, f"the job's timeouts against this link ({backend.value}): {line}",
+                      check="timeouts-ordered")
 
 
 def _survived(t: Trial, record: FaultRecord, cost: LinkCost, what: str) -> None:
