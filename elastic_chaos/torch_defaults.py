@@ -34,3 +34,8 @@ AGENT_SHUTDOWN_WAIT_S = 30.0
 """The elastic agent's wait between a worker's SIGTERM and its SIGKILL when it stops its workers
 (a restart, or its own SIGTERM forwarded: fixed, pytorch/pytorch#119856; ``--shutdown-timeout``
 sets only the agent's own exit)."""
+
+RDZV_READ_TIMEOUT_S = 60
+"""``read_timeout`` of the rendezvous' store (the c10d TCPStore's and the etcd-v2 client's, rdzv-conf key
+``read_timeout``): how long one store call may block before it fails (c10d_rendezvous_backend.py,
+etcd_rendezvous_backend.py)."""

@@ -217,8 +217,9 @@ def test_every_non_utf8_byte_in_a_trace_is_named_by_its_line(tmp_path):
 @FUZZ
 @given(data=st.data())
 def test_timeouts_end_in_a_table_or_one_clear_error(data):
+    from elastic_chaos.analysis.link_order import Degradation
     from elastic_chaos.analysis.timeouts import Surroundings
-    options = _cli_options([*JOB_OPTION_CLASSES, Surroundings])
+    options = _cli_options([*JOB_OPTION_CLASSES, Surroundings, Degradation])
     argv = ["timeouts"]
     for flag, base in data.draw(st.lists(st.sampled_from(options), max_size=4, unique=True), label="flags"):
         argv += [flag] if base is bool else [flag, data.draw(_value_for(base), label=flag)]
