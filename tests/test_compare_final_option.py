@@ -49,3 +49,13 @@ def test_the_final_step_is_read_back_from_the_job_it_was_given_to():
     from elastic_chaos.hypotheses.final import job_final_step
     job = fixed_job(JobSpec(trainer_args=("--max-steps", "7", "--seed", "1")), 160)
     assert job_final_step(job) == 160
+
+
+def test_overwrite_deletes_a_runs_final_state_folder_too(tmp_path):
+    from elastic_chaos.runner.folder import check
+    (tmp_path / "report.json").write_text("{}")
+    (tmp_path / "final-state" / "reference-checkpoints").mkdir(parents=True)
+    check(tmp_path, overwrite=True)   # refused before: "also holds final-state, which no run writes"
+    (tmp_path / "mine.txt").write_text("a user's file")
+    with pytest.raises(SpecError, match="mine.txt"):
+        check(tmp_path, overwrite=True)

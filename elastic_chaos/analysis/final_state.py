@@ -26,6 +26,8 @@ from elastic_chaos.host.comparer import DEFAULT_TIMEOUT_S, ComparerRun, run_comp
 
 CHECK = "final-state"
 """The verdict's check that carries the comparison (report.json, summary.md, report.html, the CLI)."""
+FOLDER = "final-state"
+"""Where a run's folder keeps the clean reference run and the whole comparison (comparison.json)."""
 
 
 class StateClass(enum.Enum):

@@ -22,10 +22,18 @@ import json
 import math
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from elastic_chaos.analysis.final_state import CHECK, ComparerFailed, FinalState, compare_final, trace_back
+from elastic_chaos.analysis.final_state import (
+    CHECK,
+    FOLDER,
+    ComparerFailed,
+    FinalState,
+    compare_final,
+    trace_back,
+)
 from elastic_chaos.errors import SpecError
 from elastic_chaos.events import ProgressEv
 from elastic_chaos.hypotheses.api import Trial
@@ -121,7 +129,7 @@ def check_final_state(t: Trial, opts: FinalStateOptions) -> FinalState | None:
         t.verdict.fail(f"final state: not compared: the job reached step {final} but its checkpoint {judged} "
                        f"did not appear within {t.opts.timeout_s:g}s", check=CHECK)
         return None
-    out = t.run.report_dir / "final-state"
+    out = t.run.report_dir / FOLDER
     try:
         reference = run_reference(t, final, out)
         state = compare_final(reference, judged, tolerance=opts.final_tolerance, python=_python(t))
@@ -161,10 +169,12 @@ def run_reference(t: Trial, final: int, out: Path) -> Path:
     ckpts = out / "reference-checkpoints"
     out.mkdir(parents=True, exist_ok=True)
     args = t.job.trainer_command_args()   # its --max-steps and --step-time are overridden below
-    cmd = [_python(t) or "python", "-m", "torch.distributed.run", "--standalone",
+    cmd = [_python(t) or sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc-per-node={t.full_world}", "-m", "elastic_chaos.trainer.train", *args,
            "--max-steps", str(final), "--checkpoint-dir", str(ckpts), "--step-time", "0", "--spot-notice", "off"]
-    env = {**os.environ, **t.job.node_env()}
+    root = str(Path(__file__).resolve().parents[2])   # the trainer this toolkit ships, as the nodes import it
+    env = {**os.environ, **t.job.node_env(),
+           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     log = out / "reference.log"
     with open(log, "w", encoding="utf-8") as f:
         try:

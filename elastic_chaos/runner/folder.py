@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from elastic_chaos.analysis.final_state import FOLDER as FINAL_STATE_FOLDER
 from elastic_chaos.errors import SpecError
 from elastic_chaos.reporting.views.prometheus import FILE as METRICS_FILE
 
@@ -55,6 +56,7 @@ RUN_OUTPUTS = frozenset({
     *RUN_MARKERS, LOCK, ".elastic-chaos.reserve", "report.html", "summary.md", "timeline.png",
     "timeline.png.tmp.png", "workdir",
     "etcd-data", "etcd.log", "watchdog.log", "port-forward.log", "node-disks", "storage", METRICS_FILE,
+    FINAL_STATE_FOLDER,
 })
 """Everything a run (its platform, its report) writes into its folder: what overwriting deletes."""
 
