@@ -130,6 +130,7 @@ def check_final_state(t: Trial, opts: FinalStateOptions) -> FinalState | None:
                        f"did not appear within {t.opts.timeout_s:g}s", check=CHECK)
         return None
     out = t.run.report_dir / FOLDER
+    t.run.phase("final_state", step=final)   # the clean reference trains now: the timeline says why it waits
     try:
         reference = run_reference(t, final, out)
         state = compare_final(reference, judged, tolerance=opts.final_tolerance, python=_python(t))

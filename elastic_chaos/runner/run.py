@@ -246,7 +246,8 @@ class ChaosRun:
         the report's step chart shows training after the recovery, not a line that ends at it. Never
         fatal: a job that stops training here is simply torn down."""
         faults = self.ledger.records
-        if not faults or self.job is None or (self._disk is not None and self._disk.full is not None):
+        if not faults or self.job is None or (self._disk is not None and self._disk.full is not None) \
+                or analysis.training_finished(self.timeline.events()) is not None:   # no step is coming
             return
         after = [e.data.step for e in self.timeline.select(ProgressEv.STEP)
                  if e.t > max(r.injected_at for r in faults)]
@@ -446,7 +447,7 @@ class ChaosRun:
         logs = self.platform.node_logs()
         return build_result(
             self.timeline.events(), self.faults, scenario=self.scenario, platform=self.platform.name, job=self.job,
-            verdict=self.verdict, started_at=self.started_at, finished_at=time.time(), end=time.time(),
+            verdict=self.verdict, started_at=self.started_at, finished_at=time.time(), end=self._evidence_end(),
             observation=self.observation(), judged=self.judged, log_utc_offset_s=self._log_utc_offset_s,
             node_logs={name: str(path.relative_to(self.report_dir)) if path.is_relative_to(self.report_dir)
                        else str(path) for name, path in logs.items()})
@@ -470,7 +471,13 @@ class ChaosRun:
     @property
     def goodput(self) -> float | None:
         """Useful step time / wall time since the first step (None before two steps)."""
-        return goodput(self.timeline.events(), end=time.time())
+        return goodput(self.timeline.events(), end=self._evidence_end())
+
+    def _evidence_end(self) -> float:
+        """Until when the run's evidence of training counts: now, or when the job's training finished on its
+        own (a wait after it, such as a final-state reference run, is not downtime of the job)."""
+        finished = analysis.training_finished(self.timeline.events())
+        return finished.t if finished is not None else time.time()
 
 
 def trains_at_size(world_size: int, *, after: float) -> Callable[[Event], bool]:
