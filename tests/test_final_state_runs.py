@@ -17,6 +17,7 @@ pytestmark = pytest.mark.slow
 def train(folder: Path, max_steps: int, *args: str) -> None:
     """The reference trainer at world size 2 (torchrun --standalone), to ``max_steps``, saving every 20."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+           f"--log-dir={folder.parent / (folder.name + '.torchelastic')}",   # not the system temp folder
            "-m", "elastic_chaos.trainer.train", "--max-steps", str(max_steps), "--checkpoint-every", "20",
            "--step-time", "0", "--spot-notice", "off", "--checkpoint-dir", str(folder), *args]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}

@@ -1,5 +1,7 @@
-"""Link faults on real jobs beside the catalog's two (scenarios/test_network_links.py): a 1 Mbit/s cap
-and 20 ms of delay each way slow steps without a restart, measured across the link, nothing left behind."""
+"""Link faults on real jobs beside the catalog's (scenarios/test_network_links.py: 5 % loss): a 1 Mbit/s
+cap and 20 ms of delay each way slow steps without a restart, and a link that flaps 3 s down / 4 s up,
+well inside the collective timeout, stalls the job and nothing fails; each measured across the link,
+nothing left behind."""
 from __future__ import annotations
 
 import pytest
@@ -33,3 +35,10 @@ def test_a_delayed_link_slows_steps_without_a_restart(run_hypothesis):
                          steady_steps=STEADY_STEPS)
     cost = _cost(run)
     assert cost.rtt_ms is not None and cost.rtt_ms >= 35 and cost.restarts == 0
+
+
+def test_a_link_flapping_inside_the_collective_timeout_is_a_stall(run_hypothesis):
+    run = run_hypothesis("flapping-link", down_s=3.0, up_s=4.0, duration_s=12.0,
+                         steady_steps=STEADY_STEPS)
+    cost = _cost(run)
+    assert cost.flaps is not None and cost.flaps >= 2 and cost.restarts == 0

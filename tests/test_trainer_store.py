@@ -52,6 +52,7 @@ def test_training_workers_listen_only_on_the_master_address(tmp_path):
            "GLOO_SOCKET_IFNAME": "lo", "LOGLEVEL": "WARNING"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
            "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:0", "--local-addr", "127.0.0.1",
+           f"--log-dir={tmp_path / 'torchelastic'}",   # not the system temp folder
            "-m", "elastic_chaos.trainer.train", "--checkpoint-dir", str(tmp_path / "ck"), "--max-steps", "400",
            "--step-time", "0.05", "--spot-notice", "off"]
     log = tmp_path / "job.log"

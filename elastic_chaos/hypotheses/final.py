@@ -17,10 +17,12 @@ time) legitimately trains differently: the check says so, and compares within
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -36,6 +38,7 @@ from elastic_chaos.analysis.final_state import (
 )
 from elastic_chaos.errors import SpecError
 from elastic_chaos.events import ProgressEv
+from elastic_chaos.host import lifeline
 from elastic_chaos.hypotheses.api import Trial
 from elastic_chaos.options import MAX_STEPS, option, validate
 from elastic_chaos.spec import JobSpec
@@ -170,21 +173,31 @@ def run_reference(t: Trial, final: int, out: Path) -> Path:
     ckpts = out / "reference-checkpoints"
     out.mkdir(parents=True, exist_ok=True)
     args = t.job.trainer_command_args()   # its --max-steps and --step-time are overridden below
+    # its agent's folder beside its log (torchrun's default is one in the system temp folder, never removed)
     cmd = [_python(t) or sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc-per-node={t.full_world}", "-m", "elastic_chaos.trainer.train", *args,
+           f"--nproc-per-node={t.full_world}", f"--log-dir={out / 'reference.torchelastic'}",
+           "-m", "elastic_chaos.trainer.train", *args,
            "--max-steps", str(final), "--checkpoint-dir", str(ckpts), "--step-time", "0", "--spot-notice", "off"]
     root = str(Path(__file__).resolve().parents[2])   # the trainer this toolkit ships, as the nodes import it
     env = {**os.environ, **t.job.node_env(),
            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     log = out / "reference.log"
     with open(log, "w", encoding="utf-8") as f:
+        # in a session of its own and tied to this process (lifeline): a timeout, a Ctrl-C or the runner's death
+        # stops torchrun and its workers by their group, never leaving a worker training
+        proc = lifeline.popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=out,
+                              start_new_session=True)
         try:
-            done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, timeout=REFERENCE_TIMEOUT_S,
-                                  check=False, cwd=out)
+            code = proc.wait(timeout=REFERENCE_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise SpecError(f"the clean reference run did not finish in {REFERENCE_TIMEOUT_S:g}s (log: {log})") \
                 from None
+        finally:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
     made = ckpts / f"ckpt-{final:08d}.pt"
-    if done.returncode != 0 or not made.is_file():
-        raise SpecError(f"the clean reference run failed (exit {done.returncode}; log: {log})")
+    if code != 0 or not made.is_file():
+        raise SpecError(f"the clean reference run failed (exit {code}; log: {log})")
     return made
