@@ -124,13 +124,11 @@ class LayerStorage(caps.CheckpointStorage):
         return Hit(node="all", at=at, action="cleared" if cleared else "already-over", detail={"rule": rule})
 
     def _wait_pause(self, timeout_s: float) -> Paused:
-        try:
-            with storagefs_errors():
+        with storagefs_errors():   # WaitTimeout is the toolkit's own: it passes through untranslated
+            try:
                 return self._fs().wait_pause(timeout_s)
-        except PlatformError as exc:
-            if isinstance(exc.__cause__, PauseTimeout):
+            except PauseTimeout as exc:
                 raise WaitTimeout(f"a crash point of {self._fs().mountpoint} to pause an op", timeout_s, None) from exc
-            raise
 
     def _release(self, pause: int | None) -> list[Paused]:
         with storagefs_errors():
