@@ -79,3 +79,28 @@ def test_a_job_whose_nodes_run_a_day_ahead_recovers_and_the_report_says_the_offs
     assert rec.detect_s is not None and 0 <= rec.detect_s < 10 and rec.regain_s is not None and rec.regain_s < 60
     from elastic_chaos.reporting.views import table
     assert any(r.startswith("clock: node-") and "ahead of the runner's" in r for r in table.remarks(run.report.result))
+
+
+@pytest.mark.parametrize("skew", [0.0, -5.0])
+def test_a_line_held_on_its_way_does_not_move_the_nodes_clock(skew: float) -> None:
+    # a Kubernetes node frozen for 23 s: the line its trainer stamped just before the freeze reaches the
+    # log only at the thaw, after looks that did not see it. Before: the node was 'corrected' by -23 s,
+    # the line placed after the thaw, and the run reported a split brain (CI, scenarios/test_silent_nodes)
+    clock = NodeClock()
+    for i in range(10):   # steady lines, seen promptly
+        clock.observe(10.0 + i * 0.1 + skew, after=10.0 + i * 0.1 - 0.05, by=10.0 + i * 0.1 + 0.05)
+    before = clock.applied
+    clock.observe(14.1 + skew, after=37.1, by=37.2)   # stamped before the freeze, seen after the thaw
+    assert clock.applied == before
+    assert abs(clock.place(14.1 + skew) - 14.1) < 0.2
+    # the held line left the bounds whole: later prompt lines still place right
+    clock.observe(40.0 + skew, after=39.95, by=40.05)
+    assert abs(clock.place(40.0 + skew) - 40.0) < 0.2
+
+
+def test_a_lower_bound_above_a_held_lines_upper_bound_forgets_that_bound() -> None:
+    clock = NodeClock()
+    clock.observe(14.1, after=37.1, by=37.2)      # a held line read first: upper -23, no lower yet to doubt it
+    assert clock.applied == pytest.approx(-23.0)
+    clock.observe(38.0, after=37.9, by=38.05)     # a prompt line: lower -0.05 > upper -23
+    assert clock.applied == 0.0 and clock.place(38.0) == 38.0

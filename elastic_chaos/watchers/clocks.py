@@ -13,8 +13,17 @@ local node) has an interval that holds zero: nothing is moved. The lines of a lo
 already held them, have no lower bound (``after``): they cannot show a clock behind the runner's, and
 are moved only once a later line has shown it.
 
+Only the lower bound is sure: a line cannot be seen before it is stamped. The upper bound assumes a
+line is written when it is stamped, and a line held back on its way (a frozen machine's container
+runtime hands over, at the thaw, a line stamped before the freeze) breaks it: its ``s - after`` lies
+below the truth by as long as it was held. Such a line shows itself where its upper bound falls below
+the node's lower bound, and its upper bound is dropped; a lower bound that rises above the upper bound
+shows an earlier line was held, and the upper bound is forgotten.
+
 Without it, a runner a day ahead called a recovered run a timeout, and one 5 s behind reported a
-5 s ``exit`` phase and dozens of false notes.
+5 s ``exit`` phase and dozens of false notes. Without the held-line rule, a node frozen for 23 s on a
+Kubernetes cluster was 'corrected' by -23 s, its last step before the freeze moved past the thaw, and
+the run reported a split brain that never happened.
 """
 from __future__ import annotations
 
@@ -41,8 +50,11 @@ class NodeClock:
         """Take in one stamped line written in [after, by] (runner's clock); returns whether the
         correction changed enough to be recorded again."""
         self.lower = max(self.lower, stamp - by)
-        if after is not None:
+        if self.lower > self.upper:
+            self.upper = math.inf        # an earlier line was held on its way: its bound was not one
+        if after is not None and stamp - after >= self.lower:
             self.upper = min(self.upper, stamp - after)
+        # else: this line was held on its way (stamped well before the look that did not see it)
         wanted = self.lower if self.lower >= SKEW_S else self.upper if self.upper <= -SKEW_S else 0.0
         if abs(wanted - self.applied) < (RESAY_S if self.applied else 1e-9):
             return False
