@@ -61,7 +61,7 @@ def compare_run(run_dir: Path, store_leads: list[float] | None = None) -> dict[s
     worst: dict[str, float] = {}
     for fault in report.get("faults", []):
         until = window_end(fault["injected_at"], marks)
-        truth = analyze_fault(truth_events, kind=fault["kind"], target=fault["target"],
+        truth = analyze_fault(truth_events, fault=fault["kind"], target=fault["target"],
                               injected_at=fault["injected_at"], until=until)
         live = fault["metrics"]
         store_side = _unstamped_detection(live_events, fault, live.get("detect_s"))

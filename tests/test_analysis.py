@@ -36,7 +36,7 @@ def healthy_recovery() -> list[Event]:
 
 
 def test_each_phase_is_the_gap_between_consecutive_marks():
-    rec = analyze_fault(healthy_recovery(), kind="kill-node", target="node-1", injected_at=F)
+    rec = analyze_fault(healthy_recovery(), fault="kill-node", target="node-1", injected_at=F)
     assert rec.detect_s == pytest.approx(1.0)
     assert rec.rendezvous_s == pytest.approx(4.0)
     assert rec.recovery_s == pytest.approx(10.0)
@@ -49,7 +49,7 @@ def test_each_phase_is_the_gap_between_consecutive_marks():
 
 
 def test_lost_steps_are_measured_from_the_checkpoint_resumed():
-    rec = analyze_fault(healthy_recovery(), kind="kill-node", target="node-1", injected_at=F)
+    rec = analyze_fault(healthy_recovery(), fault="kill-node", target="node-1", injected_at=F)
     assert rec.pre_step == 50
     assert rec.resumed_from_step == 40
     assert rec.lost_steps == 10
@@ -57,14 +57,14 @@ def test_lost_steps_are_measured_from_the_checkpoint_resumed():
 
 
 def test_world_sizes_before_and_after():
-    rec = analyze_fault(healthy_recovery(), kind="kill-node", target="node-1", injected_at=F)
+    rec = analyze_fault(healthy_recovery(), fault="kill-node", target="node-1", injected_at=F)
     assert (rec.world_size_before, rec.world_size_after, rec.world_size_final) == (2, 1, 1)
     assert rec.restarts_used == 1
 
 
 def test_no_recovery_leaves_metrics_none_and_says_why():
     ev = [step(50 + i, i, pid=11) for i in range(1, 51)] + [fault()]
-    rec = analyze_fault(ev, kind="kill-node", target="node-1", injected_at=F)
+    rec = analyze_fault(ev, fault="kill-node", target="node-1", injected_at=F)
     assert rec.recovered is False
     assert rec.recovery_s is None and rec.regain_s is None and rec.lost_steps is None
     assert {p: v for p, v in rec.phases.items() if p not in rec.not_applicable} == {
@@ -74,7 +74,7 @@ def test_no_recovery_leaves_metrics_none_and_says_why():
 
 def test_fault_before_the_first_step_has_no_steady_state():
     ev = [fault(F), loaded(F + 8, 0), step(F + 9, 1, pid=22, ws=1)]
-    rec = analyze_fault(ev, kind="kill-node", target="node-1", injected_at=F)
+    rec = analyze_fault(ev, fault="kill-node", target="node-1", injected_at=F)
     assert rec.world_size_before is None
     assert any("no steady state" in m for m in rec.missing)
     assert rec.recovery_s == pytest.approx(9.0)
@@ -84,7 +84,7 @@ def test_fault_before_the_first_step_has_no_steady_state():
 def test_a_later_phase_without_its_predecessor_is_not_invented():
     ev = [step(50 + i, i, pid=11) for i in range(1, 51)]
     ev += [fault(), loaded(F + 9.0, 40), step(F + 10.0, 41, pid=22, ws=1)]  # no detect, no rendezvous evidence
-    rec = analyze_fault(ev, kind="kill-node", target="node-1", injected_at=F)
+    rec = analyze_fault(ev, fault="kill-node", target="node-1", injected_at=F)
     assert rec.recovery_s == pytest.approx(10.0)
     assert rec.phases["detect"] is None and rec.phases["restart"] is None
 
@@ -92,13 +92,13 @@ def test_a_later_phase_without_its_predecessor_is_not_invented():
 def test_events_of_the_killed_node_do_not_count_as_detection():
     ev = healthy_recovery()
     ev.append(Event.make(AgentEv.WORKER_FAILED, F + 0.1, "node-1"))  # the victim's own agent
-    rec = analyze_fault(ev, kind="kill-node", target="node-1", injected_at=F)
+    rec = analyze_fault(ev, fault="kill-node", target="node-1", injected_at=F)
     assert rec.detect_s == pytest.approx(1.0)
 
 
 def test_resume_step_is_inferred_and_flagged_without_a_loaded_event():
     ev = [e for e in healthy_recovery() if e.type.source != Source.CHECKPOINT]
-    rec = analyze_fault(ev, kind="kill-node", target="node-1", injected_at=F)
+    rec = analyze_fault(ev, fault="kill-node", target="node-1", injected_at=F)
     assert rec.resumed_from_step == 40
     assert any("inferred" in m for m in rec.missing)
 
@@ -111,7 +111,7 @@ def test_replacement_time_is_when_the_new_node_is_in_a_complete_round():
                    {"round": 2, "participants": [{"node": "node-0"}, {"node": "node-2"}]}),
         step(F + 30.0, 60, pid=33, ws=2),
     ]
-    rec = analyze_fault(ev, kind="kill-node", target="node-1", injected_at=F)
+    rec = analyze_fault(ev, fault="kill-node", target="node-1", injected_at=F)
     assert rec.replacement_s == pytest.approx(20.0)
     assert rec.world_size_final == 2
 

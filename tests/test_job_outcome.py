@@ -63,7 +63,7 @@ def test_steps_a_gracefully_stopped_worker_finishes_after_the_fault_count_as_don
           step(100.1, 51, pid=1),
           Event.make(CheckpointEv.SAVED, 100.2, "node-1", {"step": 51}),
           Event.make(CheckpointEv.LOADED, 110, "node-0", {"step": 51}), step(111, 52, pid=2, ws=1)]
-    rec = analyze_fault(ev, kind="spot-interruption", target="node-1", injected_at=100.0)
+    rec = analyze_fault(ev, fault="spot-interruption", target="node-1", injected_at=100.0)
     assert rec.pre_step == 51 and rec.lost_steps == 0
     assert rec.regain_s == 11.0                    # the old worker's step 51 is not a regain
 
@@ -73,5 +73,5 @@ def test_steps_without_pids_count_as_restarted_once_the_agent_started_workers():
           Event.make(FaultEv.INJECTED, 100, "node-1", {"fault": "spot-interruption"}),
           Event.make(AgentEv.WORKERS_STARTING, 105, "node-0"),
           Event.make(ProgressEv.STEP, 110, "node-0", {"step": 41})]
-    rec = analyze_fault(ev, kind="kill-node", target="node-1", injected_at=100.0)
+    rec = analyze_fault(ev, fault="kill-node", target="node-1", injected_at=100.0)
     assert rec.recovery_s == 10.0 and rec.resumed_from_step == 40

@@ -190,12 +190,12 @@ def test_a_machine_replacement_is_split_into_provision_join_and_rejoin():
           Event.make(NodeEv.PROVISIONED, f + 13.1, None, {"replaces": "w-1", "machine": "m-1"}),
           Event.make(NodeEv.STARTED, f + 60, "w-1", {"replaces": "w-1"}),
           Event.make(RdzvEv.ROUND_COMPLETE, f + 70, None, {"participants": [{"node": "w-1"}]})]
-    rec = analyze_fault(ev, kind="kill-node", target="w-1", injected_at=f)
+    rec = analyze_fault(ev, fault="kill-node", target="w-1", injected_at=f)
     assert (rec.provision_s, rec.join_s, rec.rejoin_s, rec.replacement_s) == (11.0, 2.0, 57.0, 70.0)
 
 
 def test_no_machine_split_where_no_machine_was_provisioned():
-    rec = analyze_fault([], kind="kill-node", target="node-1", injected_at=0.0)
+    rec = analyze_fault([], fault="kill-node", target="node-1", injected_at=0.0)
     assert (rec.provision_s, rec.join_s, rec.rejoin_s) == (None, None, None)
     assert not any("machine" in m for m in rec.missing)
 

@@ -144,7 +144,7 @@ def test_the_failure_line_shows_the_phases_then_the_other_failure_metrics():
 def test_every_field_metric_of_an_analyzed_fault_remembers_its_recovery():
     run = load_run(RUNS / "kill-node-shrink")
     f = run.faults[0]
-    rec = analyze_fault(run.events, kind=f.fault, target=f.target, injected_at=f.injected_at)
+    rec = analyze_fault(run.events, fault=f.fault, target=f.target, injected_at=f.injected_at)
     for m in FIELD_METRICS:
         value = m.of(rec)
         if value is not None:

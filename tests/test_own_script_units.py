@@ -171,7 +171,7 @@ def test_without_a_resume_regex_lost_progress_is_inferred_and_says_so():
            Event.make(ProgressEv.STEP, 110.0, "node-0", {"step": 16, "via": "regex", "world_size": 1}),
            Event.make(ProgressEv.STEP, 111.0, "node-0", {"step": 17, "via": "regex", "world_size": 1}),
            Event.make(ProgressEv.STEP, 112.0, "node-0", {"step": 18, "via": "regex", "world_size": 1})]
-    rec = analyze_fault(ev, kind="kill-node", target="node-1", injected_at=f)
+    rec = analyze_fault(ev, fault="kill-node", target="node-1", injected_at=f)
     assert rec.pre_step == 17 and rec.resumed_from_step == 15 and rec.lost_steps == 2
     assert rec.world_size_before == 2 and rec.world_size_after == 1 and rec.regain_s == 12.0
     assert any("inferred" in m for m in rec.missing)

@@ -23,7 +23,7 @@ def test_a_replacement_pods_worker_with_its_predecessors_pid_counts_as_restarted
     ev += [start(120.0, "w-0", 9),                                               # w-0's new worker: pid 9 again
            Event.make(CheckpointEv.LOADED, 121.0, "w-0", {"step": 40, "pid": 9})]
     ev += [step(122.0 + i * 0.1, "w-0", 9, 41 + i, ws=1) for i in range(15)]   # 41..55 again, then past 50
-    rec = analyze_fault(ev, kind="kill-node", target="w-1", injected_at=f)
+    rec = analyze_fault(ev, fault="kill-node", target="w-1", injected_at=f)
     assert rec.pre_step == 50 and rec.resumed_from_step == 40 and rec.lost_steps == 10
     assert rec.recovery_s == 22.0 and rec.regain_s is not None and abs(rec.regain_s - 23.0) < 1e-6
 

@@ -34,7 +34,7 @@ def freeze(until_thaw: float = 12.0, *, revert_action: str = "sigcont-all") -> l
 
 
 def test_a_thawed_freeze_is_a_stall_with_nothing_lost():
-    rec = analyze_fault(freeze(), kind="freeze", target="node-1", injected_at=F)
+    rec = analyze_fault(freeze(), fault="freeze", target="node-1", injected_at=F)
     assert rec.path is RecoveryPath.STALL and rec.recovered
     assert rec.lost_steps == 0 and rec.pre_step == 50 and rec.resumed_from_step == 50
     assert rec.regain_s == pytest.approx(12.05) and rec.phases["stall"] == pytest.approx(12.05)
@@ -44,16 +44,16 @@ def test_a_thawed_freeze_is_a_stall_with_nothing_lost():
 
 
 def test_a_revert_with_nothing_to_undo_or_at_teardown_ends_no_fault():
-    nothing = analyze_fault(freeze(revert_action="nothing-to-thaw"), kind="freeze", target="node-1", injected_at=F)
+    nothing = analyze_fault(freeze(revert_action="nothing-to-thaw"), fault="freeze", target="node-1", injected_at=F)
     assert nothing.path is None
     events = freeze()
     events.append(Event.make(RunnerEv.PHASE, F + 11.0, None, {"phase": "teardown"}))
-    assert analyze_fault(events, kind="freeze", target="node-1", injected_at=F).path is None
+    assert analyze_fault(events, fault="freeze", target="node-1", injected_at=F).path is None
 
 
 def test_a_restart_is_no_stall():
     events = freeze() + [Event.make(AgentEv.WORKER_GROUP_FAILED, F + 10.0, "node-0", {"attempts_left": 3})]
-    rec = analyze_fault(events, kind="freeze", target="node-1", injected_at=F)
+    rec = analyze_fault(events, fault="freeze", target="node-1", injected_at=F)
     assert rec.path is not RecoveryPath.STALL and "stall" in rec.not_applicable
 
 
@@ -62,14 +62,14 @@ def test_a_shrunken_world_after_the_thaw_is_no_stall():
     ev += [Event.make(FaultEv.INJECTED, F, "node-1", {"fault": "freeze"}),
            Event.make(FaultEv.REVERTED, F + 12.0, "node-1", {"fault": "freeze", "action": "sigcont-all"}),
            step(F + 12.1, 51, pid=11, node="node-0", rank=0, ws=1)]
-    assert analyze_fault(ev, kind="freeze", target="node-1", injected_at=F).path is None
+    assert analyze_fault(ev, fault="freeze", target="node-1", injected_at=F).path is None
 
 
 def test_a_store_outage_that_training_rode_out_stalls_for_one_step_only():
     ev = [e for i in range(1, 151) for e in both(F - 5.0 + i * 0.1, i)]   # trains on throughout
     ev += [Event.make(FaultEv.INJECTED, F, "etcd", {"fault": "etcd-outage"}),
            Event.make(FaultEv.REVERTED, F + 8.0, "etcd", {"fault": "etcd-outage", "action": "started"})]
-    rec = analyze_fault(ev, kind="etcd-outage", target="etcd", injected_at=F)
+    rec = analyze_fault(ev, fault="etcd-outage", target="etcd", injected_at=F)
     assert rec.path is RecoveryPath.STALL and rec.lost_steps == 0
     assert rec.phases["stall"] is not None and rec.phases["stall"] < 0.5    # one step time, not 8 s
 
@@ -93,14 +93,14 @@ def nccl_spot(phantom: bool) -> list[Event]:
 
 
 def test_a_step_reported_after_its_collective_failed_is_not_counted_as_lost():
-    rec = analyze_fault(nccl_spot(phantom=True), kind="spot-interruption", target="node-1", injected_at=F)
+    rec = analyze_fault(nccl_spot(phantom=True), fault="spot-interruption", target="node-1", injected_at=F)
     assert rec.pre_step == 50 and rec.resumed_from_step == 50 and rec.lost_steps == 0 and rec.unsettled_steps == 1
     assert any("step 51 on node-0" in n and "never all-reduced" in n for n in rec.notes)
     assert rec.phases["exit"] == pytest.approx(60.1)
 
 
 def test_without_such_a_step_nothing_is_discounted():
-    rec = analyze_fault(nccl_spot(phantom=False), kind="spot-interruption", target="node-1", injected_at=F)
+    rec = analyze_fault(nccl_spot(phantom=False), fault="spot-interruption", target="node-1", injected_at=F)
     assert rec.lost_steps == 0 and rec.notes == []
 
 
@@ -121,7 +121,7 @@ def test_a_slow_volume_still_in_force_when_the_next_fault_came_was_trained_throu
     events = slow_volume_then(F + 8.0)
     # the next fault's SIGTERM, logged by the agent in the same millisecond: stamped just before it
     events.append(Event.make(AgentEv.CLOSING_WORKER, F + 8.0 - 0.0005, "node-0", {"pid": 11, "signal": "SIGTERM"}))
-    rec = analyze_fault(events, kind="slow-storage", target="node-1", injected_at=F, until=F + 8.0)
+    rec = analyze_fault(events, fault="slow-storage", target="node-1", injected_at=F, until=F + 8.0)
     assert rec.path is RecoveryPath.THROUGH and rec.recovered and not rec.overtaken
     assert rec.lost_steps == 0 and rec.pre_step == 50 and rec.regain_s == pytest.approx(0.1)
     assert rec.missing == [] and set(rec.not_applicable) == set(PHASES)
@@ -129,7 +129,7 @@ def test_a_slow_volume_still_in_force_when_the_next_fault_came_was_trained_throu
 
 
 def test_a_node_that_stopped_stepping_was_not_trained_through():
-    rec = analyze_fault(slow_volume_then(F + 8.0, target_stops=True), kind="kill-node", target="node-1",
+    rec = analyze_fault(slow_volume_then(F + 8.0, target_stops=True), fault="kill-node", target="node-1",
                         injected_at=F, until=F + 8.0)
     assert rec.path is None and rec.overtaken and "no survivor noticed the fault" in rec.missing
 
@@ -137,10 +137,10 @@ def test_a_node_that_stopped_stepping_was_not_trained_through():
 def test_a_restart_inside_the_window_or_a_window_still_open_is_not_judged_trained_through():
     events = slow_volume_then(F + 8.0)
     events.append(Event.make(AgentEv.WORKERS_STOPPING, F + 6.0, "node-0", {}))
-    assert analyze_fault(events, kind="slow-storage", target="node-1", injected_at=F,
+    assert analyze_fault(events, fault="slow-storage", target="node-1", injected_at=F,
                          until=F + 8.0).path is not RecoveryPath.THROUGH
     # a live run (no next fault, no teardown yet): a spot notice's node trains on until its SIGTERM
     live = [e for e in slow_volume_then(F + 8.0) if e.type != FaultEv.INJECTED or e.t == F]
-    assert analyze_fault(live, kind="spot-interruption", target="node-1", injected_at=F).path is None
+    assert analyze_fault(live, fault="spot-interruption", target="node-1", injected_at=F).path is None
     ended = [*live, Event.make(RunnerEv.PHASE, F + 7.0, None, {"phase": "teardown"})]
-    assert analyze_fault(ended, kind="slow-storage", target="node-1", injected_at=F).path is RecoveryPath.THROUGH
+    assert analyze_fault(ended, fault="slow-storage", target="node-1", injected_at=F).path is RecoveryPath.THROUGH

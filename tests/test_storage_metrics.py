@@ -94,7 +94,7 @@ def test_the_group_reads_back_what_it_wrote():
 
 
 def result(cost: StorageCost, restarts: int = 0) -> FaultResult:
-    rec = Recovery(fault_kind="spot-interruption", target="n1", injected_at=5.0, restarts_used=restarts)
+    rec = Recovery(fault="spot-interruption", target="n1", injected_at=5.0, restarts_used=restarts)
     return FaultResult(FaultRecord("spot-interruption", "n1", 5.0), {"recovery": rec, "storage": cost})
 
 

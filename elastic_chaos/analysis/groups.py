@@ -41,10 +41,11 @@ V = TypeVar("V", bound=GroupValue)
 
 @dataclass(frozen=True)
 class FaultMark:
-    """One fault as the analysis sees it: its kind and target, when it hit, the detail its
+    """One fault as the analysis sees it: its name and target, when it hit, the detail its
     record keeps (a straggler's factor, a hung rank's pid), and the window its measure may use."""
 
-    kind: str
+    fault: str
+    """The fault's name (``kill-node``), as FaultRecord.fault and Recovery.fault name it."""
     target: str | None
     injected_at: float
     detail: Mapping[str, Any] = field(default_factory=dict)

@@ -190,7 +190,7 @@ def _restarts(steps: Sequence[Event], injected_at: float) -> int | None:
 
 
 def _measure(events: Sequence[Event], mark: FaultMark) -> LinkCost:
-    return link_cost(events, target=mark.target, injected_at=mark.injected_at, fault=mark.kind, detail=mark.detail)
+    return link_cost(events, target=mark.target, injected_at=mark.injected_at, fault=mark.fault, detail=mark.detail)
 
 
 LINK = fault_group(

@@ -85,12 +85,12 @@ def shutdown_wait(events: Sequence[Event], killed: Event) -> float | None:
     return killed.t - sent[-1].t if sent else None
 
 
-def fault_end(events: Sequence[Event], f: float, kind: str, target: str | None) -> Event | None:
+def fault_end(events: Sequence[Event], f: float, fault: str, target: str | None) -> Event | None:
     """When the fault at ``f`` was undone (a thaw, a heal, the store back) while the run
     still watched (a revert at teardown is the toolkit's, not the job's)."""
     teardown = first(events, RunnerEv.PHASE, after=f, where=lambda e: e.data.phase == "teardown")
     return first(events, FaultEv.REVERTED, after=f, until=teardown.t if teardown else None,
-                 where=lambda e: e.node == target and (e.data.fault or kind) == kind
+                 where=lambda e: e.node == target and (e.data.fault or fault) == fault
                  and not (e.data.action or "").startswith("nothing"))
 
 
@@ -106,12 +106,12 @@ class Stall:
     """The fault's end (fault/reverted)."""
 
 
-def stall(events: Sequence[Event], f: float, kind: str, target: str | None,
+def stall(events: Sequence[Event], f: float, fault: str, target: str | None,
           old: Callable[[Event], bool], world_size: int | None, until: float | None) -> Stall | None:
     """The stall a fault that ended on its own cost, or None when the job did anything
     else (restarted, resized, or has not trained on since the fault ended). ``old``
     tells a step of a worker that was running before the fault."""
-    ended = fault_end(events, f, kind, target)
+    ended = fault_end(events, f, fault, target)
     if ended is None or world_size is None:
         return None
     steps = of(events, ProgressEv.STEP, until=until)

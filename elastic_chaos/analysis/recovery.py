@@ -62,7 +62,7 @@ class RecoveryPath(enum.Enum):
 class Recovery:
     """What one fault cost. Times are seconds from the fault; None = not observed."""
 
-    fault_kind: str
+    fault: str
     target: str | None
     injected_at: float
     pre_step: int | None = metric("pre-fault step", _STEPS, "the highest step completed before the fault")
@@ -132,7 +132,7 @@ class Recovery:
 
     def to_json(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)
-             if f.name not in ("fault_kind", "target", "injected_at", "evidence")}
+             if f.name not in ("fault", "target", "injected_at", "evidence")}
         d["phases"] = {k: _plain(v) for k, v in self.phases.items()}
         d["not_applicable"] = dict(self.not_applicable)
         d["missing"] = list(self.missing)
@@ -141,14 +141,14 @@ class Recovery:
         return {k: _plain(v) for k, v in d.items()}
 
     @classmethod
-    def from_json(cls, kind: str, target: str | None, injected_at: float, metrics: dict[str, Any]) -> Recovery:
+    def from_json(cls, fault: str, target: str | None, injected_at: float, metrics: dict[str, Any]) -> Recovery:
         """A fault's report.json ``metrics`` read back (what ``to_json`` wrote). Tolerant of
         older or hand-made files: a metric that is absent or not a number reads as not observed."""
         values: dict[str, Any] = {m.key: v for m in FIELD_METRICS if (v := m.unit.read(metrics.get(m.key))) is not None}
         budget = Unit.COUNT.read(metrics.get("restart_budget"))
         phases = metrics.get("phases")
         path = metrics.get("path")
-        return cls(fault_kind=kind, target=target, injected_at=injected_at, **values,
+        return cls(fault=fault, target=target, injected_at=injected_at, **values,
                    restart_budget=None if budget is None else int(budget), overtaken=metrics.get("overtaken") is True,
                    path=RecoveryPath(path) if path in {p.value for p in RecoveryPath} else None,
                    phases={p: Unit.SECONDS.read(phases.get(p)) for p in PHASES} if isinstance(phases, dict) else {},
@@ -159,7 +159,7 @@ class Recovery:
 
     def explain(self) -> str:
         """The timeline slice around this fault, one line per notable event."""
-        lines = [f"{self.fault_kind} on {node_name(self.target)} at t0={self.injected_at:.3f}:"]
+        lines = [f"{self.fault} on {node_name(self.target)} at t0={self.injected_at:.3f}:"]
         lines += [f"  {e.t - self.injected_at:+8.3f}s  {e.type}  {e.node or ''}  "
                   f"{_brief(payload_json(e.data))}" for e in self.evidence]
         lines += [f"  missing: {m}" for m in self.missing]

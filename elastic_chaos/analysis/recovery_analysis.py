@@ -46,13 +46,13 @@ agent saw a worker fail or restarts (on a node other than the target)."""
 
 
 def _measure(events: Sequence[Event], mark: FaultMark) -> Recovery:
-    return analyze_fault(events, kind=mark.kind, target=mark.target, injected_at=mark.injected_at, until=mark.until,
+    return analyze_fault(events, fault=mark.fault, target=mark.target, injected_at=mark.injected_at, until=mark.until,
                          max_restarts=mark.max_restarts, unit=mark.unit)
 
 
 RECOVERY = fault_group(
     "recovery", "Recovery", Recovery, key="metrics", prom="fault", metrics=METRICS, measure=_measure,
-    read=lambda mark, raw: Recovery.from_json(mark.kind, mark.target, mark.injected_at, dict(raw)))
+    read=lambda mark, raw: Recovery.from_json(mark.fault, mark.target, mark.injected_at, dict(raw)))
 """Every fault's recovery (report.json's ``metrics``; Prometheus ``elastic_chaos_fault_*``)."""
 
 
@@ -63,7 +63,7 @@ def first_detection(events: Iterable[Event], f: float, target: str | None) -> Ev
                  where=lambda e: e.type == RdzvEv.STATE or e.node != target)
 
 
-def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
+def analyze_fault(events: Sequence[Event], *, fault: str, target: str | None,
                   injected_at: float, until: float | None = None,
                   max_restarts: int | None = None, unit: str = "step") -> Recovery:
     """Metrics for the fault at ``injected_at``; ``until`` bounds world_size_final
@@ -71,7 +71,7 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
     the word its notes use."""
     events = sorted(events, key=lambda e: e.t)
     f = injected_at
-    rec = Recovery(fault_kind=kind, target=target, injected_at=f, restart_budget=max_restarts)
+    rec = Recovery(fault=fault, target=target, injected_at=f, restart_budget=max_restarts)
     steps = of(events, ProgressEv.STEP)
     before = of(steps, until=f)
     new_gen = _new_generation(events, f)
@@ -79,7 +79,7 @@ def analyze_fault(events: Sequence[Event], *, kind: str, target: str | None,
         rec.world_size_before = before[-1].data.world_size or None
     else:
         rec.missing.append(f"no {unit} completed before the fault (no steady state)")
-    stalled = stall(events, f, kind, target, lambda e: not new_gen(e), rec.world_size_before, until)
+    stalled = stall(events, f, fault, target, lambda e: not new_gen(e), rec.world_size_before, until)
     if stalled is not None:
         return _finish(_stalled(rec, events, stalled, until, unit), events, unit)
     went_on = trained_through(events, f, target, lambda e: not new_gen(e), rec.world_size_before, until)
@@ -179,7 +179,7 @@ def _stalled(rec: Recovery, events: Sequence[Event], s: Stall, until: float | No
     marks["stall"] = Mark(s.regain)
     _set_phases(rec, f, marks)
     rec.notes.append(f"the job stalled {rec.regain_s:.1f} s and trained on at world size {rec.world_size_after} "
-                     f"without a restart once the {rec.fault_kind} ended (+{s.ended.t - f:.1f} s): 0 {unit}s lost")
+                     f"without a restart once the {rec.fault} ended (+{s.ended.t - f:.1f} s): 0 {unit}s lost")
     rec.evidence = _evidence(events, f, s.regain.t, [s.ended, s.regain])
     return rec
 
@@ -196,7 +196,7 @@ def _through(rec: Recovery, events: Sequence[Event], t: Through, until: float | 
     _set_phases(rec, f, {p: Mark(not_applicable=why) for p in PHASES})
     upto = (f"until the next fault (+{until - f:.1f} s)" if until is not None and t.last.t <= until
             else f"to {unit} {t.last.data.step} (+{t.last.t - f:.1f} s)")
-    rec.notes.append(f"the job trained on through the {rec.fault_kind} at world size {rec.world_size_after}, "
+    rec.notes.append(f"the job trained on through the {rec.fault} at world size {rec.world_size_after}, "
                      f"every node stepping and no restart, {upto}: nothing to recover from, 0 {unit}s lost")
     rec.evidence = _evidence(events, f, t.last.t, [t.past, t.last])
     return rec
@@ -347,6 +347,6 @@ def analyze(events: Sequence[Event]) -> list[Recovery]:
     cascade — stays inside the window of the fault before it)."""
     faults = faults_in(events)
     marks = [(fe.t, fe.data.trigger is not None) for fe in faults]
-    return [analyze_fault(events, kind=fe.data.fault, target=fe.node,
+    return [analyze_fault(events, fault=fe.data.fault, target=fe.node,
                           injected_at=fe.t, until=window_end(fe.t, marks)) for fe in faults]
 

@@ -64,7 +64,7 @@ def measure_fault(events: Sequence[Event], mark: FaultMark,
     where it measures them, and keeps its evidence)."""
     out: dict[str, Any] = {}
     for g in fault_groups():
-        if g.applies(mark.kind):
+        if g.applies(mark.fault):
             value = (known or {}).get(g.name) or (g.derive(events, mark, out) if g.derive is not None
                                                   else g.measure(events, mark))
             if value is not None:

@@ -428,7 +428,7 @@ def watch_verdict(recoveries: Sequence[Recovery], saw_progress: bool, errors: Se
         if saw_progress:
             how += f", progress regained after {r.regain_s:.1f}s" if r.regain_s is not None \
                 else ", progress never regained"
-        verdict.require(ok, f"{r.fault_kind} of {node_name(r.target)}: {how}", check="recovered")
+        verdict.require(ok, f"{r.fault} of {node_name(r.target)}: {how}", check="recovered")
     for e in errors:
         verdict.fail(f"watcher: {e}", check="watcher")
     if not recoveries:

@@ -205,7 +205,7 @@ def _attribute(out: Throughput, steps: Sequence[Event], before: float, injected_
 
 def _measure(events: Sequence[Event], mark: FaultMark) -> Throughput:
     factor = mark.detail.get("factor")
-    return throughput(events, target=mark.target, injected_at=mark.injected_at, fault=mark.kind,
+    return throughput(events, target=mark.target, injected_at=mark.injected_at, fault=mark.fault,
                       factor=float(factor) if isinstance(factor, (int, float)) and not isinstance(factor, bool)
                       else None)
 

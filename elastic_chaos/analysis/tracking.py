@@ -18,9 +18,9 @@ from elastic_chaos.events import Event, ProgressEv, of
 class RecoveryTracker:
     """One fault's recovery, followed (``regained``) and measured (``measure``)."""
 
-    def __init__(self, kind: str, target: str | None, injected_at: float, events: Callable[[], Sequence[Event]], *,
+    def __init__(self, fault: str, target: str | None, injected_at: float, events: Callable[[], Sequence[Event]], *,
                  max_restarts: int | None = None, unit: str = "step") -> None:
-        self.kind, self.target, self.injected_at = kind, target, injected_at
+        self.fault, self.target, self.injected_at = fault, target, injected_at
         self._events = events
         self._max_restarts, self._unit = max_restarts, unit
         before = of(events(), ProgressEv.STEP, until=injected_at)
@@ -29,7 +29,7 @@ class RecoveryTracker:
 
     def measure(self, until: float | None = None) -> Recovery:
         """The fault's Recovery from the events so far (``until``: the next independent fault)."""
-        return analyze_fault(self._events(), kind=self.kind, target=self.target, injected_at=self.injected_at,
+        return analyze_fault(self._events(), fault=self.fault, target=self.target, injected_at=self.injected_at,
                              until=until, max_restarts=self._max_restarts, unit=self._unit)
 
     def regained(self, e: Event) -> bool:

@@ -75,7 +75,7 @@ def recovery_line(r: Recovery) -> str:
     shown = [m for m in recovery.METRICS if m.failure and not (m.phase and m.key in r.not_applicable)]
     groups = [[m for m in shown if m.phase], [m for m in shown if not m.phase]]
     parts = [", ".join(f"{m.title()} {m.format(m.of(r))}" for m in group) for group in groups if group]
-    return f"{r.fault_kind} on {node_name(r.target)}: " + "; ".join(parts)
+    return f"{r.fault} on {node_name(r.target)}: " + "; ".join(parts)
 
 
 def failure_text(report_dir: Path, events: Sequence[Event], fault_times: Sequence[float],

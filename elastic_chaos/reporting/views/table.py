@@ -136,7 +136,7 @@ def remarks(result: RunResult) -> list[str]:
             *(f"clock: {node}'s clock ran {abs(off):.1f} s {'ahead of' if off > 0 else 'behind'} the runner's "
               "(measured from its log lines' stamps against when they were written): its times are placed on the "
               f"runner's clock, {off:+.1f} s" for node, off in result.clock_offsets.items()),
-            *(f"{f.recovery.fault_kind} on {node_name(f.recovery.target)}: {note}" for f in shown_faults(result)
+            *(f"{f.recovery.fault} on {node_name(f.recovery.target)}: {note}" for f in shown_faults(result)
               for note in f.recovery.notes),
             *group_remarks(result),
             *(f"script: {note}" for note in (result.observation.notes if result.observation else ()))]
