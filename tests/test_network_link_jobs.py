@@ -35,6 +35,9 @@ def test_a_delayed_link_slows_steps_without_a_restart(run_hypothesis):
                          steady_steps=STEADY_STEPS)
     cost = _cost(run)
     assert cost.rtt_ms is not None and cost.rtt_ms >= 35 and cost.restarts == 0
+    # the timeouts are ordered for the backend the workers used (the trainer's `auto` resolved: gloo here)
+    ordered = next(c for c in run.verdict.checks if c.name == "timeouts-ordered")
+    assert "(gloo, as its workers said)" in ordered.reason, ordered.reason
 
 
 def test_a_link_flapping_inside_the_collective_timeout_is_a_stall(run_hypothesis):

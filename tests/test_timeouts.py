@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from elastic_chaos.analysis.timeouts import Level, Origin, Surroundings, check, hierarchy
+from elastic_chaos.events import Event, ProgressEv
+from elastic_chaos.events.progress_events import Start
+
+from elastic_chaos.analysis.timeouts import Level, Origin, Surroundings, check, hierarchy, job_backend
 from elastic_chaos.cli.main import main
 from elastic_chaos.faults.spot import AWS_NOTICE_S
 from elastic_chaos.spec import JobSpec, PgBackend, job_from_options
@@ -75,3 +78,20 @@ def test_the_values_say_where_they_come_from():
 def test_without_a_gpu_the_reference_trainers_auto_backend_is_gloo(capsys):
     code, out = run(capsys)
     assert code == 0 and "process group gloo (auto:" in out
+
+
+def _start(backend: str | None, node: str = "n0") -> Event:
+    return Event(t=1.0, type=ProgressEv.START, node=node, data=Start(rank=0, backend=backend))
+
+
+def test_the_backend_a_link_verdict_orders_timeouts_for_is_the_one_the_workers_used():
+    # before: a job left at the reference trainer's `--backend auto` was ordered as gloo on a GPU machine
+    job = JobSpec()
+    assert job_backend(job, [_start("nccl"), _start("nccl", "n1")]) == (PgBackend.NCCL, "as its workers said")
+    assert job_backend(job, [_start("gloo")]) == (PgBackend.GLOO, "as its workers said")
+    # an old trainer's "auto", or a script that says nothing: the job's --backend, else gloo, said assumed
+    assert job_backend(job, [_start("auto")]) == (PgBackend.GLOO, "assumed: the job did not say")
+    assert job_backend(JobSpec(backend=PgBackend.NCCL), []) == (PgBackend.NCCL, "the job's --backend")
+    # workers that disagree say nothing certain: not taken
+    assert job_backend(job, [_start("gloo"), _start("nccl", "n1")])[1] != "as its workers said"
+

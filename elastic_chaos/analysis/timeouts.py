@@ -22,8 +22,10 @@ Pure: no platform, no clock.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from elastic_chaos.events import Event, ProgressEv, of
 from elastic_chaos.options import DAY_S, option, validate
 from elastic_chaos.spec import JobSpec, PgBackend
 from elastic_chaos.torch_defaults import AGENT_SHUTDOWN_WAIT_S, NCCL_DUMP_WAIT_MS, NCCL_HEARTBEAT_S, PG_TIMEOUT_S, RDZV
@@ -89,6 +91,18 @@ class Origin:
         if self.preset is not None and name not in self.given:
             return f"preset {self.preset}"
         return "as set"
+
+
+def job_backend(job: JobSpec, events: Sequence[Event]) -> tuple[PgBackend, str]:
+    """The process-group backend the job's workers used, and how that is known: what a worker said
+    at its start (the reference trainer resolves ``auto`` there: NCCL with CUDA, else gloo), else
+    the job's ``--backend``, else gloo, assumed (a script that does not say)."""
+    said = {e.data.backend for e in of(events, ProgressEv.START)} & {b.value for b in PgBackend}
+    if len(said) == 1:
+        return PgBackend(said.pop()), "as its workers said"
+    if job.backend is not None:
+        return job.backend, "the job's --backend"
+    return PgBackend.GLOO, "assumed: the job did not say"
 
 
 def collective_timeout(job: JobSpec, backend: PgBackend, origin: Origin) -> tuple[float, str]:

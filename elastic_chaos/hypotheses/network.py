@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from elastic_chaos.analysis.link import LinkCost, link_cost
 from elastic_chaos.analysis.link_order import Degradation, describe, job_timeouts, verdict_line
 from elastic_chaos.analysis.throughput import WINDOW_S
-from elastic_chaos.analysis.timeouts import Origin
+from elastic_chaos.analysis.timeouts import Origin, job_backend
 from elastic_chaos.errors import SpecError
 from elastic_chaos.events import FaultEv, ProgressEv
 from elastic_chaos.events.records import FaultRecord
@@ -32,7 +32,6 @@ from elastic_chaos.faults.network import Bandwidth, FlappingLink, Latency, Packe
 from elastic_chaos.hypotheses.api import Trial, hypothesis, seconds
 from elastic_chaos.hypotheses.silent import collective_timeout as job_collective_timeout
 from elastic_chaos.options import option, validate
-from elastic_chaos.spec import PgBackend
 
 ISOLATED = {"network": "isolated"}
 """A link between nodes exists only where each node has its own namespace."""
@@ -92,10 +91,10 @@ def degradation_of(fault: _LinkFault) -> Degradation:
 def _check_order(t: Trial, fault: _LinkFault) -> None:
     """The job's timeouts ordered so that this link is never taken for a dead node (the same
     lines as ``elastic-chaos timeouts`` with the fault's options)."""
-    backend = t.job.backend or PgBackend.GLOO
+    backend, known = job_backend(t.job, t.run.timeline.events())
     timeouts = job_timeouts(t.job, backend, Origin(script=bool(t.job.script)))
     ok, line = verdict_line(describe(timeouts, degradation_of(fault)))
-    t.verdict.require(ok, f"the job's timeouts against this link ({backend.value}): {line}",
+    t.verdict.require(ok, f"the job's timeouts against this link ({backend.value}, {known}): {line}",
                       check="timeouts-ordered")
 
 

@@ -110,7 +110,8 @@ def collective_timeout(job: JobSpec) -> tuple[float, str, bool]:
             return job.pg_timeout_s, "the job's --pg-timeout", True
         return TRAINER_PG_TIMEOUT_S, "the reference trainer's default", True
     backend = job.backend or PgBackend.GLOO
-    return PG_TIMEOUT_S[backend.value], f"torch's {backend.value} default, if the script sets none", False
+    assumed = "" if job.backend else f" (the script's backend assumed {backend.value}: --backend says it)"
+    return PG_TIMEOUT_S[backend.value], f"torch's {backend.value} default, if the script sets none{assumed}", False
 
 
 def _how(rec: Recovery) -> str:

@@ -178,8 +178,10 @@ def build_model(device: torch.device) -> nn.Module:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     Stop.install()
-    progress.report_start(backend=args.backend)
-    backend, device = pick_backend(args.backend)
+    # the backend it will use, not the choice ("auto"): the verdicts that order timeouts read it
+    resolved = args.backend if args.backend != "auto" else "nccl" if torch.cuda.is_available() else "gloo"
+    progress.report_start(backend=resolved)
+    backend, device = pick_backend(resolved)
     init_process_group(backend, datetime.timedelta(seconds=args.pg_timeout))
     rank, world = dist.get_rank(), dist.get_world_size()
 
