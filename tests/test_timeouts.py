@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from elastic_chaos.events import Event, ProgressEv
-from elastic_chaos.events.progress_events import Start
-
 from elastic_chaos.analysis.timeouts import Level, Origin, Surroundings, check, hierarchy, job_backend
 from elastic_chaos.cli.main import main
+from elastic_chaos.events import Event, ProgressEv
+from elastic_chaos.events.progress_events import Start
 from elastic_chaos.faults.spot import AWS_NOTICE_S
 from elastic_chaos.spec import JobSpec, PgBackend, job_from_options
 
