@@ -8,7 +8,7 @@ from bench import results_file
 from bench.findings import recovery_findings, scale_findings, spot_summary
 from bench.local_nodes import NodesRun
 from bench.rdzv.section import RdzvSection
-from bench.render import write_markdown
+from bench.render import Plots, write_markdown
 from bench.render.recovery import cluster_table
 from bench.stats import summary
 from elastic_chaos.events import Event, RdzvEv
@@ -352,3 +352,26 @@ def test_a_size_that_broke_says_how_long_this_machine_was_saturated_in_it():
     assert "delay heartbeats past their expiry" in storm and "not decided here" in storm
     assert "likelier limit" not in storm
     assert share([{"broke": None, "episodes": []}]) == ""
+
+
+def test_the_network_section_renders_each_setting_and_the_recovery_across_a_degraded_link(tmp_path):
+    from bench import network
+    from bench.render import network as render_network
+    # the conditions: a clean link first (the baseline), then each delay and each loss alone
+    full = network.conditions(quick=False)
+    assert full[0] == (0.0, 0.0) and (100.0, 0.0) in full and (0.0, 0.05) in full
+    assert [network.condition(d, loss)[0] for d, loss in full[:2]] == ["clean link", "delay 1 ms each way"]
+    row = {"condition": "delay 20 ms each way", "rtt_ms": 41.6, "loss_measured": None, "rate_before": 9.9,
+           "rate_during": 4.95, "step_time_ratio": 2.0, "longest_gap_s": 0.3, "restarts": 0}
+    results = {"network": {"command": "python -m bench --network", "date": "2026-11-27", "window_s": 12.0,
+                           "pair": ["node-0", "node-1"], "step_time": {"fast preset": [row]},
+                           "recovery": [{"condition": "clean link", "regain_s": 6.1, "rendezvous_s": 3.2,
+                                         "lost_steps": 4, "world_size_after": 2}]}}
+    md = "\n".join(render_network.markdown(results, Plots()))
+    assert "### Step time per degradation, fast preset" in md
+    assert "| delay 20 ms each way | 41.6 | - | 9.9 | 4.95 | 2 | 0.3 | 0 |" in md
+    assert "| clean link | 6.1 | 3.2 | 4 | 2 |" in md
+    write_markdown(results, tmp_path / "RESULTS.md")
+    assert "## The network between ranks" in (tmp_path / "RESULTS.md").read_text()
+    skipped = render_network.markdown({"network": {"skipped": "not root"}}, Plots())
+    assert "Not measured: not root." in skipped

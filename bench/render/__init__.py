@@ -23,9 +23,10 @@ class Plots:
 
 def sections() -> tuple[Callable[[dict[str, Any], Plots], list[str]], ...]:
     """RESULTS.md's sections, in order."""
-    from bench.render import checks, gpu, nodes, other_cores, rdzv, recovery, replay, soak, storage
+    from bench.render import checks, gpu, network, nodes, other_cores, rdzv, recovery, replay, soak, storage
 
-    return (recovery.markdown, gpu.markdown, replay.markdown, soak.markdown, storage.markdown, nodes.markdown,
+    return (recovery.markdown, gpu.markdown, replay.markdown, soak.markdown, storage.markdown, network.markdown,
+            nodes.markdown,
             rdzv.results_markdown, other_cores.markdown, checks.markdown)
 
 
