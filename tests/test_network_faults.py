@@ -116,3 +116,23 @@ def test_a_restart_while_degraded_is_counted() -> None:
                      detail={"loss": 0.05, "probe": {"loss_each_way": 0.05}})
     assert cost.restarts == 1
     assert cost.restored_at is None and any("not restored" in m for m in cost.missing)
+
+
+def _rank_steps(node: str, ranks: list[int], t: float, restart: int) -> list[Event]:
+    return [Event.make(ProgressEv.STEP, t, node, {"rank": r, "step": 1, "restart_count": restart}) for r in ranks]
+
+
+def test_the_report_names_the_rank_pairs_whose_traffic_crossed_the_link() -> None:
+    # node-0 held ranks 0-1, node-1 ranks 2-3 and node-2 ranks 4-5 before a restart; after it (node-0's
+    # count 1, node-1's own count 2: each agent counts its own), node-0 holds 2-3 and node-1 holds 0-1
+    events = (_rank_steps("node-0", [0, 1], 1.0, 0) + _rank_steps("node-1", [2, 3], 1.0, 0)
+              + _rank_steps("node-2", [4, 5], 1.0, 0)
+              + _rank_steps("node-0", [2, 3], 5.0, 1) + _rank_steps("node-1", [0, 1], 5.0, 2)
+              + _rank_steps("node-0", [9], 20.0, 3))   # after the fault: not the link's world
+    cost = link_cost(events, target="node-0", injected_at=10.0, fault="latency", detail={"peers": ["node-1"]})
+    assert cost.rank_pairs == [(2, 0), (2, 1), (3, 0), (3, 1)]
+    assert "(rank pairs 2-0, 2-1, 3-0, 3-1)" in cost.describe()
+    assert type(cost).from_json("node-0", 10.0, cost.to_json()).rank_pairs == cost.rank_pairs
+    # the store's link carries no rank's collective traffic
+    store = link_cost(events, target="node-0", injected_at=10.0, fault="latency", detail={"to_store": True})
+    assert store.rank_pairs == []

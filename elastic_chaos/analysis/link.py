@@ -64,11 +64,15 @@ class LinkCost:
                                   failure=True)
     peers: list[str] = field(default_factory=list)
     """The nodes at the other end of the degraded link (the target is at this end)."""
+    rank_pairs: list[tuple[int, int]] = field(default_factory=list)
+    """The rank pairs whose traffic crossed the link: each rank the target held before the fault with
+    each rank a peer held (the last steps before it); empty where steps do not say (the store's link)."""
     missing: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {m.key: _round(getattr(self, m.key)) for m in METRICS}
         out.update({"restored_at": _round(self.restored_at), "peers": list(self.peers),
+                    "rank_pairs": [list(p) for p in self.rank_pairs],
                     "missing": list(self.missing)})
         return out
 
@@ -79,6 +83,9 @@ class LinkCost:
         restored = Unit.SECONDS.read(raw.get("restored_at"))
         return cls(target, injected_at, restored_at=None if restored is None else float(restored),
                    peers=[str(p) for p in raw.get("peers") or [] if isinstance(p, str)],
+                   rank_pairs=[(int(a), int(b)) for a, b in (p for p in raw.get("rank_pairs") or []
+                                                             if isinstance(p, list) and len(p) == 2)
+                               if isinstance(a, int) and isinstance(b, int)],
                    missing=[str(m) for m in raw.get("missing") or [] if isinstance(m, str)], **values)
 
     def step_times(self) -> str:
@@ -101,6 +108,8 @@ class LinkCost:
         if self.flaps is not None:
             applied.append(f"{self.flaps} flap(s)")
         link = f"{self.target} <-> {', '.join(self.peers) or '?'}"
+        if self.rank_pairs:
+            link += f" (rank pairs {', '.join(f'{a}-{b}' for a, b in self.rank_pairs)})"
         return (f"{link}: {'; '.join(applied) or 'degradation not measured'}: {self.step_times()} (a drop of "
                 f"{fmt['drop']}), longest step gap {fmt['longest_gap_s']}, {fmt['restarts']} restart(s)")
 
@@ -125,6 +134,8 @@ def link_cost(events: Sequence[Event], *, target: str | None, injected_at: float
     steps = of(events, ProgressEv.STEP)
     peers = ["the rendezvous store"] if detail.get("to_store") is True else detail.get("peers")
     out = LinkCost(target, injected_at, peers=[str(p) for p in peers] if isinstance(peers, list) else [])
+    if detail.get("to_store") is not True:
+        out.rank_pairs = rank_pairs(steps, target, out.peers, injected_at)
     probe, baseline = detail.get("probe"), detail.get("baseline")
     out.loss_asked = _num(detail, "loss")
     out.loss_measured = _num(probe, "loss_each_way") if fault != "bandwidth" else None
@@ -159,6 +170,24 @@ def link_cost(events: Sequence[Event], *, target: str | None, injected_at: float
     out.longest_gap_s = _longest_gap(steps, injected_at, until)
     out.restarts = _restarts(steps, injected_at)
     return out
+
+
+def rank_pairs(steps: Sequence[Event], target: str | None, peers: Sequence[str],
+               injected_at: float) -> list[tuple[int, int]]:
+    """Each rank ``target`` held with each rank a peer held, in the last world before ``injected_at``
+    (each node's steps of its newest restart count then): the pairs whose traffic the link carried."""
+    newest: dict[str, int] = {}   # each node's own agent counts its restarts: its newest world is its own
+    for e in steps:
+        if e.t < injected_at and e.node is not None:
+            newest[e.node] = max(newest.get(e.node, 0), e.data.restart_count or 0)
+    ranks: dict[str, set[int]] = {}
+    for e in steps:
+        if e.t < injected_at and e.node is not None and e.data.rank is not None \
+                and (e.data.restart_count or 0) == newest[e.node]:
+            ranks.setdefault(e.node, set()).add(int(e.data.rank))
+    mine = sorted(ranks.get(target or "", ()))
+    theirs = sorted({r for peer in peers for r in ranks.get(peer, ())})
+    return [(a, b) for a in mine for b in theirs]
 
 
 def _flaps(restored: list[Event]) -> int | None:
