@@ -9,7 +9,7 @@ import pytest
 
 from elastic_chaos.analysis.link import link_cost
 from elastic_chaos.errors import SpecError
-from elastic_chaos.events import Event, FaultEv, NodeEv, ProgressEv
+from elastic_chaos.events import Event, FaultEv, NodeEv, ProgressEv, RdzvEv
 from elastic_chaos.faults.catalog import fault_class
 from elastic_chaos.faults.network import Bandwidth, FlappingLink, Latency, PacketLoss
 from elastic_chaos.platforms.capabilities import LinkDegrader
@@ -136,3 +136,22 @@ def test_the_report_names_the_rank_pairs_whose_traffic_crossed_the_link() -> Non
     # the store's link carries no rank's collective traffic
     store = link_cost(events, target="node-0", injected_at=10.0, fault="latency", detail={"to_store": True})
     assert store.rank_pairs == []
+
+
+def _state(t: float, round_: int, nodes: list[str], complete: bool = True) -> Event:
+    return Event.make(RdzvEv.STATE, t, None, {"round": round_, "complete": complete,
+                                               "participants": [{"node": n} for n in nodes]})
+
+
+def test_a_live_node_dropped_from_its_round_while_the_link_was_degraded_is_a_false_death() -> None:
+    steps = _steps(0.0, 30.0, 0.5)
+    dropped = steps + [_state(1.0, 0, ["node-0", "node-1"]), _state(14.0, 0, ["node-0"]),
+                       _state(16.0, 1, ["node-0"], complete=False)]
+    cost = link_cost(dropped, target="node-1", injected_at=10.0, fault="latency",
+                     detail={"to_store": True, "delay_ms": 3000.0})
+    assert cost.declared_dead == ["node-1"] and "declared dead while alive: node-1" in cost.describe()
+    # a new round, where every node joins afresh, is not a death; nor is a round that stood whole
+    rejoined = steps + [_state(1.0, 0, ["node-0", "node-1"]), _state(12.0, 1, ["node-0"], complete=False),
+                        _state(13.0, 1, ["node-0", "node-1"])]
+    assert link_cost(rejoined, target="node-1", injected_at=10.0, fault="latency", detail={}).declared_dead == []
+    assert type(cost).from_json("node-1", 10.0, cost.to_json()).declared_dead == ["node-1"]

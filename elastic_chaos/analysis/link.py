@@ -19,7 +19,7 @@ from typing import Any
 from elastic_chaos.analysis.groups import FaultMark, fault_group
 from elastic_chaos.analysis.metrics import Metric, Unit, declared, metric
 from elastic_chaos.analysis.throughput import WINDOW_S, step_rate
-from elastic_chaos.events import Event, FaultEv, NodeEv, ProgressEv, first, of
+from elastic_chaos.events import Event, FaultEv, NodeEv, ProgressEv, RdzvEv, first, last, of
 
 LINK_FAULTS = frozenset({"packet-loss", "bandwidth", "flapping-link", "latency"})
 
@@ -64,6 +64,10 @@ class LinkCost:
                                   failure=True)
     peers: list[str] = field(default_factory=list)
     """The nodes at the other end of the degraded link (the target is at this end)."""
+    declared_dead: list[str] = field(default_factory=list)
+    """Live nodes the rendezvous dropped while the link was degraded: gone from the participants of the
+    completed round they trained in (torch's ``_sanitize`` drops a node whose heartbeat is older than
+    the keep-alive tolerance; nothing was killed), the false death late heartbeats make."""
     rank_pairs: list[tuple[int, int]] = field(default_factory=list)
     """The rank pairs whose traffic crossed the link: each rank the target held before the fault with
     each rank a peer held (the last steps before it); empty where steps do not say (the store's link)."""
@@ -72,7 +76,7 @@ class LinkCost:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {m.key: _round(getattr(self, m.key)) for m in METRICS}
         out.update({"restored_at": _round(self.restored_at), "peers": list(self.peers),
-                    "rank_pairs": [list(p) for p in self.rank_pairs],
+                    "rank_pairs": [list(p) for p in self.rank_pairs], "declared_dead": list(self.declared_dead),
                     "missing": list(self.missing)})
         return out
 
@@ -83,6 +87,7 @@ class LinkCost:
         restored = Unit.SECONDS.read(raw.get("restored_at"))
         return cls(target, injected_at, restored_at=None if restored is None else float(restored),
                    peers=[str(p) for p in raw.get("peers") or [] if isinstance(p, str)],
+                   declared_dead=[str(n) for n in raw.get("declared_dead") or [] if isinstance(n, str)],
                    rank_pairs=[(int(a), int(b)) for a, b in (p for p in raw.get("rank_pairs") or []
                                                              if isinstance(p, list) and len(p) == 2)
                                if isinstance(a, int) and isinstance(b, int)],
@@ -110,8 +115,9 @@ class LinkCost:
         link = f"{self.target} <-> {', '.join(self.peers) or '?'}"
         if self.rank_pairs:
             link += f" (rank pairs {', '.join(f'{a}-{b}' for a, b in self.rank_pairs)})"
+        dead = f", declared dead while alive: {', '.join(self.declared_dead)}" if self.declared_dead else ""
         return (f"{link}: {'; '.join(applied) or 'degradation not measured'}: {self.step_times()} (a drop of "
-                f"{fmt['drop']}), longest step gap {fmt['longest_gap_s']}, {fmt['restarts']} restart(s)")
+                f"{fmt['drop']}), longest step gap {fmt['longest_gap_s']}, {fmt['restarts']} restart(s){dead}")
 
 
 METRICS: tuple[Metric, ...] = declared(LinkCost)
@@ -167,6 +173,7 @@ def link_cost(events: Sequence[Event], *, target: str | None, injected_at: float
     for what, v in (("before the fault", out.rate_before), ("while degraded", out.rate_during)):
         if v is None:
             out.missing.append(f"fewer than two steps {what}: no step rate")
+    out.declared_dead = declared_dead(events, injected_at, until)
     out.longest_gap_s = _longest_gap(steps, injected_at, until)
     out.restarts = _restarts(steps, injected_at)
     return out
@@ -188,6 +195,22 @@ def rank_pairs(steps: Sequence[Event], target: str | None, peers: Sequence[str],
     mine = sorted(ranks.get(target or "", ()))
     theirs = sorted({r for peer in peers for r in ranks.get(peer, ())})
     return [(a, b) for a in mine for b in theirs]
+
+
+def declared_dead(events: Sequence[Event], injected_at: float, until: float) -> list[str]:
+    """The nodes that left the participants of the completed round they were in at ``injected_at``
+    before ``until``, while that round stood (the same round number): a participant leaves a
+    completed round only when torch drops it for a stale heartbeat (or it leaves on purpose, which a
+    link fault does not make). A new round, where every node joins afresh, is not read."""
+    standing = last(events, RdzvEv.STATE, until=injected_at, where=lambda e: e.data.complete)
+    if standing is None:
+        return []
+    members, gone = set(standing.data.nodes()), list[str]()
+    for e in of(events, RdzvEv.STATE, after=injected_at, until=until):
+        if e.data.round != standing.data.round:
+            break
+        gone += sorted(members - set(e.data.nodes()) - set(gone))
+    return gone
 
 
 def _flaps(restored: list[Event]) -> int | None:

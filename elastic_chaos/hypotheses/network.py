@@ -105,6 +105,11 @@ def _survived(t: Trial, record: FaultRecord, cost: LinkCost, what: str) -> None:
     v.require(cost.restarts == 0 and not errors,
               f"the job rode {what} out: no worker failed ({len(errors)} errors), {cost.restarts} restart(s) "
               f"({cost.describe()})", check="no-restart")
+    v.require(not cost.declared_dead,
+              f"the rendezvous dropped {', '.join(cost.declared_dead)} while alive: its heartbeats reached the store "
+              "later than the keep-alive tolerance (keep_alive_interval x keep_alive_max_attempt) allows"
+              if cost.declared_dead else "no live node was declared dead: every participant of the round stayed "
+              "in it while the link was degraded", check="no-false-death")
     v.require(cost.rate_after is not None and cost.rate_before is not None
               and cost.rate_after >= (1 - tol) * cost.rate_before,
               f"the step rate came back: {_rate(cost.rate_after)} after vs {_rate(cost.rate_before)} before",
