@@ -94,10 +94,11 @@ def test_a_folder_of_shards_is_one_save_named_by_its_folder(timeline: Timeline, 
     step.mkdir()
     for rank in range(3):
         (step / f"__{rank}_0.distcp").write_bytes(b"s" * 10)
+    (step / ".metadata").write_bytes(b"m")  # DCP's coordinator writes it last: the save is complete
     assert wait_until(lambda: len(saves(timeline)) == 1)
     w.stop()
     [save] = saves(timeline)
-    assert save.data.files == 3 and save.data.path == str(step)
+    assert save.data.files == 4 and save.data.path == str(step) and save.data.step == 10
 
 
 def test_a_file_still_being_written_holds_the_save_it_belongs_to(timeline: Timeline, ckpt: Path) -> None:

@@ -24,7 +24,8 @@ class Save(Worker):
     """``file``: seen by the checkpoint file watcher, not reported by the script."""
     step_from: str | None = None
     """``progress``: the file watcher's ``step`` is the latest progress step seen when the file
-    was written (a file does not say which step it holds)."""
+    was written (a file does not say which step it holds); ``folder``: the step the save's folder
+    name carries (``step-00000040``: a DCP folder, or a folder a ``--checkpoint`` glob matched)."""
     inode: int | None = None
     """The file's (a save of one file; None for several)."""
     size: int | None = None

@@ -126,9 +126,9 @@ def check_final_state(t: Trial, opts: FinalStateOptions) -> FinalState | None:
         return None
     final = job_final_step(t.job)
     folder = _checkpoint_dir(t)
-    judged = folder / f"ckpt-{final:08d}.pt"
+    judged = final_save(folder, final, t.job)
     t.run.wait_for_step(final, timeout=t.opts.timeout_s)
-    if not eventually(judged.is_file, timeout_s=t.opts.timeout_s, interval_s=0.5):
+    if not eventually(lambda: is_saved(judged), timeout_s=t.opts.timeout_s, interval_s=0.5):
         t.verdict.fail(f"final state: not compared: the job reached step {final} but its checkpoint {judged} "
                        f"did not appear within {t.opts.timeout_s:g}s", check=CHECK)
         return None
@@ -145,6 +145,20 @@ def check_final_state(t: Trial, opts: FinalStateOptions) -> FinalState | None:
     (out / "comparison.json").write_text(json.dumps(state.to_json(), indent=2) + "\n", encoding="utf-8")
     t.verdict.require(state.equal, state.describe(), check=CHECK)
     return state
+
+
+def final_save(folder: Path, step: int, job: JobSpec) -> Path:
+    """Where the reference trainer saves ``step`` in ``folder``: its file, or with ``--checkpoint-format dcp``
+    its step folder (elastic_chaos.trainer.dcp_checkpoint)."""
+    args = list(job.trainer_args)
+    dcp = any(a == "--checkpoint-format=dcp" or (a == "--checkpoint-format" and args[i + 1:i + 2] == ["dcp"])
+              for i, a in enumerate(args))
+    return folder / (f"step-{step:08d}" if dcp else f"ckpt-{step:08d}.pt")
+
+
+def is_saved(save: Path) -> bool:
+    """Whether the save at ``save`` is complete: a file in place, or a DCP folder with its ``.metadata``."""
+    return save.is_file() or (save / ".metadata").is_file()
 
 
 def _note(t: Trial, final: int) -> str:
@@ -197,7 +211,7 @@ def run_reference(t: Trial, final: int, out: Path) -> Path:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=30)
-    made = ckpts / f"ckpt-{final:08d}.pt"
-    if code != 0 or not made.is_file():
+    made = final_save(ckpts, final, t.job)
+    if code != 0 or not is_saved(made):
         raise SpecError(f"the clean reference run failed (exit {code}; log: {log})")
     return made

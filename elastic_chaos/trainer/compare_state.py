@@ -9,7 +9,8 @@ most likely explains the others, with its state class and a likely cause.
 A checkpoint is a ``torch.save`` file; a ``torch.distributed.checkpoint`` (DCP)
 folder (its ``.metadata`` and shards, merged with torch's ``dcp_to_torch_save``);
 or a folder of the reference trainer's ``ckpt-<step>.pt`` files (the newest is
-taken). Files are loaded ``weights_only`` unless ``--trust`` is given.
+taken) or of its DCP saves (``step-<step>/``: the one ``latest`` names). Files are
+loaded ``weights_only`` unless ``--trust`` is given.
 
 Each leaf's path (``optim.state.0.momentum_buffer``) is put in a state class by
 its keys: model, optimizer, lr_scheduler, rng, data_position, grad_scaler, or
@@ -36,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from elastic_chaos.trainer.dcp_checkpoint import resume_candidates
 
 EXIT_EQUAL, EXIT_DIVERGED, EXIT_BAD_INPUT = 0, 1, 2
 MAX_LISTED = 10
@@ -237,15 +240,20 @@ _CKPT = re.compile(r"^ckpt-(\d+)\.pt$")
 
 
 def resolve(path: Path) -> Path:
-    """The checkpoint ``path`` names: itself (a file or a DCP folder), or a folder's newest ``ckpt-N.pt``."""
+    """The checkpoint ``path`` names: itself (a file or a DCP folder), a folder's newest ``ckpt-N.pt``, or of a
+    folder of the reference trainer's DCP saves (``step-N/``), the one its ``latest`` names (else the newest
+    complete one)."""
     if not path.exists():
         raise BadInput(f"{path}: no such file or folder")
     if path.is_file() or (path / ".metadata").is_file():
         return path
     steps = sorted(((int(m[1]), p) for p in path.iterdir() if (m := _CKPT.match(p.name))), reverse=True)
     if not steps:
+        folders = resume_candidates(path)
+        if folders:
+            return folders[0]
         raise BadInput(f"{path}: a folder that is neither a torch.distributed.checkpoint folder (no .metadata) "
-                       "nor a folder of ckpt-<step>.pt files")
+                       "nor a folder of ckpt-<step>.pt files or of complete step-<step>/ DCP folders")
     return steps[0][1]
 
 

@@ -32,7 +32,7 @@ from torch import nn
 from torch.distributed import PrefixStore, TCPStore  # type: ignore[attr-defined]  # public, not re-exported in its stubs
 from torch.nn.parallel import DistributedDataParallel
 
-from elastic_chaos.trainer import checkpoint, pacing, progress
+from elastic_chaos.trainer import checkpoint, dcp_checkpoint, pacing, progress
 from elastic_chaos.trainer.sampler import ElasticSampler
 from elastic_chaos.trainer.spot_notice import ENDPOINT_VAR, SpotNoticeWatcher
 
@@ -50,6 +50,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    default=Path(os.environ.get("CHECKPOINT_DIR", "checkpoints")),
                    help="shared checkpoint directory (default: $CHECKPOINT_DIR or ./checkpoints)")
     p.add_argument("--checkpoint-every", type=int, default=20, help="steps between checkpoints")
+    p.add_argument("--checkpoint-format", choices=["file", "dcp"], default="file",
+                   help="file = one torch.save file per save (ckpt-<step>.pt); dcp = torch.distributed.checkpoint: "
+                        "a folder per save (step-<step>/), one shard per rank plus .metadata, and a 'latest' "
+                        "pointer written once the save is complete (elastic_chaos.trainer.dcp_checkpoint)")
+    p.add_argument("--async-save", action="store_true",
+                   help="dcp only: save with dcp.async_save, training on while the shards are written")
+    p.add_argument("--keep-last-n", type=int, default=3,
+                   help="checkpoints kept (the newest; dcp: never the one 'latest' names nor a newer one)")
     p.add_argument("--step-time", type=float, default=0.1,
                    help="minimum seconds per step; steps are padded with a wait that advances only "
                         "while the process runs (elastic_chaos.trainer.pacing: a stopped node steps slower)")
@@ -192,18 +200,34 @@ def main(argv: list[str] | None = None) -> int:
     sampler = ElasticSampler(args.dataset_size, args.batch_size, seed=args.seed)
     x_all, y_all = synthetic_data(args.dataset_size, args.seed)
 
-    step = restore(args.checkpoint_dir, model, optim, sampler, sched, forget=frozenset(args.forget))
+    dcp_ckpt = None
+    if args.checkpoint_format == "dcp":  # a gloo group of its own: a save in flight never meets DDP's collectives
+        dcp_ckpt = dcp_checkpoint.DcpCheckpointer(
+            args.checkpoint_dir, keep=args.keep_last_n, async_save=args.async_save, save_delay=args.save_delay,
+            group=dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=args.pg_timeout)))
+        step = dcp_checkpoint.restore(dcp_ckpt, model, optim, sampler, sched, forget=frozenset(args.forget))
+    else:
+        step = restore(args.checkpoint_dir, model, optim, sampler, sched, forget=frozenset(args.forget))
     notices = watch_spot_notices(args)
     emergency_saved: set[str] = set()
 
     def state() -> dict[str, Any]:
         # everything the next step depends on, so a resumed job is the job that never stopped
         # (the final-state oracle, elastic_chaos.trainer.compare_state, compares these)
+        if dcp_ckpt is not None:
+            return dcp_checkpoint.template(model, optim, sampler, sched)
         return {"model": model.state_dict(), "optim": optim.state_dict(), "sched": sched.state_dict(),
                 "rng": {"torch": torch.get_rng_state()}, "sampler": sampler.state_dict()}
 
     def save_delay() -> None:
         time.sleep(args.save_delay)
+
+    def save_alone(at: int, reason: str) -> None:
+        """An emergency save by this rank alone, in the job's format."""
+        if dcp_ckpt is not None:
+            dcp_ckpt.save_alone(at, state(), reason=reason)
+        else:
+            checkpoint.save(args.checkpoint_dir, at, state(), keep=args.keep_last_n, reason=reason)
 
     while step < args.max_steps:
         began = time.monotonic()
@@ -228,18 +252,25 @@ def main(argv: list[str] | None = None) -> int:
         if Stop.requested:
             # Every rank holds the same weights after a DDP step, so whichever
             # rank was told to go can save the job's state on its own.
-            checkpoint.save(args.checkpoint_dir, step, state(), reason="sigterm")
+            save_alone(step, "sigterm")
             progress.emit("emergency_exit", step=step, signal=Stop.signum)
             return 128 + Stop.signum
         notice = notices.notice() if notices is not None else None
+        if dcp_ckpt is not None:
+            dcp_ckpt.poll()
+            if step % args.checkpoint_every == 0:  # collective: every rank, whatever notice one of them has
+                dcp_ckpt.save(step, state())
         if notice is not None and _acts_on(notice.kind, args.checkpoint_on) and notice.kind not in emergency_saved:
             emergency_saved.add(notice.kind)
-            checkpoint.save(args.checkpoint_dir, step, state(), reason=f"spot-{notice.kind}")
-        elif step % args.checkpoint_every == 0 and rank == 0:
-            checkpoint.save(args.checkpoint_dir, step, state(),
+            if dcp_ckpt is None or step % args.checkpoint_every != 0:  # dcp: this step's save is being made
+                save_alone(step, f"spot-{notice.kind}")
+        elif dcp_ckpt is None and step % args.checkpoint_every == 0 and rank == 0:
+            checkpoint.save(args.checkpoint_dir, step, state(), keep=args.keep_last_n,
                             before_rename=save_delay if args.save_delay else None)
         pacing.pace(args.step_time - (time.monotonic() - began))
 
+    if dcp_ckpt is not None:
+        dcp_ckpt.wait()
     progress.emit("finished", step=step)
     dist.destroy_process_group()
     return 0

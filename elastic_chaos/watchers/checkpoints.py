@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,15 @@ from typing import Any
 from elastic_chaos.events import CheckpointEv, Event, ProgressEv, Timeline, field_value, last
 from elastic_chaos.events.checkpoint_events import Save
 from elastic_chaos.watchers.api import Watcher
+from elastic_chaos.watchers.folder_saves import (
+    DCP_METADATA,
+    dcp_folders,
+    folder_step,
+    is_complete_dcp,
+    matches,
+    pointer_target,
+    split_glob,
+)
 from elastic_chaos.watchers.writers import Target, Writers
 
 Signature = tuple[int, int, int]  # inode, mtime_ns, size
@@ -75,13 +84,20 @@ save's first file (files of one save start together; a log rewritten all run lon
 
 
 def is_temporary(name: str) -> bool:
-    """Names writers use for a save in progress (hidden files, *.tmp, ...)."""
+    """Names writers use for a save in progress (hidden files, *.tmp, ...); a DCP folder's
+    ``.metadata`` is hidden and no temporary: it completes the save."""
     low = name.lower()
+    if name == DCP_METADATA:
+        return False
     return low.startswith(".") or low.endswith(_TEMP_SUFFIXES) or ".tmp" in low
 
 
 def scan(path: Path) -> dict[Path, Signature]:
-    """The watched file's signature, or every non-temporary file's under a directory."""
+    """The watched file's signature, or every non-temporary file's under a directory; a glob
+    (``ckpt/step-*``): every such file under what it matches."""
+    base, pattern = split_glob(path)
+    if pattern:
+        return {p: sig for p, sig in scan(base).items() if matches(p.relative_to(base), pattern)}
     out: dict[Path, Signature] = {}
     try:
         st = path.stat()
@@ -158,6 +174,8 @@ class _Save:
     since: int
     poll: int
     closed: bool = False
+    folder: Path | None = None
+    """A DCP save's folder: its files are the folder's, whenever each completed."""
 
     @property
     def began(self) -> float:
@@ -205,6 +223,10 @@ class CheckpointWatcher(Watcher):
         self._polls = 0
         self.writers = Writers(is_temporary)
         """The writers of each checkpoint path, where inotify can count them (``writers.off``: why not)."""
+        self._dcp: dict[tuple[str | None, Path], _Save] = {}
+        """DCP folders whose files completed, by node and folder: a save once ``.metadata`` is among them."""
+        self.pointers = 0
+        """Changes of a pointer file (``latest``: its content names a save's folder), which are no saves."""
         self.unsettled = 0
         """Times a changed file changed again before it held still for a poll: a script that rewrites it faster
         than one poll leaves no save this watcher can confirm complete, and the steady check says so."""
@@ -217,7 +239,11 @@ class CheckpointWatcher(Watcher):
             self._known = {node: self._scan(root) for node, root in roots.items()}
             return
         for node, root in roots.items():
-            self._gather(node, self._look(node, self._scan(root), self._known.setdefault(node, {})))
+            seen = self._scan(root)
+            done = self._look(node, seen, self._known.setdefault(node, {}))
+            folders = dcp_folders(seen)
+            self._gather(node, [d for d in self._not_pointers(root, done) if d[0].parent not in folders])
+            self._gather_dcp(node, [d for d in done if d[0].parent in folders], folders)
         for gone in set(self._known) - set(roots):  # a node's disk that went with it
             del self._known[gone]
             self._changing = {p: c for p, c in self._changing.items() if c.node != gone}
@@ -261,6 +287,38 @@ class CheckpointWatcher(Watcher):
             save.files[p] = sig
             save.since, save.poll = min(save.since, since), self._polls
 
+    def _not_pointers(self, root: Path, done: Iterable[tuple[Path, Signature, int]]
+                      ) -> list[tuple[Path, Signature, int]]:
+        """``done`` less the pointer files (counted in ``pointers``): read through the view."""
+        base = split_glob(root)[0]
+        where = self._where(base)
+        kept = []
+        for d in done:
+            if pointer_target(where / d[0].relative_to(base), d[1][2]) is not None:
+                self.pointers += 1
+            else:
+                kept.append(d)
+        return kept
+
+    def _gather_dcp(self, node: str | None, done: list[tuple[Path, Signature, int]], folders: set[Path]) -> None:
+        """Put the files of DCP folders that completed into their folder's save; a folder whose
+        ``.metadata`` completed and none of whose files is still being written is one save, closed."""
+        for key in [k for k in self._dcp if k[0] == node and k[1] not in folders]:
+            del self._dcp[key]  # the folder went (pruned) before its save was complete
+        for p, sig, since in done:
+            save = self._dcp.setdefault((node, p.parent), _Save(node, {}, since, self._polls, folder=p.parent))
+            save.files[p] = sig
+            save.since, save.poll = min(save.since, since), self._polls
+        known = (self._known or {}).get(node, {})
+        for (n, folder), save in list(self._dcp.items()):
+            if n != node or not is_complete_dcp(folder, save.files):
+                continue
+            if any(c.node == node and p.parent == folder for p, c in self._changing.items()):
+                continue  # a shard (or .metadata itself) still being written
+            save.files.update({p: s for p, s in known.items() if p.parent == folder})  # shards seen before
+            save.closed = True
+            self._closed.append(self._dcp.pop((n, folder)))
+
     def _scan(self, root: Path) -> dict[Path, Signature]:
         """``scan`` of ``root``, read through the view, keyed by the paths the job wrote."""
         where = self._where(root)
@@ -269,7 +327,9 @@ class CheckpointWatcher(Watcher):
         return {root / p.relative_to(where) if p != where else root: sig for p, sig in scan(where).items()}
 
     def _where(self, root: Path) -> Path:
-        return self.view(root) if self.view is not None else root
+        base, pattern = split_glob(root)
+        where = self.view(base) if self.view is not None else base
+        return where.joinpath(*pattern)
 
     def _attribute(self) -> None:
         """Emit the complete saves whose step can be known: the logs have been read past
@@ -299,13 +359,32 @@ class CheckpointWatcher(Watcher):
         """One ``checkpoint/saved``: named by its file, or by the folder its files share (the
         watched folder at most), timed by its last file, on the step completed before its first."""
         files = sorted(save.files)
-        one = len(files) == 1
-        step = self.step_at(save.began) if self._step_at is not None else self._latest_step(save.began, save.node)
+        one = len(files) == 1 and save.folder is None
+        path = save.folder or (files[0] if one else Path(os.path.commonpath(files)))
+        step, step_from = self._step_of(save, path)
         self.saves += 1
         self.timeline.emit(CheckpointEv.SAVED, save.node, Save(
-            path=str(files[0] if one else Path(os.path.commonpath(files))), reason="observed", via="file",
+            path=str(path), reason="observed", via="file",
             inode=save.files[files[0]][0] if one else None, size=sum(s[2] for s in save.files.values()),
-            files=len(files), step=step, step_from="progress" if step is not None else None), t=save.ended)
+            files=len(files), step=step, step_from=step_from), t=save.ended)
+
+    def _step_of(self, save: _Save, path: Path) -> tuple[int | None, str | None]:
+        """A save's step: the one its folder's name carries (a DCP folder's, or the folder a glob
+        matched), else the last progress step completed before its first file."""
+        named = folder_step(path) if save.folder is not None or self._globbed(path) else None
+        if named is not None:
+            return named, "folder"
+        step = self.step_at(save.began) if self._step_at is not None else self._latest_step(save.began, save.node)
+        return step, "progress" if step is not None else None
+
+    def _globbed(self, path: Path) -> bool:
+        """Whether ``path`` is a folder a watched glob matched (``ckpt/step-*``: ``ckpt/step-40``)."""
+        for root in self._roots().values():
+            base, pattern = split_glob(root)
+            if pattern and path.is_relative_to(base) and len(path.relative_to(base).parts) == len(pattern) \
+                    and matches(path.relative_to(base), pattern):
+                return True
+        return False
 
     def _latest_step(self, t: float, saver: str | None = None) -> int | None:
         """The last progress step completed before ``t``, by a save of ``saver`` (see ``completed_before``)."""
@@ -315,6 +394,7 @@ class CheckpointWatcher(Watcher):
     def _count_writers(self, roots: Mapping[str | None, Path]) -> None:
         """Read what inotify saw of the checkpoint paths' writers; say a path written by more than
         one at once (when first seen, when more are seen at once, and as the run ends)."""
-        targets = [Target(node, root, self._where(root)) for node, root in roots.items()]
+        bases = {node: split_glob(root)[0] for node, root in roots.items()}  # a glob: the folder it is under
+        targets = [Target(node, base, self._where(base)) for node, base in bases.items()]
         for path, seen in self.writers.poll(targets, time.time(), final=self._stop.is_set()):
             self.timeline.emit(CheckpointEv.CONCURRENT_WRITES, seen.node, seen.payload(path), t=seen.last_at)

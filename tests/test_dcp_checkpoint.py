@@ -1,0 +1,117 @@
+"""The reference trainer's DCP folders on disk (elastic_chaos.trainer.dcp_checkpoint): which folder a
+restart resumes from, the ``latest`` pointer, and pruning that never removes what the pointer names
+nor anything newer. Folders are written by the test; the trainer's real saves are in test_dcp_runs."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from elastic_chaos.analysis.final_state import compare_final
+from elastic_chaos.trainer.dcp_checkpoint import (
+    METADATA,
+    POINTER,
+    list_folders,
+    prune,
+    read_pointer,
+    resume_candidates,
+    step_folder,
+    write_pointer,
+)
+
+
+def folder(directory: Path, step: int, *, complete: bool = True) -> Path:
+    f = step_folder(directory, step)
+    f.mkdir(parents=True)
+    (f / "__0_0.distcp").write_bytes(b"s")
+    if complete:
+        (f / METADATA).write_bytes(b"m")
+    return f
+
+
+def steps(directory: Path) -> list[int]:
+    return [int(p.name.split("-")[1]) for p in list_folders(directory)]
+
+
+def test_a_restart_resumes_from_the_folder_latest_names(tmp_path: Path) -> None:
+    folder(tmp_path, 20)
+    folder(tmp_path, 40)
+    folder(tmp_path, 60)   # complete, but the pointer was not moved to it (killed in between)
+    write_pointer(tmp_path, step_folder(tmp_path, 40))
+    assert [p.name for p in resume_candidates(tmp_path)] == ["step-00000040", "step-00000060", "step-00000020"]
+
+
+@pytest.mark.parametrize("pointer", [None, "step-00000060", "garbage\x00"], ids=["none", "partial", "garbage"])
+def test_without_a_usable_pointer_the_newest_complete_folder_wins(tmp_path: Path, pointer: str | None) -> None:
+    folder(tmp_path, 20)
+    folder(tmp_path, 40)
+    folder(tmp_path, 60, complete=False)   # shards, no .metadata: a partial save
+    if pointer is not None:
+        (tmp_path / POINTER).write_text(pointer)
+    assert [p.name for p in resume_candidates(tmp_path)] == ["step-00000040", "step-00000020"]
+
+
+def test_the_pointer_is_replaced_atomically_and_never_moves_back(tmp_path: Path) -> None:
+    folder(tmp_path, 20)
+    folder(tmp_path, 40)
+    write_pointer(tmp_path, step_folder(tmp_path, 40))
+    write_pointer(tmp_path, step_folder(tmp_path, 20))   # a late emergency save of an older step
+    assert read_pointer(tmp_path) == step_folder(tmp_path, 40)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [POINTER, "step-00000020", "step-00000040"]
+
+
+def test_pruning_keeps_n_at_or_below_the_pointer_and_everything_newer(tmp_path: Path) -> None:
+    for step in (20, 40, 60, 80, 100):
+        folder(tmp_path, step)
+    folder(tmp_path, 30, complete=False)    # an interrupted save below the pointer: removed
+    folder(tmp_path, 120, complete=False)   # a save in flight above it: kept
+    write_pointer(tmp_path, step_folder(tmp_path, 80))
+    prune(tmp_path, keep=2)
+    assert steps(tmp_path) == [120, 100, 80, 60]
+
+
+def test_pruning_without_a_complete_pointed_save_removes_nothing(tmp_path: Path) -> None:
+    for step in (20, 40, 60):
+        folder(tmp_path, step)
+    prune(tmp_path, keep=1)
+    folder(tmp_path, 80, complete=False)
+    write_pointer(tmp_path, step_folder(tmp_path, 80))   # a pointer that landed before its save was durable
+    prune(tmp_path, keep=1)
+    assert steps(tmp_path) == [80, 60, 40, 20]
+
+
+def train(folder: Path, max_steps: int, *args: str) -> None:
+    """The reference trainer in DCP mode at world size 2 (torchrun --standalone), saving every 10."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+           f"--log-dir={folder.parent / (folder.name + '.torchelastic')}",
+           "-m", "elastic_chaos.trainer.train", "--max-steps", str(max_steps), "--checkpoint-every", "10",
+           "--step-time", "0", "--spot-notice", "off", "--checkpoint-dir", str(folder),
+           "--checkpoint-format", "dcp", *args]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_a_clean_dcp_run_and_an_async_run_resumed_halfway_end_bitwise_equal(tmp_path: Path) -> None:
+    train(tmp_path / "a", 40)
+    train(tmp_path / "b", 20, "--async-save")
+    train(tmp_path / "b", 40, "--async-save")
+    state = compare_final(step_folder(tmp_path / "a", 40), step_folder(tmp_path / "b", 40))
+    assert state.equal, state.describe()
+    assert read_pointer(tmp_path / "b") == step_folder(tmp_path / "b", 40)
+    assert steps(tmp_path / "b") == [40, 30, 20]   # --keep-last-n 3 (the default)
+
+
+def test_the_comparer_takes_the_save_latest_names_from_a_folder_of_dcp_saves(tmp_path: Path) -> None:
+    from elastic_chaos.trainer.compare_state import resolve
+    folder(tmp_path, 20)
+    folder(tmp_path, 40)
+    folder(tmp_path, 60, complete=False)
+    write_pointer(tmp_path, step_folder(tmp_path, 20))   # a rollback: latest names the older save
+    assert resolve(tmp_path) == step_folder(tmp_path, 20)
+    (tmp_path / POINTER).unlink()
+    assert resolve(tmp_path) == step_folder(tmp_path, 40)
