@@ -84,6 +84,15 @@ class PgBackend(str, enum.Enum):
     NCCL = "nccl"
 
 
+class CheckpointFormat(str, enum.Enum):
+    """How the reference trainer saves (its --checkpoint-format)."""
+
+    FILE = "file"
+    """One ``torch.save`` file per save (``ckpt-<step>.pt``)."""
+    DCP = "dcp"
+    """``torch.distributed.checkpoint``: a ``step-<step>/`` folder of shards, one per rank, plus ``.metadata``."""
+
+
 def step_regex(pattern: str, name: str = "progress_regex") -> re.Pattern[str]:
     """Compile a user's progress/resume pattern; SpecError unless it is a valid
     regex with a named group ``step``."""
@@ -242,6 +251,10 @@ class JobSpec:
                "lost to a fault loses it, and its replacement starts with an empty one. The script finds "
                "its node's folder in $ELASTIC_CHAOS_LOCAL_DIR (its working directory) and the shared "
                "workdir in $ELASTIC_CHAOS_SHARED_DIR; --checkpoint is watched in every node's folder")
+    checkpoint_format: CheckpointFormat | None = option(
+        None, "the reference trainer's save format: file (one torch.save file per save, its default) or dcp "
+              "(torch.distributed.checkpoint: a step-<step>/ folder of shards, one per rank, and a 'latest' "
+              "pointer written once the save is complete)")
     backend: PgBackend | None = option(None, "force the process-group backend: the reference trainer's "
                                              "--backend; a script that hard-codes nccl runs on gloo (CPU) "
                                              "through elastic_chaos.trainer.launch")
@@ -268,6 +281,9 @@ class JobSpec:
                 raise SpecError(f"environment variable name {key!r} is not valid (letters, digits, _)")
         if self.start_nodes is not None and not self.min_nodes <= self.start_nodes <= self.max_nodes:
             raise SpecError(f"start_nodes {self.start_nodes} is outside nodes {self.nodes}")
+        if self.checkpoint_format is not None and self.script:
+            raise SpecError("checkpoint_format is the reference trainer's; a script saves as it does (watch its "
+                            "saves with --checkpoint, a glob of step folders for DCP: 'checkpoints/step-*')")
         if self.node_local_workdir and not self.script:
             raise SpecError("node_local_workdir is for a training script (give it after `--`): the reference "
                             "trainer keeps its checkpoints in the shared checkpoints/ folder")
@@ -277,6 +293,8 @@ class JobSpec:
         args = ["--checkpoint-every", str(self.checkpoint_every), "--step-time", str(self.step_time)]
         if self.backend is not None:
             args += ["--backend", self.backend.value]
+        if self.checkpoint_format is not None:
+            args += ["--checkpoint-format", self.checkpoint_format.value]
         if self.pg_timeout_s is not None:
             args += ["--pg-timeout", f"{self.pg_timeout_s:g}"]
         return [*args, *self.trainer_args]

@@ -115,3 +115,16 @@ def test_the_comparer_takes_the_save_latest_names_from_a_folder_of_dcp_saves(tmp
     assert resolve(tmp_path) == step_folder(tmp_path, 20)
     (tmp_path / POINTER).unlink()
     assert resolve(tmp_path) == step_folder(tmp_path, 40)
+
+
+def test_the_job_option_passes_the_format_and_compare_final_looks_for_its_step_folder(tmp_path: Path) -> None:
+    from elastic_chaos.errors import SpecError
+    from elastic_chaos.hypotheses.final import final_save
+    from elastic_chaos.spec import CheckpointFormat, JobSpec
+    job = JobSpec(checkpoint_format=CheckpointFormat.DCP)
+    assert job.trainer_command_args()[-2:] == ["--checkpoint-format", "dcp"]
+    assert final_save(tmp_path, 100, job) == tmp_path / "step-00000100"
+    assert final_save(tmp_path, 100, JobSpec(trainer_args=("--checkpoint-format=dcp",))) == tmp_path / "step-00000100"
+    assert final_save(tmp_path, 100, JobSpec()) == tmp_path / "ckpt-00000100.pt"
+    with pytest.raises(SpecError, match="reference trainer's"):
+        JobSpec(checkpoint_format=CheckpointFormat.DCP, script=("train.py",))

@@ -17,8 +17,8 @@ pytestmark = pytest.mark.slow
 def test_kill_node_resumes_from_the_newest_complete_dcp_save(run_hypothesis) -> None:
     # asynchronous saves: the kill may land while one is in flight (its folder has shards and no
     # .metadata, and latest still names the one before); synchronous saves are the other tests' case
-    run = run_hypothesis("kill-node", compare_final=True,
-                         trainer_args=("--checkpoint-format", "dcp", "--keep-last-n", "2", "--async-save"))
+    run = run_hypothesis("kill-node", compare_final=True, checkpoint_format="dcp",
+                         trainer_args=("--keep-last-n", "2", "--async-save"))
     events = run.timeline.events()
     [injected, *_] = of(events, FaultEv.INJECTED)
     before = [e for e in of(events, CheckpointEv.SAVED) if e.t < injected.t]

@@ -149,10 +149,11 @@ def check_final_state(t: Trial, opts: FinalStateOptions) -> FinalState | None:
 
 def final_save(folder: Path, step: int, job: JobSpec) -> Path:
     """Where the reference trainer saves ``step`` in ``folder``: its file, or with ``--checkpoint-format dcp``
-    its step folder (elastic_chaos.trainer.dcp_checkpoint)."""
-    args = list(job.trainer_args)
-    dcp = any(a == "--checkpoint-format=dcp" or (a == "--checkpoint-format" and args[i + 1:i + 2] == ["dcp"])
-              for i, a in enumerate(args))
+    its step folder (elastic_chaos.trainer.dcp_checkpoint); the last such argument wins, as in argparse."""
+    args = job.trainer_command_args()   # --checkpoint-format from the job's option or its trainer arguments
+    given = [a.split("=", 1)[1] if "=" in a else args[i + 1] if i + 1 < len(args) else ""
+             for i, a in enumerate(args) if a.split("=", 1)[0] == "--checkpoint-format"]
+    dcp = bool(given) and given[-1] == "dcp"
     return folder / (f"step-{step:08d}" if dcp else f"ckpt-{step:08d}.pt")
 
 
