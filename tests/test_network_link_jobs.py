@@ -45,3 +45,16 @@ def test_a_link_flapping_inside_the_collective_timeout_is_a_stall(run_hypothesis
                          steady_steps=STEADY_STEPS)
     cost = _cost(run)
     assert cost.flaps is not None and cost.flaps >= 2 and cost.restarts == 0
+
+
+def test_a_store_link_slower_than_the_keep_alive_tolerance_drops_a_live_node_as_predicted(run_hypothesis):
+    # issue 39, the store's link: 2.5 s each way to the store under the fast preset (a 4 s keep-alive
+    # expiry) makes every heartbeat later than the tolerance. `elastic-chaos timeouts` predicts it (the
+    # timeouts-ordered check FAILs), and the run shows it: torch drops node-1 from its round while it
+    # trains on (no-false-death FAILs); nothing was killed, nothing restarted
+    run = run_hypothesis("latency", to_store=True, delay_ms=2500.0, between=("node-1",), duration_s=20.0,
+                         rdzv_preset="fast", steady_steps=STEADY_STEPS,
+                         expect_failed={"timeouts-ordered", "no-false-death"})
+    cost = _cost(run)
+    assert cost.declared_dead == ["node-1"] and cost.restarts == 0
+    assert cost.rtt_ms is not None and cost.rtt_ms >= 4500

@@ -366,33 +366,36 @@ def probe(node: End, peer: End, *, count: int = 200, interval_s: float = 0.005, 
                  seconds=time.monotonic() - began)
 
 
-def probe_connects(node: End, port: int, *, count: int = 40, timeout_s: float = 5.0) -> Probe:
-    """Open ``count`` TCP connections, one after another, from inside ``node``'s namespace to
-    127.0.0.1:``port`` (the store's relay) and close them: a connect is a round trip (SYN,
-    SYN-ACK); one that took over 0.9 s had one of them lost and retransmitted (Linux's first
-    retransmit is at 1 s). ``echoed``: connects with no retransmit. Blocks, at most
-    count * timeout_s."""
-    def run() -> tuple[list[float], int]:
-        times, retried = [], 0
+def probe_connects(node: End, port: int, *, count: int = 40, timeout_s: float = 10.0,
+                   budget_s: float = 30.0) -> Probe:
+    """Open up to ``count`` TCP connections, one after another, from inside ``node``'s namespace to
+    127.0.0.1:``port`` (the store's relay) and close them, for at most ``budget_s`` (a delayed link
+    makes each connect as slow as its round trip: 2.5 s each way would take 40 connects 200 s): a
+    connect is a round trip (SYN, SYN-ACK); one that took over 0.9 s more than the quickest had one
+    of them lost and retransmitted (Linux's first retransmit is at 1 s), as had one that failed.
+    ``sent``: the connects made; ``echoed``: those with no retransmit; the round trip, their median.
+    Blocks at most about budget_s + timeout_s."""
+    def run() -> list[float | None]:
+        took: list[float | None] = []
+        start = time.monotonic()
         for _ in range(count):
+            if took and time.monotonic() - start > budget_s:
+                break
             began = time.monotonic()
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=timeout_s):
-                    took = time.monotonic() - began
+                    took.append(time.monotonic() - began)
             except OSError:
-                retried += 1
-                continue
-            if took > 0.9:
-                retried += 1
-            else:
-                times.append(took)
-        return times, retried
+                took.append(None)
+        return took
 
     began = time.monotonic()
-    times, retried = in_netns(node.netns, run, timeout_s=count * timeout_s + 10)
-    times.sort()
-    return Probe(sent=count, echoed=count - retried, loss_each_way=1.0 - math.sqrt((count - retried) / count),
-                 rtt_ms=times[len(times) // 2] * 1000 if times else None, seconds=time.monotonic() - began)
+    took = in_netns(node.netns, run, timeout_s=budget_s + timeout_s + 10)
+    done = [t for t in took if t is not None]
+    quickest = min(done, default=0.0)
+    clean = sorted(t for t in done if t - quickest <= 0.9)
+    return Probe(sent=len(took), echoed=len(clean), loss_each_way=1.0 - math.sqrt(len(clean) / len(took)),
+                 rtt_ms=clean[len(clean) // 2] * 1000 if clean else None, seconds=time.monotonic() - began)
 
 
 def _bound(kind: socket.SocketKind, address: str) -> socket.socket:
