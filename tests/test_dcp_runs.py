@@ -1,6 +1,7 @@
-"""The reference trainer's DCP mode on a real job (slow): under kill-node it resumes from the newest
-complete DCP save (a step folder with its ``.metadata``, named by ``latest``), never from a partial one,
-and ends in the clean run's final state (--compare-final on DCP folders)."""
+"""The reference trainer's DCP mode on real jobs (slow): under kill-node, spot-interruption and
+kill-during-checkpoint it resumes from the newest complete DCP save (a step folder with its
+``.metadata``), never from a partial one, and under kill-node it ends in the clean run's final state
+(--compare-final on DCP folders)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,9 +10,26 @@ import pytest
 
 from elastic_chaos.analysis.final_state import CHECK
 from elastic_chaos.events import CheckpointEv, FaultEv, of
+from elastic_chaos.pytest_plugin import ChaosRun
 from elastic_chaos.trainer.dcp_checkpoint import METADATA, read_pointer, step_of
 
 pytestmark = pytest.mark.slow
+
+
+def assert_resumed_from_the_newest_complete_save(run: ChaosRun) -> Path:
+    """The job's resume after the fault loaded the newest save completed before it; that save's folder."""
+    events = run.timeline.events()
+    [injected, *_] = of(events, FaultEv.INJECTED)
+    resumed = [e for e in of(events, CheckpointEv.LOADED) if e.t > injected.t]
+    assert resumed, "the job did not resume after the fault"
+    saved = [e for e in of(events, CheckpointEv.SAVED) if e.t < resumed[0].t]
+    assert saved, "no DCP save completed before the resume"
+    newest = max(saved, key=lambda e: e.data.step)
+    assert Path(newest.data.path).name == f"step-{newest.data.step:08d}"
+    first = [e for e in resumed if e.t - resumed[0].t < 5.0]   # every rank's load of the first resume
+    assert {(e.data.step, e.data.path) for e in first} == {(newest.data.step, newest.data.path)}, \
+        [e.data for e in resumed]
+    return Path(newest.data.path)
 
 
 def test_kill_node_resumes_from_the_newest_complete_dcp_save(run_hypothesis) -> None:
@@ -19,18 +37,9 @@ def test_kill_node_resumes_from_the_newest_complete_dcp_save(run_hypothesis) -> 
     # .metadata, and latest still names the one before); synchronous saves are the other tests' case
     run = run_hypothesis("kill-node", compare_final=True, checkpoint_format="dcp",
                          trainer_args=("--keep-last-n", "2", "--async-save"))
-    events = run.timeline.events()
-    [injected, *_] = of(events, FaultEv.INJECTED)
-    before = [e for e in of(events, CheckpointEv.SAVED) if e.t < injected.t]
-    assert before, "no DCP save completed before the kill"
-    newest = max(before, key=lambda e: e.data.step)
-    assert Path(newest.data.path).name == f"step-{newest.data.step:08d}"
-    resumed = [e for e in of(events, CheckpointEv.LOADED) if e.t > injected.t]
-    assert resumed and {e.data.step for e in resumed} == {newest.data.step}, [e.data for e in resumed]
-    assert {e.data.path for e in resumed} == {newest.data.path}
-    # what the job left: complete step folders only up to the pointer, at most --keep-last-n of them
-    # at or below it, and the pointer names a complete one
-    folder = Path(newest.data.path).parent
+    folder = assert_resumed_from_the_newest_complete_save(run).parent
+    # what the job left: the pointer names a complete save, and at most --keep-last-n complete
+    # step folders at or below it
     pointed = read_pointer(folder)
     assert pointed is not None and (pointed / METADATA).is_file()
     at_or_below = [p for p in folder.glob("step-*") if step_of(p) <= step_of(pointed)]
@@ -38,3 +47,12 @@ def test_kill_node_resumes_from_the_newest_complete_dcp_save(run_hypothesis) -> 
     # and the job that resumed is the job a clean run is: its final DCP save, bitwise
     check = next(c for c in run.verdict.checks if c.name == CHECK)
     assert check.ok and check.reason.startswith("final state: equal (bitwise"), check.reason
+
+
+@pytest.mark.parametrize("name", ["spot-interruption", "kill-during-checkpoint"])
+def test_a_dcp_job_resumes_from_its_newest_complete_save(run_hypothesis, name: str) -> None:
+    # spot-interruption: the told rank's emergency saves (spot notices, SIGTERM) are DCP folders made
+    # alone; kill-during-checkpoint: the kill lands between a save's shards and its .metadata
+    # (--save-delay holds that window open), and the job resumes from the save before it
+    run = run_hypothesis(name, checkpoint_format="dcp", trainer_args=("--async-save",))
+    assert_resumed_from_the_newest_complete_save(run)
