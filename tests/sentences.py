@@ -140,15 +140,17 @@ _LOST = re.compile(r"\blost (\d+) (\w+?)s?, at most")
 
 
 def lost_figures(r: Reading) -> list[str]:
-    """``lost N <unit>s`` is the fault's lost_steps, in the run's unit; "no checkpoint was seen saved before
-    the fault" only where none was."""
+    """``lost N <unit>s`` is the fault's lost_steps (the first fault that has one: a fault that interrupts
+    nothing, a corrupted checkpoint, may come before the crash that costs the steps), in the run's unit; "no
+    checkpoint was seen saved before the fault" only where none was."""
     out = []
     checks = r.result.verdict.checks if r.result.verdict else []
     for c in checks:
         m = _LOST.search(c.reason)
         if m is None or not r.result.faults:
             continue
-        rec = r.result.faults[0].recovery
+        rec = next((f.recovery for f in r.result.faults if f.recovery.lost_steps is not None),
+                   r.result.faults[0].recovery)
         if int(m[1]) != rec.lost_steps:
             out.append(f"{c.name} says lost {m[1]}; report.json's lost_steps is {rec.lost_steps}")
         if m[2] != r.unit:

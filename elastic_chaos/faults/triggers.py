@@ -41,6 +41,13 @@ def checkpoint_started(min_step: int = 1) -> Trigger:
                    and (e.data.step or 0) >= min_step and (e.data.reason or "periodic") == "periodic")
 
 
+def checkpoint_saved(min_step: int = 1) -> Trigger:
+    """Fires when a periodic checkpoint of ``min_step`` or later is durable (its ``checkpoint saved``)."""
+    return Trigger(f"when a checkpoint (step >= {min_step}) is saved",
+                   lambda e: e.type == CheckpointEv.SAVED
+                   and (e.data.step or 0) >= min_step and (e.data.reason or "periodic") == "periodic")
+
+
 def during_rendezvous(after: float = 0.0) -> Trigger:
     """Fires when, after time ``after``, a survivor starts re-forming the rendezvous
     (its worker group failed, or it is rendezvousing again)."""

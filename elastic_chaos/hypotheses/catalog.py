@@ -5,11 +5,23 @@ modules (or a new module imported here)."""
 from __future__ import annotations
 
 from elastic_chaos.errors import SpecError
-from elastic_chaos.hypotheses import grace, growth, losses, network, pods, replay, savepoints, silent, slow, storage
+from elastic_chaos.hypotheses import (
+    corruption,
+    grace,
+    growth,
+    losses,
+    network,
+    pods,
+    replay,
+    savepoints,
+    silent,
+    slow,
+    storage,
+)
 from elastic_chaos.hypotheses.api import HYPOTHESES, Hypothesis
 
-__all__ = ["HYPOTHESES", "get", "grace", "growth", "losses", "network", "pods", "replay", "savepoints", "silent",
-           "slow", "storage"]
+__all__ = ["HYPOTHESES", "corruption", "get", "grace", "growth", "losses", "network", "pods", "replay", "savepoints",
+           "silent", "slow", "storage"]
 
 
 def get(name: str) -> Hypothesis:

@@ -27,9 +27,16 @@ processes that write it (restarts, rollbacks, earlier runs):
 Every removal other than routine pruning is reported as a
 ``checkpoint_removed`` progress event (corrupt files also as
 ``checkpoint_corrupt``).
+
+With checksums on (:func:`use_checksums`, the trainer's ``--checkpoint-checksum``)
+a save carries the sha256 of its own state, and a restore recomputes it: a file
+that loads but whose bits changed since its save (silent corruption: torch.load
+does not check the zip's CRC-32) is reported as ``checkpoint_corrupt`` and
+skipped, and the restore falls back to the next older file.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import socket
@@ -51,6 +58,11 @@ writes continuously, and nothing pauses one for hours between its writes."""
 _restored: dict[Path, frozenset[tuple[str, int, int]]] = {}
 """Per directory this process resumed from: the files above the resumed step
 that its restore skipped, as (name, inode, mtime_ns): the rolled-back history."""
+
+SUM_KEY = "sha256"
+"""Where a save keeps the sha256 of its own state (:func:`state_digest`), with checksums on."""
+_checksums = False
+"""Whether saves carry their sum and restores verify it (:func:`use_checksums`)."""
 
 _NAME = re.compile(r"^ckpt-(\d{8,})\.pt$")
 _TEMP = re.compile(r"^\.ckpt-\d{8,}\.pt\.tmp\.(?:(?P<place>.+)\.)?(?P<pid>\d+)$")
@@ -118,6 +130,8 @@ def save(directory: Path, step: int, state: dict[str, Any], *, keep: int = 3,
     remove_abandoned_temporaries(directory)  # first: frees the disk this write needs
     tmp = temporary_path(directory, step)
     payload = {"format_version": FORMAT_VERSION, "step": step, **state}
+    if _checksums:
+        payload[SUM_KEY] = state_digest(payload)
     with open(tmp, "wb") as f:
         torch.save(payload, f)
         f.flush()
@@ -288,6 +302,51 @@ def _read(path: Path, *, mmap: bool) -> tuple[int, dict[str, Any]]:
     return int(state["step"]), state
 
 
+def use_checksums(on: bool) -> None:
+    """Make this process's saves carry the sha256 of their state and its restores verify it (the
+    trainer's ``--checkpoint-checksum``). A file saved without a sum still loads, unverified."""
+    global _checksums
+    _checksums = on
+
+
+class ChecksumMismatch(ValueError):
+    """A checkpoint that loads, but whose state is not the state its save summed: its bits changed."""
+
+
+def state_digest(state: dict[str, Any]) -> str:
+    """The sha256 of ``state`` without its own sum: every tensor's dtype, shape and bytes, every other
+    value's repr, walked in key order (the same state saved and loaded gives the same digest)."""
+    digest = hashlib.sha256()
+    _feed(digest, {k: v for k, v in state.items() if k != SUM_KEY})
+    return digest.hexdigest()
+
+
+def _feed(digest: Any, value: object) -> None:
+    if isinstance(value, torch.Tensor):
+        flat = value.detach().cpu().contiguous().clone()   # its own compact storage: only its bytes
+        digest.update(f"T{flat.dtype}{tuple(flat.shape)}:".encode())
+        digest.update(bytes(flat.untyped_storage()))
+    elif isinstance(value, dict):
+        digest.update(f"D{len(value)}:".encode())
+        for key in sorted(value, key=repr):
+            digest.update(f"{key!r}=".encode())
+            _feed(digest, value[key])
+    elif isinstance(value, list | tuple):
+        digest.update(f"L{len(value)}:".encode())
+        for item in value:
+            _feed(digest, item)
+    else:
+        digest.update(f"{type(value).__name__}:{value!r};".encode())
+
+
+def _verify(state: dict[str, Any]) -> None:
+    """ChecksumMismatch when ``state`` carries a sum its values no longer match."""
+    saved = state.get(SUM_KEY)
+    if _checksums and saved is not None and state_digest(state) != saved:
+        raise ChecksumMismatch(f"its state's sha256 is not the one its save stored ({saved}): its bits changed "
+                               "since the save; skipped for an older checkpoint (none: a fresh start)")
+
+
 def load_newest(directory: Path) -> Loaded | None:
     """The newest checkpoint that loads and is well formed, or None for a fresh start.
 
@@ -302,6 +361,7 @@ def load_newest(directory: Path) -> Loaded | None:
         try:
             seen = _identity(path)
             step, state = _read(path, mmap=False)
+            _verify(state)
         except FileNotFoundError:
             continue  # pruned by another rank between listing and loading
         except Exception as exc:  # noqa: BLE001 - any unreadable file is skipped, loudly
