@@ -4,6 +4,8 @@ and a pointer file (``latest``) naming a folder is no save of its own."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -181,3 +183,17 @@ def test_a_pointer_names_an_existing_folder_in_one_short_line(tmp_path: Path) ->
         (tmp_path / name).write_text(text)
     found = {n: pointer_target(tmp_path / n, (tmp_path / n).stat().st_size) for n in ("latest", "gone", "two", "data")}
     assert found == {"latest": tmp_path / "step-1", "gone": None, "two": None, "data": None}
+
+
+def test_a_real_dcp_save_is_one_save_with_its_folders_step(timeline: Timeline, ckpt: Path) -> None:
+    # torch's own writer (a process of its own, no process group): its shard, then .metadata through a rename
+    w = started(timeline, ckpt / "step-*")
+    code = ("import sys, torch\nfrom torch.distributed.checkpoint.state_dict_saver import save\n"
+            "save({'model': {'w': torch.ones(4096)}, 'step': 100}, checkpoint_id=sys.argv[1], no_dist=True)")
+    subprocess.run([sys.executable, "-c", code, str(ckpt / "step-00000100")], check=True, timeout=120)
+    assert wait_until(lambda: len(saves(timeline)) == 1)
+    time.sleep(3 * w.interval_s)
+    w.stop()
+    [save] = saves(timeline)
+    assert save.data.path == str(ckpt / "step-00000100") and save.data.step == 100 and save.data.step_from == "folder"
+    assert save.data.files == len(list((ckpt / "step-00000100").iterdir())) >= 2
