@@ -9,7 +9,7 @@ import pytest
 
 from elastic_chaos.analysis.link import link_cost
 from elastic_chaos.errors import SpecError
-from elastic_chaos.events import Event, FaultEv, NodeEv, ProgressEv, RdzvEv
+from elastic_chaos.events import AgentEv, Event, FaultEv, NodeEv, ProgressEv, RdzvEv
 from elastic_chaos.faults.catalog import fault_class
 from elastic_chaos.faults.network import Bandwidth, FlappingLink, Latency, PacketLoss
 from elastic_chaos.platforms.capabilities import LinkDegrader
@@ -155,3 +155,7 @@ def test_a_live_node_dropped_from_its_round_while_the_link_was_degraded_is_a_fal
                         _state(13.0, 1, ["node-0", "node-1"])]
     assert link_cost(rejoined, target="node-1", injected_at=10.0, fault="latency", detail={}).declared_dead == []
     assert type(cost).from_json("node-1", 10.0, cost.to_json()).declared_dead == ["node-1"]
+    # an agent restarting its workers leaves the round itself to rejoin (a link past the collective
+    # timeout): before, that read as a death
+    restarting = dropped + [Event.make(AgentEv.WORKER_GROUP_FAILED, 12.0, "node-1", {})]
+    assert link_cost(restarting, target="node-1", injected_at=10.0, fault="latency", detail={}).declared_dead == []

@@ -58,3 +58,17 @@ def test_a_store_link_slower_than_the_keep_alive_tolerance_drops_a_live_node_as_
     cost = _cost(run)
     assert cost.declared_dead == ["node-1"] and cost.restarts == 0
     assert cost.rtt_ms is not None and cost.rtt_ms >= 4500
+
+
+def test_a_delay_past_the_collective_timeout_is_detected_at_it_and_the_job_recovers(run_hypothesis):
+    # issue 39: a round trip (12 s) past the fast preset's 10 s collective timeout is a partition to every
+    # collective: found out at the timeout, by a timeout; the workers restart; the job trains again once
+    # the link is whole. The link is degraded --duration from when the fault hit, its probe included
+    run = run_hypothesis("latency", delay_ms=6000.0, between=("node-0", "node-1"), duration_s=20.0,
+                         rdzv_preset="fast", steady_steps=STEADY_STEPS)
+    cost = _cost(run)
+    checks = {c.name: c for c in run.verdict.checks}
+    assert {"detected-at-timeout", "silent", "restarted", "recovered"} <= set(checks)
+    assert "no-restart" not in checks and cost.restarts is not None and cost.restarts >= 1
+    assert cost.declared_dead == []     # the agents left their round to rejoin it: no death
+    assert cost.restored_at is not None and abs(cost.restored_at - cost.injected_at - 20.0) < 2.0

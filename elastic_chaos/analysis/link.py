@@ -18,6 +18,7 @@ from typing import Any
 
 from elastic_chaos.analysis.groups import FaultMark, fault_group
 from elastic_chaos.analysis.metrics import Metric, Unit, declared, metric
+from elastic_chaos.analysis.phases import RESTART_SIGNS
 from elastic_chaos.analysis.throughput import WINDOW_S, step_rate
 from elastic_chaos.events import Event, FaultEv, NodeEv, ProgressEv, RdzvEv, first, last, of
 
@@ -66,8 +67,9 @@ class LinkCost:
     """The nodes at the other end of the degraded link (the target is at this end)."""
     declared_dead: list[str] = field(default_factory=list)
     """Live nodes the rendezvous dropped while the link was degraded: gone from the participants of the
-    completed round they trained in (torch's ``_sanitize`` drops a node whose heartbeat is older than
-    the keep-alive tolerance; nothing was killed), the false death late heartbeats make."""
+    completed round they trained in, before any agent restarted its workers (torch's ``_sanitize`` drops a
+    node whose heartbeat is older than the keep-alive tolerance; nothing was killed): the false death late
+    heartbeats make."""
     rank_pairs: list[tuple[int, int]] = field(default_factory=list)
     """The rank pairs whose traffic crossed the link: each rank the target held before the fault with
     each rank a peer held (the last steps before it); empty where steps do not say (the store's link)."""
@@ -199,14 +201,18 @@ def rank_pairs(steps: Sequence[Event], target: str | None, peers: Sequence[str],
 
 def declared_dead(events: Sequence[Event], injected_at: float, until: float) -> list[str]:
     """The nodes that left the participants of the completed round they were in at ``injected_at``
-    before ``until``, while that round stood (the same round number): a participant leaves a
-    completed round only when torch drops it for a stale heartbeat (or it leaves on purpose, which a
-    link fault does not make). A new round, where every node joins afresh, is not read."""
+    before ``until``, while that round stood (the same round number) and before any agent restarted
+    its workers: a participant then leaves a completed round only when torch drops it for a stale
+    heartbeat (an agent that restarts, or leaves on SIGTERM, removes itself; a link fault kills
+    nothing). A new round, where every node joins afresh, is not read."""
     standing = last(events, RdzvEv.STATE, until=injected_at, where=lambda e: e.data.complete)
     if standing is None:
         return []
+    # an agent restarting its workers leaves the round itself to join the next: from the first sign
+    # of a restart on, a node gone from the round is no evidence of a death
+    restart = first(events, *RESTART_SIGNS, after=injected_at, until=until)
     members, gone = set(standing.data.nodes()), list[str]()
-    for e in of(events, RdzvEv.STATE, after=injected_at, until=until):
+    for e in of(events, RdzvEv.STATE, after=injected_at, until=restart.t if restart is not None else until):
         if e.data.round != standing.data.round:
             break
         gone += sorted(members - set(e.data.nodes()) - set(gone))

@@ -31,7 +31,9 @@ class Phase(Payload):
     world_size: int | None = None
     """awaiting_world_size: the size it waits for."""
     until: float | None = None
-    """slowed: when the slowdown ends."""
+    """slowed: when the slowdown ends (epoch seconds; older timelines)."""
+    for_s: float | None = None
+    """slowed, degraded: how long the fault holds from now."""
     interrupted: bool | None = None
     """finished (a watch): it ended on Ctrl-C."""
     run_id: str | None = None

@@ -22,17 +22,20 @@ import math
 from dataclasses import dataclass
 
 from elastic_chaos.analysis.link import LinkCost, link_cost
-from elastic_chaos.analysis.link_order import Degradation, describe, job_timeouts, verdict_line
+from elastic_chaos.analysis.link_order import Degradation, describe, job_timeouts, order, verdict_line
 from elastic_chaos.analysis.throughput import WINDOW_S
 from elastic_chaos.analysis.timeouts import Origin, job_backend
 from elastic_chaos.errors import SpecError
-from elastic_chaos.events import FaultEv, ProgressEv
+from elastic_chaos.events import FaultEv, ProgressEv, first
 from elastic_chaos.events.records import FaultRecord
 from elastic_chaos.faults.network import Bandwidth, FlappingLink, Latency, PacketLoss, _LinkFault
 from elastic_chaos.hypotheses.api import Trial, hypothesis, seconds
+from elastic_chaos.hypotheses.silent import collective_failures, first_collective_failure_s
 from elastic_chaos.hypotheses.silent import collective_timeout as job_collective_timeout
 from elastic_chaos.options import option, validate
 
+PAST_TIMEOUT_SLACK_S = 5.0
+"""How long after the collective timeout a collective past it may still fail (a loaded machine)."""
 ISOLATED = {"network": "isolated"}
 """A link between nodes exists only where each node has its own namespace."""
 
@@ -62,7 +65,7 @@ def _degrade(t: Trial) -> tuple[_LinkFault, FaultRecord, LinkCost]:
     t.run.wait_for(f"{WINDOW_S:g}s of steady training", lambda e: e.type == ProgressEv.STEP
                    and e.t >= began + WINDOW_S, timeout=t.opts.timeout_s)
     record = t.inject(fault)
-    t.run.phase("degraded", until=record.injected_at + fault.duration_s)
+    t.run.phase("degraded", for_s=fault.duration_s)
     restored = t.run.wait_for("the link whole again", lambda e: e.type == FaultEv.REVERTED and e.node == record.target
                               and e.t >= record.injected_at, timeout=fault.duration_s + t.opts.timeout_s)
     # the window after the revert read whole before the cost is measured: the report, measured again from the
@@ -72,8 +75,17 @@ def _degrade(t: Trial) -> tuple[_LinkFault, FaultRecord, LinkCost]:
                    timeout=WINDOW_S + t.opts.timeout_s)
     cost = link_cost(t.run.timeline.events(), target=record.target, injected_at=record.injected_at,
                      fault=fault.name, detail=record.detail)
-    _check_order(t, fault)
+    _check_order(t, fault, past_timeout=_past_timeout(t, fault))
     return fault, record, cost
+
+
+def _past_timeout(t: Trial, fault: _LinkFault) -> bool:
+    """Whether each collective across the link outlasts the job's (known) collective timeout: a delay
+    whose round trip is not shorter than it."""
+    if not isinstance(fault, Latency) or fault.to_store:
+        return False
+    limit, _where, known = job_collective_timeout(t.job)
+    return known and 2 * (fault.delay_ms + fault.jitter_ms) / 1000 >= limit
 
 
 def degradation_of(fault: _LinkFault) -> Degradation:
@@ -88,12 +100,19 @@ def degradation_of(fault: _LinkFault) -> Degradation:
     return Degradation()
 
 
-def _check_order(t: Trial, fault: _LinkFault) -> None:
+def _check_order(t: Trial, fault: _LinkFault, *, past_timeout: bool = False) -> None:
     """The job's timeouts ordered so that this link is never taken for a dead node (the same
-    lines as ``elastic-chaos timeouts`` with the fault's options)."""
+    lines as ``elastic-chaos timeouts`` with the fault's options). ``past_timeout``: the run tests a
+    link past the collective timeout on purpose; that finding is then the prediction the run checks,
+    and only the settings' own ordering can fail this check."""
     backend, known = job_backend(t.job, t.run.timeline.events())
     timeouts = job_timeouts(t.job, backend, Origin(script=bool(t.job.script)))
     ok, line = verdict_line(describe(timeouts, degradation_of(fault)))
+    if past_timeout:
+        ok, _ = verdict_line(order(timeouts))
+        t.verdict.require(ok, f"the job's timeouts against this link ({backend.value}, {known}) predict the "
+                              f"failure this run checks: {line}", check="timeouts-ordered")
+        return
     t.verdict.require(ok, f"the job's timeouts against this link ({backend.value}, {known}): {line}",
                       check="timeouts-ordered")
 
@@ -193,7 +212,10 @@ def latency(t: Trial) -> None:
     """Delay every packet between a node and its peers ``--delay-ms`` (+- ``--jitter-ms``) each
     way for ``--duration`` seconds: the probe's round trip grows by twice the delay (within
     ``--tolerance``, at least 5 ms), no worker fails, no restart, and the step rate comes back
-    after. The step time while delayed is reported against the step time before."""
+    after. The step time while delayed is reported against the step time before. A round trip
+    not shorter than the job's collective timeout is a partition to every collective: then the
+    collective fails at that timeout (not later), by a timeout, the job restarts, and it trains
+    again once the link is whole."""
     fault, record, cost = _degrade(t)
     assert isinstance(fault, Latency)
     added = None if cost.rtt_ms is None or cost.rtt_baseline_ms is None else cost.rtt_ms - cost.rtt_baseline_ms
@@ -203,7 +225,42 @@ def latency(t: Trial) -> None:
                       f"the probe's round trip grew by {'?' if added is None else f'{added:.1f}'} ms "
                       f"({cost.rtt_baseline_ms} -> {cost.rtt_ms} ms), asked {want:g} ms ({fault.delay_ms:g} ms each "
                       f"way, within {slack:.1f} ms)", check="applied")
-    _survived(t, record, cost, f"{fault.delay_ms:g} ms of delay each way" + (" to the store" if fault.to_store else ""))
+    what = f"{fault.delay_ms:g} ms of delay each way" + (" to the store" if fault.to_store else "")
+    if _past_timeout(t, fault):
+        limit, where, _known = job_collective_timeout(t.job)
+        _past_the_timeout(t, record, cost, limit, where, what)
+        return
+    _survived(t, record, cost, what)
+
+
+def _past_the_timeout(t: Trial, record: FaultRecord, cost: LinkCost, limit: float, where: str, what: str) -> None:
+    """A link whose round trip is not shorter than the collective timeout: every collective across it
+    fails at that timeout, as across a partition; the job restarts (not later than the timeout says)
+    and trains again once the link is whole."""
+    v = t.verdict
+    events = t.run.timeline.events()
+    failed_s = first_collective_failure_s(events, record)
+    causes = collective_failures(events, record)
+    late = max(PAST_TIMEOUT_SLACK_S, 0.5 * limit)
+    v.require(failed_s is not None and limit - 1.0 <= failed_s <= limit + late,
+              f"{what} is a round trip past the {limit:g}s collective timeout ({where}): the collective across "
+              f"it failed after {seconds(failed_s)} (expected at the timeout, within {late:g}s after it)",
+              check="detected-at-timeout")
+    v.require(bool(causes) and set(causes) == {"timeout"},
+              f"the ranks found out by their timeout, not a closed connection (collective errors: {causes})",
+              check="silent")
+    v.require(cost.restarts is not None and cost.restarts >= 1,
+              f"the job restarted its workers, as across a partition: {cost.restarts} restart(s) "
+              f"({cost.describe()})", check="restarted")
+    # after the revert the job re-forms first (a rendezvous, a checkpoint load): its first step says it
+    # trains again; the window's rate would still hold the restart
+    back = (None if cost.restored_at is None else
+            first(events, ProgressEv.STEP, after=cost.restored_at))
+    v.require(back is not None and cost.restored_at is not None,
+              f"the job trained again once the link was whole: step {back.data.step} at world size "
+              f"{back.data.world_size}, {back.t - cost.restored_at:.1f}s after the revert"
+              if back is not None and cost.restored_at is not None else
+              "the job did not train again once the link was whole", check="recovered")
 
 
 def _loss_sigma(rate: float, sent: object) -> float:

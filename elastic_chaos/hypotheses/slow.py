@@ -58,7 +58,7 @@ def straggler(t: Trial) -> None:
     t.run.wait_for(f"{WINDOW_S:g}s of steady training", lambda e: e.type == ProgressEv.STEP
                    and e.t >= began + WINDOW_S, timeout=t.opts.timeout_s)
     record = t.inject(fault)
-    t.run.phase("slowed", until=record.injected_at + fault.duration_s)
+    t.run.phase("slowed", for_s=fault.duration_s)
     end = record.injected_at + fault.duration_s + WINDOW_S
     t.run.wait_for("training after the slowdown", lambda e: e.type == ProgressEv.STEP and e.t >= end,
                    timeout=fault.duration_s + WINDOW_S + t.opts.timeout_s)

@@ -136,7 +136,7 @@ def slow_storage(t: Trial) -> None:
     t.steady()
     record = t.inject(fault)
     if p.interrupt_after_s is not None:
-        t.run.phase("slowed", until=record.injected_at + p.interrupt_after_s)
+        t.run.phase("slowed", for_s=p.interrupt_after_s)
         time.sleep(max(0.0, record.injected_at + p.interrupt_after_s - time.time()))
         spot = t.inject(SpotInterruption(node=t.opts.target, rebalance_lead_s=None, notice_s=p.notice_s,
                                          grace_s=p.grace_s))

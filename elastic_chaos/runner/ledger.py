@@ -112,7 +112,10 @@ class FaultLedger:
             self.records.append(record)
             self._applied.append(applied)
         if fault.duration_s is not None:
-            applied.timer = threading.Timer(fault.duration_s, self._timed_revert, args=(applied,))
+            # the duration counts from when the fault hit, not from when inject returned: a link fault's
+            # probe across the degraded link (up to 2 x its delay, plus a second) is part of it
+            left = max(0.0, fault.duration_s - (time.time() - record.injected_at))
+            applied.timer = threading.Timer(left, self._timed_revert, args=(applied,))
             applied.timer.daemon = True
             applied.timer.start()
         return record

@@ -91,7 +91,9 @@ class LocalLinks(caps.LinkDegrader):
                     links.set_rate(d, rate_kbit)
                 action = "+".join(what for what, on in (("delay", delay_ms is not None), ("loss", loss > 0),
                                                         ("rate", wants_rate)) if on)
-                measured = links.probe(end, others[0], count=PROBE_COUNT,
+                # the last echoes wait out the round trip the delay makes (a 6 s delay: 12 s)
+                wait_s = 1.0 + 2 * ((delay_ms or 0.0) + jitter_ms) / 1000
+                measured = links.probe(end, others[0], count=PROBE_COUNT, wait_s=wait_s,
                                        stream_s=PROBE_STREAM_S if wants_rate else 0.0)
         except SetupError as exc:
             if flapper is not None:
