@@ -108,3 +108,30 @@ def test_a_straggler_shows_its_step_rates_instead_of_a_recovery_row(tmp_path):
     report = report_of(tmp_path, "straggler-half-speed")
     text = render_table(report.result)
     assert "Step rate while a node was slow" in text and "regain" not in text.split("verdict")[0]
+
+
+def test_a_corrupted_checkpoint_shows_what_was_hit_and_whether_the_job_noticed_instead_of_a_recovery_row():
+    # corrupt-checkpoint interrupts nothing: before, its recovery row said "no survivor noticed the fault"
+    # and "progress never passed the pre-fault step" of an interruption that never happened
+    from elastic_chaos.analysis.corruption import CORRUPTION
+    from elastic_chaos.events import CheckpointEv, FaultEv
+    from elastic_chaos.events.records import FaultRecord
+    from elastic_chaos.reporting.views.table import notes, remarks, tables
+    f = "/ckpt/ckpt-00000060.pt"
+    record = FaultRecord("corrupt-checkpoint", None, 10.0,
+                         detail={"file": f, "step": 60, "tensor": "model.2.weight", "bits": 3})
+    steps = [Event.make(ProgressEv.STEP, 1.0 + i, "node-0", {"rank": 0, "step": i, "world_size": 2})
+             for i in range(20)]
+    events = [*steps, Event.make(FaultEv.INJECTED, 10.0, None, record.event_payload()),
+              Event.make(CheckpointEv.CORRUPT, 12.0, "node-0", {"path": f, "reason": "ChecksumMismatch"}),
+              Event.make(CheckpointEv.CORRUPT, 12.1, "node-1", {"path": f, "reason": "ChecksumMismatch"})]
+    result = result_of_timeline(sorted(events, key=lambda e: e.t))
+    [fault] = result.faults
+    cost = fault.group(CORRUPTION)
+    assert cost is not None and (cost.step, cost.bits, cost.reports) == (60, 3, 2)
+    assert "reported it corrupt 2 time(s)" in cost.describe()
+    shown = [t.group for t in tables(result)]
+    assert "corruption" in shown and "recovery" not in shown
+    assert not [line for line in [*notes(result), *remarks(result)] if line.startswith("corrupt-checkpoint")]
+    silent = result_of_timeline(sorted(events[:-2], key=lambda e: e.t)).faults[0].group(CORRUPTION)
+    assert silent is not None and silent.reports == 0 and "a silent load" in silent.describe()

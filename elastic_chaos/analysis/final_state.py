@@ -128,6 +128,15 @@ class FinalState:
     def with_note(self, note: str) -> FinalState:
         return dataclasses.replace(self, note=note)
 
+    def with_cause(self, cause: str) -> FinalState:
+        """The same comparison, its first divergence's likely cause replaced by one the caller knows (the
+        fault put it there: a corrupted save), instead of the resume bug the state class suggests."""
+        if self.first is None:
+            return self
+        first = dataclasses.replace(self.first, cause=cause)
+        return dataclasses.replace(self, first=first,
+                                   divergences=tuple(first if d is self.first else d for d in self.divergences))
+
     def to_json(self) -> dict[str, Any]:
         return {"equal": self.equal, "a": self.a, "b": self.b, "tolerance": self.tolerance,
                 "compared": self.compared, "differing": self.differing, "step": {"a": self.step_a, "b": self.step_b},

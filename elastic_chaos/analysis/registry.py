@@ -1,10 +1,12 @@
-"""The registry of metric groups: the built-in ones (recovery, throughput, hang, storage, link, cost, replay) and any a
-user or test registers; every view iterates it (elastic_chaos.analysis.groups says what a group is)."""
+"""The registry of metric groups: the built-in ones (recovery, throughput, hang, storage, link, corruption, cost,
+replay) and any a user or test registers; every view iterates it (elastic_chaos.analysis.groups says what a group
+is)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from elastic_chaos.analysis.corruption import CORRUPTION
 from elastic_chaos.analysis.groups import FaultGroup, FaultMark, RunGroup, RunMark
 from elastic_chaos.analysis.hang import HANG
 from elastic_chaos.analysis.link import LINK
@@ -88,5 +90,5 @@ def _builtin() -> None:
         return
     _LOADED.append(True)
     from elastic_chaos.analysis.cost import COST  # derived from the recovery: measured after the others
-    for g in (RECOVERY, THROUGHPUT, HANG, STORAGE, LINK, COST, REPLAY):
+    for g in (RECOVERY, THROUGHPUT, HANG, STORAGE, LINK, CORRUPTION, COST, REPLAY):
         register(g)

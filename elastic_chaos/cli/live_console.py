@@ -152,7 +152,7 @@ class ConsoleProgress:
         if e.type.source == Source.NODE:
             return self._node(e)
         if e.type == FaultEv.INJECTED:
-            return f"FAULT {d.fault} injected on {e.node}"
+            return f"FAULT {d.fault} injected" + (f" on {e.node}" if e.node else "")   # a save's corruption: no node
         if e.type.source == Source.FAULT and e.type != FaultEv.PLANNED:
             return f"fault {field_value(d, 'fault') or ''}: {e.type.name}" + (f" on {e.node}" if e.node else "")
         if e.type == RdzvEv.ROUND_COMPLETE:
