@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import fidelity, floor, gpu, integrity, local_nodes, network, overhead, recovery, replay, storage
+from bench import dcp, fidelity, floor, gpu, integrity, local_nodes, network, overhead, recovery, replay, storage
 from bench.findings import spot_summary
 from bench.rdzv import measure as rdzv
 from bench.rdzv.section import KEY as RDZV
@@ -69,13 +69,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--network", action="store_true", help="only the network section (bench/network.py: step time "
                                                           "and recovery against a link's delay and loss; root and "
                                                           "iptables), merged into OUT/results.json")
+    p.add_argument("--dcp", action="store_true", help="only the sharded-saves section (bench/dcp.py: save time and "
+                                                      "stall of sync vs async DCP saves and the file format), "
+                                                      "merged into OUT/results.json")
     p.add_argument("--render", action="store_true",
                    help="measure nothing: re-render OUT/RESULTS.md and the plot from OUT/results.json")
     p.add_argument("--out", type=Path, default=HERE, help="where results.json and RESULTS.md go")
     p.add_argument("--runs", type=Path, help="where the runs' report folders go (default: a temp dir)")
     args = p.parse_args(argv)
-    if args.scale_rdzv and (args.quick or args.only or args.replay or args.storage or args.network):
-        p.error("--scale-rdzv runs alone: without --quick, --only, --replay, --storage or --network")
+    if args.scale_rdzv and (args.quick or args.only or args.replay or args.storage or args.network or args.dcp):
+        p.error("--scale-rdzv runs alone: without --quick, --only, --replay, --storage, --network or --dcp")
     if args.rdzv_resume and not args.scale_rdzv:
         p.error("--rdzv-resume continues the rendezvous-at-scale sweep: give it with --scale-rdzv")
     if args.rdzv_resume and not _swept(args.out / "results.json"):
@@ -89,11 +92,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args.rdzv_backends = backends
     if args.merge and not (args.only or args.replay):
         p.error("--merge needs --only or --replay")
-    for only, flag in ((args.storage, "--storage"), (args.network, "--network")):
+    for only, flag in ((args.storage, "--storage"), (args.network, "--network"), (args.dcp, "--dcp")):
         if only and not (args.out / "results.json").exists():
             p.error(f"{flag} merges into {args.out / 'results.json'}, which does not exist; run the full bench first")
-    if args.storage and args.network:
-        p.error("--storage and --network each measure one section: give one")
+    if sum((args.storage, args.network, args.dcp)) > 1:
+        p.error("--storage, --network and --dcp each measure one section: give one")
     if args.merge and not (args.out / "results.json").exists():
         p.error(f"--merge: {args.out / 'results.json'} does not exist; run the full bench first")
     return args
@@ -162,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.scale_rdzv:
         return scale_rdzv_only(args, runs)
     results: dict[str, Any] = (read_json(args.out / "results.json") if args.merge or args.storage or args.network
-                               else {"recovery": {}, "skipped": {}})
+                               or args.dcp else {"recovery": {}, "skipped": {}})
     stamp = {"command": "make bench-quick" if args.quick else "make bench",
              "date": datetime.date.today().isoformat()}
     if args.storage:   # its own date and command; every other figure kept
@@ -171,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.network:   # its own date and command; every other figure kept
         results["network"] = measure_network(args, runs, stamp)
+        write(args.out, results, say)
+        return 0
+    if args.dcp:   # its own date and command; every other figure kept
+        results["dcp"] = measure_dcp(args, runs, stamp)
         write(args.out, results, say)
         return 0
     results.update({"machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores)", "reps": reps})
@@ -199,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         results["replay"] = replay.measure(args.quick, runs, say, date=stamp["date"])
         results["storage"] = measure_storage(args, runs, stamp)
         results["network"] = measure_network(args, runs, stamp)
+        results["dcp"] = measure_dcp(args, runs, stamp)
     wall = round(time.monotonic() - began)
     if args.merge:
         results["remeasured"][-1]["wall_s"] = wall
@@ -237,6 +245,13 @@ def measure_network(args: argparse.Namespace, runs: Path, stamp: dict[str, str])
     began = time.monotonic()
     command = "python -m bench --network" + (" --quick" if args.quick else "") if args.network else stamp["command"]
     return {**network.measure(args.quick, runs, say), "date": stamp["date"], "command": command,
+            "wall_s": round(time.monotonic() - began)}
+
+
+def measure_dcp(args: argparse.Namespace, runs: Path, stamp: dict[str, str]) -> dict[str, Any]:
+    began = time.monotonic()
+    command = "python -m bench --dcp" + (" --quick" if args.quick else "") if args.dcp else stamp["command"]
+    return {**dcp.measure(args.quick, runs, say), "date": stamp["date"], "command": command,
             "wall_s": round(time.monotonic() - began)}
 
 

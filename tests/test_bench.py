@@ -375,3 +375,34 @@ def test_the_network_section_renders_each_setting_and_the_recovery_across_a_degr
     assert "## The network between ranks" in (tmp_path / "RESULTS.md").read_text()
     skipped = render_network.markdown({"network": {"skipped": "not root"}}, Plots())
     assert "Not measured: not root." in skipped
+
+
+def test_the_dcp_section_times_each_save_and_the_step_that_holds_it_against_the_other_steps(tmp_path):
+    from bench import dcp
+    from bench.render import dcp as render_dcp
+    from elastic_chaos.events import CheckpointEv, ProgressEv
+    # rank 0 steps every 10 ms; the save of step 30 is made after step 30 is reported, so step 31 holds it
+    t, events = 100.0, []
+    for step in range(1, 41):
+        t += 0.1 if step == 31 else 0.01
+        events.append(Event.make(ProgressEv.STEP, t, "node-0", {"step": step, "rank": 0, "restart_count": 0}))
+        events.append(Event.make(ProgressEv.STEP, t, "node-1", {"step": step, "rank": 1, "restart_count": 0}))
+        if step == 30:
+            saving = {"step": 30, "path": "checkpoints/step-00000030", "reason": "periodic", "rank": 0}
+            events.append(Event.make(CheckpointEv.STARTED, t + 0.001, "node-0", saving))
+            events.append(Event.make(CheckpointEv.SAVED, t + 0.081, "node-0", saving))
+    events.sort(key=lambda e: e.t)
+    got = dcp.figures(events, first=20, last=40)
+    assert got["saves"] == 1 and got["save_p50_s"] == 0.08 and got["unfinished"] == 0
+    assert got["step_p50_s"] == 0.01 and got["save_step_p50_s"] == 0.1 and got["stall_p50_s"] == 0.09
+    assert got["steps_timed"] == 19 and got["restarts"] == 0
+
+    results = {"dcp": {"command": "python -m bench --dcp", "date": "2026-11-27", "load_avg_1m": 3.1, "nodes": 2,
+                       "checkpoint_every": 10, "saves_asked": 30,
+                       "modes": [{"mode": "dcp async", **got}]}}
+    md = "\n".join(render_dcp.markdown(results, Plots()))
+    assert "## Sharded saves: sync vs async DCP" in md and "load average 3.1" in md
+    assert "| dcp async | 1 | 0 | 0.08 | 0.08 | 0.01 | 0.1 | 0.09 | 0.1 | 0 |" in md
+    write_markdown(results, tmp_path / "RESULTS.md")
+    assert "## Sharded saves: sync vs async DCP" in (tmp_path / "RESULTS.md").read_text()
+    assert render_dcp.markdown({}, Plots()) == []

@@ -1,9 +1,10 @@
 """The one writer of bench/RESULTS.md: every section, in order, rendered from results.json.
 
 Each section is a function of results.json in its own module here (the recovery cases, GPUs, the replayed
-trace, the soak, checkpoint storage, the local nodes, the rendezvous at scale, another machine's figures, the
-toolkit's own checks); :func:`write_markdown` puts them together. Renderers compute no figure: what they
-show was measured, or derived by the bench before (bench/results_file.py). The plots are bench/render/plots.py.
+trace, the soak, checkpoint storage, the network, sharded saves, the local nodes, the rendezvous at scale,
+another machine's figures, the toolkit's own checks); :func:`write_markdown` puts them together. Renderers
+compute no figure: what they show was measured, or derived by the bench before (bench/results_file.py). The
+plots are bench/render/plots.py.
 """
 from __future__ import annotations
 
@@ -23,10 +24,10 @@ class Plots:
 
 def sections() -> tuple[Callable[[dict[str, Any], Plots], list[str]], ...]:
     """RESULTS.md's sections, in order."""
-    from bench.render import checks, gpu, network, nodes, other_cores, rdzv, recovery, replay, soak, storage
+    from bench.render import checks, dcp, gpu, network, nodes, other_cores, rdzv, recovery, replay, soak, storage
 
     return (recovery.markdown, gpu.markdown, replay.markdown, soak.markdown, storage.markdown, network.markdown,
-            nodes.markdown,
+            dcp.markdown, nodes.markdown,
             rdzv.results_markdown, other_cores.markdown, checks.markdown)
 
 
