@@ -128,3 +128,21 @@ def test_the_job_option_passes_the_format_and_compare_final_looks_for_its_step_f
     assert final_save(tmp_path, 100, JobSpec()) == tmp_path / "ckpt-00000100.pt"
     with pytest.raises(SpecError, match="reference trainer's"):
         JobSpec(checkpoint_format=CheckpointFormat.DCP, script=("train.py",))
+
+
+def test_a_failed_load_is_reported_in_one_line_naming_the_root_error() -> None:
+    # DCP gathers every rank's failure into a CheckpointException: a BaseException (restore catches it
+    # too, or a damaged save would crash the job instead of being skipped) whose text holds each
+    # rank's traceback; the checkpoint_corrupt line keeps its first line and the root error
+    from torch.distributed.checkpoint.api import CheckpointException, _wrap_exception
+
+    from elastic_chaos.trainer.dcp_checkpoint import _why
+    assert not issubclass(CheckpointException, Exception)
+    try:
+        raise FileNotFoundError("No such file or directory: 'step-00000060/__1_0.distcp'")
+    except FileNotFoundError as exc:
+        wrapped = _wrap_exception(exc)
+    said = _why(CheckpointException("read_data", {0: wrapped, 1: wrapped}))
+    assert "\n" not in said and said.startswith("CheckpointException: ")
+    assert said.endswith("FileNotFoundError: No such file or directory: 'step-00000060/__1_0.distcp'")
+    assert _why(ValueError("bad")) == "ValueError: bad"

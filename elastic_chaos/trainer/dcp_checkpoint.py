@@ -38,6 +38,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.filesystem import FileSystemWriter
 from torch.distributed.checkpoint.metadata import Metadata
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_model_state_dict, set_state_dict
@@ -286,6 +287,14 @@ def template(model: nn.Module, optim: torch.optim.Optimizer, sampler: ElasticSam
             "sampler": sampler.state_dict()}
 
 
+def _why(exc: BaseException) -> str:
+    """A failed load in one line: its first line and, where it goes on (a CheckpointException holds every
+    rank's traceback), its last, the root error."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    said = f"{type(exc).__name__}: {lines[0] if lines else ''}"
+    return said if len(lines) < 2 else f"{said} ... {lines[-1]}"
+
+
 def restore(ckpt: DcpCheckpointer, model: nn.Module, optim: torch.optim.Optimizer, sampler: ElasticSampler,
             sched: torch.optim.lr_scheduler.LRScheduler, *, forget: frozenset[str] = frozenset()) -> int:
     """Load the save to resume from into the job's state (collective); its step, 0 for a fresh start.
@@ -295,8 +304,9 @@ def restore(ckpt: DcpCheckpointer, model: nn.Module, optim: torch.optim.Optimize
         state = {k: v for k, v in template(model, optim, sampler, sched).items() if k not in forget}
         try:
             dcp_load(state, checkpoint_id=folder, process_group=ckpt.group)
-        except Exception as exc:  # noqa: BLE001 - an unreadable save is skipped, loudly
-            progress.report_checkpoint_corrupt(str(folder), f"{type(exc).__name__}: {exc}")
+        except (Exception, CheckpointException) as exc:  # noqa: BLE001 - an unreadable save is skipped, loudly
+            # CheckpointException (every rank's failure, gathered) derives from BaseException, not Exception
+            progress.report_checkpoint_corrupt(str(folder), _why(exc))
             continue
         if "optim" in state:
             set_state_dict(model, optim, model_state_dict=state["model"], optim_state_dict=state["optim"])
