@@ -133,14 +133,15 @@ def newest_saved(timeline: Timeline, folder: Path) -> tuple[Path, int | None]:
                           "corrupt-checkpoint needs a completed save (wait for one)")
 
 
-def keep_original(path: Path, work_dir: Path) -> Path:
-    """Copy ``path`` into the run's folder before it is touched (a new name each time); the copy."""
-    folder = work_dir / FOLDER
-    folder.mkdir(parents=True, exist_ok=True)
-    copy, n = folder / f"{path.name}.original", 1
+def keep_original(path: Path, work_dir: Path, *, folder: str = FOLDER, name: str | None = None) -> Path:
+    """Copy ``path`` into the run's ``folder`` before it is touched, as ``<name>.original`` (``name``:
+    the file's own by default; a new name each time); the copy."""
+    into, base = work_dir / folder, name or path.name
+    into.mkdir(parents=True, exist_ok=True)
+    copy, n = into / f"{base}.original", 1
     while copy.exists():
         n += 1
-        copy = folder / f"{path.name}.original.{n}"
+        copy = into / f"{base}.original.{n}"
     shutil.copy2(path, copy)
     with open(copy, "rb") as f:
         os.fsync(f.fileno())

@@ -14,6 +14,7 @@ from elastic_chaos.hypotheses import (
     pods,
     replay,
     savepoints,
+    shards,
     silent,
     slow,
     storage,
@@ -21,7 +22,7 @@ from elastic_chaos.hypotheses import (
 from elastic_chaos.hypotheses.api import HYPOTHESES, Hypothesis
 
 __all__ = ["HYPOTHESES", "corruption", "get", "grace", "growth", "losses", "network", "pods", "replay", "savepoints",
-           "silent", "slow", "storage"]
+           "shards", "silent", "slow", "storage"]
 
 
 def get(name: str) -> Hypothesis:

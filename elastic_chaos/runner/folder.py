@@ -45,6 +45,7 @@ from pathlib import Path
 from elastic_chaos.analysis.final_state import FOLDER as FINAL_STATE_FOLDER
 from elastic_chaos.errors import SpecError
 from elastic_chaos.faults.corrupt import FOLDER as CORRUPTED_ORIGINALS
+from elastic_chaos.faults.shard import FOLDER as SHARD_ORIGINALS
 from elastic_chaos.reporting.views.prometheus import FILE as METRICS_FILE
 
 RUN_MARKERS = ("report.json", "timeline.jsonl", "nodes", "checkpoints")
@@ -57,7 +58,7 @@ RUN_OUTPUTS = frozenset({
     *RUN_MARKERS, LOCK, ".elastic-chaos.reserve", "report.html", "summary.md", "timeline.png",
     "timeline.png.tmp.png", "workdir",
     "etcd-data", "etcd.log", "watchdog.log", "port-forward.log", "node-disks", "storage", METRICS_FILE,
-    FINAL_STATE_FOLDER, CORRUPTED_ORIGINALS,
+    FINAL_STATE_FOLDER, CORRUPTED_ORIGINALS, SHARD_ORIGINALS,
 })
 """Everything a run (its platform, its report) writes into its folder: what overwriting deletes."""
 

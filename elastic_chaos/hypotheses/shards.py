@@ -1,0 +1,74 @@
+"""Sharded saves broken on the volume: one shard of the newest complete DCP save deleted or truncated,
+then a restart that meets it.
+
+A DCP save counts as complete once its ``.metadata`` is written; a shard lost after that leaves a
+folder that still looks complete. The job must resume from the newest save it can load whole (the
+one before) or fail loudly: training on from what is left of the damaged save would be a resume
+from a partial checkpoint. The reference trainer's DCP restore tries the save ``latest`` names,
+reports one that does not load (``checkpoint_corrupt``) and tries the next older complete one.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from elastic_chaos.analysis.recovery import Recovery
+from elastic_chaos.events import CheckpointEv
+from elastic_chaos.events.records import FaultRecord
+from elastic_chaos.faults.node import WorkerCrash
+from elastic_chaos.faults.triggers import checkpoint_saved
+from elastic_chaos.hypotheses.api import Trial, hypothesis
+
+CHECK = "newest-whole-save"
+
+
+@hypothesis("damage-shard", "a sharded save broken on the volume: one rank's shard of the newest complete DCP save "
+                            "deleted or truncated, then a worker crash makes the job restart; it must resume from "
+                            "the newest save it can load whole (or fail loudly), never from the damaged one",
+            fault="damage-shard", forced={"checkpoint_format": "dcp"})
+def damage_shard(t: Trial) -> None:
+    """The moment a DCP save past the steady step is complete, delete or truncate one of its shards, then
+    crash a worker so the job restarts and loads its newest save. Hypothesis: it does not train on from
+    the damaged save; it resumes from the newest intact one (the save before: up to two checkpoint
+    intervals lost) or fails loudly, and the verdict names the step it resumed from."""
+    t.start()
+    t.steady()
+    record = t.run.arm(t.fault(), checkpoint_saved(min_step=t.steady_steps)).wait(timeout=t.opts.timeout_s)
+    crash = t.inject(WorkerCrash(node=t.opts.target))
+    rec = t.recover(crash)
+    t.check_recovered(rec, lost_at_most=2 * t.job.checkpoint_every)
+    damaged = record.detail.get("step")
+    newer = [e.data.step for e in t.run.timeline.select(CheckpointEv.SAVED, after=record.injected_at,
+                                                         until=crash.injected_at)
+             if e.data.step is not None and damaged is not None and e.data.step > int(damaged)]
+    t.verdict.require(not newer, f"the damaged save (step {damaged}) was the newest when the worker crashed"
+                      + (f"; it was not: step {newer[-1]} was saved before the crash, so the restart did not meet "
+                         "the damage" if newer else ""), check="aim")
+    ok, reason = judge(t, record, rec)
+    t.verdict.require(ok, reason, check=CHECK)
+
+
+def judge(t: Trial, record: FaultRecord, rec: Recovery) -> tuple[bool, str]:
+    """Whether the job kept clear of the damaged save, and the sentence that says how: the step it resumed
+    from against the newest intact save on the volume when the shard was damaged."""
+    d = record.detail
+    damaged, intact, name = d.get("step"), d.get("newest_intact_step"), Path(str(d.get("folder"))).name
+    resumed = rec.resumed_from_step
+    hit = (f"rank {d.get('rank')}'s shard of step {damaged}'s save "
+           + ("deleted" if d.get("action") == "delete" else f"truncated to {d.get('size_after')} of "
+                                                           f"{d.get('size_before')} bytes"))
+    noticed = [e for e in t.run.timeline.select(CheckpointEv.CORRUPT, after=record.injected_at)
+               if e.data.path and Path(str(e.data.path)).name == name]
+    said = f" (it reported the save unloadable: {noticed[0].data.reason})" if noticed else " (unreported)"
+    whole = "none: a fresh start is the only whole state" if intact is None else f"step {intact}"
+    if resumed is None:
+        if not rec.recovered:
+            return True, (f"the job did not resume after {hit}{said}: it failed rather than train on from the "
+                          f"damaged save (the newest intact save: {whole})")
+        return False, f"the job trained again after {hit} without saying which save it resumed from"
+    if damaged is not None and resumed == int(damaged):
+        return False, (f"the job resumed from step {resumed}, the damaged save ({hit}): it trained on from a partial "
+                       f"checkpoint; the newest intact save was {whole}")
+    if resumed == (intact or 0):
+        return True, f"the job resumed from step {resumed}, the newest intact save ({whole}), after {hit}{said}"
+    return False, (f"the job resumed from step {resumed} after {hit}{said}, not from the newest intact save "
+                   f"({whole})")

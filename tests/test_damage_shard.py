@@ -1,0 +1,84 @@
+"""damage-shard: one rank's shard of the newest complete DCP save deleted or truncated; the original kept in
+the run's folder and put back at teardown where the shard is still as damaged. On folders shaped as
+torch.distributed.checkpoint writes them (the shards' bytes are the test's own: the fault never reads them)."""
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from elastic_chaos.errors import InjectionFailed
+from elastic_chaos.events import CheckpointEv, FaultEv, Timeline
+from elastic_chaos.events.checkpoint_events import Save
+from elastic_chaos.faults.shard import FOLDER, DamageShard, ShardAction
+
+
+def dcp_save(root: Path, step: int, *, complete: bool = True, fill: bytes = b"x") -> Path:
+    folder = root / "checkpoints" / f"step-{step:08d}"
+    folder.mkdir(parents=True)
+    for rank in (0, 1):
+        (folder / f"__{rank}_0.distcp").write_bytes(fill * (1000 + rank) + bytes([step % 256]))
+    if complete:
+        (folder / ".metadata").write_bytes(b"metadata of step %d" % step)
+    return folder
+
+
+def platform(tmp_path: Path) -> Any:
+    return SimpleNamespace(name="local", work_dir=tmp_path, checkpoint_dir=tmp_path / "checkpoints")
+
+
+def saves(*folders_steps: tuple[Path, int]) -> Timeline:
+    timeline = Timeline()
+    for folder, step in folders_steps:
+        timeline.emit(CheckpointEv.SAVED, "node-0", Save(step=step, path=str(folder), reason="periodic"))
+    return timeline
+
+
+@pytest.mark.parametrize("action", list(ShardAction))
+def test_the_newest_complete_save_loses_a_shard_and_the_revert_puts_its_bytes_back(tmp_path, action):
+    older, newer = dcp_save(tmp_path, 20), dcp_save(tmp_path, 40)
+    dcp_save(tmp_path, 60, complete=False)                       # a save in flight: never the target
+    shard = newer / "__1_0.distcp"
+    original, untouched = shard.read_bytes(), (older / "__1_0.distcp").read_bytes()
+    timeline = saves((older, 20), (newer, 40))
+    fault = DamageShard(shard_action=action, shard_rank=1)
+    record = fault.inject(platform(tmp_path), timeline)
+    assert record.detail["step"] == 40 and record.detail["newest_intact_step"] == 20
+    if action is ShardAction.DELETE:
+        assert not shard.exists() and record.detail["size_after"] is None
+    else:
+        assert shard.stat().st_size == len(original) // 2 == record.detail["size_after"]
+    assert (newer / ".metadata").is_file() and (older / "__1_0.distcp").read_bytes() == untouched
+    kept = Path(record.detail["original"])
+    assert kept.parent == tmp_path / FOLDER and kept.read_bytes() == original
+    fault.revert(platform(tmp_path), timeline, record)
+    assert shard.read_bytes() == original
+    fault.revert(platform(tmp_path), timeline, record)           # idempotent: nothing left to undo
+    assert len(timeline.select(FaultEv.REVERTED)) == 1
+
+
+def test_a_step_the_job_saved_again_is_left_as_the_job_left_it(tmp_path):
+    folder = dcp_save(tmp_path, 40)
+    timeline = saves((folder, 40))
+    fault = DamageShard(shard_action=ShardAction.DELETE)
+    record = fault.inject(platform(tmp_path), timeline)
+    assert record.detail["newest_intact_step"] is None
+    (folder / "__1_0.distcp").write_bytes(b"saved again")        # the job's own new save of step 40
+    fault.revert(platform(tmp_path), timeline, record)
+    assert (folder / "__1_0.distcp").read_bytes() == b"saved again" and not timeline.select(FaultEv.REVERTED)
+    assert Path(record.detail["original"]).is_file()
+
+
+def test_a_rank_the_save_has_no_shard_of_is_refused_and_nothing_is_touched(tmp_path):
+    folder = dcp_save(tmp_path, 40)
+    with pytest.raises(InjectionFailed, match="no shard of rank 5"):
+        DamageShard(shard_rank=5).inject(platform(tmp_path), saves((folder, 40)))
+    assert not (tmp_path / FOLDER).exists()
+
+
+def test_a_job_without_complete_dcp_saves_is_refused(tmp_path):
+    partial = dcp_save(tmp_path, 40, complete=False)
+    with pytest.raises(InjectionFailed, match="--checkpoint-format dcp"):
+        DamageShard().inject(platform(tmp_path), saves((partial, 40)))
