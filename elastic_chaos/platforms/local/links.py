@@ -24,6 +24,8 @@ PROBE_COUNT = 400
 points (one sigma), so the hypotheses' 3-point slack is nearly 4 sigma."""
 STORE_PROBE_COUNT = 60
 """TCP connects to the store's relay per probe (a lost SYN or SYN-ACK costs a 1 s retransmit)."""
+STORE_PROBE_BUDGET_S = 15.0
+"""The most a store probe takes (a connect across a 2.5 s delay each way takes 5 s: 3 connects)."""
 PROBE_STREAM_S = 1.0
 """Seconds of TCP stream that measure a rate cap."""
 
@@ -128,7 +130,7 @@ class LocalLinks(caps.LinkDegrader):
                 links.set_delay(d, delay_ms / 1000, jitter_ms / 1000)
             if loss > 0:
                 links.set_loss(d, loss)
-            measured = links.probe_connects(end, relay.port, count=STORE_PROBE_COUNT)
+            measured = links.probe_connects(end, relay.port, count=STORE_PROBE_COUNT, budget_s=STORE_PROBE_BUDGET_S)
         except SetupError as exc:
             links.remove(d)
             raise InjectionFailed(f"could not degrade {node}'s link to the rendezvous store: {exc}") from exc
