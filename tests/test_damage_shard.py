@@ -82,3 +82,26 @@ def test_a_job_without_complete_dcp_saves_is_refused(tmp_path):
     partial = dcp_save(tmp_path, 40, complete=False)
     with pytest.raises(InjectionFailed, match="--checkpoint-format dcp"):
         DamageShard().inject(platform(tmp_path), saves((partial, 40)))
+
+
+DETAIL = {"step": 60, "newest_intact_step": 40, "rank": 1, "action": "truncate", "size_before": 28898,
+          "size_after": 14449, "folder": "/run/checkpoints/step-00000060"}
+
+
+def test_the_verdict_names_the_step_resumed_from_against_the_newest_intact_save():
+    from elastic_chaos.hypotheses.shards import judge
+    ok, said = judge(DETAIL, 40, [40, 40], "CheckpointException: ... FileNotFoundError: x")
+    assert ok and said.startswith("the job resumed from step 40, the newest intact save (step 40), after rank 1's "
+                                  "shard of step 60's save truncated to 14449 of 28898 bytes (it reported")
+    ok, said = judge(DETAIL, 20, [20], None)
+    assert not ok and "not from the newest intact save (step 40)" in said and "(unreported)" in said
+
+
+def test_a_load_of_the_damaged_save_fails_the_check_and_a_loud_failure_passes_it():
+    from elastic_chaos.hypotheses.shards import judge
+    ok, said = judge(DETAIL, 60, [60, 60], None)
+    assert not ok and said.startswith("the job loaded step 60, the damaged save") and "partial" in said
+    ok, said = judge(DETAIL, None, [], "CheckpointException", failed="every node is gone")
+    assert ok and "failed loudly" in said and "every node is gone" in said and "never loaded it" in said
+    ok, said = judge(DETAIL, None, [60], None, failed="restarts ran out")   # failed, but after loading it
+    assert not ok and "trained on from a partial checkpoint" in said
