@@ -129,9 +129,34 @@ def test_a_corrupted_checkpoint_shows_what_was_hit_and_whether_the_job_noticed_i
     [fault] = result.faults
     cost = fault.group(CORRUPTION)
     assert cost is not None and (cost.step, cost.bits, cost.reports) == (60, 3, 2)
-    assert "reported it corrupt 2 time(s)" in cost.describe()
+    assert cost.describe() == ("3 bit(s) of model.2.weight flipped in step 60's save: the job reported it corrupt "
+                               "2 time(s)")
     shown = [t.group for t in tables(result)]
     assert "corruption" in shown and "recovery" not in shown
     assert not [line for line in [*notes(result), *remarks(result)] if line.startswith("corrupt-checkpoint")]
     silent = result_of_timeline(sorted(events[:-2], key=lambda e: e.t)).faults[0].group(CORRUPTION)
     assert silent is not None and silent.reports == 0 and "a silent load" in silent.describe()
+
+
+
+def test_a_damaged_shard_shows_what_was_done_and_the_reports_naming_its_folder_instead_of_a_recovery_row():
+    # before: damage-shard's recovery row said "the next fault came before this one's recovery completed"
+    from elastic_chaos.analysis.corruption import CORRUPTION
+    from elastic_chaos.events import CheckpointEv, FaultEv
+    from elastic_chaos.events.records import FaultRecord
+    from elastic_chaos.reporting.views.table import notes, remarks, tables
+    folder = "/ckpt/step-00000060"
+    record = FaultRecord("damage-shard", None, 10.0, detail={
+        "file": folder + "/__1_0.distcp", "folder": folder, "step": 60, "rank": 1, "action": "truncate",
+        "size_before": 4096, "size_after": 2048})
+    steps = [Event.make(ProgressEv.STEP, 1.0 + i, "node-0", {"rank": 0, "step": i, "world_size": 2})
+             for i in range(20)]
+    events = [*steps, Event.make(FaultEv.INJECTED, 10.0, None, record.event_payload()),
+              Event.make(CheckpointEv.CORRUPT, 12.0, "node-0", {"path": folder, "reason": "CheckpointException"})]
+    result = result_of_timeline(sorted(events, key=lambda e: e.t))
+    cost = result.faults[0].group(CORRUPTION)
+    assert cost is not None and (cost.step, cost.bits, cost.reports) == (60, None, 1)
+    assert cost.describe() == ("rank 1's shard truncated to 2048 of 4096 bytes in step 60's save: the job reported "
+                               "it corrupt 1 time(s)")
+    assert "recovery" not in [t.group for t in tables(result)]
+    assert not [line for line in [*notes(result), *remarks(result)] if line.startswith("damage-shard")]
