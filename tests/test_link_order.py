@@ -147,12 +147,13 @@ def test_a_link_run_records_the_same_lines_as_its_timeouts_ordered_check():
     from elastic_chaos.hypotheses.network import _check_order
 
     job = job_from_options({"rdzv_preset": "fast"})
-    trial = SimpleNamespace(job=job, verdict=Verdict())
+    run = SimpleNamespace(timeline=SimpleNamespace(events=lambda: []))   # no worker said its backend: gloo
+    trial = SimpleNamespace(job=job, verdict=Verdict(), run=run)
     _check_order(trial, PacketLoss(rate=0.05, to_store=True))  # type: ignore[arg-type]
     (check,) = trial.verdict.checks
     expected = describe(job_timeouts(job, PgBackend.GLOO, Origin()), Degradation(rate=0.05, to_store=True))
     assert check.name == "timeouts-ordered" and check.ok is False
     assert all(f.text in check.reason for f in expected)
-    trial = SimpleNamespace(job=job, verdict=Verdict())
+    trial = SimpleNamespace(job=job, verdict=Verdict(), run=run)
     _check_order(trial, FlappingLink(down_s=3.0))  # type: ignore[arg-type]
     assert trial.verdict.checks[0].ok is True
