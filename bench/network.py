@@ -10,8 +10,8 @@
   step-time ratio, the longest step gap and the restarts it cost (elastic_chaos.analysis.link: the figures a
   run's report shows).
 - **recovery per degradation** (full bench only; fast preset, 3 nodes): node-0's link with node-1 degraded,
-  node-2 killed: the regain and lost steps of the recovery the survivors make across the degraded link,
-  against the same kill on a clean link.
+  node-2 killed (the local platform replaces it): the regain and lost steps of the recovery, the world
+  re-formed across the degraded link, against the same kill on a clean link.
 """
 from __future__ import annotations
 
@@ -123,8 +123,9 @@ def _row(name: str, delay_ms: float, loss: float, before: float | None, during: 
             "restarts": max(restarts) - max({e.data.restart_count or 0 for e in steps if e.t < began} | {0})}
 
 
-def _restarted_after(t: float) -> Callable[[Event], bool]:
-    return lambda e: e.type == ProgressEv.STEP and e.t > t and (e.data.restart_count or 0) > 0
+def _regained(t: float, step: int) -> Callable[[Event], bool]:
+    return lambda e: (e.type == ProgressEv.STEP and e.t > t and (e.data.restart_count or 0) > 0
+                      and (e.data.step or 0) > step)
 
 
 def _r(v: float | None) -> float | None:
@@ -146,9 +147,11 @@ def recovery(runs: Path, say: Say, asked: list[tuple[float, float]]) -> list[dic
             run.wait_for_step(30, timeout=300)
             if fault is not None:
                 run.inject(fault)
+            before = run.timeline.select(ProgressEv.STEP)[-1].data.step or 0
             killed = run.inject(KillNode(node="node-2"))
-            run.wait_for("a step after the kill", _restarted_after(killed.injected_at), timeout=300)
-            time.sleep(5.0)
+            # the regain: a step past the last one before the kill, in the world that re-formed
+            run.wait_for("a step past the pre-fault step", _regained(killed.injected_at, before), timeout=300)
+            time.sleep(1.0)
             rec = run.recovery(killed)
         rows.append({"condition": name, "regain_s": None if rec.regain_s is None else round(rec.regain_s, 2),
                      "rendezvous_s": None if rec.rendezvous_s is None else round(rec.rendezvous_s, 2),

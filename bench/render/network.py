@@ -58,8 +58,9 @@ def _recovery_table(rows: list[dict[str, Any]]) -> list[str]:
     if not rows:
         return []
     out = ["### Recovery across a degraded link, fast preset", "",
-           "3 nodes; node-0's link with node-1 degraded, then node-2 killed: the survivors re-form and resume "
-           "across the degraded link.", "",
+           "3 nodes; node-0's link with node-1 degraded, then node-2 killed and replaced (the local platform's "
+           "default): the world re-forms at 3 and resumes across the degraded link. Regain is the kill to the "
+           "first step past the step before it.", "",
            "| condition | regain s | rendezvous s | lost steps | world size after |", "|---|---|---|---|---|"]
     out += [f"| {r['condition']} | {_cell(r.get('regain_s'))} | {_cell(r.get('rendezvous_s'))} | "
             f"{_cell(r.get('lost_steps'))} | {_cell(r.get('world_size_after'))} |" for r in rows]
