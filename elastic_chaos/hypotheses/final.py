@@ -17,12 +17,10 @@ time) legitimately trains differently: the check says so, and compares within
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -39,7 +37,7 @@ from elastic_chaos.analysis.final_state import (
 )
 from elastic_chaos.errors import SpecError
 from elastic_chaos.events import ProgressEv
-from elastic_chaos.host import lifeline
+from elastic_chaos.host import lifeline, procs
 from elastic_chaos.hypotheses.api import Trial
 from elastic_chaos.options import MAX_STEPS, option, validate
 from elastic_chaos.spec import JobSpec
@@ -200,22 +198,24 @@ def run_reference(t: Trial, final: int, out: Path) -> Path:
            "-m", "elastic_chaos.trainer.train", *args,
            "--max-steps", str(final), "--checkpoint-dir", str(ckpts), "--step-time", "0", "--spot-notice", "off"]
     root = str(Path(__file__).resolve().parents[2])   # the trainer this toolkit ships, as the nodes import it
-    env = {**os.environ, **t.job.node_env(),
+    # tagged as the run's, as its nodes are (elastic_chaos.host.procs): torchrun starts each worker in a session
+    # of its own, out of reach of torchrun's group; the tag finds them (and a dead runner's reaper does too)
+    tag = f"{t.job.run_id}/reference"
+    env = {**os.environ, **t.job.node_env(), procs.TAG_VAR: tag,
            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     log = out / "reference.log"
     with open(log, "w", encoding="utf-8") as f:
-        # in a session of its own and tied to this process (lifeline): a timeout, a Ctrl-C or the runner's death
-        # stops torchrun and its workers by their group, never leaving a worker training
+        # tied to this process (lifeline): the runner's death stops torchrun; a timeout, a Ctrl-C or a worker
+        # hung on its way out stops torchrun and every worker by their tag, never leaving one training
         proc = lifeline.popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=out,
                               start_new_session=True)
         made = final_save(ckpts, final, t.job)
         try:
             code = _wait_reference(proc, made)
         finally:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=30)
+            # before: torchrun's group was killed, and a hung worker, in a session of its own, trained on
+            procs.kill_tree(tag, first=proc.pid if proc.poll() is None else None)
+            proc.wait(timeout=30)
         if code is None:   # said in its log, which the check names
             f.write(f"elastic-chaos: the reference run saved step {final} but had not exited "
                     f"{EXIT_GRACE_S:g}s later (a worker hung on its way out); stopped, its save compared\n")
