@@ -213,9 +213,15 @@ def restore(detail: dict[str, Any]) -> Hit | None:
             return None
     except FileNotFoundError:
         return None
+    put_back(copy, path)
+    return Hit(node="", at=time.time(), action=f"restored the original bytes of {path.name} from {copy.name}")
+
+
+def put_back(copy: Path, path: Path) -> None:
+    """``path`` made ``copy``'s bytes again, atomically: a synced copy beside it renamed over it (a reader
+    sees the damaged file or the original, never half of one)."""
     tmp = path.with_name(f".{path.name}.restore.{os.getpid()}")
     shutil.copy2(copy, tmp)
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    return Hit(node="", at=time.time(), action=f"restored the original bytes of {path.name} from {copy.name}")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import enum
 import os
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ from elastic_chaos.errors import InjectionFailed
 from elastic_chaos.events import CheckpointEv, Timeline
 from elastic_chaos.events.records import FaultRecord
 from elastic_chaos.faults.api import Fault, FaultPlan
-from elastic_chaos.faults.corrupt import checkpoint_dir, keep_original, sha256
+from elastic_chaos.faults.corrupt import checkpoint_dir, keep_original, put_back, sha256
 from elastic_chaos.options import option
 from elastic_chaos.platforms.api import Hit, Platform
 
@@ -168,9 +167,5 @@ def restore(detail: dict[str, Any]) -> Hit | None:
     path, copy = Path(str(detail.get("file"))), Path(str(detail.get("original")))
     if not copy.is_file() or not still_damaged(detail):
         return None
-    tmp = path.with_name(f".{path.name}.restore.{os.getpid()}")
-    shutil.copy2(copy, tmp)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    put_back(copy, path)
     return Hit(node="", at=time.time(), action=f"restored {path.name} of {path.parent.name} from {copy.name}")

@@ -58,12 +58,7 @@ def corrupt_checkpoint(t: Trial) -> None:
     # a fallback to the save before the corrupted one costs up to two intervals
     t.check_recovered(rec, lost_at_most=2 * t.job.checkpoint_every)
     corrupted = record.detail.get("step")
-    newer = [e.data.step for e in t.run.timeline.select(CheckpointEv.SAVED, after=record.injected_at,
-                                                         until=crash.injected_at)
-             if e.data.step is not None and corrupted is not None and e.data.step > int(corrupted)]
-    t.verdict.require(not newer, f"the corrupted checkpoint (step {corrupted}) was the newest when the worker "
-                                 "crashed" + (f"; it was not: step {newer[-1]} was saved before the crash, so the "
-                                              "restart did not meet the corruption" if newer else ""), check="aim")
+    check_aim(t, record, crash, "the corrupted checkpoint", "corruption")
     # a job that loaded the corrupted save without a word diverges because of the flipped bits, whatever
     # state class the first difference falls in: said so, not guessed as a resume bug
     silent = not _reports(t, record)
@@ -72,6 +67,18 @@ def corrupt_checkpoint(t: Trial) -> None:
         f"{corrupted}'s save, which the job loaded without noticing") if silent else None)
     ok, reason = judge(t, record, rec.resumed_from_step, final)
     t.verdict.require(ok, reason, check=CHECK)
+
+
+def check_aim(t: Trial, record: FaultRecord, crash: FaultRecord, what: str, harm: str) -> None:
+    """The ``aim`` check of a hypothesis that harms a save, then crashes a worker so the job loads it: no
+    newer save was made between the two (else the restart never met the ``harm``)."""
+    step = record.detail.get("step")
+    newer = [e.data.step for e in t.run.timeline.select(CheckpointEv.SAVED, after=record.injected_at,
+                                                         until=crash.injected_at)
+             if e.data.step is not None and step is not None and e.data.step > int(step)]
+    t.verdict.require(not newer, f"{what} (step {step}) was the newest when the worker crashed"
+                      + (f"; it was not: step {newer[-1]} was saved before the crash, so the restart did not meet "
+                         f"the {harm}" if newer else ""), check="aim")
 
 
 def _reports(t: Trial, record: FaultRecord) -> list[Event]:

@@ -18,6 +18,7 @@ from elastic_chaos.events.records import FaultRecord
 from elastic_chaos.faults.node import WorkerCrash
 from elastic_chaos.faults.triggers import checkpoint_saved
 from elastic_chaos.hypotheses.api import Trial, hypothesis
+from elastic_chaos.hypotheses.corruption import check_aim
 from elastic_chaos.runner.endings import JobFailed
 
 CHECK = "newest-whole-save"
@@ -43,13 +44,7 @@ def damage_shard(t: Trial) -> None:
                           check=CHECK)
         raise
     t.check_recovered(rec, lost_at_most=2 * t.job.checkpoint_every)
-    damaged = record.detail.get("step")
-    newer = [e.data.step for e in t.run.timeline.select(CheckpointEv.SAVED, after=record.injected_at,
-                                                         until=crash.injected_at)
-             if e.data.step is not None and damaged is not None and e.data.step > int(damaged)]
-    t.verdict.require(not newer, f"the damaged save (step {damaged}) was the newest when the worker crashed"
-                      + (f"; it was not: step {newer[-1]} was saved before the crash, so the restart did not meet "
-                         "the damage" if newer else ""), check="aim")
+    check_aim(t, record, crash, "the damaged save", "damage")
     t.verdict.require(*judge(record.detail, rec.resumed_from_step, _loads(t, record), _unloadable(t, record)),
                       check=CHECK)
 
