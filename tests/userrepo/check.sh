@@ -133,7 +133,10 @@ grep -q "^elastic-chaos: report: ${REPORT%/}/report.html" "$T/pytest.txt" \
 [ ! -e "$T/work/reports" ] && [ ! -e "$T/work/userrepo/reports" ] || fail "a reports/ folder beside the setting's"
 step "nothing written into the clone, nothing left running"
 # (head closing the pipe after 20 names is not a failure of the check: || true under pipefail)
-written=$(find "$CLONE" -path "$CLONE/.git" -prune -o -newer "$T/started" -print | head -20 || true)
+# .cluster and .k8s-testenv are the clone's build caches, which .ci/run's `make k8s-testenv` fills
+# while this runs beside it; a user's run never writes there (its state and reports are under $T).
+written=$(find "$CLONE" \( -path "$CLONE/.git" -o -path "$CLONE/.cluster" -o -path "$CLONE/.k8s-testenv" \) -prune \
+  -o -newer "$T/started" -print | head -20 || true)
 [ -z "$written" ] || fail "the run wrote into the clone: $written"
 "$T/venv/bin/elastic-chaos" reap --state-dir "$ELASTIC_CHAOS_STATE" || fail "a run left something running"
 echo "report: ${REPORT%/}/report.html; nothing written into $CLONE; nothing left running"
