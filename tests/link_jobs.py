@@ -11,7 +11,7 @@ STEADY_STEPS = 30
 def cost_of(run):  # type: ignore[no-untyped-def]
     cost = run.result().faults[0].group(LINK)
     assert cost is not None
-    # the revert removed every chain and qdisc it made and found none left (LocalLinks checks)
+    # the revert removed every chain, queue and qdisc it made and found none left (LinkBook.restore checks)
     restored = run.timeline.select(NodeEv.LINK_RESTORED)
     assert [e.data.action for e in restored] == ["restored"]
     return cost

@@ -39,6 +39,21 @@ def test_between_names_the_node_then_its_peers() -> None:
     assert FlappingLink(down_s=1, up_s=2).shape() == {"down_s": 1, "up_s": 2}
 
 
+class _Pods:
+    """A Kubernetes job's nodes: its worker pods."""
+
+    def nodes(self) -> list[object]:
+        return [type("N", (), {"name": f"chaos-1a2b3c-worker-{i}"})() for i in (0, 1, 10)]
+
+
+def test_node_k_names_the_worker_pod_k_so_one_command_line_fits_every_platform() -> None:
+    f = Latency(between=("node-0", "node-10"))
+    assert f.ends(_Pods()) == ("chaos-1a2b3c-worker-0", ("chaos-1a2b3c-worker-10",))  # type: ignore[arg-type]
+    assert Latency(between=("chaos-1a2b3c-worker-1",)).ends(_Pods()) == ("chaos-1a2b3c-worker-1", ())  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="names node-2, which this job does not have"):
+        Latency(between=("node-0", "node-2")).ends(_Pods())  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("kwargs, words", [
     ({"rate": 0.0}, "rate 0"), ({"rate": 0.95}, "rate 0.95"),
     ({"between": ("node-0", "node-0")}, "names a node twice"),

@@ -19,6 +19,7 @@ each is made and where it differs from netem.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -59,15 +60,19 @@ class _LinkFault(Fault):
                 raise SpecError(f"--between names a node twice: {' '.join(self.between)}")
 
     def ends(self, platform: Platform) -> tuple[str, tuple[str, ...]]:
-        """(the node, its peers; empty: every other live node). SpecError for a name the job has
-        never had (a bad input, exit 2); a node it had and lost is the injection's to refuse."""
+        """(the node, its peers; empty: every other live node). ``node-K`` also names the job's one
+        node whose name ends in ``-K`` (on Kubernetes the worker pod ``<run>-worker-K``), so one
+        command line fits every platform. SpecError for a name the job has never had (a bad
+        input, exit 2); a node it had and lost is the injection's to refuse."""
         if self.between:
             known = [n.name for n in platform.nodes()]
-            unknown = [n for n in self.between if n not in known]
+            named = [_known_as(n, known) for n in self.between]
+            unknown = [n for n, k in zip(self.between, named, strict=True) if k is None]
             if unknown:
                 raise SpecError(f"--between names {', '.join(unknown)}, which this job does not have; its nodes: "
                                 f"{', '.join(known) or 'none'}")
-            return self.between[0], tuple(self.between[1:])
+            ends = tuple(k for k in named if k is not None)
+            return ends[0], ends[1:]
         return pick_victim(platform, self.node), ()
 
     def shape(self) -> dict[str, Any]:
@@ -104,6 +109,15 @@ class _LinkFault(Fault):
     def _revert(self, platform: Platform, record: FaultRecord) -> Hit | None:
         assert record.target is not None
         return platform.capability(LinkDegrader).restore(record.target, str(record.detail["link"]))
+
+
+def _known_as(name: str, known: list[str]) -> str | None:
+    """The job's node ``name`` means: itself, else for ``node-K`` the one node named ``...-K``."""
+    if name in known:
+        return name
+    slot = re.fullmatch(r"node-(\d+)", name)
+    hits = [k for k in known if slot is not None and k.endswith(f"-{slot.group(1)}")]
+    return hits[0] if len(hits) == 1 else None
 
 
 @dataclass

@@ -4,7 +4,7 @@ This machine's kernel has no ``sch_netem``, so the effects netem gives in one qd
 from other parts, each only on what the run made (its nodes' namespaces and their veths,
 elastic_chaos.host.netns), and each removed by name:
 
-- **loss** and **down**: an iptables chain ``EC-<id>`` in the INPUT table of both ends'
+- **loss** and **down**: an iptables chain ``EC-<id>`` in the filter table of both ends'
   namespaces, jumped to from INPUT on ``eth0``, that DROPs packets from the other end
   (``-m statistic --mode random --probability p``; without the match for a link that is
   down). Drops are on the receiving side only: a DROP in OUTPUT answers the local sender
@@ -13,6 +13,13 @@ elastic_chaos.host.netns), and each removed by name:
   (what it sends to the peers) and on its host-side veth (what the peers send it), a u32
   filter per peer address steering only that traffic into the class; anything else passes
   HTB unclassified, unshaped.
+
+An end may have networks behind it (``End.routes``: a cluster machine's pod range, which it
+routes): their traffic is the link's too. Each rule and filter then matches those ranges
+beside the end's address, and the chain is also jumped to from FORWARD on ``eth0`` (a pod's
+packet from the other machine is forwarded to the pod, never delivered to the machine). An
+end's namespace is a name under /var/run/netns (the local platform's) or the path of a
+namespace file (``/proc/PID/ns/net``: a local-cluster machine's, entered with nsenter).
 
 :func:`probe` measures what was applied: UDP echoes for the loss and the round trip, a
 TCP stream for the rate, from one end's namespace to the other's.
@@ -60,8 +67,24 @@ class End:
 
     node: str
     netns: str
+    """A named namespace (``ip netns``), or the path of a namespace file (starts with ``/``)."""
     address: str
     host_veth: str
+    routes: tuple[str, ...] = ()
+    """Networks behind this end that it routes (CIDRs: a cluster machine's pods); their traffic
+    crosses the link too."""
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """What this end's packets come from (and go to): its address, then the networks behind it."""
+        return (f"{self.address}/32", *self.routes)
+
+
+def netns_exists(netns: str) -> bool:
+    """Whether the namespace is still there (a named one listed, a namespace file present)."""
+    if netns.startswith("/"):
+        return Path(netns).exists()
+    return netns in _run(["ip", "netns", "list"], check=False).split()
 
 
 @dataclass
@@ -92,9 +115,20 @@ class Degradation:
         """Where the link's packets are received: ``eth0``, or ``lo`` for the store's relay."""
         return "lo" if self.store_port is not None else "eth0"
 
+    @property
+    def hooks(self) -> tuple[str, ...]:
+        """The built-in chains that jump to ours: INPUT, and FORWARD where an end routes
+        networks behind it (their packets are forwarded, not delivered)."""
+        routed = any(e.routes for e in (self.node, *self.peers))
+        return ("INPUT", "FORWARD") if routed and self.store_port is None else ("INPUT",)
+
 
 def _in(netns: str | None, cmd: list[str]) -> list[str]:
-    return ["ip", "netns", "exec", netns, *cmd] if netns else cmd
+    if not netns:
+        return cmd
+    if netns.startswith("/"):
+        return ["nsenter", f"--net={netns}", "--", *cmd]
+    return ["ip", "netns", "exec", netns, *cmd]
 
 
 def _run(cmd: list[str], *, check: bool = True) -> str:
@@ -130,7 +164,8 @@ def _chain(d: Degradation, netns: str) -> None:
     if netns not in d.chains:
         _ipt(netns, "-N", d.chain)
         d.chains.append(netns)
-        _ipt(netns, "-I", "INPUT", "-i", d.iface, "-j", d.chain)
+        for hook in d.hooks:
+            _ipt(netns, "-I", hook, "-i", d.iface, "-j", d.chain)
 
 
 def set_delay(d: Degradation, delay_s: float, jitter_s: float = 0.0) -> None:
@@ -159,8 +194,8 @@ def _pairs(d: Degradation) -> list[tuple[str, list[list[str]]]]:
     if d.store_port is not None:
         port = str(d.store_port)
         return [(d.node.netns, [["-p", "tcp", "--dport", port], ["-p", "tcp", "--sport", port]])]
-    return [(d.node.netns, [["-s", f"{p.address}/32"] for p in d.peers])] + \
-        [(p.netns, [["-s", f"{d.node.address}/32"]]) for p in d.peers]
+    return [(d.node.netns, [["-s", s] for p in d.peers for s in p.sources])] + \
+        [(p.netns, [["-s", s] for s in d.node.sources]) for p in d.peers]
 
 
 def set_rate(d: Degradation, kbit: int) -> None:
@@ -173,9 +208,10 @@ def set_rate(d: Degradation, kbit: int) -> None:
     if d.qdiscs:
         raise SetupError("this degradation already caps the rate")
     burst = max(16_000, kbit * 1000 // 8 // 100)     # bytes: 10 ms at the cap, at least ~10 full frames
+    theirs = [s for p in d.peers for s in p.sources]
     sides: list[tuple[str | None, str, str, list[str]]] = [
-        (d.node.netns, "eth0", "dst", [p.address for p in d.peers]),     # the node's egress
-        (None, d.node.host_veth, "src", [p.address for p in d.peers]),   # towards the node
+        (d.node.netns, "eth0", "dst", theirs),     # the node's egress
+        (None, d.node.host_veth, "src", theirs),   # towards the node
     ]
     for netns, dev, direction, addresses in sides:
         existing = _run(_in(netns, ["tc", "qdisc", "show", "dev", dev, "root"]))
@@ -188,17 +224,17 @@ def set_rate(d: Degradation, kbit: int) -> None:
               "ceil", f"{kbit}kbit", "burst", str(burst), "cburst", str(burst)])
         for addr in addresses:
             _run([*tc, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
-                  "match", "ip", direction, f"{addr}/32", "flowid", "1:10"])
+                  "match", "ip", direction, addr, "flowid", "1:10"])
 
 
 def remove(d: Degradation) -> list[str]:
     """Remove every chain and qdisc ``d`` made; idempotent (a namespace already gone is nothing
     to remove). Returns what could not be removed (empty: all clean)."""
     errors: list[str] = []
-    existing = set(_run(["ip", "netns", "list"], check=False).split())
     for netns in list(d.chains):
-        if netns in existing:
-            _ipt(netns, "-D", "INPUT", "-i", d.iface, "-j", d.chain, check=False)
+        if netns_exists(netns):
+            for hook in d.hooks:
+                _ipt(netns, "-D", hook, "-i", d.iface, "-j", d.chain, check=False)
             _ipt(netns, "-F", d.chain, check=False)
             proc = subprocess.run(_in(netns, ["iptables", "-w", "5", "-X", d.chain]), capture_output=True,
                                   text=True, timeout=30, check=False)
@@ -213,7 +249,7 @@ def remove(d: Degradation) -> list[str]:
             errors.append(str(exc))
         d.delays.remove(line)
     for where, dev in list(d.qdiscs):
-        gone = (where is not None and where not in existing) or \
+        gone = (where is not None and not netns_exists(where)) or \
             (where is None and not Path(f"/sys/class/net/{dev}").exists())
         if not gone:
             proc = subprocess.run(_in(where, ["tc", "qdisc", "del", "dev", dev, "root"]), capture_output=True,
@@ -316,7 +352,7 @@ def in_netns(netns: str, fn: Callable[[], T], *, timeout_s: float = 30.0) -> T:
     def body() -> None:
         try:
             libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-            with open(Path("/var/run/netns") / netns, "rb") as ns:
+            with open(netns if netns.startswith("/") else Path("/var/run/netns") / netns, "rb") as ns:
                 if libc.setns(ns.fileno(), CLONE_NEWNET) != 0:
                     err = ctypes.get_errno()
                     raise OSError(err, f"setns into {netns}: {os.strerror(err)}")

@@ -28,6 +28,7 @@ cannot run at once: :func:`foreign_holders` says who holds them, for ``up`` to r
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import ipaddress
 import json
 import logging
@@ -244,6 +245,24 @@ def set_link(addr: NodeAddr, names: HostNames, up: bool) -> None:
     if not link_exists(veth):
         raise ClusterError(f"{addr.name} has no link {veth}: is it running? see `elastic-chaos cluster status`")
     run(["ip", "link", "set", veth, "up" if up else "down"])
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeLink:
+    """Where one node's traffic with the other nodes can be shaped (a link fault's end): its
+    network namespace, its address there, the pod range it routes, its veth on the host bridge."""
+
+    name: str
+    netns: str
+    """The namespace file of the node's init (``/proc/PID/ns/net``): valid while the node runs."""
+    address: str
+    pod_cidr: str
+    host_veth: str
+
+
+def node_link(addr: NodeAddr, names: HostNames, init_pid: int) -> NodeLink:
+    """The link of the node numbered ``addr`` whose init runs as host PID ``init_pid``."""
+    return NodeLink(addr.name, f"/proc/{init_pid}/ns/net", addr.ip, addr.pod_cidr, names.veth(addr.index))
 
 
 def link_up(addr: NodeAddr, names: HostNames) -> bool | None:

@@ -403,6 +403,16 @@ def set_partition(layout: Layout, name: str, partitioned: bool) -> None:
     net.set_link(NodeAddr(node_index(name)), HostNames.of(state), up=not partitioned)
 
 
+def node_link(layout: Layout, name: str) -> net.NodeLink:
+    """Where node ``name``'s traffic with the other nodes can be shaped (a link fault's end);
+    ClusterError if there is no such node or it is not running."""
+    state = load_state(layout)
+    rec = _node_rec(state, name)
+    if not is_alive(rec.get("init")):
+        raise ClusterError(f"{name} is not running (see `elastic-chaos cluster status`)")
+    return net.node_link(NodeAddr(int(rec["index"])), HostNames.of(state), int(rec["init"]["pid"]))
+
+
 def set_frozen(layout: Layout, name: str, frozen: bool) -> None:
     """Freeze (or thaw) every process of the node at once: kubelet, containerd and its containers
     stop where they are, sockets stay open (a hung host). The cgroup v1 freezer of its subtree.

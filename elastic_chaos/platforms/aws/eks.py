@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from elastic_chaos.errors import InjectionFailed, PlatformError
+from elastic_chaos.errors import FaultUnavailable, InjectionFailed, PlatformError
 from elastic_chaos.events import Timeline
 from elastic_chaos.platforms.api import Hit
 from elastic_chaos.platforms.aws.clients import describe_instances, instance_id_from_provider_id, make_clients
 from elastic_chaos.platforms.aws.guard import Call, Guard, SafetyLimits, Undo
 from elastic_chaos.platforms.aws.targets import AwsSide, Target
+from elastic_chaos.platforms.capabilities import Capability, LinkDegrader
 from elastic_chaos.platforms.kubernetes.actions import refused_loudly
 from elastic_chaos.platforms.kubernetes.options import KubernetesOptions
 from elastic_chaos.platforms.kubernetes.platform import KubernetesPlatform
@@ -82,6 +83,29 @@ def machine_from_node(node: dict[str, Any]) -> Machine:
                    unschedulable=bool(spec.get("unschedulable")))
 
 
+FIS_LINKS = ("link faults on EKS are AWS FIS's aws:eks:pod-network-latency and aws:eks:pod-network-packet-loss "
+             "(netem in the job's pods, injected by FIS), not made by this toolkit yet: missing are an experiment "
+             "template aimed at the job's pods (target aws:eks:pod: the cluster, namespace and label selector), a "
+             "Kubernetes service account FIS may act as (RBAC for ephemeral containers in the job's namespace), the "
+             "two actions admitted by the game-day safety rules (elastic_chaos/platforms/aws/guard.py), and a probe "
+             "between pods that measures what was applied; on the local cluster (make cluster-up) they are made")
+
+
+class FisLinks(LinkDegrader):
+    """Link faults on EKS: FIS's route, not made here; ``unavailable`` says what is missing."""
+
+    def unavailable(self) -> str:
+        return FIS_LINKS
+
+    def _degrade(self, node: str, peers: tuple[str, ...], *, loss: float, rate_kbit: int | None,
+                 down_s: float | None, up_s: float | None, delay_ms: float | None, jitter_ms: float,
+                 to_store: bool) -> Hit:
+        raise FaultUnavailable(FIS_LINKS)
+
+    def _restore(self, node: str, link: str) -> Hit:
+        return Hit(node=node, at=time.time(), action="nothing-to-restore")
+
+
 class EksPlatform(KubernetesPlatform):
     Options = EksOptions
     name = "eks"
@@ -103,6 +127,10 @@ class EksPlatform(KubernetesPlatform):
         self.guard = aws_side.guard
         self._uncordon: dict[str, Undo | None] = {}
         self._selector: str | None = None
+
+    def _offers(self) -> tuple[Capability, ...]:
+        """The Kubernetes platform's, but a link between instances is FIS's to degrade (FisLinks)."""
+        return tuple(c for c in super()._offers() if not isinstance(c, LinkDegrader)) + (FisLinks(self),)
 
     # -- an existing job --------------------------------------------------------------
     def attach(self, selector: str) -> None:

@@ -96,6 +96,17 @@ class Hangs(_OnKube, caps.WorkerHanger):
         return self.faults.resume_worker(node, pid)
 
 
+class Links(_OnKube, caps.LinkDegrader):
+    def _degrade(self, node: str, peers: tuple[str, ...], *, loss: float, rate_kbit: int | None,
+                 down_s: float | None, up_s: float | None, delay_ms: float | None, jitter_ms: float,
+                 to_store: bool) -> Hit:
+        return self.faults.links.degrade(node, peers, loss=loss, rate_kbit=rate_kbit, down_s=down_s, up_s=up_s,
+                                         delay_ms=delay_ms, jitter_ms=jitter_ms, to_store=to_store)
+
+    def _restore(self, node: str, link: str) -> Hit:
+        return self.faults.links.restore(node, link)
+
+
 class Storage(LayerStorage):
     """The storage layer on the host folder the pods' checkpoint volume binds (the local cluster's)."""
 
@@ -108,4 +119,4 @@ class Storage(LayerStorage):
 def kubernetes_capabilities(host: KubeHost) -> tuple[caps.Capability, ...]:
     """Every capability a Kubernetes platform offers (each may be unavailable on a given cluster)."""
     return (Notices(host), Partitions(host), Freezes(host), WorkerKills(host), ScaleUp(host), Etcd(host),
-            StoreHost(host), Slowdown(host), Hangs(host), Storage(host))
+            StoreHost(host), Slowdown(host), Hangs(host), Storage(host), Links(host))

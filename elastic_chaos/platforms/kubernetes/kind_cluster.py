@@ -49,6 +49,10 @@ class KindMachines(Machines):
     def unavailable(self, op: MachineOp) -> str | None:
         if op is MachineOp.ADD:
             return "kind cannot add a node to a running cluster (make kind-up makes them all)"
+        if op is MachineOp.LINK:
+            return ("kind's nodes are Docker containers on Docker's network: link faults between them are not made "
+                    "(the local cluster of `make cluster-up` has them: --platform kubernetes --kubeconfig "
+                    ".cluster/kubeconfig)")
         if op is MachineOp.SLOW:
             return (f"a kind node stops only by `{self.docker} pause`, one command per stop: too slow for a "
                     "straggler's duty cycle (several stops a second)")

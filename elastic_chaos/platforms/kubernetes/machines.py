@@ -12,7 +12,8 @@ with the reason (a scenario skips with it), never replaced by another fault.
   in this process (root): ``lose`` SIGKILLs the node's PID namespace (kubelet,
   containerd, every container at once) and deletes its Node; ``add`` starts a
   new kubelet + containerd and returns once it is Ready; ``partition`` takes
-  its link down; ``freeze`` freezes its cgroup.
+  its link down; ``freeze`` freezes its cgroup; ``link_end`` says where a link fault
+  shapes its traffic with the other machines (its namespace, address, pod range, veth).
 - kind's (``docker kill``/``docker start``) live in elastic_chaos.platforms.kubernetes.kind_cluster.
 - :class:`NoMachines`: a cluster whose machines are not ours; the node faults
   fall back to what the API can do (delete the pod) where the fault says so.
@@ -28,6 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from elastic_chaos.errors import FaultUnavailable, InjectionFailed
+from elastic_chaos.host import links
 from elastic_chaos.platforms.slowdown import FreezerFileSwitch, Switch
 
 
@@ -39,6 +41,7 @@ class MachineOp(enum.Enum):
     PARTITION = "partitioning a machine"
     FREEZE = "freezing a machine"
     SLOW = "slowing a machine down (a freeze and thaw several times a second)"
+    LINK = "degrading the link between machines (their pods' traffic: loss, delay, a rate cap, flaps)"
 
 
 class Machines(abc.ABC):
@@ -90,6 +93,13 @@ class Machines(abc.ABC):
         self.require(MachineOp.SLOW)
         return self._slow_switch(machine)
 
+    def link_end(self, machine: str) -> links.End:
+        """Where the traffic between ``machine`` (and the pods it routes) and the other machines
+        can be shaped (elastic_chaos.host.links): its network namespace, address, pod range and
+        host-side veth. A read: nothing is changed."""
+        self.require(MachineOp.LINK)
+        return self._link_end(machine)
+
     def pod_processes(self, machine: str, pod_uid: str) -> dict[int, str] | None:
         """PID -> command name of the processes of pod ``pod_uid`` on ``machine``, as the
         machine itself sees them (not the kubelet's report, which a busy 1.20 kubelet
@@ -110,6 +120,9 @@ class Machines(abc.ABC):
 
     def _slow_switch(self, machine: str) -> Switch:
         raise FaultUnavailable(f"{MachineOp.SLOW.value} is not possible on {self.name} machines")
+
+    def _link_end(self, machine: str) -> links.End:
+        raise FaultUnavailable(f"{MachineOp.LINK.value} is not possible on {self.name} machines")
 
 
 class NoMachines(Machines):
@@ -184,6 +197,14 @@ class LocalClusterMachines(Machines):
         from elastic_chaos.localcluster import ops
         with _failed_loudly(f"slowing {machine} down"):
             return FreezerSwitch(ops.freezer_state(self.layout, machine))
+
+    def _link_end(self, machine: str) -> links.End:
+        """The node's own namespace (its init's), its bridge address and the pod range it routes
+        (pods keep their addresses across machines: no masquerade), its veth on the host bridge."""
+        from elastic_chaos.localcluster import ops
+        with _failed_loudly(f"reading {machine}'s link"):
+            nl = ops.node_link(self.layout, machine)
+        return links.End(machine, nl.netns, nl.address, nl.host_veth, routes=(nl.pod_cidr,))
 
 
 class FreezerSwitch(FreezerFileSwitch):

@@ -14,6 +14,8 @@ a worker killed inside its pod, etcd stopped, capacity added.
   pods can reach this machine, keyed by the machine the asking pod runs on.
 - **worker-crash**, **hung-rank**, **etcd-outage**: commands run in the pod
   (elastic_chaos.platforms.kubernetes.podexec): any cluster that allows ``pods/exec``.
+- **packet-loss**, **latency**, **bandwidth**, **flapping-link**: the link between the machines
+  under the pods degraded (elastic_chaos.platforms.kubernetes.links; the local cluster).
 - **straggler**: the machine under the pod frozen and thawed several times a second
   (elastic_chaos.platforms.slowdown's duty cycle over the machines' owner's switch; the local cluster).
 - **scale-up**: one more replica, and a machine for it when none is free and we can add one.
@@ -35,6 +37,7 @@ from elastic_chaos.platforms.capabilities import StoreOutage
 from elastic_chaos.platforms.kubernetes import manifests as m
 from elastic_chaos.platforms.kubernetes import podexec
 from elastic_chaos.platforms.kubernetes.actions import ClusterActions
+from elastic_chaos.platforms.kubernetes.links import MachineLinks
 from elastic_chaos.platforms.kubernetes.machines import MachineOp, Machines
 from elastic_chaos.platforms.kubernetes.notices import NoticeServer, port_range
 from elastic_chaos.platforms.kubernetes.options import KubernetesOptions
@@ -71,6 +74,8 @@ class FaultHost(Protocol):
 
     def pods_on(self, machine: str) -> list[str]: ...
 
+    def alive_nodes(self) -> list[NodeInfo]: ...
+
     def machine_of(self, pod: str) -> str: ...
 
     def delete_pod_hit(self, pod: str, *, grace_s: int, uid: str | None) -> Hit: ...
@@ -89,6 +94,7 @@ class NodeFaults:
         self._frozen: dict[str, str] = {}     # node -> machine, frozen
         self._hung: dict[int, tuple[str, str]] = {}   # worker PID (in its pod) -> (pod, its start time)
         self.slowdowns = Slowdowns()
+        self.links = MachineLinks(platform)
         self._store: StoreOutage | None = None
 
     # -- what can be done here ------------------------------------------------------------
@@ -101,6 +107,8 @@ class NodeFaults:
             return p.machine_ops.unavailable(MachineOp.FREEZE)
         if capability is caps.Slower:
             return p.machine_ops.unavailable(MachineOp.SLOW)
+        if capability is caps.LinkDegrader:
+            return self.links.unavailable()
         if capability is caps.NoticeSender and not self.metadata_address():
             return ("spot notices need an instance-metadata stand-in the pods can reach: pass --metadata-address "
                     "HOST[:PORTS] (this machine's address on the pods' network; the local cluster's profile has it)")
@@ -337,9 +345,9 @@ class NodeFaults:
         return self.slowdowns.restore(node)
 
     def release_all(self) -> list[str]:
-        """Teardown: every slowed machine at full speed again, every hung worker continued;
-        returns what could not be undone."""
-        errors = self.slowdowns.restore_all()
+        """Teardown: every slowed machine at full speed again, every degraded link whole, every hung
+        worker continued; returns what could not be undone."""
+        errors = self.slowdowns.restore_all() + self.links.release_all()
         for pid, (pod, _) in list(self._hung.items()):
             try:
                 self.resume_worker(pod, pid)
