@@ -146,3 +146,21 @@ def test_a_failed_load_is_reported_in_one_line_naming_the_root_error() -> None:
     assert "\n" not in said and said.startswith("CheckpointException: ")
     assert said.endswith("FileNotFoundError: No such file or directory: 'step-00000060/__1_0.distcp'")
     assert _why(ValueError("bad")) == "ValueError: bad"
+
+
+def test_a_killed_writers_pointer_temporary_is_removed_and_a_live_ones_kept(tmp_path: Path) -> None:
+    """A coordinator killed between writing the pointer's temporary and its rename (kill-at-save-point's
+    pointer-before-rename) leaves ``.latest.tmp.<place>.<pid>``: the next restart on that host removes it."""
+    from elastic_chaos.trainer.checkpoint import writer_place
+    from elastic_chaos.trainer.dcp_checkpoint import remove_abandoned_temporaries
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    dead = tmp_path / f".{POINTER}.tmp.{writer_place()}.{int(gone.stdout)}"
+    alive = tmp_path / f".{POINTER}.tmp.{writer_place()}.{os.getpid()}"
+    elsewhere = tmp_path / f".{POINTER}.tmp.another-host.{int(gone.stdout)}"
+    for f in (dead, alive, elsewhere):
+        f.write_text("step-00000040\n")
+    folder(tmp_path, 40)
+    remove_abandoned_temporaries(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, elsewhere.name, "step-00000040"])

@@ -56,3 +56,23 @@ def test_a_dcp_job_resumes_from_its_newest_complete_save(run_hypothesis, name: s
     # (--save-delay holds that window open), and the job resumes from the save before it
     run = run_hypothesis(name, checkpoint_format="dcp", trainer_args=("--async-save",))
     assert_resumed_from_the_newest_complete_save(run)
+
+
+def test_a_kill_inside_a_dcp_save_resumes_from_a_save_complete_at_the_kill_never_a_partial_one(run_hypothesis):
+    """The crash-point matrix over a DCP save (kill-at-save-point with --checkpoint-format dcp), at the two
+    points where the folder and the pointer disagree: every shard written but ``.metadata`` not renamed
+    into place (a partial folder the pointer never named), and the save complete with the pointer's
+    temporary not yet renamed (latest still names the save before). Each restart loads a save complete
+    at the kill; the killed coordinator's pointer temporary is removed by the restart on its host."""
+    from storagefs_helpers import require_fuse
+    require_fuse()
+    run = run_hypothesis("kill-at-save-point", checkpoint_format="dcp",
+                         points="metadata-before-rename,pointer-before-rename",
+                         checkpoint_every=20, steady_steps=30, rdzv_preset="fast")
+    checks = {(c.name, c.reason.split(":")[0]) for c in run.verdict.checks if c.ok}
+    for point in ("metadata-before-rename", "pointer-before-rename"):
+        assert ("aim", point) in checks and ("newest-complete", point) in checks, run.verdict.checks
+    tidy = next(c for c in run.verdict.checks if c.name == "tidy")
+    assert tidy.ok and "left" not in tidy.reason, tidy.reason
+    removed = [e for e in run.timeline.select(CheckpointEv.REMOVED) if ".latest.tmp." in str(e.data.path)]
+    assert removed, "the killed coordinator's pointer temporary was not removed by a restart"

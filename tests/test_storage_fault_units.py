@@ -10,9 +10,16 @@ import pytest
 from elastic_chaos.errors import SpecError
 from elastic_chaos.events import CheckpointEv, Timeline
 from elastic_chaos.faults.catalog import fault_class, faults_for
-from elastic_chaos.faults.storage import KillAtSavePoint, SlowStorage, StorageErrors, StorageHang, parse_ops
+from elastic_chaos.faults.storage import (
+    KillAtSavePoint,
+    SlowStorage,
+    StorageErrors,
+    StorageHang,
+    folder_saves,
+    parse_ops,
+)
 from elastic_chaos.hypotheses.catalog import get
-from elastic_chaos.hypotheses.savepoints import newest_complete, parse_points
+from elastic_chaos.hypotheses.savepoints import expected_dcp_resume, newest_complete, parse_points
 from elastic_chaos.platforms.capabilities import CheckpointStorage
 from elastic_chaos.platforms.local.platform import LocalPlatform
 from elastic_chaos.spec import JobSpec
@@ -66,6 +73,45 @@ def test_the_save_points_parse_in_order_and_all_means_the_protocols_order():
         parse_points("before-lunch")
     assert newest_complete(["ckpt-00000020.pt", "ckpt-00000040.pt", "notes.txt"]) == 40
     assert newest_complete(["model.pt"]) is None
+
+
+def test_a_dcp_save_has_its_own_points_and_a_file_points_name_says_which_format_it_needs():
+    points = parse_points("all", dcp=True)
+    assert [p.name for p in points] == ["shard-mid-write", "shard-before-fsync", "metadata-before-rename",
+                                        "metadata-after-rename", "pointer-before-rename", "pointer-after-rename"]
+    [meta] = parse_points("metadata-before-rename", dcp=True)
+    assert meta.point is SavePoint.BEFORE_RENAME and meta.path == "step-*/.metadata*"
+    with pytest.raises(SpecError, match="give --checkpoint-format dcp"):
+        parse_points("metadata-before-rename")
+    with pytest.raises(SpecError, match="saves with --checkpoint-format dcp"):
+        parse_points("before-rename", dcp=True)
+    with pytest.raises(SpecError, match="shard-mid-write"):
+        get("kill-at-save-point").params(points="shard-middle")
+
+
+@pytest.mark.parametrize(("detail", "expected"), [
+    ({"complete": ["step-00000020", "step-00000030"], "partial": ["step-00000040"], "pointer": "step-00000030"},
+     (30, 30)),   # shards or .metadata.tmp of 40 written: 40 is partial, the pointer's is the newest
+    ({"complete": ["step-00000020", "step-00000030", "step-00000040"], "partial": [], "pointer": "step-00000030"},
+     (30, 40)),   # 40 complete, latest not moved yet: the pointer's or the newest complete
+    ({"complete": ["step-00000020"], "partial": ["step-00000030"], "pointer": "step-00000030"}, (20, 20)),
+    ({"complete": [], "partial": ["step-00000010"], "pointer": None}, (0, 0)),   # nothing complete: from scratch
+], ids=["partial-newest", "complete-not-pointed", "pointer-at-partial", "none"])
+def test_after_a_kill_in_a_dcp_save_the_restart_may_resume_only_from_a_save_complete_at_the_kill(detail, expected):
+    low, high, _ = expected_dcp_resume(detail)
+    assert (low, high) == expected
+
+
+def test_the_fault_records_the_volumes_folder_saves_and_what_latest_names(tmp_path):
+    for step, complete in ((20, True), (30, False)):
+        (tmp_path / f"step-{step:08d}").mkdir()
+        (tmp_path / f"step-{step:08d}" / "__0_0.distcp").write_bytes(b"s")
+        if complete:
+            (tmp_path / f"step-{step:08d}" / ".metadata").write_bytes(b"m")
+    assert folder_saves(tmp_path) == {"complete": ["step-00000020"], "partial": ["step-00000030"], "pointer": None}
+    (tmp_path / "latest").write_text("step-00000020\n")
+    assert folder_saves(tmp_path)["pointer"] == "step-00000020"
+    assert folder_saves(tmp_path / "step-00000020") == {}   # no folder below: a file save's volume
 
 
 def test_a_kill_at_a_save_point_plans_hold_kill_release():

@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import errno as errnos
 from dataclasses import dataclass
-from typing import ClassVar
+from pathlib import Path
+from typing import Any, ClassVar
 
 from elastic_chaos.errors import InjectionFailed, SpecError, storagefs_errors
 from elastic_chaos.events import Timeline
 from elastic_chaos.events.records import FaultRecord
 from elastic_chaos.faults.api import Fault, FaultPlan
+from elastic_chaos.faults.shard import is_complete_save
 from elastic_chaos.options import DAY_S, MAX_SEED, option
 from elastic_chaos.platforms.api import Hit, Platform
 from elastic_chaos.platforms.capabilities import Capability, CheckpointStorage
@@ -273,4 +275,25 @@ class KillAtSavePoint(Fault):
         files = sorted(p.name for p in storage.direct().iterdir() if not p.name.startswith("."))
         return FaultRecord(self.name, paused.node, hit.at, hit, {
             "point": self.point.value, "path": paused.path, "pid": paused.pid, "bytes": paused.bytes,
-            "held_s": round(hit.at - paused.t, 3), "op_done": bool(released), "files": files})
+            "held_s": round(hit.at - paused.t, 3), "op_done": bool(released), "files": files,
+            **folder_saves(storage.direct())})
+
+
+POINTER = "latest"
+POINTER_MAX_BYTES = 4096
+
+
+def folder_saves(volume: Path) -> dict[str, Any]:
+    """The folder saves on ``volume`` at this moment (a DCP save is a folder, complete once its
+    ``.metadata`` is there) and what a ``latest`` pointer file beside them names: what a crash left,
+    for the verdict to hold the restart against. Empty where the volume holds no folder."""
+    folders = sorted(p for p in volume.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not folders:
+        return {}
+    try:
+        with open(volume / POINTER, "rb") as f:
+            named: str | None = f.read(POINTER_MAX_BYTES).decode("utf-8", "replace").strip() or None
+    except FileNotFoundError:
+        named = None
+    return {"complete": [p.name for p in folders if is_complete_save(p)],
+            "partial": [p.name for p in folders if not is_complete_save(p)], "pointer": named}

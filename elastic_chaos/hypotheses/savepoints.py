@@ -10,47 +10,105 @@ the restart resumes from the newest *complete* checkpoint on the volume at the k
 (never the partial one), the steps lost are bounded, nothing hangs (the job recovers in
 time), no restart meets a corrupt file, and the killed writer's temporary is tidied up.
 This replaces timing-based aiming (``kill-during-checkpoint``) where the layer can aim.
+
+With ``--checkpoint-format dcp`` the matrix is a sharded save's (elastic_chaos/trainer/dcp_checkpoint.py:
+every rank writes its shard, the coordinator writes ``.metadata`` last through a temporary and a
+rename, then moves the ``latest`` pointer the same way): a shard half written or not yet fsynced,
+every shard written but ``.metadata`` not renamed into place (the folder is a partial save), the
+save complete but ``latest`` not moved to it, the pointer written but not renamed, renamed but its
+folder not fsynced. Each restart resumes from a save that was complete at the kill, no older than
+the one ``latest`` named and no newer than the newest complete one: never from a partial folder.
 """
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from elastic_chaos.errors import SpecError
 from elastic_chaos.events import CheckpointEv
 from elastic_chaos.events.records import FaultRecord
+from elastic_chaos.faults.storage import folder_saves
 from elastic_chaos.hypotheses.api import Trial, hypothesis
 from elastic_chaos.options import option, validate
 from elastic_chaos.platforms.capabilities import CheckpointStorage
+from elastic_chaos.spec import CheckpointFormat
 from elastic_chaos.storagefs import SavePoint
 
 ORDER = tuple(SavePoint)
 """The points in the order a save reaches them."""
 _CHECKPOINT = re.compile(r"^ckpt-(\d{8,})\.pt$")
 """The reference trainer's complete checkpoints (elastic_chaos/trainer/checkpoint.py)."""
+_FOLDER = re.compile(r"^step-(\d{8,})$")
+"""The reference trainer's DCP save folders (elastic_chaos/trainer/dcp_checkpoint.py)."""
 
 
-def parse_points(text: str) -> tuple[SavePoint, ...]:
-    """``all`` or a comma list of point names, in the order given; SpecError naming them."""
+@dataclass(frozen=True)
+class DcpPoint:
+    """A point of the reference trainer's DCP save: the volume's crash point on the files it writes."""
+
+    name: str
+    point: SavePoint
+    path: str
+    """The glob (inside the volume) of the file the save writes at that point."""
+    leaves: str
+    """What a crash there leaves, in words."""
+    after_bytes: int = 0
+
+
+_SHARDS = "step-*/__*_*.distcp"
+_METADATA = "step-*/.metadata*"        # DCP writes .metadata.tmp and renames it to .metadata
+_POINTER = ".latest.tmp.*"            # the trainer's pointer temporary, renamed to latest
+DCP_ORDER = (
+    DcpPoint("shard-mid-write", SavePoint.MID_WRITE, _SHARDS, "a rank's shard half written, no .metadata",
+             after_bytes=512),
+    DcpPoint("shard-before-fsync", SavePoint.BEFORE_FSYNC, _SHARDS,
+             "a rank's shard written, not fsynced, no .metadata"),
+    DcpPoint("metadata-before-rename", SavePoint.BEFORE_RENAME, _METADATA,
+             "every shard written, .metadata not renamed into place: a partial save"),
+    DcpPoint("metadata-after-rename", SavePoint.AFTER_RENAME, _METADATA,
+             "the save complete, latest not yet moved to it"),
+    DcpPoint("pointer-before-rename", SavePoint.BEFORE_RENAME, _POINTER,
+             "the save complete, the new pointer written beside latest and not renamed"),
+    DcpPoint("pointer-after-rename", SavePoint.AFTER_RENAME, _POINTER,
+             "latest names the new save, its folder not yet fsynced"),
+)
+"""The DCP save's points in the order a save reaches them."""
+
+
+def parse_points(text: str, *, dcp: bool = False) -> tuple[SavePoint | DcpPoint, ...]:
+    """``all`` or a comma list of point names, in the order given, of a file save or (``dcp``) of a
+    DCP save; SpecError naming them."""
+    order: tuple[SavePoint | DcpPoint, ...] = DCP_ORDER if dcp else ORDER
     if text.strip() == "all":
-        return ORDER
+        return order
     names = [n.strip() for n in text.split(",") if n.strip()]
-    known = {p.value: p for p in SavePoint}
+    known = {p.name if isinstance(p, DcpPoint) else p.value: p for p in order}
     bad = [n for n in names if n not in known]
     if not names or bad:
-        raise SpecError(f"points {text!r}: all, or a comma list of {', '.join(known)}")
+        other = {p.name for p in DCP_ORDER} if not dcp else {p.value for p in ORDER}
+        hint = ((" (a DCP save's point: give --checkpoint-format dcp)" if not dcp else
+                 " (a file save's point: the job saves with --checkpoint-format dcp)")
+                if set(bad) & other else "")
+        raise SpecError(f"points {text!r}: all, or a comma list of {', '.join(known)}{hint}")
     return tuple(known[n] for n in names)
 
 
 @dataclass(frozen=True)
 class Points:
     points: str = option("all", "the points of the save to kill the writer at, one kill each in this order: all, "
-                                "or a comma list of " + ", ".join(p.value for p in ORDER), metavar="POINTS")
+                                "or a comma list of " + ", ".join(p.value for p in ORDER) + "; with "
+                                "--checkpoint-format dcp: " + ", ".join(p.name for p in DCP_ORDER),
+                         metavar="POINTS")
 
     def __post_init__(self) -> None:
         validate(self)
-        parse_points(self.points)
+        names = {n.strip() for n in self.points.split(",") if n.strip()}
+        if not names or not names <= {"all"} | {p.value for p in ORDER} | {p.name for p in DCP_ORDER}:
+            raise SpecError(f"points {self.points!r}: all, or a comma list of {', '.join(p.value for p in ORDER)} "
+                            f"(a file save) or of {', '.join(p.name for p in DCP_ORDER)} (a DCP save)")
 
 
 def newest_complete(files: Sequence[str]) -> int | None:
@@ -70,13 +128,20 @@ def kill_at_save_point(t: Trial) -> None:
     newest complete checkpoint on the volume at the kill (the interrupted one only once its
     rename was done), loses at most one checkpoint interval, meets no corrupt file, and the
     killed writer's temporary is removed; nothing hangs."""
-    points = parse_points(t.params.points)
+    dcp = t.job.checkpoint_format is CheckpointFormat.DCP
+    points = parse_points(t.params.points, dcp=dcp)
     t.start()
     t.steady()
     for i, point in enumerate(points):
-        record = t.inject(t.fault(point=point))
+        if isinstance(point, DcpPoint):
+            record = t.inject(t.fault(point=point.point, path=point.path, after_bytes=point.after_bytes))
+        else:
+            record = t.inject(t.fault(point=point))
         rec = t.recover(record)
-        _check_point(t, record, rec.resumed_from_step)
+        if isinstance(point, DcpPoint):
+            _check_dcp_point(t, point, record, rec.resumed_from_step)
+        else:
+            _check_point(t, record, rec.resumed_from_step)
         t.check_recovered(rec)
         if t.replaces_nodes and i + 1 < len(points):
             t.regrow(record)
@@ -84,6 +149,9 @@ def kill_at_save_point(t: Trial) -> None:
     t.verdict.require(not corrupt, f"no restart met a corrupt checkpoint ({len(corrupt)} reported)",
                       check="no-corrupt")
     storage = t.run.platform.capability(CheckpointStorage)
+    if dcp:
+        _check_dcp_tidy(t, storage.direct())
+        return
     left = sorted(p.name for p in storage.direct().iterdir() if p.name.startswith(".ckpt-"))
     if left and t.run.platform.name != "local":
         # a re-created pod has the same host name in a new PID namespace: the trainer cannot tell the
@@ -113,3 +181,47 @@ def _check_point(t: Trial, record: FaultRecord, resumed: int | None) -> None:
         return
     v.require(resumed == (newest or 0), f"{point}: resumed from step {resumed}, the newest complete checkpoint on "
               f"the volume at the kill ({newest or 0}), never the partial one", check="newest-complete")
+
+
+def expected_dcp_resume(detail: dict[str, Any]) -> tuple[int, int, str]:
+    """The steps a restart may resume from after a kill in a DCP save, from the volume the fault saw:
+    (lowest, highest, words). Highest: the newest complete folder; lowest: the one ``latest`` named
+    when it was complete (a trainer that trusts its pointer resumes there), else the highest."""
+    complete = sorted(int(m[1]) for m in map(_FOLDER.match, detail.get("complete") or []) if m)
+    newest = complete[-1] if complete else 0
+    named = _FOLDER.match(str(detail.get("pointer") or ""))
+    pointed = int(named[1]) if named and named[0] in (detail.get("complete") or []) else None
+    if pointed is None or pointed == newest:
+        return newest, newest, f"the newest complete save ({newest})"
+    return pointed, newest, f"the save latest named ({pointed}) or the newest complete one ({newest})"
+
+
+def _check_dcp_point(t: Trial, point: DcpPoint, record: FaultRecord, resumed: int | None) -> None:
+    v = t.verdict
+    v.require(record.detail.get("op_done") is False,
+              f"{point.name}: {record.target}'s writer (pid {record.detail.get('pid')}) was killed while held at "
+              f"{point.point.value} of {record.detail.get('path')} ({record.detail.get('held_s')}s held): "
+              f"{point.leaves}", check="aim")
+    low, high, words = expected_dcp_resume(record.detail)
+    partial = ", ".join(str(p) for p in record.detail.get("partial") or []) or "none"
+    v.require(resumed is not None and low <= resumed <= high,
+              f"{point.name}: resumed from step {resumed}, {words} at the kill; never a partial one "
+              f"(partial at the kill: {partial})", check="newest-complete")
+
+
+def _check_dcp_tidy(t: Trial, volume: Path) -> None:
+    """At the end: no partial step folder below the one ``latest`` names (the trainer prunes them once a
+    newer save is complete) and no temporary of a killed writer beside them."""
+    detail = folder_saves(volume)
+    named = _FOLDER.match(str(detail.get("pointer") or ""))
+    head = int(named[1]) if named else None
+    below = [p for p in detail.get("partial") or []
+             if (m := _FOLDER.match(p)) and head is not None and int(m[1]) < head]
+    temps = sorted(p.name for p in volume.iterdir() if p.name.startswith((".latest.tmp.", ".step-")))
+    left = below + temps
+    if left and t.run.platform.name != "local":
+        t.verdict.skip(f"the killed writers' leftovers stay ({', '.join(left)}): the restarted pods cannot tell a "
+                       "writer of another PID namespace is gone", check="tidy")
+        return
+    t.verdict.require(not left, "the killed writers' partial folders and temporaries were removed by the restarts"
+                      + (f"; left: {', '.join(left)}" if left else ""), check="tidy")

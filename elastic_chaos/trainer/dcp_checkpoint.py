@@ -53,7 +53,8 @@ from elastic_chaos.trainer.sampler import ElasticSampler
 POINTER = "latest"
 METADATA = ".metadata"
 _FOLDER = re.compile(r"^step-(\d{8,})$")
-_TEMP = re.compile(r"^\.step-\d{8,}\.tmp\.(?P<place>.+)\.(?P<pid>\d+)$")
+_TEMP = re.compile(r"^\.(?:step-\d{8,}|latest)\.tmp\.(?P<place>.+)\.(?P<pid>\d+)$")
+"""An emergency save's temporary folder, or the pointer's temporary file, of the writer at place/pid."""
 
 
 def step_folder(directory: Path, step: int) -> Path:
@@ -164,14 +165,21 @@ def _clear_stale(folder: Path) -> None:
 
 
 def remove_abandoned_temporaries(directory: Path) -> None:
-    """Remove the temporary folders of emergency saves whose writer (on this host) is gone."""
+    """Remove the temporaries whose writer (on this host) is gone: an emergency save's folder, the
+    pointer's file (a writer killed before its rename)."""
     if not directory.is_dir():
         return
     here = checkpoint.writer_place()
     for path in directory.iterdir():
         m = _TEMP.match(path.name)
-        if m is not None and m["place"] == here and not checkpoint._alive(int(m["pid"])):  # noqa: SLF001
-            _remove_folder(path, f"temporary of an interrupted save: its writer, pid {m['pid']}, is gone")
+        if m is None or m["place"] != here or checkpoint._alive(int(m["pid"])):  # noqa: SLF001
+            continue
+        why = f"temporary of an interrupted save: its writer, pid {m['pid']}, is gone"
+        if path.is_dir():
+            _remove_folder(path, why)
+        else:
+            path.unlink(missing_ok=True)
+            progress.emit("checkpoint_removed", path=str(path), reason=why)
 
 
 class _DelayedWriter(FileSystemWriter):
