@@ -217,3 +217,22 @@ def test_on_eks_the_reason_names_the_fis_actions_and_what_is_missing() -> None:
     for words in ("aws:eks:pod-network-latency", "aws:eks:pod-network-packet-loss", "game-day safety rules",
                   "service account", "probe"):
         assert words in reason
+
+
+def test_a_local_cluster_machines_link_end_is_its_inits_namespace_address_pods_and_veth(tmp_path: Path) -> None:
+    from elastic_chaos.localcluster.base import Layout, save_state
+    from elastic_chaos.localcluster.node import record
+    from elastic_chaos.platforms.kubernetes.machines import LocalClusterMachines
+    if os.geteuid() != 0:
+        pytest.skip("the local cluster's machines are root's")
+    layout = Layout(tmp_path)
+    layout.state_file.parent.mkdir(parents=True, exist_ok=True)
+    save_state(layout, {"id": "0123abcd", "procs": {}, "next_index": 4, "nodes": {
+        "ec-node-3": {"index": 3, "init": record(os.getpid())},                  # running: this process
+        "ec-node-2": {"index": 2, "init": {"pid": os.getpid(), "start": -1}}}})  # its init gone (PID reused)
+    end = LocalClusterMachines(tmp_path).link_end("ec-node-3")
+    assert end == links.End("ec-node-3", f"/proc/{os.getpid()}/ns/net", "10.87.0.13", "ec0123abcdv3",
+                            routes=("10.88.3.0/24",))
+    assert links.netns_exists(end.netns)
+    with pytest.raises(InjectionFailed, match="ec-node-2 is not running"):
+        LocalClusterMachines(tmp_path).link_end("ec-node-2")
