@@ -17,7 +17,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import dcp, fidelity, floor, gpu, integrity, local_nodes, network, overhead, recovery, replay, storage
+from bench import (
+    dcp,
+    fidelity,
+    floor,
+    gpu,
+    integrity,
+    local_nodes,
+    network,
+    overhead,
+    recovery,
+    replay,
+    storage,
+    store_model,
+)
 from bench.findings import spot_summary
 from bench.rdzv import measure as rdzv
 from bench.rdzv.section import KEY as RDZV
@@ -72,6 +85,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--dcp", action="store_true", help="only the sharded-saves section (bench/dcp.py: save time and "
                                                       "stall of sync vs async DCP saves and the file format), "
                                                       "merged into OUT/results.json")
+    p.add_argument("--store-model", action="store_true",
+                   help="only the c10d store's costs (bench/rdzv/storebench.py: torch's state, client and "
+                        "TCPStore, about a minute) and the store model against the rendezvous-at-scale rows "
+                        "(bench/store_model.py), merged into OUT/results.json; rewrites "
+                        "elastic_chaos/scale/store_costs.json")
     p.add_argument("--render", action="store_true",
                    help="measure nothing: re-render OUT/RESULTS.md and the plot from OUT/results.json")
     p.add_argument("--out", type=Path, default=HERE, help="where results.json and RESULTS.md go")
@@ -92,11 +110,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args.rdzv_backends = backends
     if args.merge and not (args.only or args.replay):
         p.error("--merge needs --only or --replay")
-    for only, flag in ((args.storage, "--storage"), (args.network, "--network"), (args.dcp, "--dcp")):
+    for only, flag in ((args.storage, "--storage"), (args.network, "--network"), (args.dcp, "--dcp"),
+                       (args.store_model, "--store-model")):
         if only and not (args.out / "results.json").exists():
             p.error(f"{flag} merges into {args.out / 'results.json'}, which does not exist; run the full bench first")
-    if sum((args.storage, args.network, args.dcp)) > 1:
-        p.error("--storage, --network and --dcp each measure one section: give one")
+    if sum((args.storage, args.network, args.dcp, args.store_model)) > 1:
+        p.error("--storage, --network, --dcp and --store-model each measure one section: give one")
     if args.merge and not (args.out / "results.json").exists():
         p.error(f"--merge: {args.out / 'results.json'} does not exist; run the full bench first")
     return args
@@ -164,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     say(f"runs go to {runs}")
     if args.scale_rdzv:
         return scale_rdzv_only(args, runs)
+    if args.store_model:   # its own date and command; every other figure kept
+        return store_model_only(args)
     results: dict[str, Any] = (read_json(args.out / "results.json") if args.merge or args.storage or args.network
                                or args.dcp else {"recovery": {}, "skipped": {}})
     stamp = {"command": "make bench-quick" if args.quick else "make bench",
@@ -230,6 +251,14 @@ def scale_rdzv_only(args: argparse.Namespace, runs: Path) -> int:
         results[RDZV] = section.to_json()
     # each size into OUT/results.json as it ends: every other figure was read from it, nothing of it is lost
     rdzv.measure(args, runs, results, say, save=lambda r: write_json(r, args.out / "results.json"))
+    write(args.out, results, say)
+    return 0
+
+
+def store_model_only(args: argparse.Namespace) -> int:
+    """``--store-model``: the c10d store's costs and the model against the sweep, every other figure kept."""
+    results = read_json(args.out / "results.json")
+    results[store_model.KEY] = store_model.measure(say)
     write(args.out, results, say)
     return 0
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench import store_model
 from bench.findings import recovery_findings, scale_findings
 from bench.local_nodes import NodesRun
 from bench.rdzv import shipped
@@ -52,6 +53,7 @@ def derive(results: dict[str, Any], say: Callable[[str], None]) -> None:
     if "scale" in results:
         results["scale_findings"] = scale_findings([NodesRun.from_json(r) for r in results["scale"]])
     shipped.derive(results, say)
+    store_model.derive(results)
 
 
 def draw(out: Path, results: dict[str, Any]) -> Plots:

@@ -24,11 +24,24 @@ class Plots:
 
 def sections() -> tuple[Callable[[dict[str, Any], Plots], list[str]], ...]:
     """RESULTS.md's sections, in order."""
-    from bench.render import checks, dcp, gpu, network, nodes, other_cores, rdzv, recovery, replay, soak, storage
+    from bench.render import (
+        checks,
+        dcp,
+        gpu,
+        network,
+        nodes,
+        other_cores,
+        rdzv,
+        recovery,
+        replay,
+        soak,
+        storage,
+        store_model,
+    )
 
     return (recovery.markdown, gpu.markdown, replay.markdown, soak.markdown, storage.markdown, network.markdown,
             dcp.markdown, nodes.markdown,
-            rdzv.results_markdown, other_cores.markdown, checks.markdown)
+            rdzv.results_markdown, store_model.markdown, other_cores.markdown, checks.markdown)
 
 
 def write_markdown(results: dict[str, Any], path: Path, plots: Plots = Plots()) -> None:

@@ -88,8 +88,40 @@ def main(args: argparse.Namespace) -> int:
         relation = "at or below" if b.broke_at <= nodes else "above"
         print(f"\nThe harness broke at {b.broke_at} nodes ({relation} this size) with preset {figs.preset}: "
               f"{b.broke_why}")
+    if backend == "c10d":
+        point = next((p for p in b.points if p.nodes == nodes and p.get("formation_s") is not None), None)
+        _store_model(nodes, k, width, Path(question.store_costs).expanduser() if question.store_costs else None,
+                     point)
     _costs(args, nodes, lines[1:3], width)
     return 0
+
+
+def _store_model(nodes: int, knobs: dict[str, int], width: int, path: Path | None, measured: Any) -> None:
+    """The c10d store model's reading at this size and these settings (elastic_chaos/scale/store_model.py), beside
+    the figure measured at this size when there is one, and labelled as a model: derived, never measured."""
+    from elastic_chaos.errors import SpecError
+    from elastic_chaos.scale import store_costs
+    from elastic_chaos.scale.store_model import Protocol, describe, load
+
+    try:
+        costs = store_costs.load(path)
+    except SpecError as exc:
+        print(f"\nThe c10d store model is not available: {exc}")
+        return
+    protocol = Protocol(float(knobs["keep_alive_interval"]), int(knobs["keep_alive_max_attempt"]))
+    print(f"\nMODEL, not a measurement: the c10d store's load derived from torch's protocol (one key holding the "
+          f"whole state, a compare-and-set of it per heartbeat, retried at once when lost) with store and client "
+          f"costs measured on {costs.machine}, {costs.date} (`{store_costs.COMMAND}`); each node on one core of that "
+          "machine, the network's round trip left out (it only lengthens w):")
+    for what, reading in describe(nodes, costs, protocol):
+        print(f"  {what.ljust(width)}  {reading}")
+    if measured is not None:   # the harness' clients ran `dilation` times faster than one core: the model hosted so
+        hosted = load(nodes, costs, Protocol(protocol.keep_alive_interval_s, protocol.keep_alive_max_attempt,
+                                             client_speedup=measured.dilation))
+        model = f"{hosted.formation_s:.1f} s" if hosted.formation_s is not None else "none"
+        print(f"  {'formation, measured in the harness'.ljust(width)}  {measured.get('formation_s'):.1f} s (x"
+              f"{measured.dilation:g} dilation: its clients up to that much faster than one core; the model hosted "
+              f"as there: {model})")
 
 
 def _costs(args: argparse.Namespace, nodes: int, lines: list[Any], width: int) -> None:

@@ -33,6 +33,9 @@ class Question:
                                maximum=MAX_SCALE_NODES, metavar="N")
     figures: str | None = option(None, "measured figures to use (default: the ones shipped with the toolkit, "
                                         "written by `python -m bench --scale-rdzv`)", metavar="PATH")
+    store_costs: str | None = option(None, "measured c10d store costs for the store model (default: the ones "
+                                            "shipped with the toolkit, written by `python -m bench --store-model`)",
+                                     metavar="PATH")
 
     def __post_init__(self) -> None:
         validate(self)
