@@ -165,7 +165,7 @@ def test_scale_with_another_backend_prints_no_store_model(costs_path):
     assert "MODEL" not in out.stdout
 
 
-def test_scale_without_store_costs_says_how_to_measure_them(tmp_path):
+def test_scale_with_store_costs_it_cannot_read_is_a_usage_error_that_says_how_to_measure(tmp_path):
     out = scale("--nodes", "64", "--rdzv-backend", "c10d", "--store-costs", str(tmp_path / "absent.json"))
-    assert out.returncode == 0, out.stderr
-    assert "store model is not available" in out.stdout and "python -m bench --store-model" in out.stdout
+    assert out.returncode == 2
+    assert "python -m bench --store-model" in out.stderr

@@ -5,7 +5,9 @@ Reads the figures ``python -m bench --scale-rdzv`` measured with torch's own ren
 (``--rdzv-backend``, ``--rdzv-preset``, the rendezvous knobs): formation, re-formation after one node
 is lost or leaves, a node joining, the timeouts that bound them, and the store's load in steady
 state -- each saying whether it was measured at that size, interpolated, or extrapolated beyond the
-largest size measured. Starts nothing. Exit 0, or 2 for a usage error (with what to do).
+largest size measured. For c10d it then prints the store model's reading at that size and those settings
+(elastic_chaos/scale/store_model.py: derived from torch's protocol and measured store costs, headed as a
+model, never as a measurement). Starts nothing. Exit 0, or 2 for a usage error (with what to do).
 """
 from __future__ import annotations
 
@@ -106,6 +108,8 @@ def _store_model(nodes: int, knobs: dict[str, int], width: int, path: Path | Non
     try:
         costs = store_costs.load(path)
     except SpecError as exc:
+        if path is not None:   # the user's own file: a usage error, as for --figures
+            raise
         print(f"\nThe c10d store model is not available: {exc}")
         return
     protocol = Protocol(float(knobs["keep_alive_interval"]), int(knobs["keep_alive_max_attempt"]))
