@@ -140,17 +140,20 @@ _LOST = re.compile(r"\blost (\d+) (\w+?)s?, at most")
 
 
 def lost_figures(r: Reading) -> list[str]:
-    """``lost N <unit>s`` is the fault's lost_steps (the first fault that has one: a fault that interrupts
-    nothing, a corrupted checkpoint, may come before the crash that costs the steps), in the run's unit; "no
-    checkpoint was seen saved before the fault" only where none was."""
+    """``lost N <unit>s`` is its fault's lost_steps, in the run's unit: the k-th such check is the k-th fault
+    that has one (a fault that interrupts nothing, a corrupted checkpoint, may come before the crash that
+    costs the steps; a run of several kills says one per recovery, in order); "no checkpoint was seen saved
+    before the fault" only where none was."""
     out = []
     checks = r.result.verdict.checks if r.result.verdict else []
+    costing = [f.recovery for f in r.result.faults if f.recovery.lost_steps is not None]
+    said = 0
     for c in checks:
         m = _LOST.search(c.reason)
         if m is None or not r.result.faults:
             continue
-        rec = next((f.recovery for f in r.result.faults if f.recovery.lost_steps is not None),
-                   r.result.faults[0].recovery)
+        rec = costing[said] if said < len(costing) else r.result.faults[0].recovery
+        said += 1
         if int(m[1]) != rec.lost_steps:
             out.append(f"{c.name} says lost {m[1]}; report.json's lost_steps is {rec.lost_steps}")
         if m[2] != r.unit:

@@ -62,16 +62,19 @@ def test_a_kill_inside_a_dcp_save_resumes_from_a_save_complete_at_the_kill_never
     """The crash-point matrix over a DCP save (kill-at-save-point with --checkpoint-format dcp), at the two
     points where the folder and the pointer disagree: every shard written but ``.metadata`` not renamed
     into place (a partial folder the pointer never named), and the save complete with the pointer's
-    temporary not yet renamed (latest still names the save before). Each restart loads a save complete
-    at the kill; the killed coordinator's pointer temporary is removed by the restart on its host."""
+    temporary not yet renamed (latest still names the save before); and inside a prune, at the unlink of
+    the oldest folder's ``.metadata`` (a prune that removed the shards first left a folder that looked
+    complete with 0 of 2 shards: found so). Each restart loads a save complete at the kill; the killed
+    coordinator's pointer temporary is removed by the restart on its host."""
     from storagefs_helpers import require_fuse
     require_fuse()
     run = run_hypothesis("kill-at-save-point", checkpoint_format="dcp",
-                         points="metadata-before-rename,pointer-before-rename",
+                         points="metadata-before-rename,pointer-before-rename,prune-metadata",
                          checkpoint_every=20, steady_steps=30, rdzv_preset="fast")
     checks = {(c.name, c.reason.split(":")[0]) for c in run.verdict.checks if c.ok}
-    for point in ("metadata-before-rename", "pointer-before-rename"):
+    for point in ("metadata-before-rename", "pointer-before-rename", "prune-metadata"):
         assert ("aim", point) in checks and ("newest-complete", point) in checks, run.verdict.checks
+    assert ("prune", "prune-metadata") in checks, run.verdict.checks
     tidy = next(c for c in run.verdict.checks if c.name == "tidy")
     assert tidy.ok and "left" not in tidy.reason, tidy.reason
     removed = [e for e in run.timeline.select(CheckpointEv.REMOVED) if ".latest.tmp." in str(e.data.path)]

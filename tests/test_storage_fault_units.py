@@ -19,7 +19,7 @@ from elastic_chaos.faults.storage import (
     parse_ops,
 )
 from elastic_chaos.hypotheses.catalog import get
-from elastic_chaos.hypotheses.savepoints import expected_dcp_resume, newest_complete, parse_points
+from elastic_chaos.hypotheses.savepoints import expected_dcp_resume, hollow_saves, newest_complete, parse_points
 from elastic_chaos.platforms.capabilities import CheckpointStorage
 from elastic_chaos.platforms.local.platform import LocalPlatform
 from elastic_chaos.spec import JobSpec
@@ -67,7 +67,7 @@ def test_a_hang_ends_itself_on_time_and_a_failing_volume_takes_a_count_or_a_frac
 
 
 def test_the_save_points_parse_in_order_and_all_means_the_protocols_order():
-    assert parse_points("all") == tuple(SavePoint)
+    assert parse_points("all") == tuple(p for p in SavePoint if p is not SavePoint.BEFORE_UNLINK)
     assert parse_points("before-rename,mid-write") == (SavePoint.BEFORE_RENAME, SavePoint.MID_WRITE)
     with pytest.raises(SpecError, match="after-create, mid-write"):
         parse_points("before-lunch")
@@ -78,7 +78,8 @@ def test_the_save_points_parse_in_order_and_all_means_the_protocols_order():
 def test_a_dcp_save_has_its_own_points_and_a_file_points_name_says_which_format_it_needs():
     points = parse_points("all", dcp=True)
     assert [p.name for p in points] == ["shard-mid-write", "shard-before-fsync", "metadata-before-rename",
-                                        "metadata-after-rename", "pointer-before-rename", "pointer-after-rename"]
+                                        "metadata-after-rename", "pointer-before-rename", "pointer-after-rename",
+                                        "prune-metadata", "prune-shard"]
     [meta] = parse_points("metadata-before-rename", dcp=True)
     assert meta.point is SavePoint.BEFORE_RENAME and meta.path == "step-*/.metadata*"
     with pytest.raises(SpecError, match="give --checkpoint-format dcp"):
@@ -102,13 +103,22 @@ def test_after_a_kill_in_a_dcp_save_the_restart_may_resume_only_from_a_save_comp
     assert (low, high) == expected
 
 
+def test_a_folder_with_its_metadata_and_fewer_shards_than_its_world_had_ranks_is_hollow():
+    detail = {"complete": ["step-00000020", "step-00000040", "step-00000060"], "partial": [],
+              "shards": {"step-00000020": 0, "step-00000040": 2, "step-00000060": 1}}
+    # step 60 was trained at world size 1 (a shrunken job): one shard is whole; step 20's two are gone
+    assert hollow_saves(detail, {20: 2, 40: 2, 60: 1}) == ["step-00000020 (0 of 2 shards)"]
+    assert hollow_saves(detail, {}) == []   # a step the timeline never saw trained is not judged
+
+
 def test_the_fault_records_the_volumes_folder_saves_and_what_latest_names(tmp_path):
     for step, complete in ((20, True), (30, False)):
         (tmp_path / f"step-{step:08d}").mkdir()
         (tmp_path / f"step-{step:08d}" / "__0_0.distcp").write_bytes(b"s")
         if complete:
             (tmp_path / f"step-{step:08d}" / ".metadata").write_bytes(b"m")
-    assert folder_saves(tmp_path) == {"complete": ["step-00000020"], "partial": ["step-00000030"], "pointer": None}
+    assert folder_saves(tmp_path) == {"complete": ["step-00000020"], "partial": ["step-00000030"], "pointer": None,
+                                      "shards": {"step-00000020": 1, "step-00000030": 1}}
     (tmp_path / "latest").write_text("step-00000020\n")
     assert folder_saves(tmp_path)["pointer"] == "step-00000020"
     assert folder_saves(tmp_path / "step-00000020") == {}   # no folder below: a file save's volume

@@ -215,3 +215,28 @@ def test_a_held_op_of_a_process_that_dies_otherwise_does_not_hold_the_daemon(fs,
     assert writer.wait(10) == -signal.SIGTERM
     assert within(lambda: [p.state for p in fs.pauses()] == ["caller-killed"], 5)
     assert alive(pid) and paused.id == 1
+
+
+PRUNER = """
+import os, sys
+folder = sys.argv[1]
+for name in ("a.distcp", ".metadata", "b.distcp"):   # a prune that removes shards first
+    os.unlink(os.path.join(folder, "old", name))
+print("pruned", flush=True)
+"""
+
+
+def test_a_pruner_killed_before_an_unlink_leaves_that_file_and_the_ones_after_it(fs, folder, writers):
+    """The before-unlink point (kill-at-save-point's prune points over DCP saves): the op held is never
+    done, the files unlinked before it are gone, those after it stay."""
+    (folder / "old").mkdir()
+    for name in ("a.distcp", ".metadata", "b.distcp"):
+        (folder / "old" / name).write_bytes(b"x")
+    fs.set_rule(CrashPoint(SavePoint.BEFORE_UNLINK, path="old/.metadata"), name="aim")
+    pruner = start(writers, folder, script=PRUNER)
+    paused = fs.wait_pause(60)
+    assert (paused.point, paused.path, paused.pid) == (SavePoint.BEFORE_UNLINK, "old/.metadata", pruner.pid)
+    os.kill(pruner.pid, signal.SIGKILL)
+    assert pruner.wait(10) == -signal.SIGKILL
+    assert fs.release(paused.id) == []
+    assert sorted(p.name for p in (folder / "old").iterdir()) == [".metadata", "b.distcp"]

@@ -281,6 +281,7 @@ class KillAtSavePoint(Fault):
 
 POINTER = "latest"
 POINTER_MAX_BYTES = 4096
+SHARD_SUFFIX = ".distcp"
 
 
 def folder_saves(volume: Path) -> dict[str, Any]:
@@ -296,4 +297,5 @@ def folder_saves(volume: Path) -> dict[str, Any]:
     except FileNotFoundError:
         named = None
     return {"complete": [p.name for p in folders if is_complete_save(p)],
-            "partial": [p.name for p in folders if not is_complete_save(p)], "pointer": named}
+            "partial": [p.name for p in folders if not is_complete_save(p)], "pointer": named,
+            "shards": {p.name: sum(1 for f in p.iterdir() if f.name.endswith(SHARD_SUFFIX)) for p in folders}}

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from elastic_chaos.errors import SpecError
-from elastic_chaos.events import CheckpointEv
+from elastic_chaos.events import CheckpointEv, ProgressEv
 from elastic_chaos.events.records import FaultRecord
 from elastic_chaos.faults.storage import folder_saves
 from elastic_chaos.hypotheses.api import Trial, hypothesis
@@ -37,8 +37,9 @@ from elastic_chaos.platforms.capabilities import CheckpointStorage
 from elastic_chaos.spec import CheckpointFormat
 from elastic_chaos.storagefs import SavePoint
 
-ORDER = tuple(SavePoint)
-"""The points in the order a save reaches them."""
+ORDER = (SavePoint.AFTER_CREATE, SavePoint.MID_WRITE, SavePoint.BEFORE_FSYNC, SavePoint.BEFORE_RENAME,
+         SavePoint.AFTER_RENAME)
+"""A file save's points in the order it reaches them."""
 _CHECKPOINT = re.compile(r"^ckpt-(\d{8,})\.pt$")
 """The reference trainer's complete checkpoints (elastic_chaos/trainer/checkpoint.py)."""
 _FOLDER = re.compile(r"^step-(\d{8,})$")
@@ -56,6 +57,9 @@ class DcpPoint:
     leaves: str
     """What a crash there leaves, in words."""
     after_bytes: int = 0
+    prunes: bool = False
+    """The point is in the pruning of an old save: ``path`` is a glob below the folder the next prune
+    removes (the oldest complete one when the point is aimed)."""
 
 
 _SHARDS = "step-*/__*_*.distcp"
@@ -74,6 +78,12 @@ DCP_ORDER = (
              "the save complete, the new pointer written beside latest and not renamed"),
     DcpPoint("pointer-after-rename", SavePoint.AFTER_RENAME, _POINTER,
              "latest names the new save, its folder not yet fsynced"),
+    DcpPoint("prune-metadata", SavePoint.BEFORE_UNLINK, ".metadata",
+             "the oldest save being pruned, held at the unlink of its .metadata (a prune that removes the shards "
+             "first has removed them by then)", prunes=True),
+    DcpPoint("prune-shard", SavePoint.BEFORE_UNLINK, "__*_*.distcp",
+             "the oldest save being pruned, held at the unlink of one of its shards (a prune that removes "
+             ".metadata first has made it partial by then)", prunes=True),
 )
 """The DCP save's points in the order a save reaches them."""
 
@@ -134,7 +144,8 @@ def kill_at_save_point(t: Trial) -> None:
     t.steady()
     for i, point in enumerate(points):
         if isinstance(point, DcpPoint):
-            record = t.inject(t.fault(point=point.point, path=point.path, after_bytes=point.after_bytes))
+            path = f"{oldest_complete(t)}/{point.path}" if point.prunes else point.path
+            record = t.inject(t.fault(point=point.point, path=path, after_bytes=point.after_bytes))
         else:
             record = t.inject(t.fault(point=point))
         rec = t.recover(record)
@@ -150,7 +161,7 @@ def kill_at_save_point(t: Trial) -> None:
                       check="no-corrupt")
     storage = t.run.platform.capability(CheckpointStorage)
     if dcp:
-        _check_dcp_tidy(t, storage.direct())
+        _check_dcp_tidy(t, storage.direct(), _pruned_at(t, after=record.injected_at))
         return
     left = sorted(p.name for p in storage.direct().iterdir() if p.name.startswith(".ckpt-"))
     if left and t.run.platform.name != "local":
@@ -196,12 +207,21 @@ def expected_dcp_resume(detail: dict[str, Any]) -> tuple[int, int, str]:
     return pointed, newest, f"the save latest named ({pointed}) or the newest complete one ({newest})"
 
 
+def oldest_complete(t: Trial) -> str:
+    """The folder the reference trainer's next prune removes: the oldest complete one on the volume now
+    (``step-*`` where there is none yet: the aim check then says what was held)."""
+    complete = folder_saves(t.run.platform.capability(CheckpointStorage).direct()).get("complete") or []
+    return min(complete, key=lambda name: int(name.removeprefix("step-")), default="step-*")
+
+
 def _check_dcp_point(t: Trial, point: DcpPoint, record: FaultRecord, resumed: int | None) -> None:
     v = t.verdict
     v.require(record.detail.get("op_done") is False,
               f"{point.name}: {record.target}'s writer (pid {record.detail.get('pid')}) was killed while held at "
               f"{point.point.value} of {record.detail.get('path')} ({record.detail.get('held_s')}s held): "
               f"{point.leaves}", check="aim")
+    if point.prunes:
+        _check_prune(t, point, record)
     low, high, words = expected_dcp_resume(record.detail)
     partial = ", ".join(str(p) for p in record.detail.get("partial") or []) or "none"
     v.require(resumed is not None and low <= resumed <= high,
@@ -209,19 +229,63 @@ def _check_dcp_point(t: Trial, point: DcpPoint, record: FaultRecord, resumed: in
               f"(partial at the kill: {partial})", check="newest-complete")
 
 
-def _check_dcp_tidy(t: Trial, volume: Path) -> None:
-    """At the end: no partial step folder below the one ``latest`` names (the trainer prunes them once a
-    newer save is complete) and no temporary of a killed writer beside them."""
+def _pruned_at(t: Trial, *, after: float) -> int:
+    """Wait for a periodic save after the last kill and the step past it (the reference trainer's
+    coordinator prunes between the two); that save's step."""
+    saved = t.run.wait_for("a periodic save after the last kill (it prunes)",
+                           lambda e: e.type == CheckpointEv.SAVED and e.t > after and e.data.reason == "periodic"
+                           and e.data.step is not None, t.opts.timeout_s)
+    t.run.wait_for_step(int(saved.data.step) + 1, timeout=t.opts.timeout_s)
+    return int(saved.data.step)
+
+
+def _check_dcp_tidy(t: Trial, volume: Path, head: int) -> None:
+    """Once a save after the last kill pruned (``head``: its step): no partial step folder below it (the
+    trainer removes them then) and no temporary of a killed writer beside them."""
     detail = folder_saves(volume)
-    named = _FOLDER.match(str(detail.get("pointer") or ""))
-    head = int(named[1]) if named else None
-    below = [p for p in detail.get("partial") or []
-             if (m := _FOLDER.match(p)) and head is not None and int(m[1]) < head]
+    below = [p for p in detail.get("partial") or [] if (m := _FOLDER.match(p)) and int(m[1]) < head]
     temps = sorted(p.name for p in volume.iterdir() if p.name.startswith((".latest.tmp.", ".step-")))
     left = below + temps
     if left and t.run.platform.name != "local":
         t.verdict.skip(f"the killed writers' leftovers stay ({', '.join(left)}): the restarted pods cannot tell a "
                        "writer of another PID namespace is gone", check="tidy")
         return
-    t.verdict.require(not left, "the killed writers' partial folders and temporaries were removed by the restarts"
-                      + (f"; left: {', '.join(left)}" if left else ""), check="tidy")
+    t.verdict.require(not left, "the killed writers' partial folders and temporaries were removed by the restarts "
+                      f"and the prune of the save at step {head}" + (f"; left: {', '.join(left)}" if left else ""),
+                      check="tidy")
+
+
+def _check_prune(t: Trial, point: DcpPoint, record: FaultRecord) -> None:
+    """A kill inside a prune: what was held was a prune (a folder below the one ``latest`` named), that
+    save was still complete, and no folder looked complete without every rank's shard."""
+    detail, v = record.detail, t.verdict
+    held = _FOLDER.match(str(detail.get("path") or "").split("/", 1)[0])
+    named = _FOLDER.match(str(detail.get("pointer") or ""))
+    v.require(held is not None and named is not None and int(held[1]) < int(named[1])
+              and named[0] in (detail.get("complete") or []),
+              f"{point.name}: the save held was an old one being pruned ({detail.get('path')}), below the one "
+              f"latest named ({detail.get('pointer')}), which was complete: nothing the job needed was pruned",
+              check="prune")
+    hollow = hollow_saves(detail, _worlds(t))
+    v.require(not hollow, f"{point.name}: no folder looked complete without every rank's shard at the kill"
+              + (f"; {', '.join(hollow)} had .metadata and missing shards (a restart that falls back to it "
+                 "meets a save that does not load)" if hollow else ""), check="prune")
+
+
+def hollow_saves(detail: dict[str, Any], worlds: dict[int, int]) -> list[str]:
+    """The folders complete at the kill (their ``.metadata`` there) holding fewer shards than the world
+    that saved them had ranks (``worlds``: step -> world size; a step not in it is not judged)."""
+    shards = detail.get("shards") or {}
+    hollow = []
+    for name in detail.get("complete") or []:
+        m = _FOLDER.match(name)
+        world = worlds.get(int(m[1])) if m else None
+        if world is not None and int(shards.get(name, 0)) < world:
+            hollow.append(f"{name} ({shards.get(name, 0)} of {world} shards)")
+    return hollow
+
+
+def _worlds(t: Trial) -> dict[int, int]:
+    """Step -> the world size that trained it, last heard (a step trained twice: its last training)."""
+    return {e.data.step: int(e.data.world_size) for e in t.run.timeline.select(ProgressEv.STEP)
+            if e.data.step is not None and e.data.world_size is not None}

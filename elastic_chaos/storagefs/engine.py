@@ -134,7 +134,8 @@ class Pause:
 
 
 BEFORE: dict[SavePoint, tuple[Kind, ...]] = {SavePoint.BEFORE_FSYNC: (Kind.FSYNC,),
-                                             SavePoint.BEFORE_RENAME: (Kind.RENAME,)}
+                                             SavePoint.BEFORE_RENAME: (Kind.RENAME,),
+                                             SavePoint.BEFORE_UNLINK: (Kind.UNLINK,)}
 AFTER: dict[SavePoint, tuple[Kind, ...]] = {SavePoint.AFTER_CREATE: (Kind.CREATE, Kind.OPEN),
                                             SavePoint.AFTER_RENAME: (Kind.RENAME,)}
 

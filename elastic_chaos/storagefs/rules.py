@@ -72,6 +72,8 @@ class SavePoint(str, enum.Enum):
     """A rename from or to a matching path was asked for and has not been done."""
     AFTER_RENAME = "after-rename"
     """The rename was done; the folder's fsync has not been asked for yet (its return waits)."""
+    BEFORE_UNLINK = "before-unlink"
+    """An unlink of a matching path was asked for and has not been done (a save's clean-up: pruning)."""
 
 
 def _check_path(path: str) -> None:
@@ -197,8 +199,8 @@ class CrashPoint:
     path: str = "*"
     after_bytes: int = 0
     """For ``mid-write``: how many bytes of the file are written before the pause."""
-    ops: frozenset[Kind] = field(default=frozenset({Kind.CREATE, Kind.OPEN, Kind.WRITE, Kind.FSYNC, Kind.RENAME}),
-                                 init=False)
+    ops: frozenset[Kind] = field(default=frozenset({Kind.CREATE, Kind.OPEN, Kind.WRITE, Kind.FSYNC, Kind.RENAME,
+                                                    Kind.UNLINK}), init=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.point, SavePoint):

@@ -17,7 +17,9 @@ one node saving the same step at once leave one complete folder.
 
 Pruning (rank 0, after a save is complete) keeps the ``keep`` newest complete
 folders at or below the one ``latest`` names, and never touches that folder or
-anything newer; partial folders below it (interrupted saves) are removed.
+anything newer; partial folders below it (interrupted saves) are removed. A
+folder it removes loses its ``.metadata`` first (fsynced), so a prune cut short
+leaves a partial folder, never one that looks complete without its shards.
 
 A restart resumes from the folder ``latest`` names, or, when the pointer is
 missing or names a partial folder, from the newest complete folder; a folder
@@ -139,7 +141,19 @@ def prune(directory: Path, keep: int) -> None:
             kept += 1
             continue
         why = None if is_complete(folder) else f"partial: no {METADATA}, below step {head} that {POINTER} names"
+        _retire(folder)
         _remove_folder(folder, why)
+
+
+def _retire(folder: Path) -> None:
+    """Make ``folder`` a partial save, durably, before any of its shards goes: a prune killed half-way
+    (kill-at-save-point's prune-mid-delete) must never leave a folder whose ``.metadata`` says complete
+    and whose shards are gone (a restart falling back to it would meet a save that does not load)."""
+    try:
+        (folder / METADATA).unlink()
+    except FileNotFoundError:
+        return
+    _fsync_dir(folder)
 
 
 def _remove_folder(folder: Path, why: str | None) -> None:
