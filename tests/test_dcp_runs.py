@@ -79,3 +79,18 @@ def test_a_kill_inside_a_dcp_save_resumes_from_a_save_complete_at_the_kill_never
     assert tidy.ok and "left" not in tidy.reason, tidy.reason
     removed = [e for e in run.timeline.select(CheckpointEv.REMOVED) if ".latest.tmp." in str(e.data.path)]
     assert removed, "the killed coordinator's pointer temporary was not removed by a restart"
+
+
+def test_a_pointer_moved_before_its_save_is_complete_is_named_at_the_kill(run_hypothesis):
+    """The pointer-before-durable bug (--pointer-early: latest is moved to a save when it starts): killed
+    while every shard is written and .metadata is not yet in place, latest names a partial save. The
+    reference trainer's restore skips such a pointer, so the job still resumes from a complete save; a
+    trainer that trusts its pointer would not, and the verdict fails on the pointer, naming it."""
+    from storagefs_helpers import require_fuse
+    require_fuse()
+    run = run_hypothesis("kill-at-save-point", checkpoint_format="dcp", points="metadata-before-rename",
+                         trainer_args=("--pointer-early",), checkpoint_every=20, steady_steps=30,
+                         rdzv_preset="fast", expect_failed={"pointer-sound"})
+    [sound] = [c for c in run.verdict.checks if c.name == "pointer-sound"]
+    assert not sound.ok and "a save not yet complete (no .metadata)" in sound.reason, sound.reason
+    assert all(c.ok for c in run.verdict.checks if c.name == "newest-complete"), run.verdict.checks

@@ -214,12 +214,24 @@ def oldest_complete(t: Trial) -> str:
     return min(complete, key=lambda name: int(name.removeprefix("step-")), default="step-*")
 
 
+def pointer_sound(name: str, detail: dict[str, Any]) -> tuple[bool, str]:
+    """Whether ``latest`` named a complete save (or nothing) at the kill, and the sentence that says so."""
+    pointer = detail.get("pointer")
+    if pointer is None:
+        return True, f"{name}: no latest pointer at the kill"
+    if pointer in (detail.get("complete") or []):
+        return True, f"{name}: latest named {pointer} at the kill, a complete save"
+    return False, (f"{name}: latest named {pointer} at the kill, a save not yet complete (no .metadata): a restart "
+                   "that trusts it meets a save that does not load")
+
+
 def _check_dcp_point(t: Trial, point: DcpPoint, record: FaultRecord, resumed: int | None) -> None:
     v = t.verdict
     v.require(record.detail.get("op_done") is False,
               f"{point.name}: {record.target}'s writer (pid {record.detail.get('pid')}) was killed while held at "
               f"{point.point.value} of {record.detail.get('path')} ({record.detail.get('held_s')}s held): "
               f"{point.leaves}", check="aim")
+    v.require(*pointer_sound(point.name, record.detail), check="pointer-sound")
     if point.prunes:
         _check_prune(t, point, record)
     low, high, words = expected_dcp_resume(record.detail)

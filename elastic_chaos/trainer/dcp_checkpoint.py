@@ -223,7 +223,7 @@ class DcpCheckpointer:
     (a gloo group of its own, so a save in flight never interleaves with DDP's collectives)."""
 
     def __init__(self, directory: Path, *, keep: int = 3, async_save: bool = False,
-                 group: dist.ProcessGroup | None = None, save_delay: float = 0.0) -> None:
+                 group: dist.ProcessGroup | None = None, save_delay: float = 0.0, pointer_early: bool = False) -> None:
         if keep < 1:
             raise ValueError(f"keep={keep}: pruning keeps at least the save latest names")
         self.directory = directory
@@ -232,6 +232,8 @@ class DcpCheckpointer:
         self.group = group
         self.save_delay = save_delay
         """Seconds the coordinator waits between the shards and ``.metadata`` (--save-delay)."""
+        self.pointer_early = pointer_early
+        """A bug on purpose (--pointer-early): ``latest`` names a save from its start, before it is complete."""
         self._pending: _Pending | None = None
 
     @property
@@ -247,6 +249,8 @@ class DcpCheckpointer:
             progress.report_checkpoint_started(step, str(folder), reason=reason)
             self.directory.mkdir(parents=True, exist_ok=True)
             _clear_stale(folder)
+            if self.pointer_early:
+                write_pointer(self.directory, folder)
         if self.async_save:
             future = dcp_async_save(state, storage_writer=self._writer(folder), process_group=self.group)
             if not isinstance(future, Future):

@@ -87,6 +87,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--forget", action="append", choices=FORGETTABLE, default=[],
                    help="a resume bug, for tests of the final-state oracle: restore leaves this part of the "
                         "checkpoint out (repeatable): sched, rng, optim or sampler")
+    p.add_argument("--pointer-early", action="store_true",
+                   help="a save bug, for tests of kill-at-save-point (dcp only): 'latest' is moved to a save when "
+                        "it starts, before its shards and .metadata are written (a pointer that names a save "
+                        "not yet complete)")
     p.add_argument("--checkpoint-checksum", action="store_true",
                    help="a save carries the sha256 of its state and a restore verifies it: a checkpoint whose "
                         "bits changed since its save is reported corrupt and the restore falls back to the "
@@ -209,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.checkpoint_format == "dcp":  # a gloo group of its own: a save in flight never meets DDP's collectives
         dcp_ckpt = dcp_checkpoint.DcpCheckpointer(
             args.checkpoint_dir, keep=args.keep_last_n, async_save=args.async_save, save_delay=args.save_delay,
+            pointer_early=args.pointer_early,
             group=dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=args.pg_timeout)))
         step = dcp_checkpoint.restore(dcp_ckpt, model, optim, sampler, sched, forget=frozenset(args.forget))
     else:
