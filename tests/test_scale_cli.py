@@ -143,12 +143,14 @@ def test_a_model_that_falls_with_size_is_not_extrapolated_below_the_largest_meas
 
 
 def test_at_and_past_the_size_the_harness_broke_at_nothing_is_extrapolated_past_the_break(tmp_path):
+    # etcd-v2 has no store model: the measured figures alone answer (c10d's formation there is the model's, below)
     broken = {**size(1024), "broke": "formation: 1024 node(s) had not formed ...", "steady": None,
               "episodes": [{"label": "formation", "seconds": None, "limited": False}]}
+    sizes = [size(n) for n in SIZES[:-1]] + [broken]
     figs = Figures("2026-11-27", "testbox", 2, "2.13.0", "fast", FAST,
-                   {"c10d": backend_figures("c10d", [size(n) for n in SIZES[:-1]] + [broken])})
+                   {"c10d": backend_figures("c10d", sizes), "etcd-v2": backend_figures("etcd-v2", sizes)})
     path = save(figs, tmp_path / "measured.json")
-    out = cli("--nodes", "2048", "--rdzv-backend", "c10d", "--rdzv-preset", "fast", "--figures", str(path))
+    out = cli("--nodes", "2048", "--rdzv-backend", "etcd-v2", "--rdzv-preset", "fast", "--figures", str(path))
     assert out.returncode == 0, out.stderr
     formation = next(line for line in out.stdout.splitlines() if line.strip().startswith("formation"))
     assert "DID NOT COMPLETE in the harness at 1024 nodes" in formation and " - " in formation
@@ -157,12 +159,17 @@ def test_at_and_past_the_size_the_harness_broke_at_nothing_is_extrapolated_past_
     assert "The harness broke at 1024 nodes (at or below this size) with preset fast: formation: 1024" in out.stdout
     assert "not measured there" not in out.stdout  # the job's settings are the ones the break was measured with
     # torch's defaults: a 15 s keep-alive expiry, not the 4 s the break was measured with -- said, not implied
-    other = cli("--nodes", "1024", "--rdzv-backend", "c10d", "--rdzv-preset", "default", "--figures", str(path))
+    other = cli("--nodes", "1024", "--rdzv-backend", "etcd-v2", "--rdzv-preset", "default", "--figures", str(path))
     formation = next(line for line in other.stdout.splitlines() if line.strip().startswith("formation"))
     assert ("DID NOT COMPLETE in the harness at 1024 nodes with preset fast (keep-alive expiry 4 s, last call 1 s); "
             "this job's settings were not measured there") in formation
-    below = cli("--nodes", "512", "--rdzv-backend", "c10d", "--rdzv-preset", "fast", "--figures", str(path))
+    below = cli("--nodes", "512", "--rdzv-backend", "etcd-v2", "--rdzv-preset", "fast", "--figures", str(path))
     assert "DID NOT COMPLETE" not in below.stdout and "measured at 512 nodes" in below.stdout
+    # c10d: past the largest size measured, formation is the store model's, which keeps the harness' break
+    c10d = cli("--nodes", "2048", "--rdzv-backend", "c10d", "--rdzv-preset", "fast", "--figures", str(path))
+    formation = next(line for line in c10d.stdout.splitlines() if line.strip().startswith("formation"))
+    assert "MODEL (below)" in formation and "did not complete one at 1024 nodes with preset fast" in formation
+    assert "EXTRAPOLATED" not in formation
 
 
 def test_a_reader_that_closed_the_pipe_stops_the_command_quietly():

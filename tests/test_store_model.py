@@ -130,7 +130,7 @@ def test_describe_says_ruled_out_and_the_smallest_size_ruled_out():
     lines = dict(describe(200, linear(), FAST))
     assert "RULED OUT" in lines["N writes in turn (N x w)"]
     assert lines["smallest size the bounds rule out"] == "142 nodes"
-    assert lines["formation, all nodes starting together"].startswith("none: 200 writes in turn")
+    assert lines["formation on real nodes, all starting together"].startswith("none: 200 writes in turn")
     assert "within it" in dict(describe(100, linear(), FAST))["N writes in turn (N x w)"]
 
 
@@ -155,8 +155,8 @@ def test_scale_prints_the_c10d_store_model_labelled_as_a_model(costs_path):
 def test_scale_shows_the_model_hosted_as_the_harness_beside_a_measured_formation(costs_path):
     out = scale("--nodes", "512", "--rdzv-backend", "c10d", "--rdzv-preset", "fast", "--store-costs", str(costs_path))
     assert out.returncode == 0, out.stderr
-    line = next(x for x in out.stdout.splitlines() if "formation, measured in the harness" in x)
-    assert "the model hosted as there" in line and "dilation" in line
+    line = next(x for x in out.stdout.splitlines() if "formation, the model hosted as the harness" in x)
+    assert "the model hosted as the harness" in line and "(above)" in line and "dilation" in line
 
 
 def test_scale_with_another_backend_prints_no_store_model(costs_path):

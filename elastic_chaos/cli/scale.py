@@ -5,9 +5,11 @@ Reads the figures ``python -m bench --scale-rdzv`` measured with torch's own ren
 (``--rdzv-backend``, ``--rdzv-preset``, the rendezvous knobs): formation, re-formation after one node
 is lost or leaves, a node joining, the timeouts that bound them, and the store's load in steady
 state -- each saying whether it was measured at that size, interpolated, or extrapolated beyond the
-largest size measured. For c10d it then prints the store model's reading at that size and those settings
-(elastic_chaos/scale/store_model.py: derived from torch's protocol and measured store costs, headed as a
-model, never as a measurement). Starts nothing. Exit 0, or 2 for a usage error (with what to do).
+largest size measured. For c10d the store model (elastic_chaos/scale/store_model.py: derived from torch's
+protocol and measured store costs, labelled as a model, never as a measurement) answers instead of an
+extrapolation where it covers the quantity -- formation and the store's collision-free steady load beyond
+the largest size measured, each printed once (elastic_chaos/scale/modelled.py) -- and its other readings
+follow the measured figures. Starts nothing. Exit 0, or 2 for a usage error (with what to do).
 """
 from __future__ import annotations
 
@@ -70,6 +72,15 @@ def main(args: argparse.Namespace) -> int:
     print(f"Figures: torch {figs.torch}'s own rendezvous handlers, {sizes[0]}-{sizes[-1]} nodes hosted on one "
           f"machine ({figs.machine}, {figs.cores} cores), preset {figs.preset}, {figs.date} (`{figs.command}`)\n")
     traffic, work = ex.traffic(figs, backend, nodes), ex.store_work(figs, backend, nodes)
+    store = _store(nodes, k, Path(question.store_costs).expanduser() if question.store_costs else None) \
+        if backend == "c10d" else None
+    model_line = ""
+    if store is not None:   # one home per quantity: the model's where the harness did not measure (modelled.py)
+        from elastic_chaos.scale import modelled
+        m = store[1]
+        lines[0] = modelled.formation(lines[0], b, m, figs.preset)
+        traffic, model_line = modelled.steady(figs, backend, traffic, m,
+                                              k["keep_alive_interval"] == figs.rdzv["keep_alive_interval"])
     width = max(len(label) for label in [*(line.what for line in lines), *(t[0] for t in [*traffic, *work])])
     for line in lines:
         print(f"  {line.what.ljust(width)}  {_s(line.seconds):>9}  {line.how}")
@@ -82,6 +93,8 @@ def main(args: argparse.Namespace) -> int:
     print("\nThe store in steady state (every agent syncs the state once a second and heartbeats):")
     for label, value, how in traffic:
         print(f"  {label.ljust(width)}  {_num(value):>9}  {how}")
+    if model_line:
+        print(f"  {'store load, collision-free (MODEL)'.ljust(width)}  {model_line}")
     print("\nWhat the store does for one formation and one re-formation (every node's compare-and-sets of the "
           "whole state: its busy time bounds any cluster's):")
     for label, value, how in work:
@@ -90,42 +103,58 @@ def main(args: argparse.Namespace) -> int:
         relation = "at or below" if b.broke_at <= nodes else "above"
         print(f"\nThe harness broke at {b.broke_at} nodes ({relation} this size) with preset {figs.preset}: "
               f"{b.broke_why}")
-    if backend == "c10d":
+    if store is not None:
         point = next((p for p in b.points if p.nodes == nodes and p.get("formation_s") is not None), None)
-        _store_model(nodes, k, width, Path(question.store_costs).expanduser() if question.store_costs else None,
-                     point)
+        _store_model(nodes, k, width, store[0], point, formation_above=lines[0].how.startswith("MODEL"))
     _costs(args, nodes, lines[1:3], width)
     return 0
 
 
-def _store_model(nodes: int, knobs: dict[str, int], width: int, path: Path | None, measured: Any) -> None:
-    """The c10d store model's reading at this size and these settings (elastic_chaos/scale/store_model.py), beside
-    the figure measured at this size when there is one, and labelled as a model: derived, never measured."""
+def _store(nodes: int, knobs: dict[str, int], path: Path | None) -> tuple[Any, Any] | None:
+    """The store costs and the model's load at this size and these settings, computed once (None, said, when the
+    shipped costs cannot be read; the user's own file that cannot be read is a usage error, as for --figures)."""
     from elastic_chaos.errors import SpecError
     from elastic_chaos.scale import store_costs
-    from elastic_chaos.scale.store_model import Protocol, describe, load
+    from elastic_chaos.scale.store_model import load
 
     try:
         costs = store_costs.load(path)
     except SpecError as exc:
-        if path is not None:   # the user's own file: a usage error, as for --figures
+        if path is not None:
             raise
-        print(f"\nThe c10d store model is not available: {exc}")
-        return
-    protocol = Protocol(float(knobs["keep_alive_interval"]), int(knobs["keep_alive_max_attempt"]))
+        print(f"\n(The c10d store model is not available: {exc})\n")
+        return None
+    return costs, load(nodes, costs, _protocol(knobs))
+
+
+def _protocol(knobs: dict[str, int]) -> Any:
+    from elastic_chaos.scale.store_model import Protocol
+    return Protocol(float(knobs["keep_alive_interval"]), int(knobs["keep_alive_max_attempt"]))
+
+
+def _store_model(nodes: int, knobs: dict[str, int], width: int, costs: Any, measured: Any,
+                 formation_above: bool) -> None:
+    """The c10d store model's reading at this size and these settings (elastic_chaos/scale/store_model.py) that the
+    lines above do not already carry, labelled as a model: derived, never measured; where the harness measured
+    formation at this size, the model hosted as it was and its error against that figure (one line)."""
+    from elastic_chaos.scale import store_costs
+    from elastic_chaos.scale.store_model import Protocol, describe, error, load
+
+    protocol = _protocol(knobs)
     print(f"\nMODEL, not a measurement: the c10d store's load derived from torch's protocol (one key holding the "
           f"whole state, a compare-and-set of it per heartbeat, retried at once when lost) with store and client "
           f"costs measured on {costs.machine}, {costs.date} (`{store_costs.COMMAND}`); each node on one core of that "
           "machine, the network's round trip left out (it only lengthens w):")
-    for what, reading in describe(nodes, costs, protocol):
+    for what, reading in describe(nodes, costs, protocol, formation=not formation_above):
         print(f"  {what.ljust(width)}  {reading}")
     if measured is not None:   # the harness' clients ran `dilation` times faster than one core: the model hosted so
         hosted = load(nodes, costs, Protocol(protocol.keep_alive_interval_s, protocol.keep_alive_max_attempt,
                                              client_speedup=measured.dilation))
-        model = f"{hosted.formation_s:.1f} s" if hosted.formation_s is not None else "none"
-        print(f"  {'formation, measured in the harness'.ljust(width)}  {measured.get('formation_s'):.1f} s (x"
-              f"{measured.dilation:g} dilation: its clients up to that much faster than one core; the model hosted "
-              f"as there: {model})")
+        got = measured.get("formation_s")
+        model = (f"{hosted.formation_s:.1f} s, {error(hosted.formation_s, got):+.0%} against the harness' (above)"
+                 if hosted.formation_s is not None else f"none ({hosted.why()}), where the harness formed (above)")
+        print(f"  {'formation, the model hosted as the harness'.ljust(width)}  {model} (x{measured.dilation:g} "
+              "dilation: its clients up to that much faster than one core)")
 
 
 def _costs(args: argparse.Namespace, nodes: int, lines: list[Any], width: int) -> None:

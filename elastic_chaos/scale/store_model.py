@@ -258,23 +258,24 @@ def costs_from_json(raw: dict[str, object]) -> StoreCosts:
                       floats("load_avg") if "load_avg" in raw else ())
 
 
-def describe(n: int, costs: StoreCosts, protocol: Protocol) -> list[tuple[str, str]]:
+def describe(n: int, costs: StoreCosts, protocol: Protocol, *, formation: bool = True) -> list[tuple[str, str]]:
     """What the model says at ``n`` nodes, as (what, the figure and its reading) lines for ``elastic-chaos scale``:
-    the state, the collision-free load, the serialization bound, the formation time or why there is none, the
-    round a collapse leaves, and the smallest size the bounds rule out with these settings."""
+    the state, the serialization bound, the formation time on real nodes or why there is none (``formation``:
+    False where the caller prints it elsewhere), the round a collapse leaves, and the smallest size the bounds
+    rule out with these settings. The collision-free load is not among them: ``elastic-chaos scale`` prints it
+    with the steady state's figures (elastic_chaos/scale/modelled.py), once."""
     m = load(n, costs, protocol)
     extra = " (costs extrapolated beyond the sizes measured)" if m.extrapolated else ""
     verdict = "RULED OUT" if m.over_serialization else "within it"
     first = break_point(costs, protocol)
-    return [
+    out = [
         ("state (every participant and heartbeat, base64)", f"{m.state_b64 / 1e3:.1f} KB{extra}"),
-        ("store load, collision-free", f"{m.ops_per_s:,.0f} ops/s, {m.bytes_per_s / 1e6:,.0f} MB/s, "
-                                       f"{m.store_cores:.2f} of one store core"
-                                       + (": RULED OUT, more than one core" if m.over_capacity else "")),
         ("N writes in turn (N x w)", f"{m.serial_s:.1f} s (w = {m.turnaround_s * 1e3:.1f} ms) against the heartbeat "
                                      f"expiry {m.expiry_s:g} s: {verdict}"),
-        ("formation, all nodes starting together", f"{m.formation_s:.1f} s" if m.formation_s is not None else
-         f"none: {m.why()}"),
-        ("after a collapse, a round keeps about", f"{stall_participants(n, costs, protocol):.0f} participants"),
-        ("smallest size the bounds rule out", f"{first:,} nodes" if first is not None else "none found"),
     ]
+    if formation:
+        out.append(("formation on real nodes, all starting together",
+                    f"{m.formation_s:.1f} s" if m.formation_s is not None else f"none: {m.why()}"))
+    return [*out,
+            ("after a collapse, a round keeps about", f"{stall_participants(n, costs, protocol):.0f} participants"),
+            ("smallest size the bounds rule out", f"{first:,} nodes" if first is not None else "none found")]
