@@ -255,6 +255,9 @@ class JobSpec:
         None, "the reference trainer's save format: file (one torch.save file per save, its default) or dcp "
               "(torch.distributed.checkpoint: a step-<step>/ folder of shards, one per rank, and a 'latest' "
               "pointer written once the save is complete)")
+    async_save: bool = option(False, "the reference trainer saves with torch.distributed.checkpoint's async_save "
+                                     "(--checkpoint-format dcp): training goes on while the shards are written, "
+                                     "and a fault can land with a save in flight")
     backend: PgBackend | None = option(None, "force the process-group backend: the reference trainer's "
                                              "--backend; a script that hard-codes nccl runs on gloo (CPU) "
                                              "through elastic_chaos.trainer.launch")
@@ -284,6 +287,9 @@ class JobSpec:
         if self.checkpoint_format is not None and self.script:
             raise SpecError("checkpoint_format is the reference trainer's; a script saves as it does (watch its "
                             "saves with --checkpoint, a glob of step folders for DCP: 'checkpoints/step-*')")
+        if self.async_save and self.checkpoint_format is not CheckpointFormat.DCP:
+            raise SpecError("async_save is the reference trainer's DCP mode: give checkpoint_format dcp "
+                            "(--checkpoint-format dcp) with it")
         if self.node_local_workdir and not self.script:
             raise SpecError("node_local_workdir is for a training script (give it after `--`): the reference "
                             "trainer keeps its checkpoints in the shared checkpoints/ folder")
@@ -295,6 +301,8 @@ class JobSpec:
             args += ["--backend", self.backend.value]
         if self.checkpoint_format is not None:
             args += ["--checkpoint-format", self.checkpoint_format.value]
+        if self.async_save:
+            args += ["--async-save"]
         if self.pg_timeout_s is not None:
             args += ["--pg-timeout", f"{self.pg_timeout_s:g}"]
         return [*args, *self.trainer_args]

@@ -128,6 +128,10 @@ def test_the_job_option_passes_the_format_and_compare_final_looks_for_its_step_f
     assert final_save(tmp_path, 100, JobSpec()) == tmp_path / "ckpt-00000100.pt"
     with pytest.raises(SpecError, match="reference trainer's"):
         JobSpec(checkpoint_format=CheckpointFormat.DCP, script=("train.py",))
+    assert JobSpec(checkpoint_format=CheckpointFormat.DCP, async_save=True).trainer_command_args()[-3:] == \
+        ["--checkpoint-format", "dcp", "--async-save"]
+    with pytest.raises(SpecError, match="give checkpoint_format dcp"):
+        JobSpec(async_save=True)
 
 
 def test_a_failed_load_is_reported_in_one_line_naming_the_root_error() -> None:

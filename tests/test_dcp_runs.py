@@ -36,7 +36,7 @@ def test_kill_node_resumes_from_the_newest_complete_dcp_save(run_hypothesis) -> 
     # asynchronous saves: the kill may land while one is in flight (its folder has shards and no
     # .metadata, and latest still names the one before); synchronous saves are the other tests' case
     run = run_hypothesis("kill-node", compare_final=True, checkpoint_format="dcp",
-                         trainer_args=("--keep-last-n", "2", "--async-save"))
+                         async_save=True, trainer_args=("--keep-last-n", "2"))
     folder = assert_resumed_from_the_newest_complete_save(run).parent
     # what the job left: the pointer names a complete save, and at most --keep-last-n complete
     # step folders at or below it
@@ -54,7 +54,7 @@ def test_a_dcp_job_resumes_from_its_newest_complete_save(run_hypothesis, name: s
     # spot-interruption: the told rank's emergency saves (spot notices, SIGTERM) are DCP folders made
     # alone; kill-during-checkpoint: the kill lands between a save's shards and its .metadata
     # (--save-delay holds that window open), and the job resumes from the save before it
-    run = run_hypothesis(name, checkpoint_format="dcp", trainer_args=("--async-save",))
+    run = run_hypothesis(name, checkpoint_format="dcp", async_save=True)
     assert_resumed_from_the_newest_complete_save(run)
 
 
@@ -94,3 +94,17 @@ def test_a_pointer_moved_before_its_save_is_complete_is_named_at_the_kill(run_hy
     [sound] = [c for c in run.verdict.checks if c.name == "pointer-sound"]
     assert not sound.ok and "a save not yet complete (no .metadata)" in sound.reason, sound.reason
     assert all(c.ok for c in run.verdict.checks if c.name == "newest-complete"), run.verdict.checks
+
+
+def test_a_kill_with_an_asynchronous_save_in_flight_resumes_from_the_save_before_it(run_hypothesis):
+    """--async-save: the writer of a shard is held (mid-write) while training goes on, then its node is
+    killed: the save in flight is lost with it, the job resumes from the complete one before (up to two
+    checkpoint intervals lost, the async bound) and says how far it had trained on."""
+    from storagefs_helpers import require_fuse
+    require_fuse()
+    run = run_hypothesis("kill-at-save-point", checkpoint_format="dcp", async_save=True, points="shard-mid-write",
+                         checkpoint_every=20, steady_steps=30, rdzv_preset="fast")
+    [flight] = [c for c in run.verdict.checks if c.name == "in-flight"]
+    assert flight.ok and "was in flight when its writer's node was killed" in flight.reason, flight.reason
+    [lost] = [c for c in run.verdict.checks if c.name == "bounded-loss"]
+    assert "two checkpoint intervals" in lost.reason, lost.reason

@@ -28,6 +28,7 @@ its rule: ops it held go on at once.
 from __future__ import annotations
 
 import errno as errnos
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -245,6 +246,8 @@ class KillAtSavePoint(Fault):
     after_bytes: int = option(1024, "mid-write: bytes of the file written when the writer is held", minimum=0,
                               maximum=2**50)
     wait_s: float = option(120.0, "how long to wait for a save to reach the point", above=0, units="s", maximum=DAY_S)
+    hold_s: float = option(0.0, "how long the writer stays held before its node is killed (an asynchronous save: "
+                                "training goes on meanwhile)", minimum=0, units="s", maximum=600)
     name: ClassVar[str] = "kill-at-save-point"
     description: ClassVar[str] = ("hard kill of the node writing a checkpoint, at an exact point of its save "
                                   "(after create, mid-write, before fsync, before or after the rename)")
@@ -270,6 +273,8 @@ class KillAtSavePoint(Fault):
             storage.release(paused.id)
             raise InjectionFailed(f"the writer held at {self.point.value} (pid {paused.pid}) belongs to no node "
                                   "of the job; released it")
+        if self.hold_s:
+            time.sleep(self.hold_s)   # bounded (at most 600 s); the writer is held all along
         hit = platform.kill_node(paused.node, graceful=False)
         released = storage.release(paused.id)
         files = sorted(p.name for p in storage.direct().iterdir() if not p.name.startswith("."))

@@ -302,11 +302,16 @@ class Trial:
         self.check_lost(rec, lost_at_most)
 
     def check_lost(self, rec: Recovery, lost_at_most: int | None = None) -> None:
-        """The fault cost at most ``lost_at_most`` of the job's units (default: one checkpoint interval)."""
-        bound = self.job.checkpoint_every if lost_at_most is None else lost_at_most
+        """The fault cost at most ``lost_at_most`` of the job's units (default: one checkpoint interval; two
+        where the job saves asynchronously: a save still in flight when the fault lands is lost with it,
+        and the job goes back to the one before)."""
+        every = self.job.checkpoint_every
+        bound = (2 * every if self.job.async_save else every) if lost_at_most is None else lost_at_most
         unit = self.job.observe.unit
-        allowed = (f"at most {count(bound, unit)} allowed (one checkpoint interval: --checkpoint-every {bound})"
-                   if lost_at_most is None else f"at most {count(bound, unit)} allowed")
+        allowed = (f"at most {count(bound, unit)} allowed" if lost_at_most is not None else
+                   f"at most {count(bound, unit)} allowed (two checkpoint intervals: --checkpoint-every {every} "
+                   "with --async-save, a save in flight when the fault lands is lost with it)" if self.job.async_save
+                   else f"at most {count(bound, unit)} allowed (one checkpoint interval: --checkpoint-every {bound})")
         unsettled = (f"; {count(rec.unsettled_steps, unit)} reported after their worker's collective had failed "
                      "are not counted (see the notes)") if rec.unsettled_steps else ""
         nothing_saved = (f"; no checkpoint was seen saved before the fault, so every {unit} since the start was lost"

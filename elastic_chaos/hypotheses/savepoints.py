@@ -145,7 +145,8 @@ def kill_at_save_point(t: Trial) -> None:
     for i, point in enumerate(points):
         if isinstance(point, DcpPoint):
             path = f"{oldest_complete(t)}/{point.path}" if point.prunes else point.path
-            record = t.inject(t.fault(point=point.point, path=path, after_bytes=point.after_bytes))
+            record = t.inject(t.fault(point=point.point, path=path, after_bytes=point.after_bytes,
+                                      hold_s=_in_flight_hold(t, point)))
         else:
             record = t.inject(t.fault(point=point))
         rec = t.recover(record)
@@ -214,6 +215,30 @@ def oldest_complete(t: Trial) -> str:
     return min(complete, key=lambda name: int(name.removeprefix("step-")), default="step-*")
 
 
+IN_FLIGHT_STEPS = 5
+"""With --async-save, a shard point holds its writer this many steps' time before the kill: the save is
+in flight in the background while training goes on, the case async saves exist for."""
+
+
+def _in_flight_hold(t: Trial, point: DcpPoint) -> float:
+    """Seconds to hold a shard's writer before the kill: the job's async saves train on meanwhile."""
+    if not t.job.async_save or point.path != _SHARDS:
+        return 0.0
+    return max(1.0, IN_FLIGHT_STEPS * t.job.step_time)
+
+
+def _check_in_flight(t: Trial, point: DcpPoint, record: FaultRecord) -> None:
+    """An asynchronous save's shard held: the job trained past the save's step before the kill."""
+    folder = _FOLDER.match(str(record.detail.get("path") or "").split("/", 1)[0])
+    saving = int(folder[1]) if folder else None
+    trained = [e.data.step for e in t.run.timeline.select(ProgressEv.STEP, until=record.injected_at)
+               if e.data.step is not None]
+    last = max(trained, default=None)
+    t.verdict.require(saving is not None and last is not None and last > saving,
+                      f"{point.name}: the save of step {saving} was in flight when its writer's node was killed: the "
+                      f"job had trained on to step {last} (--async-save)", check="in-flight")
+
+
 def pointer_sound(name: str, detail: dict[str, Any]) -> tuple[bool, str]:
     """Whether ``latest`` named a complete save (or nothing) at the kill, and the sentence that says so."""
     pointer = detail.get("pointer")
@@ -232,6 +257,8 @@ def _check_dcp_point(t: Trial, point: DcpPoint, record: FaultRecord, resumed: in
               f"{point.point.value} of {record.detail.get('path')} ({record.detail.get('held_s')}s held): "
               f"{point.leaves}", check="aim")
     v.require(*pointer_sound(point.name, record.detail), check="pointer-sound")
+    if _in_flight_hold(t, point):
+        _check_in_flight(t, point, record)
     if point.prunes:
         _check_prune(t, point, record)
     low, high, words = expected_dcp_resume(record.detail)
