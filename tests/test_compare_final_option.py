@@ -6,7 +6,7 @@ import pytest
 from elastic_chaos.errors import SpecError
 from elastic_chaos.hypotheses.api import settings
 from elastic_chaos.hypotheses.catalog import get
-from elastic_chaos.hypotheses.final import fixed_job, pick_final_step
+from elastic_chaos.hypotheses.final import elastic_job, fixed_job, pick_final_step
 from elastic_chaos.spec import JobSpec
 
 
@@ -30,6 +30,21 @@ def test_the_job_runs_at_its_largest_size_and_stops_at_the_final_step():
     job = fixed_job(JobSpec(nodes="1:3", start_nodes=2, trainer_args=("--seed", "3")), 100)
     assert (job.min_nodes, job.max_nodes, job.initial_nodes) == (3, 3, 3)
     assert job.trainer_command_args()[-4:] == ["--seed", "3", "--max-steps", "100"]
+
+
+def test_a_job_that_trains_on_without_its_lost_node_keeps_its_range_and_stops_at_the_final_step():
+    job = elastic_job(JobSpec(nodes="1:2", trainer_args=("--seed", "3")), 100)
+    assert (job.min_nodes, job.max_nodes) == (1, 2)
+    assert job.trainer_command_args()[-4:] == ["--seed", "3", "--max-steps", "100"]
+
+
+def test_no_replace_with_compare_final_on_a_fixed_size_job_is_refused_before_it_starts(tmp_path, capsys):
+    from elastic_chaos.cli.main import main
+    code = main(["run", "kill-node", "--nodes", "2:2", "--no-replace", "--compare-final",
+                 "--report-dir", str(tmp_path / "run")])
+    assert code == 2
+    assert "a job of --nodes 2:2 cannot train on without the lost node; give it an elastic range" \
+        in capsys.readouterr().err
 
 
 def test_kill_node_takes_the_final_state_options():

@@ -38,10 +38,12 @@ def test_a_divergence_reads_into_its_state_and_one_sentence():
     assert state.to_json()["summary"] == state.describe()
 
 
-def test_equal_says_the_comparison_it_made_and_the_callers_note():
+def test_equal_says_the_comparison_it_made_and_the_callers_reference():
+    from elastic_chaos.analysis.schedule import Leg, Reference
     state = parse({**DIVERGED, "equal": True, "first": None, "differing": 0, "classes": {}, "tolerance": 1e-6})
-    assert state.with_note("world size 2 in both runs").describe() == (
-        "final state: equal (within 1e-06, 21 values at step 40; world size 2 in both runs)")
+    assert state.with_reference(Reference.of((Leg(2, 0, 40),))).describe() == (
+        "final state: equal (within 1e-06, 21 values at step 40; reference: a clean run to step 40 at world "
+        "size 2, same trainer arguments and seed)")
 
 
 @pytest.mark.parametrize("bad", [[], {"equal": "yes"}, {**DIVERGED, "first": None},

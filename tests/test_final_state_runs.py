@@ -1,7 +1,9 @@
 """The final-state oracle on real jobs (slow): the reference trainer is deterministic on CPU/gloo, a
-job resumed after a hard node loss ends bitwise equal to a clean run, and a resume bug is named."""
+job resumed after a hard node loss ends bitwise equal to a clean run, a job that shrank ends bitwise equal
+to a clean replay of its schedule (and not to a clean run at full size), and a resume bug is named."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from elastic_chaos.analysis.final_state import CHECK, StateClass, compare_final
+from elastic_chaos.analysis.schedule import Leg
+from elastic_chaos.hypotheses.final import train_legs
 
 pytestmark = pytest.mark.slow
 
@@ -46,6 +50,42 @@ def test_a_resume_that_forgets_the_scheduler_diverges_in_the_lr(tmp_path):
     state = compare_final(tmp_path / "a", tmp_path / "c")
     assert not state.equal and state.first is not None
     assert state.first.state is StateClass.LR_SCHEDULER and state.first.path == "optim.param_groups.0.lr"
+
+
+def replay(out: Path, *legs: Leg) -> Path:
+    """``legs`` trained by the final-state check's own reference runner (elastic_chaos.hypotheses.final)."""
+    return train_legs(legs, python=sys.executable, args=[], env=dict(os.environ), out=out, tag=f"test/{out.name}",
+                      every=20, save_of=lambda folder, step: folder / f"ckpt-{step:08d}.pt")
+
+
+def test_a_job_that_shrank_ends_bitwise_equal_to_a_replay_of_its_schedule_and_not_to_a_clean_run(tmp_path):
+    # the job: world 2 past step 20, lost before its save of 40 was whole; world 1 resumes from 20 to 60
+    # (trained by the hang-proof runner: a gloo worker can hang on its way out, and the runner stops it)
+    replay(tmp_path / "job", Leg(2, 0, 40)).unlink()
+    job_saves = replay(tmp_path / "job", Leg(1, 20, 60)).parent
+    schedule = (Leg(2, 0, 20), Leg(1, 20, 60))
+    first, second = replay(tmp_path / "r1", *schedule), replay(tmp_path / "r2", *schedule)
+    full_size = replay(tmp_path / "full", Leg(2, 0, 60))   # a reference that ignores the schedule
+    assert first == tmp_path / "r1" / "reference-checkpoints" / "ckpt-00000060.pt"
+    twice, job, ignored = (compare_final(first, second), compare_final(first, job_saves),
+                           compare_final(full_size, job_saves))
+    assert twice.equal and job.equal, (twice.describe(), job.describe())   # deterministic across the resize
+    assert not ignored.equal and ignored.first is not None and ignored.first.state is StateClass.DATA_POSITION
+    log = (tmp_path / "r1" / "reference.log").read_text()
+    assert "leg 2 of 2: world size 1 from the save of step 20 to step 60" in log
+
+
+def test_kill_node_without_a_replacement_ends_equal_to_a_replay_of_its_schedule(run_hypothesis):
+    run = run_hypothesis("kill-node", compare_final=True, replace_lost_nodes=False)
+    check = next(c for c in run.verdict.checks if c.name == CHECK)
+    assert check.ok and check.reason.startswith("final state: equal (bitwise"), check.reason
+    assert "reference: a clean replay of the faulted run's schedule: world size 2 to step " in check.reason
+    assert ", then 1 from its step-" in check.reason
+    block = json.loads((run.report.folder / "report.json").read_text())["final_state"]
+    assert block["reference"]["kind"] == "schedule-replay" and [leg["world"] for leg in block["reference"]["legs"]] \
+        == [2, 1]
+    summary = (run.report.folder / "summary.md").read_text()
+    assert "final state: equal" in summary and "## Final state" in summary
 
 
 @pytest.mark.parametrize("name", ["kill-node", "worker-crash", "spot-interruption", "kill-during-checkpoint"])

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from elastic_chaos.analysis.schedule import Reference
 from elastic_chaos.errors import ChaosError, SpecError
 from elastic_chaos.host.comparer import DEFAULT_TIMEOUT_S, ComparerRun, run_comparer
 
@@ -88,8 +89,9 @@ class FinalState:
     first: Divergence | None
     """The divergence that most likely explains the others (data position, LR, RNG before weights)."""
     divergences: tuple[Divergence, ...]
-    note: str = ""
-    """What the caller adds about the comparison it asked for (the world sizes of the two runs)."""
+    reference: Reference | None = None
+    """The clean run ``a`` came from (a run at one world size, or a replay of the judged run's schedule);
+    None: the caller gave two checkpoints (``elastic-chaos compare-final``)."""
     diverged_by: int | None = None
     """The earliest step whose saves of the two runs differ (:func:`trace_back`); None: not traced."""
     equal_at: int | None = None
@@ -107,7 +109,7 @@ class FinalState:
 
     def describe(self) -> str:
         """The one sentence every view prints."""
-        note = f"; {self.note}" if self.note else ""
+        note = f"; {self.reference.describe()}" if self.reference else ""
         if self.equal:
             return f"final state: equal ({self.comparison}, {self.compared} values at {self.step}{note})"
         assert self.first is not None
@@ -125,8 +127,8 @@ class FinalState:
             return f"; already different at step {self.diverged_by}, the earliest save both runs kept"
         return f"; equal at step {self.equal_at}, different from the save of step {self.diverged_by} on"
 
-    def with_note(self, note: str) -> FinalState:
-        return dataclasses.replace(self, note=note)
+    def with_reference(self, reference: Reference) -> FinalState:
+        return dataclasses.replace(self, reference=reference)
 
     def with_cause(self, cause: str) -> FinalState:
         """The same comparison, its first divergence's likely cause replaced by one the caller knows (the
@@ -138,11 +140,13 @@ class FinalState:
                                    divergences=tuple(first if d is self.first else d for d in self.divergences))
 
     def to_json(self) -> dict[str, Any]:
+        """comparison.json's object and report.json's ``final_state`` (read back by :func:`parse`)."""
         return {"equal": self.equal, "a": self.a, "b": self.b, "tolerance": self.tolerance,
-                "compared": self.compared, "differing": self.differing, "step": {"a": self.step_a, "b": self.step_b},
-                "classes": {c.value: n for c, n in self.classes.items()},
+                "comparison": self.comparison, "compared": self.compared, "differing": self.differing,
+                "step": {"a": self.step_a, "b": self.step_b}, "classes": {c.value: n for c, n in self.classes.items()},
                 "first": _divergence_json(self.first) if self.first else None,
-                "divergences": [_divergence_json(d) for d in self.divergences], "note": self.note,
+                "divergences": [_divergence_json(d) for d in self.divergences],
+                "reference": self.reference.to_json() if self.reference else None,
                 "diverged_by": self.diverged_by, "equal_at": self.equal_at, "summary": self.describe()}
 
 
@@ -152,7 +156,8 @@ def _divergence_json(d: Divergence) -> dict[str, Any]:
 
 
 def parse(data: Any) -> FinalState:
-    """A :class:`FinalState` from the comparer's JSON object; ValueError naming what is malformed."""
+    """A :class:`FinalState` from the comparer's JSON object, or from :meth:`FinalState.to_json`'s (report.json's
+    ``final_state``: with its reference and trace); ValueError naming what is malformed."""
     if not isinstance(data, dict) or not isinstance(data.get("equal"), bool):
         raise ValueError("not the comparer's output (no boolean 'equal')")
     step = data.get("step") or {}
@@ -167,7 +172,9 @@ def parse(data: Any) -> FinalState:
                       compared=_int(data, "compared"), differing=_int(data, "differing"),
                       step_a=_opt_int(step.get("a")), step_b=_opt_int(step.get("b")),
                       classes={StateClass(k): int(v) for k, v in dict(data.get("classes") or {}).items()},
-                      first=first, divergences=found)
+                      first=first, divergences=found,
+                      reference=Reference.from_json(data["reference"]) if data.get("reference") is not None else None,
+                      diverged_by=_opt_int(data.get("diverged_by")), equal_at=_opt_int(data.get("equal_at")))
 
 
 def _divergence(d: Any) -> Divergence:

@@ -26,8 +26,10 @@ folder), ``placement`` (the local platform on a GPU machine: how nodes got GPUs;
 null otherwise), ``threads`` (the local platform: OMP_NUM_THREADS set or advised because
 the nodes' threads would oversubscribe the cores, elastic_chaos.events.runner_events.Threads;
 null otherwise), ``clock_offsets`` (node -> seconds its clock was off the runner's, where its log
-times were moved onto the runner's clock: elastic_chaos.watchers.clocks; {} otherwise). Additive changes keep
-the version; renames bump it.
+times were moved onto the runner's clock: elastic_chaos.watchers.clocks; {} otherwise), ``final_state``
+(``--compare-final``'s comparison of the job's final checkpoint with a clean reference's, and which
+reference: elastic_chaos.analysis.final_state.FinalState.to_json; null where none was made). Additive
+changes keep the version; renames bump it.
 
 Version 2 renamed the recovery phase ``replay`` (the steps trained again) to
 ``retrain``: ``replay`` is the fault that replays a preemption trace. Version 1
@@ -41,6 +43,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from elastic_chaos.analysis import recovery_analysis as analysis
+from elastic_chaos.analysis.final_state import FinalState
+from elastic_chaos.analysis.final_state import parse as parse_final_state
 from elastic_chaos.analysis.goodput import goodput
 from elastic_chaos.analysis.groups import FaultGroup, FaultMark, GroupValue, RunGroup, RunMark
 from elastic_chaos.analysis.invariants import SplitBrain, split_brains
@@ -194,6 +198,8 @@ class RunResult:
     """The UTC offset (seconds) of the zone the nodes' agents wrote their log times in, as the run knew it
     (pods: 0; local nodes: this machine's zone then). None in reports written before 0.2: the platform's
     own zone is assumed (elastic_chaos.reporting.render.log_timezone)."""
+    final_state: FinalState | None = None
+    """``--compare-final``'s comparison and its reference (None: none was made)."""
 
     @property
     def passed(self) -> bool:
@@ -239,6 +245,7 @@ class RunResult:
             "threads": _placement_json(self.threads),
             "clock_offsets": dict(self.clock_offsets),
             "log_utc_offset_s": self.log_utc_offset_s,
+            "final_state": self.final_state.to_json() if self.final_state else None,
         })
         return out
 
@@ -270,7 +277,8 @@ class RunResult:
             node_logs={str(k): str(v) for k, v in logs.items()} if isinstance(logs, dict) else {},
             timeline=str(raw.get("timeline") or TIMELINE),
             placement=_placement(raw.get("placement")), threads=_threads(raw.get("threads")),
-            clock_offsets=_offsets(raw.get("clock_offsets")), log_utc_offset_s=_float(raw.get("log_utc_offset_s")))
+            clock_offsets=_offsets(raw.get("clock_offsets")), log_utc_offset_s=_float(raw.get("log_utc_offset_s")),
+            final_state=_final_state(raw.get("final_state")))
 
 
 def upgrade_v1(raw: dict[str, Any]) -> dict[str, Any]:
@@ -313,10 +321,11 @@ def build_result(events: Sequence[Event], records: Sequence[FaultRecord], *, sce
                  observation: ScriptObservation | None = None,
                  node_logs: Mapping[str, str] | None = None,
                  judged: Mapping[float, Recovery] | None = None,
-                 log_utc_offset_s: float | None = None) -> RunResult:
+                 log_utc_offset_s: float | None = None, final_state: FinalState | None = None) -> RunResult:
     """The run's result, measured from its events: every fault's metric groups, the run's groups,
     goodput (up to ``end``: the run's evidence ends there), split brains, samples, GPU placement.
-    ``judged``: the recoveries a hypothesis checked (ChaosRun.judged), reported as they were."""
+    ``judged``: the recoveries a hypothesis checked (ChaosRun.judged), reported as they were;
+    ``final_state``: the comparison ``--compare-final`` made (ChaosRun.final_state)."""
     gp = goodput(events, end=end)
     samples = account_samples(events)
     return RunResult(
@@ -329,7 +338,7 @@ def build_result(events: Sequence[Event], records: Sequence[FaultRecord], *, sce
         started_at=None if started_at is None else round(started_at, 3),
         finished_at=None if finished_at is None else round(finished_at, 3),
         node_logs=dict(node_logs or {}), placement=placement_of(events), threads=threads_of(events),
-        clock_offsets=clock_offsets(events), log_utc_offset_s=log_utc_offset_s)
+        clock_offsets=clock_offsets(events), log_utc_offset_s=log_utc_offset_s, final_state=final_state)
 
 
 def placement_of(events: Sequence[Event]) -> GpuPlacement | None:
@@ -380,6 +389,16 @@ def _placement(raw: Any) -> GpuPlacement | None:
         return GpuPlacement.read(raw)
     except PayloadError as exc:
         log.info("report.json's placement could not be read (%s); reading it as unknown", exc)
+        return None
+
+
+def _final_state(raw: Any) -> FinalState | None:
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return parse_final_state(raw)
+    except (ValueError, KeyError, TypeError) as exc:
+        log.info("report.json's final_state could not be read (%s); reading it as unknown", exc)
         return None
 
 

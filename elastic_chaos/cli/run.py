@@ -44,6 +44,8 @@ examples:
   elastic-chaos run etcd-outage --duration 10 --store-outage hang --during-rendezvous
   elastic-chaos run repeated --mtbf 45 --run-for 300 --seed 7
   elastic-chaos run kill-during-checkpoint --repetitions 20
+  elastic-chaos run kill-node --compare-final        # ends bitwise where a clean run at full size does
+  elastic-chaos run kill-node --no-replace --compare-final   # ... where a clean replay of its world sizes does
   elastic-chaos run kill-node --report-dir reports/nightly --overwrite   # replaces the last nightly run
   elastic-chaos run spot-interruption --instance-type p4d.24xlarge --mtbf-hours 24   # what each one costs
   elastic-chaos run straggler --factor 2 --duration 20        # one node at half speed for 20 s

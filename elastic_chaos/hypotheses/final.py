@@ -2,18 +2,25 @@
 
 A hypothesis that takes :class:`FinalStateOptions` runs its job to a fixed final step
 (a checkpoint step of the reference trainer), and :func:`check_final_state` then
-trains a clean reference run of the same trainer, arguments and seed to that step at
-the job's full world size without any fault, and compares the two final checkpoints
-tensor by tensor (elastic_chaos.analysis.final_state). The verdict's ``final-state``
-check carries the one sentence every view prints: "final state: equal (...)" or
-what diverged first, in which state, with the likely cause.
+trains a clean reference run of the same trainer, arguments and seed to that step
+without any fault, and compares the two final checkpoints tensor by tensor
+(elastic_chaos.analysis.final_state). The verdict's ``final-state`` check carries the
+one sentence every view prints: "final state: equal (...)" or what diverged first, in
+which state, with the likely cause; the run's report.json carries the whole comparison
+as its ``final_state`` block.
 
 The reference run is ``torchrun --standalone`` on this machine with the nodes' python:
-on CPU/gloo a DDP step's result does not depend on which node a rank runs on, so a
-job whose world size never changed must end bitwise equal to it. A job that trained
-at another world size on the way (an elastic range whose lost node was not replaced in
-time) legitimately trains differently: the check says so, and compares within
-``--final-tolerance``.
+on CPU/gloo a DDP step's result does not depend on which node a rank runs on. Which
+clean run (elastic_chaos.analysis.schedule.Reference):
+
+- a job that loses a node and has it replaced runs at a fixed size (``--nodes MAX:MAX``),
+  so its world never changes: the reference is one clean run at that world size;
+- a job in an elastic range that trains on without the lost node (``--no-replace``)
+  trains at another world size from the save it resumed from: the reference replays the
+  schedule the timeline shows (world size W1 to step S1, then W2 from the reference's own
+  step-S1 save, ...; elastic_chaos.analysis.schedule.trained_schedule). The reference
+  trainer's step depends only on the checkpoint it resumed from and the world size, so a
+  job that recovered correctly ends bitwise equal to that replay too.
 """
 from __future__ import annotations
 
@@ -24,8 +31,10 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from elastic_chaos.analysis.final_state import (
     CHECK,
@@ -35,8 +44,8 @@ from elastic_chaos.analysis.final_state import (
     compare_final,
     trace_back,
 )
+from elastic_chaos.analysis.schedule import Leg, Reference, ScheduleUnknown, trained_schedule
 from elastic_chaos.errors import SpecError
-from elastic_chaos.events import ProgressEv
 from elastic_chaos.host import lifeline, procs
 from elastic_chaos.hypotheses.api import Trial
 from elastic_chaos.options import MAX_STEPS, option, validate
@@ -56,8 +65,10 @@ class FinalStateOptions:
     compare_final: bool = option(False, "after the verdict's own checks, train the job to its final step and compare "
                                         "its final checkpoint tensor by tensor with a clean run's of the same seed "
                                         "(model, optimizer, LR scheduler, RNG, data position): the final-state "
-                                        "check. The job runs at a fixed size (--nodes MAX:MAX) so a replaced node "
-                                        "restores the same world and the comparison is bitwise")
+                                        "check. A job whose lost node is replaced runs at a fixed size (--nodes "
+                                        "MAX:MAX) and is compared with a clean run at that size; with --no-replace "
+                                        "in an elastic range (--nodes 1:2) the clean run replays the world sizes "
+                                        "the job trained at, from the same saves. Both are bitwise on CPU/gloo")
     final_step: int | None = option(None, "the step both runs train to (a multiple of --checkpoint-every; default "
                                           "the third checkpoint after the fault's step)", minimum=1,
                                     maximum=MAX_STEPS)
@@ -70,24 +81,28 @@ class FinalStateOptions:
 
 def prepare(t: Trial, opts: FinalStateOptions, *, loses_a_node: bool = True, fault_s: float = 0.0,
             fault_steps: int = 0) -> JobSpec:
-    """The job to start: the trial's, at a fixed size and stopping at the final step (compare_final), else as
-    it is. SpecError, before anything starts, where the comparison cannot be made (``loses_a_node``: the
-    fault takes a node away, so the fixed-size job needs it replaced). ``fault_s``: how long the job
-    trains on between the injection and its end (a spot notice), and ``fault_steps`` the steps the faults
-    span (repeated kills), which the final step must leave room for."""
+    """The job to start (compare_final): the trial's, stopping at the final step, at a fixed size where the
+    world is to stay whole, in its own elastic range where ``loses_a_node`` and nodes are not replaced (the
+    reference then replays the world sizes it trained at); else the trial's job as it is. SpecError, before
+    anything starts, where the comparison cannot be made (a fixed-size job that loses a node for good cannot
+    train on). ``fault_s``: how long the job trains on between the injection and its end (a spot notice), and
+    ``fault_steps`` the steps the faults span (repeated kills), which the final step must leave room for."""
     job = t.job
     if not opts.compare_final:
         return job
     if job.script:
         raise SpecError("--compare-final runs the reference trainer's clean twin; for your own script, compare "
                         "its final saves with `elastic-chaos compare-final REFERENCE RUN`")
-    if loses_a_node and not t.replaces_nodes:
-        raise SpecError("--compare-final runs the job at a fixed size, which trains on only once the lost node is "
-                        "replaced: drop --no-replace")
+    shrinks = loses_a_node and not t.replaces_nodes
+    if shrinks and job.min_nodes == job.max_nodes:
+        raise SpecError(f"--compare-final with --no-replace: a job of --nodes {job.nodes} cannot train on without "
+                        "the lost node; give it an elastic range (--nodes 1:2; the clean reference then replays "
+                        "the world sizes it trained at) or drop --no-replace")
     during = math.ceil(fault_s / max(job.step_time, MIN_STEP_S)) + fault_steps
-    fixed = fixed_job(job, final_step(t, opts, during))
-    t.settings = dataclasses.replace(t.settings, job=fixed)
-    return fixed
+    final = final_step(t, opts, during)
+    made = elastic_job(job, final) if shrinks else fixed_job(job, final)
+    t.settings = dataclasses.replace(t.settings, job=made)
+    return made
 
 
 def fixed_job(job: JobSpec, final: int) -> JobSpec:
@@ -95,6 +110,11 @@ def fixed_job(job: JobSpec, final: int) -> JobSpec:
     at step ``final``."""
     return dataclasses.replace(job, nodes=f"{job.max_nodes}:{job.max_nodes}", start_nodes=None,
                                trainer_args=(*job.trainer_args, "--max-steps", str(final)))
+
+
+def elastic_job(job: JobSpec, final: int) -> JobSpec:
+    """``job`` in its own node range, stopping at step ``final``."""
+    return dataclasses.replace(job, trainer_args=(*job.trainer_args, "--max-steps", str(final)))
 
 
 def final_step(t: Trial, opts: FinalStateOptions, during: int = 0) -> int:
@@ -137,18 +157,29 @@ def check_final_state(t: Trial, opts: FinalStateOptions, *, known_cause: str | N
     out = t.run.report_dir / FOLDER
     t.run.phase("final_state", step=final)   # the clean reference trains now: the timeline says why it waits
     try:
-        reference = run_reference(t, final, out)
-        state = compare_final(reference, judged, tolerance=opts.final_tolerance, python=_python(t))
-        state = trace_back(state, reference.parent, folder, tolerance=opts.final_tolerance, python=_python(t))
-    except (SpecError, ComparerFailed) as exc:
+        reference = pick_reference(t, final)
+        made = run_reference(t, reference, out)
+        state = compare_final(made, judged, tolerance=opts.final_tolerance, python=_python(t))
+        state = trace_back(state, made.parent, folder, tolerance=opts.final_tolerance, python=_python(t))
+    except (SpecError, ComparerFailed, ScheduleUnknown) as exc:
         t.verdict.fail(f"final state: not compared: {exc}", check=CHECK)
         return None
-    state = state.with_note(_note(t, final))
+    state = state.with_reference(reference)
     if known_cause is not None:
         state = state.with_cause(known_cause)
     (out / "comparison.json").write_text(json.dumps(state.to_json(), indent=2) + "\n", encoding="utf-8")
+    t.run.final_state = state   # report.json's final_state block, rendered by every view from there
     t.verdict.require(state.equal, state.describe(), check=CHECK)
     return state
+
+
+def pick_reference(t: Trial, final: int) -> Reference:
+    """The clean run to compare with: one at the full world for a fixed-size job (:func:`prepare` made its world
+    stay whole), else a replay of the legs the job's committed history trained (one leg: a clean run at that
+    size). ScheduleUnknown where the timeline does not say them."""
+    if t.job.min_nodes == t.job.max_nodes:
+        return Reference.of((Leg(t.full_world, 0, final),))
+    return Reference.of(trained_schedule(t.run.timeline.events(), final))
 
 
 def final_save(folder: Path, step: int, job: JobSpec) -> Path:
@@ -166,14 +197,6 @@ def is_saved(save: Path) -> bool:
     return save.is_file() or (save / ".metadata").is_file()
 
 
-def _note(t: Trial, final: int) -> str:
-    sizes = sorted({int(e.data.world_size) for e in t.run.timeline.select(ProgressEv.STEP)
-                    if e.data.world_size is not None})
-    trained = " and ".join(map(str, sizes)) or "unknown"
-    return (f"reference: a clean run to step {final} at world size {t.full_world}, same trainer arguments and seed; "
-            f"the faulted run trained at world size {trained}")
-
-
 def _checkpoint_dir(t: Trial) -> Path:
     folder = getattr(t.run.platform, "checkpoint_dir", None)
     if not isinstance(folder, Path):
@@ -187,41 +210,64 @@ def _python(t: Trial) -> str | None:
     return python if isinstance(python, str) else None
 
 
-def run_reference(t: Trial, final: int, out: Path) -> Path:
-    """Train the clean reference to ``final`` in ``out``; its final checkpoint. SpecError when it fails."""
+def run_reference(t: Trial, reference: Reference, out: Path) -> Path:
+    """Train the clean reference's legs in ``out``, without a fault; its final checkpoint. SpecError when it fails."""
+    # its --max-steps, --checkpoint-every and --step-time are overridden leg by leg (argparse: the last wins)
+    env = {**os.environ, **t.job.node_env()}
+    return train_legs(reference.legs, python=_python(t) or sys.executable, args=t.job.trainer_command_args(),
+                      env=env, out=out, tag=f"{t.job.run_id}/reference", every=t.job.checkpoint_every,
+                      save_of=lambda folder, step: final_save(folder, step, t.job))
+
+
+def train_legs(legs: tuple[Leg, ...], *, python: str, args: list[str], env: dict[str, str], out: Path, tag: str,
+               every: int, save_of: Callable[[Path, int], Path]) -> Path:
+    """Train the reference trainer's ``legs`` one after another in ``out/reference-checkpoints`` (each leg
+    ``torchrun --standalone --nproc-per-node=WORLD`` to its end, resuming from the previous leg's save there);
+    the last leg's save. A leg that ends off the checkpoint steps (a resume from an emergency save) saves at
+    its end alone. Blocks up to :data:`REFERENCE_TIMEOUT_S` a leg; SpecError when a leg fails."""
     ckpts = out / "reference-checkpoints"
     out.mkdir(parents=True, exist_ok=True)
-    args = t.job.trainer_command_args()   # its --max-steps and --step-time are overridden below
-    # its agent's folder beside its log (torchrun's default is one in the system temp folder, never removed)
-    cmd = [_python(t) or sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc-per-node={t.full_world}", f"--log-dir={out / 'reference.torchelastic'}",
-           "-m", "elastic_chaos.trainer.train", *args,
-           "--max-steps", str(final), "--checkpoint-dir", str(ckpts), "--step-time", "0", "--spot-notice", "off"]
+    log = out / "reference.log"
+    made = ckpts
+    with open(log, "w", encoding="utf-8") as f:
+        for i, leg in enumerate(legs):
+            if i:
+                f.write(f"elastic-chaos: leg {i + 1} of {len(legs)}: world size {leg.world} from the save of step "
+                        f"{leg.start} to step {leg.end}\n")
+                f.flush()
+            made = save_of(ckpts, leg.end)
+            cmd = [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={leg.world}",
+                   # its agent's folder beside its log (torchrun's default is one in the system temp folder)
+                   f"--log-dir={out / 'reference.torchelastic'}", "-m", "elastic_chaos.trainer.train", *args,
+                   "--max-steps", str(leg.end), "--checkpoint-every", str(every if leg.end % every == 0 else leg.end),
+                   "--checkpoint-dir", str(ckpts), "--step-time", "0", "--spot-notice", "off"]
+            code = _train_leg(cmd, env, tag, made, f, out)
+            if code not in (0, None) or not is_saved(made):
+                raise SpecError(f"the clean reference run failed (exit {code}; log: {log})")
+    return made
+
+
+def _train_leg(cmd: list[str], env: dict[str, str], tag: str, made: Path, f: IO[str], out: Path) -> int | None:
+    """One torchrun of the reference: its exit code (None: it saved ``made`` but did not exit)."""
     root = str(Path(__file__).resolve().parents[2])   # the trainer this toolkit ships, as the nodes import it
     # tagged as the run's, as its nodes are (elastic_chaos.host.procs): torchrun starts each worker in a session
     # of its own, out of reach of torchrun's group; the tag finds them (and a dead runner's reaper does too)
-    tag = f"{t.job.run_id}/reference"
-    env = {**os.environ, **t.job.node_env(), procs.TAG_VAR: tag,
-           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-    log = out / "reference.log"
-    with open(log, "w", encoding="utf-8") as f:
-        # tied to this process (lifeline): the runner's death stops torchrun; a timeout, a Ctrl-C or a worker
-        # hung on its way out stops torchrun and every worker by their tag, never leaving one training
-        proc = lifeline.popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=out,
-                              start_new_session=True)
-        made = final_save(ckpts, final, t.job)
-        try:
-            code = _wait_reference(proc, made)
-        finally:
-            # before: torchrun's group was killed, and a hung worker, in a session of its own, trained on
-            procs.kill_tree(tag, first=proc.pid if proc.poll() is None else None)
-            proc.wait(timeout=30)
-        if code is None:   # said in its log, which the check names
-            f.write(f"elastic-chaos: the reference run saved step {final} but had not exited "
-                    f"{EXIT_GRACE_S:g}s later (a worker hung on its way out); stopped, its save compared\n")
-    if code not in (0, None) or not is_saved(made):
-        raise SpecError(f"the clean reference run failed (exit {code}; log: {log})")
-    return made
+    env = {**env, procs.TAG_VAR: tag, "PYTHONPATH": os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)}
+    # tied to this process (lifeline): the runner's death stops torchrun; a timeout, a Ctrl-C or a worker
+    # hung on its way out stops torchrun and every worker by their tag, never leaving one training
+    proc = lifeline.popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=out,
+                          start_new_session=True)
+    try:
+        code = _wait_reference(proc, made)
+    finally:
+        # before: torchrun's group was killed, and a hung worker, in a session of its own, trained on
+        procs.kill_tree(tag, first=proc.pid if proc.poll() is None else None)
+        proc.wait(timeout=30)
+    if code is None:   # said in its log, which the check names
+        f.write(f"elastic-chaos: the reference run saved {made.name} but had not exited {EXIT_GRACE_S:g}s later "
+                "(a worker hung on its way out); stopped, its save kept\n")
+        f.flush()
+    return code
 
 
 def _wait_reference(proc: subprocess.Popen[bytes], made: Path) -> int | None:

@@ -29,7 +29,8 @@ def kill_node(t: Trial) -> None:
     checkpoint interval, keeps at least its minimum world; the survivors notice and
     re-form; a replacement brings the world back to full size when the node pool
     replaces nodes, and nothing is provisioned when it does not. With ``--compare-final`` the job
-    runs at a fixed size to a final step, and its final checkpoint must equal a clean run's
+    trains to a final step, and its final checkpoint must equal a clean run's: at a fixed size where
+    the node is replaced, else a clean replay of the world sizes it trained at
     (elastic_chaos.hypotheses.final)."""
     t.start(prepare(t, t.params))
     t.steady()

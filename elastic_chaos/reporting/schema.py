@@ -73,6 +73,8 @@ TOP: dict[str, tuple[Check, str]] = {
     "clock_offsets": (_opt(lambda v: _dict(v) and all(_number(x) for x in v.values())),
                       "an object of numbers (node -> seconds) or null"),
     "log_utc_offset_s": (OPT_NUMBER, "a finite number (seconds) or null"),
+    "final_state": (_opt(lambda v: _dict(v) and isinstance(v.get("equal"), bool)),
+                    "an object (its equal a boolean) or null"),
 }
 VERDICT: dict[str, tuple[Check, str]] = {
     "passed": (_opt(lambda v: isinstance(v, bool)), "true, false or null"),

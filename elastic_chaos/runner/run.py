@@ -29,6 +29,7 @@ from typing import Any
 
 from elastic_chaos import signals
 from elastic_chaos.analysis import outcome as analysis
+from elastic_chaos.analysis.final_state import FinalState
 from elastic_chaos.analysis.goodput import goodput
 from elastic_chaos.analysis.invariants import SplitBrain, split_brains
 from elastic_chaos.analysis.observation import ScriptObservation
@@ -125,6 +126,8 @@ class ChaosRun:
         self.judged: dict[float, Recovery] = {}
         """Each fault's Recovery as a hypothesis last read it (by injected_at): the report shows these
         (measured once), so a check's figures and the report's cannot differ."""
+        self.final_state: FinalState | None = None
+        """The final-state comparison a hypothesis made (``--compare-final``): report.json's ``final_state``."""
         self.report: RunReport | None = None
         """The run's report, made once when it closes (its result, events and node logs)."""
         self.rendered: RenderResult | None = None
@@ -449,6 +452,7 @@ class ChaosRun:
             self.timeline.events(), self.faults, scenario=self.scenario, platform=self.platform.name, job=self.job,
             verdict=self.verdict, started_at=self.started_at, finished_at=time.time(), end=self._evidence_end(),
             observation=self.observation(), judged=self.judged, log_utc_offset_s=self._log_utc_offset_s,
+            final_state=self.final_state,
             node_logs={name: str(path.relative_to(self.report_dir)) if path.is_relative_to(self.report_dir)
                        else str(path) for name, path in logs.items()})
 

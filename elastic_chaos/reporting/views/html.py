@@ -4,8 +4,8 @@ Everything is inline (CSS, SVG, a few lines of script) and a Content Security
 Policy forbids the page from fetching anything, so the file can be mailed,
 attached to a CI run or opened offline, and a browser never goes to the
 network for it. Order of the page: verdict, what is missing, the recovery
-table and phase bars, tuning advice, the timeline picture, log excerpts,
-files.
+table and phase bars, the final-state comparison (--compare-final), tuning advice, the
+timeline picture, log excerpts, files.
 """
 from __future__ import annotations
 
@@ -123,6 +123,14 @@ def _remarks(run: RunReport) -> str:
     if not lines:
         return ""
     return '<ul class="notes" id="notes">' + "".join(f"<li>{escape(m)}</li>" for m in lines) + "</ul>"
+
+
+def _final_state(run: RunReport) -> str:
+    lines = table.final_state_lines(run.result)
+    if not lines:
+        return ""
+    return ('<h2>Final state</h2><ul class="notes" id="final-state">'
+            + "".join(f"<li>{escape(m)}</li>" for m in lines) + "</ul>")
 
 
 def _job(run: RunReport) -> str:
@@ -273,6 +281,7 @@ started {_when(run.t0)} · {duration:.1f} s{gp} · folder {escape(str(run.folder
 {_remarks(run)}
 <div class="chart">{phase_bars_svg([(f"{f.fault} → {node_name(f.target)}", f.phases)
                                     for f in table.shown_faults(run.result)])}</div>
+{_final_state(run)}
 <h2>Where the time went: tuning advice</h2>
 {_advice(findings, run.faults)}
 <h2>Timeline</h2>

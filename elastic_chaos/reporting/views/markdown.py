@@ -37,6 +37,9 @@ def render_markdown(run: RunReport, findings: Sequence[Finding], *, goodput: flo
     remarks = table.remarks(run.result)
     if remarks:
         lines += [""] + [f"- {r}" for r in remarks]
+    final = table.final_state_lines(run.result)
+    if final:
+        lines += ["", "## Final state", ""] + [f"- {_cell(r)}" for r in final]
     if findings:
         lines += ["", "## Tuning advice", ""]
         for f in findings:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from elastic_chaos.analysis.final_state import FOLDER as FINAL_STATE_FOLDER
 from elastic_chaos.analysis.groups import FaultGroup, RunGroup
 from elastic_chaos.analysis.metrics import Metric
 from elastic_chaos.analysis.recovery_analysis import RECOVERY
@@ -158,3 +159,22 @@ def setup_remarks(placement: GpuPlacement | None = None, threads: Threads | None
     """How the local platform placed the job on GPUs and fitted its threads to the cores."""
     out = [f"GPUs: {placement.note}"] if placement is not None and placement.note else []
     return out + ([f"threads: {threads.advice}"] if threads is not None and threads.advice else [])
+
+
+def final_state_lines(result: RunResult) -> list[str]:
+    """The final-state comparison (``--compare-final``), in lines every rendering shows under its own title:
+    the outcome, which reference and how it was compared, the first divergence and since when; [] where
+    none was made."""
+    fs = result.final_state
+    if fs is None:
+        return []
+    lines = [f"{'equal' if fs.equal else 'diverged'}: {fs.differing} of {fs.compared} values differ at {fs.step} "
+             f"(compared {fs.comparison})"]
+    if fs.reference is not None:
+        said = fs.reference.describe()
+        lines.append(said[0].upper() + said[1:])
+    if fs.first is not None:
+        lines.append(f"first divergence: {fs.first.describe()}{fs.since}; likely cause: {fs.first.cause}")
+    lines.append(f"the whole comparison: {FINAL_STATE_FOLDER}/comparison.json (the reference's log: "
+                 f"{FINAL_STATE_FOLDER}/reference.log)")
+    return lines
