@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import SimpleNamespace
 from typing import Any
 
@@ -16,6 +16,7 @@ from elastic_chaos.events import CheckpointEv, FaultEv, Timeline
 from elastic_chaos.events.checkpoint_events import Save
 from elastic_chaos.faults.corrupt import FOLDER, CorruptCheckpoint, choose, flip
 from elastic_chaos.faults.torchfile import NotATorchFile, storages
+from elastic_chaos.platforms.api import CheckpointFolder
 from elastic_chaos.trainer import checkpoint
 
 
@@ -103,7 +104,8 @@ def test_a_prefix_that_names_no_tensor_is_refused_naming_those_it_holds(saved):
 def platform(tmp_path: Path) -> Any:
     """What the fault reads of a platform: its name, the run's folder and the checkpoint folder (the
     local platform's ``work_dir`` and ``checkpoint_dir``)."""
-    return SimpleNamespace(name="local", work_dir=tmp_path, checkpoint_dir=tmp_path / "checkpoints")
+    folder = CheckpointFolder(tmp_path / "checkpoints", PurePosixPath(tmp_path / "checkpoints"))
+    return SimpleNamespace(name="local", work_dir=tmp_path, checkpoint_folder=lambda: folder)
 
 
 def saves(*paths_steps: tuple[Path, int]) -> Timeline:
@@ -151,7 +153,7 @@ def test_a_save_outside_the_run_checkpoint_folder_is_never_touched(tmp_path):
 
 
 def test_a_platform_without_a_checkpoint_folder_here_cannot_make_it():
-    other = SimpleNamespace(name="kubernetes", lacks=lambda _c: None)
+    other = SimpleNamespace(name="kubernetes", lacks=lambda _c: None, checkpoint_folder=lambda: None)
     assert "does not keep it here" in (CorruptCheckpoint().unavailable(other) or "")
 
 

@@ -3,7 +3,7 @@ the run's folder and put back at teardown where the shard is still as damaged. O
 torch.distributed.checkpoint writes them (the shards' bytes are the test's own: the fault never reads them)."""
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,6 +13,7 @@ from elastic_chaos.errors import InjectionFailed
 from elastic_chaos.events import CheckpointEv, FaultEv, Timeline
 from elastic_chaos.events.checkpoint_events import Save
 from elastic_chaos.faults.shard import FOLDER, DamageShard, ShardAction
+from elastic_chaos.platforms.api import CheckpointFolder
 
 
 def dcp_save(root: Path, step: int, *, complete: bool = True, fill: bytes = b"x") -> Path:
@@ -26,7 +27,8 @@ def dcp_save(root: Path, step: int, *, complete: bool = True, fill: bytes = b"x"
 
 
 def platform(tmp_path: Path) -> Any:
-    return SimpleNamespace(name="local", work_dir=tmp_path, checkpoint_dir=tmp_path / "checkpoints")
+    folder = CheckpointFolder(tmp_path / "checkpoints", PurePosixPath(tmp_path / "checkpoints"))
+    return SimpleNamespace(name="local", work_dir=tmp_path, checkpoint_folder=lambda: folder)
 
 
 def saves(*folders_steps: tuple[Path, int]) -> Timeline:
@@ -57,6 +59,18 @@ def test_the_newest_complete_save_loses_a_shard_and_the_revert_puts_its_bytes_ba
     assert shard.read_bytes() == original
     fault.revert(platform(tmp_path), timeline, record)           # idempotent: nothing left to undo
     assert len(timeline.select(FaultEv.REVERTED)) == 1
+
+
+def test_a_save_the_job_named_by_its_pods_path_is_found_in_this_machines_folder(tmp_path):
+    """On the local cluster the pods name the folder /checkpoints/<run> and this machine reads it in the
+    cluster's shared folder: the platform's CheckpointFolder maps one to the other."""
+    newer = dcp_save(tmp_path, 40)
+    pods = PurePosixPath("/checkpoints/chaos-1234")
+    cluster = SimpleNamespace(name="kubernetes", work_dir=tmp_path,
+                              checkpoint_folder=lambda: CheckpointFolder(tmp_path / "checkpoints", pods))
+    record = DamageShard(shard_rank=0).inject(cluster, saves((Path(str(pods / newer.name)), 40)))
+    assert record.detail["file"] == str(newer / "__0_0.distcp") and not (newer / "__0_0.distcp").exists()
+    assert CheckpointFolder(tmp_path, pods).local("/elsewhere/step-00000040") is None
 
 
 def test_a_step_the_job_saved_again_is_left_as_the_job_left_it(tmp_path):

@@ -35,7 +35,7 @@ from elastic_chaos.events.records import FaultRecord
 from elastic_chaos.faults.api import Fault, FaultPlan
 from elastic_chaos.faults.torchfile import FLOATS, NotATorchFile, Storage, storages
 from elastic_chaos.options import MAX_SEED, option
-from elastic_chaos.platforms.api import Hit, Platform
+from elastic_chaos.platforms.api import CheckpointFolder, Hit, Platform
 
 FOLDER = "corrupt-checkpoint"
 """Where the run's folder keeps the original bytes of each file the fault corrupted."""
@@ -114,22 +114,21 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def checkpoint_dir(platform: Platform) -> Path | None:
+def checkpoint_dir(platform: Platform) -> CheckpointFolder | None:
     """The job's checkpoint folder as this machine sees it, or None where the platform keeps it elsewhere."""
-    folder = getattr(platform, "checkpoint_dir", None)
-    return folder.resolve() if isinstance(folder, Path) else None
+    return platform.checkpoint_folder()
 
 
-def newest_saved(timeline: Timeline, folder: Path) -> tuple[Path, int | None]:
+def newest_saved(timeline: Timeline, folder: CheckpointFolder) -> tuple[Path, int | None]:
     """The newest checkpoint the job reported saved (highest step, then latest) whose file is still in
-    ``folder``; InjectionFailed when there is none."""
+    ``folder`` (as this machine reads it); InjectionFailed when there is none."""
     saves = [e for e in timeline.select(CheckpointEv.SAVED) if e.data.path]
     saves.sort(key=lambda e: (e.data.step if e.data.step is not None else -1, e.t), reverse=True)
     for e in saves:
-        path = Path(str(e.data.path)).resolve()
-        if path.is_relative_to(folder) and path.is_file():
+        path = folder.local(str(e.data.path))
+        if path is not None and path.is_file():
             return path, e.data.step
-    raise InjectionFailed(f"no checkpoint the job reported saved is in {folder} (saves seen: {len(saves)}); "
+    raise InjectionFailed(f"no checkpoint the job reported saved is in {folder.here} (saves seen: {len(saves)}); "
                           "corrupt-checkpoint needs a completed save (wait for one)")
 
 
@@ -166,11 +165,12 @@ class CorruptCheckpoint(Fault):
     def unavailable(self, platform: Platform) -> str | None:
         if checkpoint_dir(platform) is None:
             return (f"corrupt-checkpoint edits the job's checkpoint on this machine; the {platform.name} platform "
-                    "does not keep it here (the local platform does)")
+                    "does not keep it here (the local platform does, and the local cluster's shared folder)")
         return super().unavailable(platform)
 
     def plan(self, platform: Platform) -> FaultPlan:
-        where = checkpoint_dir(platform) or "the checkpoint folder"
+        folder = checkpoint_dir(platform)
+        where = folder.here if folder is not None else "the checkpoint folder"
         which = f"a tensor under {self.state!r}" if self.state else "any tensor"
         return FaultPlan(self.name, None, (
             f"flip {self.bits} {'' if self.any_bit else 'mantissa '}bit(s) (seed {self.seed}) in the data of {which} "

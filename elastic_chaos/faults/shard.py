@@ -28,7 +28,7 @@ from elastic_chaos.events.records import FaultRecord
 from elastic_chaos.faults.api import Fault, FaultPlan
 from elastic_chaos.faults.corrupt import checkpoint_dir, keep_original, put_back, sha256
 from elastic_chaos.options import option
-from elastic_chaos.platforms.api import Hit, Platform
+from elastic_chaos.platforms.api import CheckpointFolder, Hit, Platform
 
 FOLDER = "damage-shard"
 """Where the run's folder keeps the original bytes of each shard the fault damaged."""
@@ -54,16 +54,16 @@ def is_complete_save(folder: Path) -> bool:
     return folder.is_dir() and (folder / METADATA).is_file()
 
 
-def newest_complete(timeline: Timeline, folder: Path) -> tuple[Path, int | None]:
+def newest_complete(timeline: Timeline, folder: CheckpointFolder) -> tuple[Path, int | None]:
     """The newest save the job reported saved (highest step, then latest) that is a complete DCP folder
-    inside ``folder``; InjectionFailed when there is none."""
+    inside ``folder`` (as this machine reads it); InjectionFailed when there is none."""
     saves = [e for e in timeline.select(CheckpointEv.SAVED) if e.data.path]
     saves.sort(key=lambda e: (e.data.step if e.data.step is not None else -1, e.t), reverse=True)
     for e in saves:
-        path = Path(str(e.data.path)).resolve()
-        if path.is_relative_to(folder) and is_complete_save(path):
+        path = folder.local(str(e.data.path))
+        if path is not None and is_complete_save(path):
             return path, e.data.step
-    raise InjectionFailed(f"no complete DCP save the job reported is in {folder} (saves seen: {len(saves)}); "
+    raise InjectionFailed(f"no complete DCP save the job reported is in {folder.here} (saves seen: {len(saves)}); "
                           "damage-shard needs a job that saves with --checkpoint-format dcp and a completed save")
 
 
@@ -111,11 +111,12 @@ class DamageShard(Fault):
     def unavailable(self, platform: Platform) -> str | None:
         if checkpoint_dir(platform) is None:
             return (f"damage-shard edits the job's checkpoint on this machine; the {platform.name} platform "
-                    "does not keep it here (the local platform does)")
+                    "does not keep it here (the local platform does, and the local cluster's shared folder)")
         return super().unavailable(platform)
 
     def plan(self, platform: Platform) -> FaultPlan:
-        where = checkpoint_dir(platform) or "the checkpoint folder"
+        folder = checkpoint_dir(platform)
+        where = folder.here if folder is not None else "the checkpoint folder"
         return FaultPlan(self.name, None, (
             f"{self.shard_action.value} {shard_name(self.shard_rank)} of the newest complete DCP save the job "
             f"reported saved in {where}",
@@ -134,7 +135,7 @@ class DamageShard(Fault):
                                   "give --shard-rank one of the job's ranks")
         original, size = sha256(shard), shard.stat().st_size
         copy = keep_original(shard, platform.work_dir, folder=FOLDER, name=f"{save.name}.{shard.name}")
-        intact = newest_intact(folder, save)
+        intact = newest_intact(folder.here, save)
         at = time.time()
         after = damage(shard, self.shard_action)
         done = "deleted" if after is None else f"truncated to {after} of {size} bytes"

@@ -13,7 +13,7 @@ import abc
 import datetime
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar, TypeVar
 
 from elastic_chaos.errors import FaultUnavailable, InjectionFailed, PlatformError
@@ -44,6 +44,27 @@ class NodePool:
                                                 flag="--provisioning-delay", minimum=0, units="s", maximum=DAY_S)
 
 
+@dataclass(frozen=True)
+class CheckpointFolder:
+    """The job's checkpoint folder as this machine reads it (``here``) and as the job's own processes
+    name it (``seen_as``: the paths its checkpoint events carry): a fault that edits a save on the volume
+    maps a save the job reported to the file it edits."""
+
+    here: Path
+    seen_as: PurePosixPath
+
+    def local(self, path: str) -> Path | None:
+        """``path`` as the job named it, on this machine; None for a path outside the folder."""
+        try:
+            return self.here / PurePosixPath(path).relative_to(self.seen_as)
+        except ValueError:
+            pass
+        try:   # the job named it through a link (a /tmp that is a symlink): compare resolved paths
+            return self.here / Path(path).resolve().relative_to(self.here.resolve())
+        except ValueError:
+            return None
+
+
 class Platform(abc.ABC):
     """Runs one elastic job; faults are methods returning what they hit.
 
@@ -67,6 +88,11 @@ class Platform(abc.ABC):
 
     def node_pool(self) -> NodePool | None:
         """How this platform replaces lost nodes (None: it does not, or not under our control)."""
+        return None
+
+    def checkpoint_folder(self) -> CheckpointFolder | None:
+        """The running job's checkpoint folder where this machine can read and edit it, with the path the
+        job's processes know it by (None: the platform keeps it elsewhere, or no job is running)."""
         return None
 
     def __init__(self, timeline: Timeline, work_dir: Path) -> None:

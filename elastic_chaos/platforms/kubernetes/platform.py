@@ -21,7 +21,7 @@ import datetime
 import logging
 import os
 import threading
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from elastic_chaos.errors import ChaosError, PlatformError, SetupError
@@ -29,7 +29,7 @@ from elastic_chaos.events import NodeEv, RunnerEv, Timeline
 from elastic_chaos.events.node_events import Provisioning
 from elastic_chaos.events.runner_events import ManifestsApplied
 from elastic_chaos.host import etcd_v2
-from elastic_chaos.platforms.api import Hit, NodeInfo, NodePool, NodeState
+from elastic_chaos.platforms.api import CheckpointFolder, Hit, NodeInfo, NodePool, NodeState
 from elastic_chaos.platforms.capabilities import Capability
 from elastic_chaos.platforms.kubernetes import jobs, node_faults
 from elastic_chaos.platforms.kubernetes import manifests as m
@@ -370,6 +370,16 @@ class KubernetesPlatform(PodDisruptions):
                     "here would not reach its nodes (a cluster started before the storage faults): "
                     "make cluster-down && make cluster-up")
         return None
+
+    def checkpoint_folder(self) -> CheckpointFolder | None:
+        """The job's checkpoint folder on this machine where the pods' volume binds the local cluster's
+        shared folder (a host path), else None: a cluster's volume is not on the runner's machine."""
+        shared = self.profile.shared_dir if self.profile is not None else None
+        storage = self.settings.storage
+        if self.job is None or not shared or storage.kind is not m.StorageKind.HOST_PATH \
+                or storage.host_path != shared:
+            return None
+        return CheckpointFolder(Path(shared) / self.job.run_id, PurePosixPath(m.checkpoint_dir(self.job)))
 
     def _storage_folder(self, job: JobSpec) -> Path:
         reason = self.storage_unavailable()

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from elastic_chaos.errors import ChaosError, InjectionFailed, PlatformError, SetupError, SpecError
 from elastic_chaos.events import NodeEv, RunnerEv, Timeline
@@ -44,7 +44,7 @@ from elastic_chaos.events.runner_events import EtcdStarted, GpuPlacement, Isolat
 from elastic_chaos.host import lifeline, netns, procs
 from elastic_chaos.host.cgroup import NodeCgroups, find_root
 from elastic_chaos.host.etcd import EtcdServer, free_port
-from elastic_chaos.platforms.api import Hit, NodeInfo, NodePool, NodeState, Platform
+from elastic_chaos.platforms.api import CheckpointFolder, Hit, NodeInfo, NodePool, NodeState, Platform
 from elastic_chaos.platforms.capabilities import Capability
 from elastic_chaos.platforms.local import gpus
 from elastic_chaos.platforms.local.agent import agent_command
@@ -110,6 +110,10 @@ class LocalPlatform(Platform):
     def checkpoint_dir(self) -> Path:
         """The shared directory every node sees (the EFS/FSx volume of a cluster)."""
         return self.work_dir / "checkpoints"
+
+    def checkpoint_folder(self) -> CheckpointFolder:
+        """The nodes share this machine's folder: they name it as this process does."""
+        return CheckpointFolder(self.checkpoint_dir, PurePosixPath(self.checkpoint_dir))
 
     @property
     def logs_dir(self) -> Path:
