@@ -47,6 +47,19 @@ def test_no_replace_with_compare_final_on_a_fixed_size_job_is_refused_before_it_
         in capsys.readouterr().err
 
 
+def test_a_reference_leg_that_ends_off_the_checkpoint_steps_saves_at_its_end(tmp_path):
+    from elastic_chaos.analysis.schedule import Leg
+    from elastic_chaos.hypotheses.final import leg_command
+    off = leg_command(Leg(2, 0, 152), python="py", args=["--seed", "3"], every=20, out=tmp_path)
+    on = leg_command(Leg(1, 152, 200), python="py", args=["--seed", "3"], every=20, out=tmp_path)
+    assert "--nproc-per-node=2" in off and "--nproc-per-node=1" in on
+    assert off[off.index("--seed"):off.index("--checkpoint-dir")] == [
+        "--seed", "3", "--max-steps", "152", "--checkpoint-every", "152"]
+    assert on[on.index("--max-steps"):on.index("--checkpoint-dir")] == [
+        "--max-steps", "200", "--checkpoint-every", "20"]
+    assert on[on.index("--checkpoint-dir") + 1] == str(tmp_path / "reference-checkpoints")
+
+
 def test_kill_node_takes_the_final_state_options():
     s = settings(get("kill-node"), {"compare_final": True, "final_step": 120, "final_tolerance": 1e-6}, "local")
     assert (s.params.compare_final, s.params.final_step, s.params.final_tolerance) == (True, 120, 1e-6)

@@ -236,15 +236,22 @@ def train_legs(legs: tuple[Leg, ...], *, python: str, args: list[str], env: dict
                         f"{leg.start} to step {leg.end}\n")
                 f.flush()
             made = save_of(ckpts, leg.end)
-            cmd = [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={leg.world}",
-                   # its agent's folder beside its log (torchrun's default is one in the system temp folder)
-                   f"--log-dir={out / 'reference.torchelastic'}", "-m", "elastic_chaos.trainer.train", *args,
-                   "--max-steps", str(leg.end), "--checkpoint-every", str(every if leg.end % every == 0 else leg.end),
-                   "--checkpoint-dir", str(ckpts), "--step-time", "0", "--spot-notice", "off"]
-            code = _train_leg(cmd, env, tag, made, f, out)
+            code = _train_leg(leg_command(leg, python=python, args=args, every=every, out=out), env, tag, made, f, out)
             if code not in (0, None) or not is_saved(made):
                 raise SpecError(f"the clean reference run failed (exit {code}; log: {log})")
     return made
+
+
+def leg_command(leg: Leg, *, python: str, args: list[str], every: int, out: Path) -> list[str]:
+    """The torchrun of one leg of the reference, saving in ``out/reference-checkpoints``: ``args`` with its
+    --max-steps, --checkpoint-every and --step-time overridden (argparse: the last wins). A leg that ends
+    off the checkpoint steps (the job resumed from an emergency save) saves every ``leg.end`` steps: at its
+    end alone."""
+    return [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={leg.world}",
+            # its agent's folder beside its log (torchrun's default is one in the system temp folder)
+            f"--log-dir={out / 'reference.torchelastic'}", "-m", "elastic_chaos.trainer.train", *args,
+            "--max-steps", str(leg.end), "--checkpoint-every", str(every if leg.end % every == 0 else leg.end),
+            "--checkpoint-dir", str(out / "reference-checkpoints"), "--step-time", "0", "--spot-notice", "off"]
 
 
 def _train_leg(cmd: list[str], env: dict[str, str], tag: str, made: Path, f: IO[str], out: Path) -> int | None:
