@@ -59,22 +59,25 @@ def test_a_dcp_job_resumes_from_its_newest_complete_save(run_hypothesis, name: s
 
 
 def test_a_kill_inside_a_dcp_save_resumes_from_a_save_complete_at_the_kill_never_a_partial_one(run_hypothesis):
-    """The crash-point matrix over a DCP save (kill-at-save-point with --checkpoint-format dcp), at the two
-    points where the folder and the pointer disagree: every shard written but ``.metadata`` not renamed
-    into place (a partial folder the pointer never named), and the save complete with the pointer's
+    """The crash-point matrix over an asynchronous DCP save (kill-at-save-point, --checkpoint-format dcp
+    --async-save), in one job: a shard's writer held mid-write while training goes on (the save in flight
+    is lost with its node: two checkpoint intervals at most); every shard written but ``.metadata`` not
+    renamed into place (a partial folder the pointer never named); the save complete with the pointer's
     temporary not yet renamed (latest still names the save before); and inside a prune, at the unlink of
     the oldest folder's ``.metadata`` (a prune that removed the shards first left a folder that looked
     complete with 0 of 2 shards: found so). Each restart loads a save complete at the kill; the killed
-    coordinator's pointer temporary is removed by the restart on its host."""
+    coordinator's pointer temporary is removed by the restart on its host. (The same points hold for
+    synchronous saves: docs/FAULTS.md, measured with `elastic-chaos run kill-at-save-point`.)"""
     from storagefs_helpers import require_fuse
     require_fuse()
-    run = run_hypothesis("kill-at-save-point", checkpoint_format="dcp",
-                         points="metadata-before-rename,pointer-before-rename,prune-metadata",
+    points = ("shard-mid-write", "metadata-before-rename", "pointer-before-rename", "prune-metadata")
+    run = run_hypothesis("kill-at-save-point", checkpoint_format="dcp", async_save=True, points=",".join(points),
                          checkpoint_every=20, steady_steps=30, rdzv_preset="fast")
     checks = {(c.name, c.reason.split(":")[0]) for c in run.verdict.checks if c.ok}
-    for point in ("metadata-before-rename", "pointer-before-rename", "prune-metadata"):
-        assert ("aim", point) in checks and ("newest-complete", point) in checks, run.verdict.checks
-    assert ("prune", "prune-metadata") in checks, run.verdict.checks
+    for point in points:
+        assert {("aim", point), ("newest-complete", point), ("pointer-sound", point)} <= checks, run.verdict.checks
+    assert ("prune", "prune-metadata") in checks and ("in-flight", "shard-mid-write") in checks, run.verdict.checks
+    assert all("two checkpoint intervals" in c.reason for c in run.verdict.checks if c.name == "bounded-loss")
     tidy = next(c for c in run.verdict.checks if c.name == "tidy")
     assert tidy.ok and "left" not in tidy.reason, tidy.reason
     removed = [e for e in run.timeline.select(CheckpointEv.REMOVED) if ".latest.tmp." in str(e.data.path)]
@@ -95,16 +98,3 @@ def test_a_pointer_moved_before_its_save_is_complete_is_named_at_the_kill(run_hy
     assert not sound.ok and "a save not yet complete (no .metadata)" in sound.reason, sound.reason
     assert all(c.ok for c in run.verdict.checks if c.name == "newest-complete"), run.verdict.checks
 
-
-def test_a_kill_with_an_asynchronous_save_in_flight_resumes_from_the_save_before_it(run_hypothesis):
-    """--async-save: the writer of a shard is held (mid-write) while training goes on, then its node is
-    killed: the save in flight is lost with it, the job resumes from the complete one before (up to two
-    checkpoint intervals lost, the async bound) and says how far it had trained on."""
-    from storagefs_helpers import require_fuse
-    require_fuse()
-    run = run_hypothesis("kill-at-save-point", checkpoint_format="dcp", async_save=True, points="shard-mid-write",
-                         checkpoint_every=20, steady_steps=30, rdzv_preset="fast")
-    [flight] = [c for c in run.verdict.checks if c.name == "in-flight"]
-    assert flight.ok and "was in flight when its writer's node was killed" in flight.reason, flight.reason
-    [lost] = [c for c in run.verdict.checks if c.name == "bounded-loss"]
-    assert "two checkpoint intervals" in lost.reason, lost.reason

@@ -269,12 +269,14 @@ def _check_dcp_point(t: Trial, point: DcpPoint, record: FaultRecord, resumed: in
 
 
 def _pruned_at(t: Trial, *, after: float) -> int:
-    """Wait for a periodic save after the last kill and the step past it (the reference trainer's
-    coordinator prunes between the two); that save's step."""
+    """Wait for a periodic save after the last kill and for the saving node's next step line (the
+    reference trainer's coordinator prunes right after it reports the save, before it reports another
+    step; an asynchronous save is reported steps after its own); that save's step."""
     saved = t.run.wait_for("a periodic save after the last kill (it prunes)",
                            lambda e: e.type == CheckpointEv.SAVED and e.t > after and e.data.reason == "periodic"
                            and e.data.step is not None, t.opts.timeout_s)
-    t.run.wait_for_step(int(saved.data.step) + 1, timeout=t.opts.timeout_s)
+    t.run.wait_for("the pruning node's next step",
+                   lambda e: e.type == ProgressEv.STEP and e.node == saved.node and e.t > saved.t, t.opts.timeout_s)
     return int(saved.data.step)
 
 
