@@ -175,3 +175,14 @@ def test_gameday_drains_the_node_under_a_jobs_worker_and_uncordons_it(running, k
     assert [(e["phase"], e["operation"]) for e in audit] == [
         ("attempt", "Drain"), ("result", "Drain"), ("attempt", "PatchNode"), ("result", "PatchNode")]
     assert CleanupJournal(tmp_path / "state" / "cleanup-journal.jsonl", "x").pending() == []
+
+
+def test_link_faults_on_eks_name_the_fis_actions_that_would_make_them(admin, namespace, job_etcd, tmp_path,
+                                                                      ec2_nodes):
+    from elastic_chaos.errors import FaultUnavailable
+    from elastic_chaos.platforms.capabilities import LinkDegrader
+    platform = eks_platform(admin, namespace, job_etcd, tmp_path, ec2_nodes[0])
+    reason = platform.lacks(LinkDegrader) or ""
+    assert "aws:eks:pod-network-latency" in reason and "aws:eks:pod-network-packet-loss" in reason
+    with pytest.raises(FaultUnavailable, match="game-day safety rules"):
+        platform.capability(LinkDegrader)

@@ -273,3 +273,13 @@ def test_kubernetes_faults_refuse_other_platforms_with_the_reason(tmp_path):
         name = cls.name
         with pytest.raises(FaultUnavailable, match=f"{name} .*kind"):
             cls().plan(local)
+
+
+def test_link_faults_where_the_machines_are_not_ours_are_unavailable_with_the_reason(make_platform):
+    from elastic_chaos.platforms.capabilities import LinkDegrader
+    plain = make_platform()           # no cluster profile: nobody operates its machines
+    assert "needs the machines' owner" in (plain.lacks(LinkDegrader) or "")
+    with pytest.raises(FaultUnavailable, match="degrading the link between machines"):
+        plain.capability(LinkDegrader)
+    kind = make_platform(kind=True)
+    assert "Docker" in (kind.lacks(LinkDegrader) or "") and "make cluster-up" in (kind.lacks(LinkDegrader) or "")
