@@ -168,3 +168,15 @@ def test_a_killed_writers_pointer_temporary_is_removed_and_a_live_ones_kept(tmp_
     folder(tmp_path, 40)
     remove_abandoned_temporaries(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, elsewhere.name, "step-00000040"])
+
+
+def test_a_python_without_numpy_is_told_at_the_start_that_dcp_needs_it() -> None:
+    """DCP gathers each save's plan through numpy: the local cluster's image lacked it and every save
+    failed steps into the run ("Numpy is not available"). The trainer now says so before it trains."""
+    from elastic_chaos.trainer.dcp_checkpoint import missing_requirement
+    assert missing_requirement() is None   # this venv has numpy
+    code = ("import sys; sys.modules['numpy'] = None; from elastic_chaos.trainer.dcp_checkpoint import "
+            "missing_requirement; print(missing_requirement())")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert "needs numpy in the nodes' python" in out and "pip install numpy" in out

@@ -135,7 +135,7 @@ class DamageShard(Fault):
                                   "give --shard-rank one of the job's ranks")
         original, size = sha256(shard), shard.stat().st_size
         copy = keep_original(shard, platform.work_dir, folder=FOLDER, name=f"{save.name}.{shard.name}")
-        intact = newest_intact(folder.here, save)
+        intact = newest_intact(save.parent, save)
         at = time.time()
         after = damage(shard, self.shard_action)
         done = "deleted" if after is None else f"truncated to {after} of {size} bytes"

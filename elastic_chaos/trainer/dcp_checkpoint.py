@@ -59,6 +59,18 @@ _TEMP = re.compile(r"^\.(?:step-\d{8,}|latest)\.tmp\.(?P<place>.+)\.(?P<pid>\d+)
 """An emergency save's temporary folder, or the pointer's temporary file, of the writer at place/pid."""
 
 
+def missing_requirement() -> str | None:
+    """What this python lacks for DCP saves, said at the start (None: nothing). torch.distributed.checkpoint
+    gathers every save's plan through numpy (``_tensor_to_object``); without it each save fails, steps
+    into the run, with "Numpy is not available" (seen on the local cluster's image before it had numpy)."""
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        return ("--checkpoint-format dcp needs numpy in the nodes' python (torch.distributed.checkpoint gathers "
+                "each save's plan with it): pip install numpy")
+    return None
+
+
 def step_folder(directory: Path, step: int) -> Path:
     return directory / f"step-{step:08d}"
 

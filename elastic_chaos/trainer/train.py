@@ -193,6 +193,9 @@ def build_model(device: torch.device) -> nn.Module:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.checkpoint_format == "dcp" and (missing := dcp_checkpoint.missing_requirement()):
+        print(f"elastic_chaos.trainer: {missing}", file=sys.stderr)
+        return 2
     checkpoint.use_checksums(args.checkpoint_checksum)
     Stop.install()
     # the backend it will use, not the choice ("auto"): the verdicts that order timeouts read it

@@ -35,6 +35,9 @@ MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 PY_TARGET=usr/local/lib/python3.11/dist-packages   # on Debian python3's sys.path
 ETCD_BIN="${ETCD_BIN:-/usr/bin/etcd}"
 PYTHON_ETCD_SPEC="${PYTHON_ETCD_SPEC:-python-etcd==0.4.5}"
+# torch.distributed.checkpoint (the trainer's --checkpoint-format dcp) gathers its save plan through
+# numpy; without it every DCP save fails ("Numpy is not available")
+NUMPY_SPEC="${NUMPY_SPEC:-numpy==2.4.6}"
 IMAGE_PREFIX=localhost/elastic-chaos
 SELF="$REPO/kind/cluster/build-images.sh"
 
@@ -93,15 +96,15 @@ if [ "$(cat base.key 2>/dev/null)" != "$base_key" ] || [ ! -f base.layer.tar ]; 
 fi
 
 # layer 2: torch + python-etcd (+ their deps) via pip --target, and the etcd binary
-deps_key="$( { echo "$base_key $TORCH_SPEC $PIP_TORCH_ARGS $PYTHON_ETCD_SPEC"; sha256sum "$ETCD_BIN";
+deps_key="$( { echo "$base_key $TORCH_SPEC $PIP_TORCH_ARGS $PYTHON_ETCD_SPEC $NUMPY_SPEC"; sha256sum "$ETCD_BIN";
               sed -n '/^# layer 2/,/^# layer 3/p' "$SELF"; } | hash_of)"
 if [ "$(cat deps.key 2>/dev/null)" != "$deps_key" ] || [ ! -f deps.layer.tar ]; then
-    say "layer 2: $TORCH_SPEC $PYTHON_ETCD_SPEC (pip --target) + $("$ETCD_BIN" --version | head -1)"
+    say "layer 2: $TORCH_SPEC $NUMPY_SPEC $PYTHON_ETCD_SPEC (pip --target) + $("$ETCD_BIN" --version | head -1)"
     rm -rf deps-root deps.layer.tar
     mkdir -p "deps-root/$PY_TARGET" deps-root/usr/local/bin
     # shellcheck disable=SC2086
     { nice -n 10 "$PYTHON" -m pip install --no-warn-script-location --target "deps-root/$PY_TARGET" \
-          $PIP_TORCH_ARGS "$TORCH_SPEC" \
+          $PIP_TORCH_ARGS "$TORCH_SPEC" "$NUMPY_SPEC" \
       && nice -n 10 "$PYTHON" -m pip install --no-warn-script-location --target "deps-root/$PY_TARGET" \
           --upgrade "$PYTHON_ETCD_SPEC"; } >pip.log 2>&1 \
         || { tail -20 pip.log >&2; die "pip install into the image failed (log: $OUT/pip.log)"; }

@@ -373,12 +373,14 @@ class KubernetesPlatform(PodDisruptions):
 
     def checkpoint_folder(self) -> CheckpointFolder | None:
         """The job's checkpoint folder on this machine where the pods' volume binds the local cluster's
-        shared folder (a host path), else None: a cluster's volume is not on the runner's machine."""
+        shared folder (a host path), else None: a cluster's volume is not on the runner's machine. Before
+        a job starts (a fault asked whether it can act here), the whole shared folder as the pods mount it."""
         shared = self.profile.shared_dir if self.profile is not None else None
         storage = self.settings.storage
-        if self.job is None or not shared or storage.kind is not m.StorageKind.HOST_PATH \
-                or storage.host_path != shared:
+        if not shared or storage.kind is not m.StorageKind.HOST_PATH or storage.host_path != shared:
             return None
+        if self.job is None:
+            return CheckpointFolder(Path(shared), PurePosixPath(m.CHECKPOINT_MOUNT))
         return CheckpointFolder(Path(shared) / self.job.run_id, PurePosixPath(m.checkpoint_dir(self.job)))
 
     def _storage_folder(self, job: JobSpec) -> Path:
