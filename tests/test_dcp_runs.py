@@ -79,6 +79,9 @@ def test_a_kill_inside_a_dcp_save_resumes_from_a_save_complete_at_the_kill_never
     assert ("prune", "prune-metadata") in checks and ("in-flight", "shard-mid-write") in checks, run.verdict.checks
     assert all("two checkpoint intervals" in c.reason for c in run.verdict.checks if c.name == "bounded-loss")
     tidy = next(c for c in run.verdict.checks if c.name == "tidy")
+    if run.platform.name != "local":   # a re-created pod cannot tell its writer of another PID namespace is gone
+        assert tidy.ok is None and "cannot tell a writer of another PID namespace" in tidy.reason, tidy.reason
+        return
     assert tidy.ok and "left" not in tidy.reason, tidy.reason
     removed = [e for e in run.timeline.select(CheckpointEv.REMOVED) if ".latest.tmp." in str(e.data.path)]
     assert removed, "the killed coordinator's pointer temporary was not removed by a restart"

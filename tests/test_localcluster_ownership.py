@@ -322,3 +322,21 @@ def test_a_node_the_cluster_keeps_outlives_the_process_that_started_it_without_a
         import os
         import signal
         os.kill(pid, signal.SIGKILL)
+
+
+def test_a_process_spawned_and_stopped_by_its_record_leaves_no_leak_warning_when_its_popen_is_dropped(tmp_path):
+    # the node template's containerd is spawned, stopped through its record and its Popen dropped: a test
+    # that added a node (a new template built) failed on "ResourceWarning: subprocess N is still running"
+    import subprocess
+    import sys
+    code = ("import gc, sys\n"
+            "from pathlib import Path\n"
+            "from elastic_chaos.localcluster import base\n"
+            "_, rec = base.spawn([sys.executable, '-c', 'import time; time.sleep(30)'], Path(sys.argv[1]))\n"
+            "base.stop(rec, grace_s=5)\n"
+            "_ = None; gc.collect()\n"
+            "print('stopped', flush=True)\n")
+    done = subprocess.run([sys.executable, "-X", "dev", "-W", "always::ResourceWarning", "-c", code,
+                           str(tmp_path / "p.log")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "stopped", done.stderr
+    assert "still running" not in done.stderr, done.stderr

@@ -117,6 +117,8 @@ def test_the_fault_records_the_volumes_folder_saves_and_what_latest_names(tmp_pa
         (tmp_path / f"step-{step:08d}" / "__0_0.distcp").write_bytes(b"s")
         if complete:
             (tmp_path / f"step-{step:08d}" / ".metadata").write_bytes(b"m")
+    (tmp_path / "workdir").mkdir()   # the local cluster's volume holds the run's working directory too
+    (tmp_path / "workdir" / "notes.txt").write_text("not a save")
     assert folder_saves(tmp_path) == {"complete": ["step-00000020"], "partial": ["step-00000030"], "pointer": None,
                                       "shards": {"step-00000020": 1, "step-00000030": 1}}
     (tmp_path / "latest").write_text("step-00000020\n")

@@ -28,6 +28,7 @@ its rule: ops it held go on at once.
 from __future__ import annotations
 
 import errno as errnos
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -287,13 +288,23 @@ class KillAtSavePoint(Fault):
 POINTER = "latest"
 POINTER_MAX_BYTES = 4096
 SHARD_SUFFIX = ".distcp"
+_SAVE_FOLDER = re.compile(r"^step-\d+$")
+
+
+def _is_save_folder(folder: Path) -> bool:
+    """A save folder: named for its step (``step-00000040``, empty while its save begins) or holding a DCP
+    file; not another folder the volume holds (a run's ``workdir`` on the local cluster's volume)."""
+    if folder.name.startswith("."):
+        return False
+    return bool(_SAVE_FOLDER.match(folder.name)) or any(
+        f.name.endswith(SHARD_SUFFIX) or f.name == ".metadata" for f in folder.iterdir())
 
 
 def folder_saves(volume: Path) -> dict[str, Any]:
     """The folder saves on ``volume`` at this moment (a DCP save is a folder, complete once its
     ``.metadata`` is there) and what a ``latest`` pointer file beside them names: what a crash left,
     for the verdict to hold the restart against. Empty where the volume holds no folder."""
-    folders = sorted(p for p in volume.iterdir() if p.is_dir() and not p.name.startswith("."))
+    folders = sorted(p for p in volume.iterdir() if p.is_dir() and _is_save_folder(p))
     if not folders:
         return {}
     try:

@@ -10,6 +10,7 @@ that PID. Nothing is ever looked up or killed by name.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import fcntl
@@ -241,6 +242,30 @@ def is_alive(rec: dict[str, Any] | None) -> bool:
     return rec is not None and start_time(int(rec["pid"])) == rec["start"]
 
 
+_SPAWNED: dict[int, subprocess.Popen[bytes]] = {}
+"""What :func:`spawn` started, by PID, kept referenced until reaped: its callers keep the record, not the
+Popen, and a Popen dropped before its returncode is set is garbage-collected with a ResourceWarning
+(a test that added a node, whose node template's containerd was stopped through its record, failed so)."""
+
+
+def _settled(pid: int, status: int | None) -> None:
+    """``pid`` ended (``status`` from waitpid; None: reaped elsewhere): its Popen says so, and is let go."""
+    proc = _SPAWNED.pop(pid, None)
+    if proc is not None and proc.returncode is None:
+        proc.returncode = os.waitstatus_to_exitcode(status) if status is not None else 0
+
+
+def _outlive_this_process() -> None:
+    """At exit: the spawned processes still running are the cluster's components, which outlive the process
+    that started them on purpose (``cluster down`` stops each by the PID the cluster recorded)."""
+    for proc in _SPAWNED.values():
+        if proc.poll() is None:
+            proc.returncode = 0   # not waited for here: the cluster's own record stops it
+
+
+atexit.register(_outlive_this_process)
+
+
 def spawn(args: Sequence[str], log_path: Path, *, stdin: int | IO[Any] | None = subprocess.DEVNULL,
           env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
     """Start a long-running process in its own session, output to ``log_path``; returns it and its record."""
@@ -248,6 +273,7 @@ def spawn(args: Sequence[str], log_path: Path, *, stdin: int | IO[Any] | None = 
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(list(args), stdin=stdin, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True, env=env)
+    _SPAWNED[proc.pid] = proc
     start = start_time(proc.pid)
     rec = {"pid": proc.pid, "start": start, "args": list(args)[:1], "log": str(log_path)}
     return proc, rec
@@ -271,14 +297,20 @@ def stop(rec: dict[str, Any] | None, *, grace_s: float = 10.0, sig: int = signal
 
 def wait_gone(rec: dict[str, Any], timeout_s: float) -> bool:
     """Wait (at most ``timeout_s``) for a recorded process to exit; reaps it when it is our child."""
-    deadline = time.monotonic() + timeout_s
+    deadline, pid = time.monotonic() + timeout_s, int(rec["pid"])
     while time.monotonic() < deadline:
         with contextlib.suppress(ChildProcessError):
-            os.waitpid(int(rec["pid"]), os.WNOHANG)
+            reaped, status = os.waitpid(pid, os.WNOHANG)
+            if reaped:
+                _settled(pid, status)
         if not is_alive(rec):
+            _settled(pid, None)
             return True
         time.sleep(0.05)
-    return not is_alive(rec)
+    gone = not is_alive(rec)
+    if gone:
+        _settled(pid, None)
+    return gone
 
 
 def wait_for(what: str, check: Any, timeout_s: float, interval_s: float = 0.25) -> Any:
