@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import reference_runs
 
 from elastic_chaos.analysis.final_state import compare_final
 from elastic_chaos.trainer.dcp_checkpoint import (
@@ -85,14 +86,7 @@ def test_pruning_without_a_complete_pointed_save_removes_nothing(tmp_path: Path)
 
 def train(folder: Path, max_steps: int, *args: str) -> None:
     """The reference trainer in DCP mode at world size 2 (torchrun --standalone), saving every 10."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-           f"--log-dir={folder.parent / (folder.name + '.torchelastic')}",
-           "-m", "elastic_chaos.trainer.train", "--max-steps", str(max_steps), "--checkpoint-every", "10",
-           "--step-time", "0", "--spot-notice", "off", "--checkpoint-dir", str(folder),
-           "--checkpoint-format", "dcp", *args]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, check=False)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    reference_runs.train(folder, max_steps, "--checkpoint-format", "dcp", *args, every=10)
 
 
 @pytest.mark.slow

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import reference_runs
 
 from elastic_chaos.analysis.final_state import CHECK, StateClass, compare_final
 from elastic_chaos.analysis.schedule import Leg
@@ -20,13 +20,7 @@ pytestmark = pytest.mark.slow
 
 def train(folder: Path, max_steps: int, *args: str) -> None:
     """The reference trainer at world size 2 (torchrun --standalone), to ``max_steps``, saving every 20."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-           f"--log-dir={folder.parent / (folder.name + '.torchelastic')}",   # not the system temp folder
-           "-m", "elastic_chaos.trainer.train", "--max-steps", str(max_steps), "--checkpoint-every", "20",
-           "--step-time", "0", "--spot-notice", "off", "--checkpoint-dir", str(folder), *args]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, check=False)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    reference_runs.train(folder, max_steps, *args, every=20)
 
 
 def test_two_clean_runs_and_a_resumed_run_of_one_seed_end_bitwise_equal(tmp_path):
