@@ -309,9 +309,9 @@ def test_a_node_the_cluster_keeps_outlives_the_process_that_started_it_without_a
     import subprocess
     import sys
     code = ("import subprocess, sys\n"
-            "from elastic_chaos.localcluster import node\n"
+            "from elastic_chaos.localcluster import base\n"
             "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'], start_new_session=True)\n"
-            "node._WRAPPERS.append(p)\n"
+            "base.keep(p)\n"
             "print(p.pid, flush=True)\n")
     done = subprocess.run([sys.executable, "-X", "dev", "-W", "always::ResourceWarning", "-c", code],
                           capture_output=True, text=True, timeout=60)

@@ -243,9 +243,15 @@ def is_alive(rec: dict[str, Any] | None) -> bool:
 
 
 _SPAWNED: dict[int, subprocess.Popen[bytes]] = {}
-"""What :func:`spawn` started, by PID, kept referenced until reaped: its callers keep the record, not the
-Popen, and a Popen dropped before its returncode is set is garbage-collected with a ResourceWarning
-(a test that added a node, whose node template's containerd was stopped through its record, failed so)."""
+"""What this process started (:func:`spawn`, a node's wrapper), by PID, kept referenced until reaped: the
+callers keep the record, not the Popen, and a Popen dropped before its returncode is set is garbage-
+collected with a ResourceWarning (a test that added a node, whose node template's containerd was stopped
+through its record, failed so)."""
+
+
+def keep(proc: subprocess.Popen[bytes]) -> None:
+    """Hold ``proc`` until :func:`wait_gone` reaps it, or this process exits (it may outlive it)."""
+    _SPAWNED[proc.pid] = proc
 
 
 def _settled(pid: int, status: int | None) -> None:
@@ -256,8 +262,10 @@ def _settled(pid: int, status: int | None) -> None:
 
 
 def _outlive_this_process() -> None:
-    """At exit: the spawned processes still running are the cluster's components, which outlive the process
-    that started them on purpose (``cluster down`` stops each by the PID the cluster recorded)."""
+    """At exit: the processes still running are the cluster's machines and components, which outlive the
+    process that started them on purpose (a replacement node a test added; ``cluster down`` stops each by
+    the PID the cluster recorded). Marked as such, so that Popen does not report each as a leaked
+    'subprocess still running' (a CI log showed three)."""
     for proc in _SPAWNED.values():
         if proc.poll() is None:
             proc.returncode = 0   # not waited for here: the cluster's own record stops it
@@ -273,7 +281,7 @@ def spawn(args: Sequence[str], log_path: Path, *, stdin: int | IO[Any] | None = 
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(list(args), stdin=stdin, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True, env=env)
-    _SPAWNED[proc.pid] = proc
+    keep(proc)
     start = start_time(proc.pid)
     rec = {"pid": proc.pid, "start": start, "args": list(args)[:1], "log": str(log_path)}
     return proc, rec

@@ -18,7 +18,6 @@ namespaces stay under containerd's state folder. Its mounts die with it.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import os
@@ -40,6 +39,7 @@ from elastic_chaos.localcluster.base import (
     ClusterError,
     Layout,
     NodeAddr,
+    keep,
     run,
     start_time,
 )
@@ -312,30 +312,6 @@ featureGates: {{CSIMigration: false}}
 
 # ---- starting a node (host side) -----------------------------------------------------------------
 
-_WRAPPERS: list[subprocess.Popen[bytes]] = []
-"""The node wrappers this process started: kept referenced, so that one dropped while its node runs
-(the toolkit adds nodes from inside a test run) is not garbage-collected with a ResourceWarning;
-:func:`forget_ended` lets the ended ones go."""
-
-
-def _outlive_this_process() -> None:
-    """At exit: the wrappers still running are the cluster's machines, which outlive the process that
-    started them on purpose (a replacement node a test added; ``cluster down`` stops each by the PID the
-    cluster recorded). Marked as such, so that Popen does not report each as a leaked 'subprocess still
-    running' (a CI log showed three)."""
-    for wrapper in _WRAPPERS:
-        if wrapper.poll() is None:
-            wrapper.returncode = 0   # not waited for here: the cluster's own record stops it
-
-
-atexit.register(_outlive_this_process)
-
-
-def forget_ended() -> None:
-    """Drop the wrappers whose process has ended (reaped here or by ``wait_gone``)."""
-    _WRAPPERS[:] = [w for w in _WRAPPERS if w.poll() is None]
-
-
 def spawn_node(layout: Layout, addr: NodeAddr) -> tuple[subprocess.Popen[bytes], int]:
     """Start the node's namespaces and its init, which waits for ``go`` on stdin; (wrapper, init host PID)."""
     args = ["unshare", "--pid", "--fork", "--mount-proc", "--net", "--mount", "--propagation", "slave",
@@ -349,7 +325,7 @@ def spawn_node(layout: Layout, addr: NodeAddr) -> tuple[subprocess.Popen[bytes],
     with open(log_path, "ab") as out:
         wrapper = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
                                    start_new_session=True, env=env)
-    _WRAPPERS.append(wrapper)
+    keep(wrapper)   # the node outlives this process on purpose; its wrapper is reaped when it is stopped
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         child = _child_of(wrapper.pid)

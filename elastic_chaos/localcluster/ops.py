@@ -345,7 +345,6 @@ def kill_node(state: dict[str, Any], name: str, *, graceful: bool) -> None:
             os.kill(int(rec["init"]["pid"]), signal.SIGKILL)
         wait_gone(rec["init"], 10)
     stop(rec.get("wrapper"), grace_s=5)
-    node.forget_ended()
     _kill_cgroup(HostNames.of(state).cgroup_parent, name)
 
 
