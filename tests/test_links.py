@@ -2,29 +2,21 @@
 and removed with nothing left behind (elastic_chaos.host.links)."""
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 from collections.abc import Iterator
 
 import pytest
+from link_helpers import require_links
 
 from elastic_chaos.errors import SetupError
 from elastic_chaos.host import links, netns
 
 
-def _need() -> None:
-    reason = netns.unavailable_reason() or links.unavailable_reason()
-    if reason:
-        if os.environ.get("CI") == "true" and os.geteuid() == 0:   # .ci/run installs iptables (make network-testenv)
-            pytest.fail(f"link faults cannot be made: {reason}")
-        pytest.skip(f"link faults cannot be made here: {reason}")
-
-
 @pytest.fixture
 def pair() -> Iterator[tuple[links.End, links.End]]:
     """Two nodes' namespaces on a host-only bridge, as the local platform makes them; removed after."""
-    _need()
+    require_links()
     net = netns.NodeNetwork(f"test-{uuid.uuid4().hex[:6]}")
     try:
         net.setup()
