@@ -38,7 +38,7 @@ from elastic_chaos.errors import InjectionFailed, SpecError, storagefs_errors
 from elastic_chaos.events import Timeline
 from elastic_chaos.events.records import FaultRecord
 from elastic_chaos.faults.api import Fault, FaultPlan
-from elastic_chaos.faults.shard import is_complete_save
+from elastic_chaos.faults.shard import METADATA, is_complete_save
 from elastic_chaos.options import DAY_S, MAX_SEED, option
 from elastic_chaos.platforms.api import Hit, Platform
 from elastic_chaos.platforms.capabilities import Capability, CheckpointStorage
@@ -297,7 +297,7 @@ def _is_save_folder(folder: Path) -> bool:
     if folder.name.startswith("."):
         return False
     return bool(_SAVE_FOLDER.match(folder.name)) or any(
-        f.name.endswith(SHARD_SUFFIX) or f.name == ".metadata" for f in folder.iterdir())
+        f.name.endswith(SHARD_SUFFIX) or f.name == METADATA for f in folder.iterdir())
 
 
 def folder_saves(volume: Path) -> dict[str, Any]:
