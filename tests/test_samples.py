@@ -115,3 +115,64 @@ def test_a_step_every_rank_reported_still_exposes_a_skipped_sample():
     # step 3 skipped positions 18..19 ...
     acc = account_samples(ev)                      # ... and steps after it are settled
     assert [p for _, p in acc.gaps] == [18, 19]
+
+
+def worker_step(t: float, n: int, rank: int, pid: int, base: int, world: int = 2) -> Event:
+    """Rank ``rank`` (worker PID ``pid`` on node-``rank``) trained positions [base, base+4) at step ``n``."""
+    return Event.make(ProgressEv.STEP, t, f"node-{rank}", {"step": n, "rank": rank, "pid": pid, "world_size": world,
+                                                          "samples": [[base, base + 4]]})
+
+
+def worker_start(t: float, node: str, pid: int) -> Event:
+    return Event.make(ProgressEv.START, t, node, {"pid": pid})
+
+
+def worker_loaded(t: float, node: str, pid: int, n: int) -> Event:
+    return Event.make(CheckpointEv.LOADED, t, node, {"step": n, "pid": pid})
+
+
+def two_rank_world(pids: tuple[int, int], steps: range, t: float, base: int) -> list[Event]:
+    """Both ranks of one world, one step a second from ``t``, 8 positions a step from ``base``."""
+    ev = []
+    for i, n in enumerate(steps):
+        ev += [worker_step(t + i, n, 0, pids[0], base + 8 * i), worker_step(t + i, n, 1, pids[1], base + 8 * i + 4)]
+    return ev
+
+
+def test_a_frozen_worker_that_thaws_after_the_survivor_restored_does_not_count_its_old_step():
+    """node-1 froze inside step 7; node-0's new worker restored step 4 and trained on alone; at the
+    teardown node-1 thawed and completed step 7 of the old world, stamped after everything. That step's
+    update never reached the new world: it is rolled back, not trained twice."""
+    ev = [worker_start(0, "node-0", 100), worker_start(0, "node-1", 101)]
+    ev += two_rank_world((100, 101), range(1, 7), 1.0, 0)             # steps 1-6: positions 0-47
+    ev += [worker_start(60, "node-0", 200), worker_loaded(61, "node-0", 200, 4)]
+    ev += [worker_step(62 + i, 5 + i, 0, 200, 32 + 4 * i, world=1) for i in range(6)]   # 32-55
+    ev.append(worker_step(90, 7, 1, 101, 52))                          # the thawed step (positions 52-55)
+    acc = account_samples(ev)
+    assert acc.exactly_once, acc.summary()
+    assert acc.committed_steps == 10
+    assert acc.rolled_back_steps == 4 + 1                              # steps 5-6 of both ranks, the thawed step
+
+
+def test_an_in_process_reload_by_the_same_world_supersedes_no_peer():
+    """Both workers live on; rank 0 alone says it reloaded step 4 (no restart): rank 1's later steps count."""
+    ev = [worker_start(0, "node-0", 100), worker_start(0, "node-1", 101)]
+    ev += two_rank_world((100, 101), range(1, 7), 1.0, 0)
+    ev.append(worker_loaded(20, "node-0", 100, 4))
+    ev += two_rank_world((100, 101), range(5, 9), 21.0, 32)
+    acc = account_samples(ev)
+    assert acc.exactly_once, acc.summary()
+    assert acc.committed_steps == 8
+
+
+def test_a_re_created_pod_that_reuses_a_pid_is_a_new_generation():
+    """On Kubernetes a replacement pod's worker can have the PID its predecessor had: its start line
+    begins a new generation, whose steps count."""
+    ev = [worker_start(0, "node-0", 7), worker_start(0, "node-1", 7)]
+    ev += two_rank_world((7, 7), range(1, 5), 1.0, 0)
+    ev += [worker_start(40, "node-0", 7), worker_start(40, "node-1", 7), worker_loaded(41, "node-0", 7, 2)]
+    ev += two_rank_world((7, 7), range(3, 7), 42.0, 16)
+    acc = account_samples(ev)
+    assert acc.exactly_once, acc.summary()
+    assert acc.committed_steps == 6
+    assert acc.rolled_back_steps == 4

@@ -15,6 +15,18 @@ through its own follower, so one rank's latest steps can be on the timeline
 before another's. A step is *settled* once every rank of its world has
 reported it; gaps are only looked for below what settled steps consumed, so a
 rank whose report is still in flight is not mistaken for a skipped sample.
+
+Time order alone is not enough when a worker of a superseded world outlives it:
+a frozen node that thaws after the survivors restored and trained on can still
+complete its old world's step, stamped after everything. So each step and load
+belongs to a worker *generation* (node, PID, and how many times that PID said it
+started: a re-created pod reuses PIDs). A load by a generation that began after
+another generation's first step supersedes that older one: its steps above the
+restored step are void whenever they are stamped, until it loads again itself.
+A load by a generation as old as the others (an in-process reload of the same
+world) supersedes nothing. (A peer of the same restart steps only after every
+rank loaded, so after the loader began; a clock behind enough to stamp its step
+before that would already have it rolled back by the time order.)
 """
 from __future__ import annotations
 
@@ -57,13 +69,55 @@ class SampleAccount:
                 f"{len(self.gaps)} never trained (e.g. {self.gaps[:limit]})")
 
 
+@dataclass
+class _Generation:
+    """One worker process's life as the timeline shows it."""
+
+    began: float
+    """Its first event (start, load or step)."""
+    first_step: float | None = None
+    void_above: int | None = None
+    """A later generation restored this step: this one's steps above it were thrown away."""
+
+
+class _Generations:
+    """The worker generations seen so far, by (node, PID); events without a PID (a script's own lines
+    read by a regex) belong to none and are ordered by time alone."""
+
+    def __init__(self) -> None:
+        self._live: dict[tuple[str | None, int], _Generation] = {}
+
+    def of(self, e: Event) -> _Generation | None:
+        pid = getattr(e.data, "pid", None)
+        if pid is None:
+            return None
+        key = (e.node, int(pid))
+        if e.type == ProgressEv.START or key not in self._live:
+            self._live[key] = _Generation(began=e.t)
+        return self._live[key]
+
+    def restored(self, by: _Generation | None, step: int) -> None:
+        """``by`` loaded ``step``: it supersedes every generation that stepped before it began, and a
+        generation that reloads itself is current again."""
+        if by is None:
+            return
+        by.void_above = None
+        for g in self._live.values():
+            if g is not by and g.first_step is not None and g.first_step < by.began:
+                g.void_above = step if g.void_above is None else min(g.void_above, step)
+
+
 def account_samples(events: Iterable[Event]) -> SampleAccount:
     """Rebuild the committed history from ``events`` and check exactly-once per epoch."""
     history: dict[int, dict[int, tuple[int, list[list[int]]]]] = {}  # step -> rank -> (epoch, ranges)
     world: dict[int, int] = {}  # step -> world size its ranks reported
     account = SampleAccount()
     epoch_size: int | None = None
+    generations = _Generations()
     for e in sorted(events, key=lambda ev: ev.t):
+        generation = generations.of(e)
+        if generation is not None and e.type == ProgressEv.STEP and generation.first_step is None:
+            generation.first_step = e.t
         if e.type == CheckpointEv.LOADED:
             restored = e.data.step or 0
             doomed = [s for s in history if s > restored]
@@ -71,9 +125,13 @@ def account_samples(events: Iterable[Event]) -> SampleAccount:
             for s in doomed:
                 del history[s]
                 world.pop(s, None)
+            generations.restored(generation, restored)
         elif e.type == ProgressEv.STEP and e.data.samples is not None:
             step: Step = e.data
             account.accounted = True
+            if generation is not None and generation.void_above is not None and step.step > generation.void_above:
+                account.rolled_back_steps += 1   # a superseded world's step: its update was lost
+                continue
             if step.epoch_size is not None:
                 epoch_size = step.epoch_size
             ranges = [list(r) for r in step.samples or ()]
