@@ -46,6 +46,12 @@ def test_equal_says_the_comparison_it_made_and_the_callers_reference():
         "size 2, same trainer arguments and seed)")
 
 
+def test_checkpoints_that_do_not_name_their_step_are_said_to_be_so():
+    state = parse({**DIVERGED, "equal": True, "first": None, "differing": 0, "classes": {},
+                   "step": {"a": None, "b": None}})
+    assert state.describe() == "final state: equal (bitwise, 21 values at a step the checkpoints do not name)"
+
+
 @pytest.mark.parametrize("bad", [[], {"equal": "yes"}, {**DIVERGED, "first": None},
                                  {**DIVERGED, "first": {**DIVERGED["first"], "state": "weights"}},  # type: ignore[dict-item]
                                  {**DIVERGED, "compared": -1}])

@@ -104,7 +104,7 @@ class FinalState:
     @property
     def step(self) -> str:
         if self.step_a == self.step_b:
-            return f"step {self.step_a}" if self.step_a is not None else "the step is not in the checkpoints"
+            return f"step {self.step_a}" if self.step_a is not None else "a step the checkpoints do not name"
         return f"steps {self.step_a} (A) and {self.step_b} (B)"
 
     def describe(self) -> str:
