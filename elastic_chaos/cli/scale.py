@@ -106,6 +106,7 @@ def main(args: argparse.Namespace) -> int:
     if store is not None:
         point = next((p for p in b.points if p.nodes == nodes and p.get("formation_s") is not None), None)
         _store_model(nodes, k, width, store[0], point, formation_above=lines[0].how.startswith("MODEL"))
+        _settings(nodes, k, width, store[0], b, figs.preset)
     _costs(args, nodes, lines[1:3], width)
     return 0
 
@@ -155,6 +156,53 @@ def _store_model(nodes: int, knobs: dict[str, int], width: int, costs: Any, meas
                  if hosted.formation_s is not None else f"none ({hosted.why()}), where the harness formed (above)")
         print(f"  {'formation, the model hosted as the harness'.ljust(width)}  {model} (x{measured.dilation:g} "
               "dilation: its clients up to that much faster than one core)")
+
+
+def _settings(nodes: int, knobs: dict[str, int], width: int, costs: Any, b: Any, preset: str) -> None:
+    """The keep-alive settings the store model allows at this size (elastic_chaos/scale/suggest.py), as flags, with
+    what they cost; labelled as derived, with the largest size the harness formed."""
+    from elastic_chaos.scale.suggest import HEADROOM, MAX_STORE_SHARE, NoSetting, suggest
+
+    formed = [p.nodes for p in b.points if p.get("formation_s") is not None]
+    measured = f"the harness formed up to {max(formed)} nodes" if formed else "the harness formed no size"
+    if b.broke_at is not None:
+        measured += f" and broke at {b.broke_at}, with preset {preset}"
+    got = suggest(nodes, costs)
+    print(f"\nSettings to use at {nodes} nodes (MODEL, derived, not measured: {measured}; the shortest keep-alive "
+          f"whose expiry holds {nodes} writes in turn {HEADROOM:g} x over with the store under {MAX_STORE_SHARE:g} "
+          "of its core, collision-free):")
+    if isinstance(got, NoSetting):
+        print(f"  {'keep-alive'.ljust(width)}  none: {got.reason}")
+        return
+    m = got.load
+    print(f"  {'flags'.ljust(width)}  {got.flags} ({_job_holds(nodes, knobs, costs)})")
+    print(f"  {'torchrun'.ljust(width)}  --rdzv-conf {got.rdzv_conf}")
+    print(f"  {'N writes in turn'.ljust(width)}  {m.serial_s:.1f} s against the {m.expiry_s:g} s expiry "
+          f"({m.expiry_s / m.serial_s:.1f} x)")
+    print(f"  {'store in steady state'.ljust(width)}  {m.store_cores:.2f} of its core, collision-free")
+    print(f"  {'a hard loss is detected after'.ljust(width)}  {got.detection_s:g} s (the keep-alive expiry)")
+    if m.formation_s is not None:
+        total = got.detection_s + knobs["last_call_timeout"] + m.formation_s
+        print(f"  {'re-formation after a hard loss'.ljust(width)}  about {total:.0f} s: the expiry + the job's last "
+              f"call {knobs['last_call_timeout']} s + the model's formation {m.formation_s:.1f} s")
+        if m.formation_s >= knobs["join_timeout"]:
+            print(f"  {'join timeout'.ljust(width)}  raise it above {m.formation_s:.0f} s (--join-timeout): the "
+                  f"job's {knobs['join_timeout']} s is shorter than the model's formation")
+    print(f"  {'should a round collapse anyway'.ljust(width)}  it keeps about {got.collapse_keeps:.0f} participants")
+
+
+def _job_holds(nodes: int, knobs: dict[str, int], costs: Any) -> str:
+    """Whether the job's own keep-alive meets the same two conditions as the setting suggested, and if not, which."""
+    from elastic_chaos.scale.store_model import load
+    from elastic_chaos.scale.suggest import HEADROOM, MAX_STORE_SHARE
+
+    own = load(nodes, costs, _protocol(knobs))
+    settings = f"this job's {knobs['keep_alive_interval']} s x {knobs['keep_alive_max_attempt']}"
+    if own.serial_s * HEADROOM > own.expiry_s:
+        return f"{settings} does not hold: its {own.expiry_s:g} s expiry is under {HEADROOM:g} x {own.serial_s:.1f} s"
+    if own.store_cores > MAX_STORE_SHARE:
+        return f"{settings} does not hold: its steady state needs {own.store_cores:.2f} of the store's core"
+    return f"{settings} holds as well"
 
 
 def _costs(args: argparse.Namespace, nodes: int, lines: list[Any], width: int) -> None:
