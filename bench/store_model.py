@@ -30,6 +30,7 @@ from elastic_chaos.scale.store_model import (
     load,
     stall_participants,
 )
+from elastic_chaos.scale.suggest import NoSetting, suggest
 from elastic_chaos.torch_defaults import RDZV
 
 KEY = "store_model"
@@ -136,6 +137,22 @@ def _predictions(costs: StoreCosts, presets: dict[str, dict[str, int]]) -> list[
     return out
 
 
+def _settings(costs: StoreCosts) -> list[dict[str, Any]]:
+    """The keep-alive settings the model allows at each predicted size (elastic_chaos/scale/suggest.py)."""
+    out: list[dict[str, Any]] = []
+    for n in PREDICT:
+        got = suggest(n, costs)
+        if isinstance(got, NoSetting):
+            out.append({"nodes": n, "none": got.reason})
+            continue
+        m = got.load
+        out.append({"nodes": n, "keep_alive_interval": got.keep_alive_interval_s,
+                    "keep_alive_max_attempt": got.keep_alive_max_attempt, "flags": got.flags,
+                    "detection_s": got.detection_s, "serial_s": m.serial_s, "expiry_s": m.expiry_s,
+                    "store_cores": m.store_cores, "formation_s": m.formation_s, "collapse_keeps": got.collapse_keeps})
+    return out
+
+
 def derive(results: dict[str, Any]) -> None:
     """The model against the c10d sizes of results.json's rendezvous section, and the predictions, into
     ``results['store_model']['derived']`` (nothing when either section is missing)."""
@@ -153,6 +170,7 @@ def derive(results: dict[str, Any]) -> None:
         "preset": rdzv.figures.preset, "rdzv": preset, "rows": rows,
         "broke": _broke(broken, costs, _protocol(preset, broken.dilation), section) if broken else None,
         "predictions": _predictions(costs, presets),
+        "settings": _settings(costs),
         "break_points": {name: {"real nodes": break_point(costs, _protocol(r)),
                                 **{f"harness x{d:g}": break_point(costs, _protocol(r, d)) for d in (8.0, 64.0)}}
                          for name, r in presets.items()},

@@ -91,6 +91,27 @@ def _predictions(d: dict[str, Any]) -> list[str]:
     return lines + ["", f"The smallest N a bound rules out: {bps}.", ""]
 
 
+def _settings(d: dict[str, Any]) -> list[str]:
+    rows = d.get("settings") or []
+    if not rows:
+        return []
+    lines = ["### Settings the model allows at N", "",
+             "The shortest keep-alive interval (torch's 3 attempts kept) whose expiry holds N writes in turn twice "
+             "over with the collision-free steady state under half the store's core "
+             "(elastic_chaos/scale/suggest.py; `elastic-chaos scale --nodes N --rdzv-backend c10d` prints it). "
+             "Derived, not run: the harness formed none of these sizes here. Detection is what a hard loss waits "
+             "out (K x A); re-formation adds the last call and the formation.", "",
+             "| N | flags | detection s | N·w s | store cores | formation s | after a collapse |",
+             "|---|" + "---|" * 6]
+    for r in rows:
+        if "none" in r:
+            lines.append(f"| {r['nodes']} | none: {r['none']} | | | | | |")
+            continue
+        lines.append(f"| {r['nodes']} | `{r['flags']}` | {r['detection_s']:g} | {r['serial_s']:.1f} | "
+                     f"{r['store_cores']:.2f} | {_n(r['formation_s'])} | {r['collapse_keeps']:.0f} |")
+    return lines + [""]
+
+
 def markdown(results: dict[str, Any], plots: Plots) -> list[str]:
     """The section (nothing before `python -m bench --store-model` has run, or without a c10d sweep)."""
     section = results.get(KEY) or {}
@@ -107,6 +128,6 @@ def markdown(results: dict[str, Any], plots: Plots) -> list[str]:
              "two bounds: the store's core, and the serialization of one key (a write wins only if nobody won "
              "since its state was read, so N heartbeats take at least N turnarounds w, and every node's must land "
              "within K x A).", ""]
-    lines += _costs(section, d) + _rows(d) + _predictions(d)
+    lines += _costs(section, d) + _rows(d) + _predictions(d) + _settings(d)
     lines += ["### Findings", ""] + [f"- {f}" for f in d.get("findings") or ()] + [""]
     return lines
