@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -134,6 +135,24 @@ def resume_candidates(directory: Path) -> list[Path]:
     complete = [f for f in list_folders(directory) if is_complete(f)]
     first = [pointed] if pointed is not None and pointed in complete else []
     return first + [f for f in complete if f not in first]
+
+
+def agreed_candidates(directory: Path, group: dist.ProcessGroup | None) -> list[Path]:
+    """:func:`resume_candidates` as rank 0 sees them, followed by every rank. The load is collective, so
+    every rank must try the same save: a shared volume can show one node an older ``latest`` than another
+    (a stale attribute cache), and ranks that each followed their own view trained one world from two
+    states. A rank whose view differs says so on stderr."""
+    mine = [f.name for f in resume_candidates(directory)]
+    if not dist.is_available() or not dist.is_initialized():
+        return [directory / name for name in mine]
+    box: list[object] = [mine]
+    dist.broadcast_object_list(box, src=0, group=group)
+    agreed = [str(name) for name in box[0]] if isinstance(box[0], list) else mine
+    if agreed != mine:
+        print(f"rank {dist.get_rank()}: {directory} looks different here ({mine[:1] or ['nothing']} first) "
+              f"than on rank 0 ({agreed[:1] or ['nothing']} first): resuming as rank 0 does", file=sys.stderr,
+              flush=True)
+    return [directory / name for name in agreed]
 
 
 def prune(directory: Path, keep: int) -> None:
@@ -338,7 +357,7 @@ def restore(ckpt: DcpCheckpointer, model: nn.Module, optim: torch.optim.Optimize
     """Load the save to resume from into the job's state (collective); its step, 0 for a fresh start.
     The parts named in ``forget`` are left out (--forget: a resume bug on purpose)."""
     remove_abandoned_temporaries(ckpt.directory)
-    for folder in resume_candidates(ckpt.directory):
+    for folder in agreed_candidates(ckpt.directory, ckpt.group):
         state = {k: v for k, v in template(model, optim, sampler, sched).items() if k not in forget}
         try:
             dcp_load(state, checkpoint_id=folder, process_group=ckpt.group)
