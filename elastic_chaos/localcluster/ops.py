@@ -372,14 +372,22 @@ def lose_node(layout: Layout, name: str, *, once_dead: Callable[[], None] | None
     (as a cloud's node lifecycle controller does), then its link, routes, cgroups and files go.
     ``once_dead`` runs between the two: nothing on the node can act any more (a SIGTERM its kubelet
     would pass on is impossible) and no controller has replaced its pods yet (they still look bound
-    to a Node). Returns the seconds from the call to the Node's deletion. An unknown or gone node:
-    ClusterError."""
+    to a Node). Returns when the node's processes were gone (epoch seconds). An unknown or gone node:
+    ClusterError.
+
+    The kill does not wait for the state's lock: a second node lost while the first one's cleanup held
+    it (a cascade) kept running for 4 s under load, its agent joined the survivors' new round, and the
+    fault was stamped at the call. The recorded processes are killed by PID (and start time) at once,
+    everything that changes the state under the lock after, and the node's files (an image's hard
+    links: seconds to remove) once the lock is free again."""
     t0 = time.monotonic()
+    unlocked = load_state(layout)   # a read: save_state replaces the file whole
+    _node_rec(unlocked, name)
+    kill_node(unlocked, name, graceful=False)
+    killed_at, killed = time.time(), time.monotonic() - t0
     with locked(layout):
         state = load_state(layout)
         _node_rec(state, name)
-        kill_node(state, name, graceful=False)
-        killed = time.monotonic() - t0
         try:
             if once_dead is not None:
                 once_dead()
@@ -390,9 +398,12 @@ def lose_node(layout: Layout, name: str, *, once_dead: Callable[[], None] | None
         cleanup_node(state, name)
         del state["nodes"][name]
         save_state(layout, state)
-        shutil.rmtree(layout.node_dir(name), ignore_errors=True)
+        trash = layout.node_dir(name).with_name(f".{name}.lost")
+        with contextlib.suppress(FileNotFoundError):
+            layout.node_dir(name).rename(trash)
+    shutil.rmtree(trash, ignore_errors=True)   # under run/: `down` removes it too, should this not end
     progress(t0, f"{name} lost: its processes were gone after {killed:.2f}s, its Node deleted after {deleted:.2f}s")
-    return deleted
+    return killed_at
 
 
 def set_partition(layout: Layout, name: str, partitioned: bool) -> None:

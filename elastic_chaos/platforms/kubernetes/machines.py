@@ -160,10 +160,8 @@ class LocalClusterMachines(Machines):
 
     def _lose(self, machine: str, once_dead: Callable[[], None] | None) -> float:
         from elastic_chaos.localcluster import ops
-        at = time.time()
         with _failed_loudly(f"losing {machine}"):
-            ops.lose_node(self.layout, machine, once_dead=once_dead)
-        return at
+            return ops.lose_node(self.layout, machine, once_dead=once_dead)   # when its processes were gone
 
     def _add(self) -> str:
         from elastic_chaos.localcluster import ops
