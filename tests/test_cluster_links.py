@@ -204,11 +204,16 @@ def test_clusters_whose_machines_are_not_ours_say_why_links_cannot_be_degraded(t
         NoMachines().link_end("ec-node-2")
 
 
-def test_on_eks_the_reason_names_the_fis_actions_and_what_is_missing() -> None:
-    from elastic_chaos.platforms.aws.eks import FisLinks
-    reason = FisLinks(platform=None).unavailable()  # type: ignore[arg-type]
-    for words in ("aws:eks:pod-network-latency", "aws:eks:pod-network-packet-loss", "game-day safety rules",
-                  "service account", "probe"):
+def test_on_eks_without_the_cluster_service_account_and_role_the_reason_names_the_fis_actions_and_each() -> None:
+    from types import SimpleNamespace
+
+    from elastic_chaos.platforms.aws.eks import EksOptions
+    from elastic_chaos.platforms.aws.links import FisLinks
+    host = SimpleNamespace(eks_options=EksOptions(), aws_side=SimpleNamespace(fis_role_arn=None))
+    reason = FisLinks(platform=host).unavailable()  # type: ignore[arg-type]
+    assert reason is not None
+    for words in ("aws:eks:pod-network-latency", "aws:eks:pod-network-packet-loss", "EksOptions.cluster",
+                  "EksOptions.fis_service_account", "--fis-role-arn", "docs/EKS.md"):
         assert words in reason
 
 

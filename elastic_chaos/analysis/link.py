@@ -74,12 +74,15 @@ class LinkCost:
     """The rank pairs whose traffic crossed the link: each rank the target held before the fault with
     each rank a peer held (the last steps before it); empty where steps do not say (the store's link)."""
     missing: list[str] = field(default_factory=list)
+    asked_of: str | None = None
+    """Who made the degradation where nothing probed it (``AWS FIS`` on EKS): its values are
+    what was asked of it, never measured. None: the toolkit made it and probed the link."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {m.key: _round(getattr(self, m.key)) for m in METRICS}
         out.update({"restored_at": _round(self.restored_at), "peers": list(self.peers),
                     "rank_pairs": [list(p) for p in self.rank_pairs], "declared_dead": list(self.declared_dead),
-                    "missing": list(self.missing)})
+                    "missing": list(self.missing), "asked_of": self.asked_of})
         return out
 
     @classmethod
@@ -93,7 +96,8 @@ class LinkCost:
                    rank_pairs=[(int(a), int(b)) for a, b in (p for p in raw.get("rank_pairs") or []
                                                              if isinstance(p, list) and len(p) == 2)
                                if isinstance(a, int) and isinstance(b, int)],
-                   missing=[str(m) for m in raw.get("missing") or [] if isinstance(m, str)], **values)
+                   missing=[str(m) for m in raw.get("missing") or [] if isinstance(m, str)],
+                   asked_of=raw["asked_of"] if isinstance(raw.get("asked_of"), str) else None, **values)
 
     def step_times(self) -> str:
         """Mean step time before, degraded, after, in milliseconds (1 / step rate)."""
@@ -104,12 +108,17 @@ class LinkCost:
         """One line: what was measured across the link, and what the job paid."""
         fmt = {m.key: m.format(getattr(self, m.key)) for m in METRICS}
         applied = []
+        if self.asked_of is not None:    # nothing probed the link: the values are asked, never measured
+            wanted = [f"loss {fmt['loss_asked']}" if self.loss_asked is not None else "",
+                      f"delay {fmt['delay_ms']}" if self.delay_ms is not None else ""]
+            applied.append(f"{' and '.join(w for w in wanted if w) or 'a degradation'} asked of {self.asked_of}, "
+                           "not measured")
         if self.loss_measured is not None:
             asked = f" (asked {fmt['loss_asked']})" if self.loss_asked is not None else ""
             applied.append(f"loss {fmt['loss_measured']} each way measured{asked}")
         if self.mbit_measured is not None:
             applied.append(f"{fmt['mbit_measured']} measured (cap {fmt['mbit_asked']}, {fmt['mbit_baseline']} before)")
-        if self.delay_ms is not None:
+        if self.delay_ms is not None and self.asked_of is None:
             applied.append(f"round trip {fmt['rtt_ms']} measured ({fmt['delay_ms']} each way asked, "
                            f"{fmt['rtt_baseline_ms']} before)")
         if self.flaps is not None:
@@ -155,6 +164,8 @@ def link_cost(events: Sequence[Event], *, target: str | None, injected_at: float
     out.rtt_ms = _num(probe, "rtt_ms")
     out.rtt_baseline_ms = _num(baseline, "rtt_ms")
     out.delay_ms = _num(detail, "delay_ms")
+    asked_of = detail.get("asked_of")
+    out.asked_of = asked_of if isinstance(asked_of, str) else None
     restored = first(events, FaultEv.REVERTED, node=target, after=injected_at,
                      where=lambda e: e.data.fault == fault)
     end = events[-1].t if events else injected_at

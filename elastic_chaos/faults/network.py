@@ -104,7 +104,8 @@ class _LinkFault(Fault):
         return FaultRecord(self.name, plan.target, hit.at, hit,
                            {**self.shape(), "duration_s": self.duration_s, "link": hit.detail["link"],
                             "peers": hit.detail["peers"], "probed": hit.detail.get("probed"),
-                            "probe": hit.detail["probe"], "baseline": hit.detail["baseline"]})
+                            "probe": hit.detail["probe"], "baseline": hit.detail["baseline"],
+                            "asked_of": hit.detail.get("asked_of")})
 
     def _revert(self, platform: Platform, record: FaultRecord) -> Hit | None:
         assert record.target is not None

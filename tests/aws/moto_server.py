@@ -15,6 +15,7 @@ made no mutating call *at the server*, not merely in our own bookkeeping.
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import re
 import signal
@@ -72,6 +73,16 @@ class MotoServer:
 
     def reset(self) -> None:
         req = urllib.request.Request(self.endpoint + "/moto-api/reset", method="POST")
+        with urllib.request.urlopen(req, timeout=10):
+            pass
+
+    def transition(self, model: str, progression: dict[str, Any] | None) -> None:
+        """moto's state manager: how ``model``'s states advance (``{"progression": "manual",
+        "times": N}``: one state per N reads); None: back to moto's default."""
+        path, body = (("unset-transition", {"model_name": model}) if progression is None
+                      else ("set-transition", {"model_name": model, "transition": progression}))
+        req = urllib.request.Request(f"{self.endpoint}/moto-api/state-manager/{path}", method="POST",
+                                     data=json.dumps(body).encode())
         with urllib.request.urlopen(req, timeout=10):
             pass
 

@@ -177,12 +177,13 @@ def test_gameday_drains_the_node_under_a_jobs_worker_and_uncordons_it(running, k
     assert CleanupJournal(tmp_path / "state" / "cleanup-journal.jsonl", "x").pending() == []
 
 
-def test_link_faults_on_eks_name_the_fis_actions_that_would_make_them(admin, namespace, job_etcd, tmp_path,
-                                                                      ec2_nodes):
+def test_link_faults_on_eks_without_a_cluster_name_say_which_fis_actions_and_what_they_need(
+        admin, namespace, job_etcd, tmp_path, ec2_nodes):
     from elastic_chaos.errors import FaultUnavailable
     from elastic_chaos.platforms.capabilities import LinkDegrader
     platform = eks_platform(admin, namespace, job_etcd, tmp_path, ec2_nodes[0])
     reason = platform.lacks(LinkDegrader) or ""
     assert "aws:eks:pod-network-latency" in reason and "aws:eks:pod-network-packet-loss" in reason
-    with pytest.raises(FaultUnavailable, match="game-day safety rules"):
+    assert "EksOptions.cluster" in reason and "EksOptions.fis_service_account" in reason
+    with pytest.raises(FaultUnavailable, match="docs/EKS.md, 'Link faults'"):
         platform.capability(LinkDegrader)

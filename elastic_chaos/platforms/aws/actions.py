@@ -12,6 +12,14 @@
   fail with InsufficientInstanceCapacity for ``duration``).
   With a CloudWatch alarm given, the template carries it as FIS's own stop
   condition, so AWS stops the experiment even if this process has died.
+- Templates for the job's pods on EKS: ``aws:eks:pod-network-latency`` (delay and
+  jitter) and ``aws:eks:pod-network-packet-loss`` (a loss percentage), netem put in
+  the pods by an ephemeral container FIS starts as a Kubernetes service account.
+  A link fault holds its degradation until its revert, so these are begun
+  (:meth:`AwsActions.begin_experiment`: created, started, running) and ended
+  (:meth:`AwsActions.end_experiment`: stopped, template deleted) in two calls.
+  Every template passes :func:`~elastic_chaos.platforms.aws.guard.check_fis_template`
+  before it is created.
 
 In a dry run the Guard makes no call and the methods return placeholders, so
 a dry run walks exactly the code path of the real run and its recorded calls
@@ -27,11 +35,18 @@ from typing import Any
 
 from elastic_chaos.errors import InjectionFailed, RecoveryTimeout, SpecError
 from elastic_chaos.platforms.aws.clients import AwsClients, error_code, refused_loudly
-from elastic_chaos.platforms.aws.guard import Call, Guard, Undo
+from elastic_chaos.platforms.aws.guard import Call, Guard, PodScope, Undo, check_fis_template
 from elastic_chaos.waiting import eventually
 
 SPOT_ACTION = "aws:ec2:send-spot-instance-interruptions"
 ICE_ACTION = "aws:ec2:asg-insufficient-instance-capacity-error"
+# The EKS pod actions' parameters, and the aws:eks:pod target's, as AWS documents them:
+# https://docs.aws.amazon.com/fis/latest/userguide/fis-actions-reference.html (Amazon EKS actions),
+# https://docs.aws.amazon.com/fis/latest/userguide/eks-pod-actions.html (service account, RBAC, limits),
+# https://docs.aws.amazon.com/fis/latest/userguide/targets.html (aws:eks:pod: clusterIdentifier, namespace,
+# selectorType, selectorValue)
+EKS_LATENCY_ACTION = "aws:eks:pod-network-latency"
+EKS_LOSS_ACTION = "aws:eks:pod-network-packet-loss"
 RUN_TAG = "elastic-chaos/run-id"
 TERMINAL = ("completed", "stopped", "failed", "cancelled")
 GONE = ("ResourceNotFoundException", "InvalidInstanceID.NotFound", "NotFound")
@@ -72,6 +87,64 @@ def insufficient_capacity_template(group_arn: str, zones: list[str], *, duration
                                          "targets": {"AutoScalingGroups": "AutoScalingGroups"}}})
 
 
+@dataclass(frozen=True)
+class FisPods:
+    """The pods an ``aws:eks:pod`` target selects."""
+
+    cluster: str
+    """The EKS cluster's name or ARN (FIS's ``clusterIdentifier``)."""
+    namespace: str
+    selector: str
+    """A label selector (``key=value,...``) naming exactly the pods to degrade."""
+
+
+def _whole(value: float, what: str) -> str:
+    """FIS's pod network parameters are whole numbers: ``value`` as one, else SpecError."""
+    if abs(value - round(value)) > 1e-6:
+        raise SpecError(f"FIS takes {what} as a whole number; {value:g} is not one")
+    return str(int(round(value)))
+
+
+def pod_latency_template(pods: FisPods, *, delay_ms: float, jitter_ms: float, sources: tuple[str, ...],
+                         duration_s: float, service_account: str, role_arn: str, run_id: str,
+                         stop_alarm_arn: str | None = None) -> dict[str, Any]:
+    """FIS template: the pods' traffic with ``sources`` (IPs/CIDRs; empty: all traffic) delayed
+    ``delay_ms`` +- ``jitter_ms`` for at most ``duration_s`` (netem on the pods' interface)."""
+    params = {"delayMilliseconds": _whole(delay_ms, "the delay in milliseconds"),
+              "jitterMilliseconds": _whole(jitter_ms, "the jitter in milliseconds")}
+    return _pod_template(pods, "delay", EKS_LATENCY_ACTION, params, sources=sources, duration_s=duration_s,
+                         service_account=service_account, role_arn=role_arn, run_id=run_id,
+                         stop_alarm_arn=stop_alarm_arn)
+
+
+def pod_packet_loss_template(pods: FisPods, *, loss: float, sources: tuple[str, ...], duration_s: float,
+                             service_account: str, role_arn: str, run_id: str,
+                             stop_alarm_arn: str | None = None) -> dict[str, Any]:
+    """FIS template: ``loss`` (a share, 0.05 = 5 %) of the pods' traffic with ``sources``
+    (IPs/CIDRs; empty: all traffic) dropped for at most ``duration_s``."""
+    params = {"lossPercent": _whole(loss * 100, "the loss as a percentage")}
+    return _pod_template(pods, "loss", EKS_LOSS_ACTION, params, sources=sources, duration_s=duration_s,
+                         service_account=service_account, role_arn=role_arn, run_id=run_id,
+                         stop_alarm_arn=stop_alarm_arn)
+
+
+def _pod_template(pods: FisPods, name: str, action_id: str, params: dict[str, str], *, sources: tuple[str, ...],
+                  duration_s: float, service_account: str, role_arn: str, run_id: str,
+                  stop_alarm_arn: str | None) -> dict[str, Any]:
+    if not service_account:
+        raise SpecError("FIS's EKS pod actions run as a Kubernetes service account in the job's namespace: name "
+                        "it (EksOptions.fis_service_account; docs/EKS.md, 'Link faults', has its Role)")
+    params = {"duration": iso_duration(duration_s), "kubernetesServiceAccount": service_account, **params}
+    if sources:
+        params["sources"] = ",".join(sources)
+    target = {"resourceType": "aws:eks:pod", "selectionMode": "ALL",
+              "parameters": {"clusterIdentifier": pods.cluster, "namespace": pods.namespace,
+                             "selectorType": "labelSelector", "selectorValue": pods.selector}}
+    return _template(f"elastic-chaos {run_id}: pod network {name}", role_arn, run_id, stop_alarm_arn,
+                     targets={"Pods": target},
+                     actions={name: {"actionId": action_id, "parameters": params, "targets": {"Pods": "Pods"}}})
+
+
 def _template(description: str, role_arn: str, run_id: str, stop_alarm_arn: str | None, *,
               targets: dict[str, Any], actions: dict[str, Any]) -> dict[str, Any]:
     if not role_arn:
@@ -95,6 +168,22 @@ class ExperimentOutcome:
     stopped_because: str | None = None
 
 
+@dataclass
+class Begun:
+    """An experiment begun and not yet ended: what ``end_experiment`` undoes."""
+
+    template_id: str
+    experiment_id: str
+    template_undo: Undo | None
+    experiment_undo: Undo | None
+    started_at: float
+    status: str = "pending"
+    reason: str = ""
+    stopped: bool = False
+    """Whether ``end_experiment`` had to stop it (False: FIS had ended it, its duration over)."""
+    ended: bool = False
+
+
 class AwsActions:
     """Destructive AWS calls, all through ``guard``; reads go straight to the clients."""
 
@@ -116,8 +205,11 @@ class AwsActions:
         return at
 
     # -- FIS ----------------------------------------------------------------------------
-    def create_template(self, template: dict[str, Any]) -> tuple[str, Undo | None]:
-        """CreateExperimentTemplate; the id is journalled for deletion before this returns."""
+    def create_template(self, template: dict[str, Any], *, pods: PodScope | None = None) -> tuple[str, Undo | None]:
+        """CreateExperimentTemplate; the id is journalled for deletion before this returns.
+        UnsafeOperation, before any call, for a template the safety rules do not admit
+        (``check_fis_template``: ``pods`` is the job's, the only pods it may aim at)."""
+        check_fis_template(template, pods)
         token = uuid.uuid4().hex
         call = Call("fis", "CreateExperimentTemplate", template["description"], template)
 
@@ -233,3 +325,67 @@ class AwsActions:
 
         if not eventually(ended_after_stop, timeout_s=max(0.0, give_up - time.monotonic()), interval_s=poll_s):
             raise RecoveryTimeout("the FIS experiment to stop", timeout_s + 120, outcome.status)
+
+    # -- an experiment held across calls (a link fault's degradation) ---------------------
+    def begin_experiment(self, template: dict[str, Any], *, pods: PodScope | None = None,
+                         ready_timeout_s: float = 300.0, poll_s: float = 2.0) -> Begun:
+        """Create the template, start it, and return once FIS says it is running (blocks up to
+        ``ready_timeout_s``); it then acts until ``end_experiment`` or its own duration.
+        InjectionFailed, everything undone, when it ends (failed, say) before it ran or is not
+        running in time. In a dry run the calls are recorded and it returns at once."""
+        template_id, template_undo = self.create_template(template, pods=pods)
+        try:
+            experiment_id, experiment_undo = self.start_experiment(template_id)
+        except BaseException:
+            self.delete_template(template_id)
+            self.guard.done(template_undo, "deleted")
+            raise
+        begun = Begun(template_id, experiment_id, template_undo, experiment_undo, started_at=time.time())
+        if self.guard.dry_run:
+            return begun
+        try:
+            self._await_running(begun, timeout_s=ready_timeout_s, poll_s=poll_s)
+        except BaseException:
+            self.end_experiment(begun, timeout_s=ready_timeout_s, poll_s=poll_s)
+            raise
+        return begun
+
+    def _await_running(self, begun: Begun, *, timeout_s: float, poll_s: float) -> None:
+        def settled() -> bool:
+            begun.status, begun.reason = self.experiment_state(begun.experiment_id)
+            return begun.status == "running" or begun.status in TERMINAL
+        eventually(settled, timeout_s=timeout_s, interval_s=poll_s)
+        if begun.status != "running":
+            ended = "ended " if begun.status in TERMINAL else "was still "
+            raise InjectionFailed(f"FIS experiment {begun.experiment_id} {ended}{begun.status} instead of running "
+                                  f"({begun.reason or 'no reason given'}); for an EKS pod action check the service "
+                                  "account and its RBAC (docs/EKS.md, 'Link faults')")
+
+    def end_experiment(self, begun: Begun, *, timeout_s: float = 300.0, poll_s: float = 2.0) -> str:
+        """StopExperiment unless it already ended, wait (up to ``timeout_s``) until it has,
+        then DeleteExperimentTemplate; closes both journal entries. Returns its last status.
+        Idempotent: an experiment already ended here is not touched again. RecoveryTimeout
+        when it does not stop in time (the template is deleted all the same)."""
+        if begun.ended:
+            return begun.status
+        try:
+            if not self.guard.dry_run:
+                begun.status, begun.reason = self.experiment_state(begun.experiment_id)
+            if begun.status not in TERMINAL:
+                self.stop_experiment(begun.experiment_id)
+                begun.stopped = True
+                if not self.guard.dry_run:
+                    self._await_end(begun, timeout_s=timeout_s, poll_s=poll_s)
+            self.guard.done(begun.experiment_undo, begun.status)
+        finally:
+            self.delete_template(begun.template_id)
+            self.guard.done(begun.template_undo, "deleted")
+            begun.ended = True
+        return begun.status
+
+    def _await_end(self, begun: Begun, *, timeout_s: float, poll_s: float) -> None:
+        def ended() -> bool:
+            begun.status, begun.reason = self.experiment_state(begun.experiment_id)
+            return begun.status in TERMINAL
+        if not eventually(ended, timeout_s=timeout_s, interval_s=poll_s):
+            raise RecoveryTimeout(f"the FIS experiment {begun.experiment_id} to stop", timeout_s, begun.status)

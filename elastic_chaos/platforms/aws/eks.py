@@ -6,7 +6,9 @@ Kubernetes node to its EC2 instance (``spec.providerID`` =
 ``aws:///<zone>/<instance id>``), its managed node group / Auto Scaling group,
 and its capacity type (``eks.amazonaws.com/capacityType: SPOT``), so the AWS
 faults (:mod:`elastic_chaos.faults.aws`: FIS spot interruption, terminate,
-insufficient capacity) can aim at the instance under a worker pod.
+insufficient capacity) can aim at the instance under a worker pod. Link faults
+(``latency``, ``packet-loss``) are AWS FIS pod actions on the job's pods
+(:mod:`elastic_chaos.platforms.aws.links`), asked of FIS and not measured here.
 
 A game day usually aims at a job that is already running: :meth:`attach`
 watches an existing job's worker pods by label selector and creates nothing.
@@ -25,8 +27,10 @@ from typing import Any
 from elastic_chaos.errors import FaultUnavailable, InjectionFailed, PlatformError
 from elastic_chaos.events import Timeline
 from elastic_chaos.platforms.api import Hit
+from elastic_chaos.platforms.aws.actions import FisPods
 from elastic_chaos.platforms.aws.clients import describe_instances, instance_id_from_provider_id, make_clients
-from elastic_chaos.platforms.aws.guard import Call, Guard, SafetyLimits, Undo
+from elastic_chaos.platforms.aws.guard import Call, Guard, PodScope, SafetyLimits, Undo
+from elastic_chaos.platforms.aws.links import FisLinks
 from elastic_chaos.platforms.aws.targets import AwsSide, Target
 from elastic_chaos.platforms.capabilities import Capability, LinkDegrader
 from elastic_chaos.platforms.kubernetes.actions import refused_loudly
@@ -57,6 +61,14 @@ class EksOptions(KubernetesOptions):
     """The IAM role FIS assumes (FIS faults need it)."""
     stop_alarm: str | None = None
     """CloudWatch alarm name: ALARM stops the game day (and, as FIS's stop condition, its experiments)."""
+    cluster: str | None = None
+    """The EKS cluster's name or ARN: FIS's pod actions (link faults) aim at pods in it."""
+    fis_service_account: str | None = None
+    """The Kubernetes service account in the job's namespace FIS acts as for its pod actions
+    (link faults; docs/EKS.md, 'Link faults', has its Role)."""
+    fis_link_duration_s: float = 3600.0
+    """The FIS pod action's own duration: the longest a link fault holds on EKS (its revert stops
+    it sooner; FIS ends it then even if this process died)."""
 
 
 @dataclass(frozen=True)
@@ -83,27 +95,16 @@ def machine_from_node(node: dict[str, Any]) -> Machine:
                    unschedulable=bool(spec.get("unschedulable")))
 
 
-FIS_LINKS = ("link faults on EKS are AWS FIS's aws:eks:pod-network-latency and aws:eks:pod-network-packet-loss "
-             "(netem in the job's pods, injected by FIS), not made by this toolkit yet: missing are an experiment "
-             "template aimed at the job's pods (target aws:eks:pod: the cluster, namespace and label selector), a "
-             "Kubernetes service account FIS may act as (RBAC for ephemeral containers in the job's namespace), the "
-             "two actions admitted by the game-day safety rules (elastic_chaos/platforms/aws/guard.py), and a probe "
-             "between pods that measures what was applied; on the local cluster (make cluster-up) they are made")
+UNIQUE_POD_LABELS = ("statefulset.kubernetes.io/pod-name", "training.kubeflow.org/replica-index",
+                     "apps.kubernetes.io/pod-index", "batch.kubernetes.io/job-completion-index")
+"""Labels that tell one worker pod of a job from the others (FIS selects pods by label only)."""
 
 
-class FisLinks(LinkDegrader):
-    """Link faults on EKS: FIS's route, not made here; ``unavailable`` says what is missing."""
-
-    def unavailable(self) -> str:
-        return FIS_LINKS
-
-    def _degrade(self, node: str, peers: tuple[str, ...], *, loss: float, rate_kbit: int | None,
-                 down_s: float | None, up_s: float | None, delay_ms: float | None, jitter_ms: float,
-                 to_store: bool) -> Hit:
-        raise FaultUnavailable(FIS_LINKS)
-
-    def _restore(self, node: str, link: str) -> Hit:
-        return Hit(node=node, at=time.time(), action="nothing-to-restore")
+def single_pod_selector(job_selector: str, labels: dict[str, str]) -> str | None:
+    """The job's selector plus the first of the pod's labels that names it alone among the
+    job's pods (UNIQUE_POD_LABELS); None when it has none of them."""
+    key = next((k for k in UNIQUE_POD_LABELS if labels.get(k)), None)
+    return None if key is None else f"{job_selector},{key}={labels[key]}"
 
 
 class EksPlatform(KubernetesPlatform):
@@ -129,7 +130,7 @@ class EksPlatform(KubernetesPlatform):
         self._selector: str | None = None
 
     def _offers(self) -> tuple[Capability, ...]:
-        """The Kubernetes platform's, but a link between instances is FIS's to degrade (FisLinks)."""
+        """The Kubernetes platform's, but a pod's link is FIS's to degrade (FisLinks)."""
         return tuple(c for c in super()._offers() if not isinstance(c, LinkDegrader)) + (FisLinks(self),)
 
     # -- an existing job --------------------------------------------------------------
@@ -156,6 +157,41 @@ class EksPlatform(KubernetesPlatform):
         self._selector = None
         if errors:
             raise PlatformError("; ".join(errors))
+
+    # -- the job's pods as FIS targets (link faults: elastic_chaos.platforms.aws.links) -----
+    def job_selector(self) -> str:
+        """The label selector of the job's worker pods: the attached job's, else this run's."""
+        if self._selector is not None:
+            return self._selector
+        if self.job is not None:
+            from elastic_chaos.platforms.kubernetes.manifests import run_selector
+            return run_selector(self.job.run_id, "worker")
+        raise PlatformError("no job: attach to one (--job/--selector) or start one")
+
+    def fis_pods(self, node: str) -> tuple[FisPods, PodScope]:
+        """The FIS pod target naming the worker pod ``node`` alone (the job's selector plus a
+        label only it carries, checked by listing the pods it selects), and the job's pods.
+        FaultUnavailable when no label singles it out. Reads only."""
+        ns, job = self.settings.namespace, self.job_selector()
+        with refused_loudly(f"reading pod {ns}/{node}"):
+            labels = (read_json(self.core.read_namespaced_pod(node, ns, _preload_content=False))
+                      .get("metadata") or {}).get("labels") or {}
+        selector = single_pod_selector(job, labels)
+        if selector is not None:
+            with refused_loudly(f"listing pods {selector}"):
+                items = read_json(self.core.list_namespaced_pod(ns, label_selector=selector,
+                                                                _preload_content=False)).get("items") or []
+            if [(i.get("metadata") or {}).get("name") for i in items] != [node]:
+                selector = None
+        if selector is None:
+            raise FaultUnavailable(f"FIS selects pods by label, and no label of pod {node} names it alone among the "
+                                   f"job's pods ({job}); one of {', '.join(UNIQUE_POD_LABELS)} does (a StatefulSet's "
+                                   "and a PyTorchJob's pods carry one)")
+        return FisPods(str(self.eks_options.cluster), ns, selector), PodScope(ns, job)
+
+    def pod_address(self, pod: str) -> str | None:
+        """The pod's IP as its status last said (None: unknown, or not a live pod of the job)."""
+        return next((n.labels.get("address") for n in self.alive_nodes() if n.name == pod), None)
 
     # -- nodes as instances ------------------------------------------------------------
     def machine(self, name: str) -> Machine:

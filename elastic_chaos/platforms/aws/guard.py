@@ -16,7 +16,10 @@ change anything directly; it hands the call to :class:`Guard`, which
   a crashed run left open.
 
 :func:`check_blast_radius` is the other half: it runs on the resolved targets
-before the first call of any kind that changes something.
+before the first call of any kind that changes something. :func:`check_fis_template`
+admits a FIS template before it is created: only the actions a game day makes
+(``ADMITTED_FIS_ACTIONS``), each on its own resource type, and a pod target only
+inside the job's namespace and label selector (:class:`PodScope`).
 """
 from __future__ import annotations
 
@@ -236,3 +239,70 @@ def check_blast_radius(targets: list[str], population: list[str], limits: Safety
         raise UnsafeOperation(f"blast radius: {len(set(targets))} of {len(set(population))} node(s) is "
                               f"{share:.0f}%, --max-percent is {limits.max_percent:g}%; lower --count or raise "
                               "--max-percent deliberately")
+
+
+ADMITTED_FIS_ACTIONS: dict[str, str] = {
+    "aws:ec2:send-spot-instance-interruptions": "aws:ec2:spot-instance",
+    "aws:ec2:asg-insufficient-instance-capacity-error": "aws:ec2:autoscaling-group",
+    "aws:eks:pod-network-latency": "aws:eks:pod",
+    "aws:eks:pod-network-packet-loss": "aws:eks:pod",
+}
+"""The FIS actions a game day may start, each with the one resource type it may act on."""
+
+
+@dataclass(frozen=True)
+class PodScope:
+    """The job's pods: the only pods a FIS template may aim at."""
+
+    namespace: str
+    """The job's namespace."""
+    selector: str
+    """The label selector of the job's worker pods (``key=value,...``)."""
+
+
+def _terms(selector: str) -> set[str]:
+    return {t.strip().replace(" ", "") for t in selector.split(",") if t.strip()}
+
+
+def check_fis_template(template: dict[str, Any], pods: PodScope | None) -> None:
+    """Refuse (UnsafeOperation) a template with an action not in ADMITTED_FIS_ACTIONS, an
+    action on a resource type not its own, or an ``aws:eks:pod`` target that could select a
+    pod outside ``pods`` (another namespace, a selector without every term of the job's,
+    resource ARNs or tags, a selection other than ALL). A read of the template only."""
+    targets = template.get("targets") or {}
+    for name, action in (template.get("actions") or {}).items():
+        action_id = action.get("actionId")
+        kind = ADMITTED_FIS_ACTIONS.get(str(action_id))
+        if kind is None:
+            raise UnsafeOperation(f"refused FIS action {action_id} ({name}): a game day starts only "
+                                  f"{', '.join(ADMITTED_FIS_ACTIONS)}")
+        for target_name in (action.get("targets") or {}).values():
+            got = (targets.get(target_name) or {}).get("resourceType")
+            if got != kind:
+                raise UnsafeOperation(f"refused FIS action {action_id}: its target {target_name} is {got}, "
+                                      f"the action may act on {kind} only")
+    for name, target in targets.items():
+        if target.get("resourceType") == "aws:eks:pod":
+            _check_pods(name, target, pods)
+
+
+def _check_pods(name: str, target: dict[str, Any], pods: PodScope | None) -> None:
+    params = target.get("parameters") or {}
+    where = f"refused FIS target {name} (aws:eks:pod {params.get('namespace')}/{params.get('selectorValue')})"
+    if pods is None:
+        raise UnsafeOperation(f"{where}: no job's pods to confine it to (attach to a job first: --job/--selector)")
+    if target.get("resourceArns") or target.get("resourceTags") or target.get("filters"):
+        raise UnsafeOperation(f"{where}: a pod target is chosen by namespace and label selector only")
+    if params.get("namespace") != pods.namespace:
+        raise UnsafeOperation(f"{where}: the job's pods are in namespace {pods.namespace}; refusing to aim at "
+                              f"namespace {params.get('namespace')}")
+    if params.get("selectorType") != "labelSelector":
+        raise UnsafeOperation(f"{where}: selectorType {params.get('selectorType')}; only a labelSelector that "
+                              f"holds the job's ({pods.selector}) is admitted")
+    missing = sorted(_terms(pods.selector) - _terms(str(params.get("selectorValue") or "")))
+    if missing:
+        raise UnsafeOperation(f"{where}: the selector lacks {', '.join(missing)} of the job's pods "
+                              f"({pods.selector}): it could select pods outside the job; refusing")
+    if target.get("selectionMode") != "ALL":
+        raise UnsafeOperation(f"{where}: selectionMode {target.get('selectionMode')} lets FIS pick at random; "
+                              "the selector must name the pods (selectionMode ALL)")
