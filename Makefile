@@ -34,7 +34,7 @@ help:
 	@echo "make install     only the setup (.venv, torch, toolkit, etcd)"
 	@echo "make bench       benchmarks -> bench/results.json, bench/RESULTS.md (about an hour)"
 	@echo "make bench-quick a subset of the benchmarks in about 5 minutes (writes to bench/quick/)"
-	@echo "make soak        the scenario catalog SOAK_RUNS (5) times back to back, the cluster's SOAK_CLUSTER_RUNS (3)"
+	@echo "make soak        the scenario catalog SOAK_RUNS (5) times back to back, beside it the cluster's SOAK_CLUSTER_RUNS (3)"
 	@echo "                 times where root with a cluster up: pass/fail and metric spread per scenario -> bench/RESULTS.md"
 	@echo "make k8s-testenv build the kube-apiserver the k8s_api tests run against (once, ~10 min, shared with cluster-up)"
 	@echo "make cluster-up  a real 4-node Kubernetes 1.20 cluster here, no Docker (root; .cluster/kubeconfig)"
@@ -144,7 +144,7 @@ bench-quick: install
 	$(BIN)/python -m bench --quick --out bench/quick
 
 # Our own flakiness: the local catalog SOAK_RUNS times back to back (and, as root with `make cluster-up`
-# done, the cluster catalog SOAK_CLUSTER_RUNS times); per scenario pass/fail counts, flaky ones and the
+# done, beside it as .ci/run runs them, the cluster catalog SOAK_CLUSTER_RUNS times); per scenario pass/fail counts, flaky ones and the
 # spread of regain and lost steps -> bench/results.json ("soak") and bench/RESULTS.md. SOAK_K selects
 # scenarios (pytest -k). About 8 min per local catalog run here (two jobs side by side), 19 min per
 # cluster catalog run (one job at a time, as cluster-test); exit 1 when a scenario was flaky.

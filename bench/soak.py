@@ -3,7 +3,9 @@
 Runs the local scenario catalog (`pytest scenarios/`) N times back to back
 (``--runs``, ``SOAK_RUNS``, default 5) and, as root with a local cluster up
 (`make cluster-up`), the cluster catalog (``--platform kubernetes``) M times
-(``--cluster-runs``, ``SOAK_CLUSTER_RUNS``, default 3). Each catalog run keeps
+(``--cluster-runs``, ``SOAK_CLUSTER_RUNS``, default 3). The two catalogs run side by
+side, as `.ci/run` runs them (each its runs back to back): the cluster catalog
+waits on pods and timeouts, not on the CPU. Each catalog run keeps
 its report folders (``--reports``, default ``reports/soak/<catalog>-<i>/``) and
 its tests' outcomes (a small pytest plugin, :mod:`bench.soak_plugin`, logs each
 test's phases by node id, on xdist's controller too).
@@ -30,6 +32,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -82,6 +85,10 @@ def pytest_command(catalog: str, reports: Path, log: Path, *, keyword: str | Non
     return cmd
 
 
+LIVE: set[subprocess.Popen[bytes]] = set()
+"""The catalog runs going on now (one per catalog, side by side): an interrupted soak stops each."""
+
+
 def run_catalog(catalog: str, index: int, root: Path, *, keyword: str | None, workers: int,
                 kubeconfig: Path | None = None) -> CatalogRun:
     """Run the catalog once (blocks for the whole catalog); its reports go under ``root``."""
@@ -96,11 +103,14 @@ def run_catalog(catalog: str, index: int, root: Path, *, keyword: str | None, wo
     proc = subprocess.Popen(pytest_command(catalog, reports, log, keyword=keyword, workers=workers,
                                            kubeconfig=kubeconfig), cwd=ROOT, start_new_session=True,
                             preexec_fn=hears_sigint)
+    LIVE.add(proc)
     try:
         code = proc.wait()
     except KeyboardInterrupt:
         stop_catalog(proc)
         raise
+    finally:
+        LIVE.discard(proc)
     return CatalogRun(catalog, index, reports, log, code, round(time.monotonic() - began, 1))
 
 
@@ -236,8 +246,8 @@ def aggregate(runs: Iterable[tuple[str, Mapping[str, str], Mapping[str, Mapping[
 
 
 def summary(scenarios: Sequence[Scenario], runs: Sequence[CatalogRun], *, keyword: str | None,
-            date: str) -> dict[str, Any]:
-    """results.json's ``soak`` block."""
+            date: str, side_by_side: bool = False) -> dict[str, Any]:
+    """results.json's ``soak`` block (``side_by_side``: its catalogs ran at the same time)."""
     per_catalog: dict[str, dict[str, Any]] = {}
     for r in runs:
         c = per_catalog.setdefault(r.catalog, {"runs": 0, "wall_s": [], "exit_codes": []})
@@ -252,7 +262,8 @@ def summary(scenarios: Sequence[Scenario], runs: Sequence[CatalogRun], *, keywor
         c["flaky"] = [s.nodeid for s in mine if s.flaky]
         c["always_failed"] = [s.nodeid for s in mine if s.failed and not s.passed]
     return {"date": date, "machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores)",
-            "keyword": keyword, "catalogs": per_catalog, "scenarios": [s.to_json() for s in scenarios]}
+            "keyword": keyword, "side_by_side": side_by_side, "catalogs": per_catalog,
+            "scenarios": [s.to_json() for s in scenarios]}
 
 
 def commit() -> str | None:
@@ -325,18 +336,45 @@ def soak(args: argparse.Namespace, run: Callable[..., CatalogRun] | None = None)
         plan.append(("cluster", args.cluster_runs, kubeconfig))
     elif args.cluster_runs:
         say("no cluster catalog: it needs root and a local cluster up (make cluster-up)")
-    done: list[CatalogRun] = []
-    read: list[tuple[str, dict[str, str], dict[str, dict[str, list[float]]]]] = []
-    for catalog, count, kc in plan:
-        for i in range(count):
-            say(f"{catalog} catalog, run {i + 1} of {count}")
-            r = run(catalog, i, args.reports, keyword=args.keyword, workers=args.workers, kubeconfig=kc)
-            outs = outcomes(r.log)
-            say(f"{catalog} run {i + 1}: exit {r.exit_code}, {sum(o == 'failed' for o in outs.values())} failed "
-                f"of {len(outs)}, {r.wall_s:.0f} s")
-            done.append(r)
-            read.append((catalog, outs, metrics(r.reports)))
-    return summary(aggregate(read), done, keyword=args.keyword, date=datetime.date.today().isoformat())
+    ran: dict[str, list[tuple[CatalogRun, dict[str, str], dict[str, dict[str, list[float]]]]]] = {}
+    stopping = threading.Event()
+    failed: list[BaseException] = []
+
+    def runs_of(catalog: str, count: int, kc: Path | None) -> None:
+        try:
+            for i in range(count):
+                if stopping.is_set():
+                    return
+                say(f"{catalog} catalog, run {i + 1} of {count}")
+                r = run(catalog, i, args.reports, keyword=args.keyword, workers=args.workers, kubeconfig=kc)
+                outs = outcomes(r.log)
+                say(f"{catalog} run {i + 1}: exit {r.exit_code}, {sum(o == 'failed' for o in outs.values())} "
+                    f"failed of {len(outs)}, {r.wall_s:.0f} s")
+                ran.setdefault(catalog, []).append((r, outs, metrics(r.reports)))
+        except BaseException as exc:   # re-raised by the soak itself, after the other catalog stopped
+            failed.append(exc)
+            stopping.set()
+
+    threads = [threading.Thread(target=runs_of, args=p, name=f"soak-{p[0]}", daemon=True) for p in plan if p[1]]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():   # each catalog run is bounded by its scenarios' own timeouts
+                t.join(1.0)
+                if failed:
+                    raise failed[0]
+    except BaseException:
+        stopping.set()
+        for proc in list(LIVE):
+            stop_catalog(proc)
+        for t in threads:
+            t.join(STOP_WAIT_S + 30)
+        raise
+    done = [r for catalog, _, _ in plan for r, _, _ in ran.get(catalog, [])]
+    read = [(catalog, outs, values) for catalog, _, _ in plan for _, outs, values in ran.get(catalog, [])]
+    return summary(aggregate(read), done, keyword=args.keyword, date=datetime.date.today().isoformat(),
+                   side_by_side=len(threads) > 1)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -197,3 +197,57 @@ def test_a_soak_started_with_sigint_ignored_still_stops_its_catalog_run_with_it(
     subprocess.run([sys.executable, "-c", soak_like], cwd=Path(__file__).parent.parent, timeout=60, check=True,
                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert done.exists() is hears
+
+
+# a catalog run's stand-in (the real run_catalog starts it as it would pytest): it logs one passed test,
+# and on SIGINT (the soak stopping it) says it tore its job down
+STAND_IN = textwrap.dedent("""
+    import json, pathlib, sys, time
+    log, seconds = pathlib.Path(sys.argv[1]), float(sys.argv[2])
+    (log.parent / "began").write_text(str(time.time()))
+    try:
+        time.sleep(seconds)
+    except KeyboardInterrupt:
+        (log.parent / "torn-down").write_text("yes")
+        sys.exit(2)
+    log.write_text(json.dumps({"nodeid": "scenarios/test_x.py::test_x", "when": "call", "outcome": "passed"}) + "\\n")
+    (log.parent / "ended").write_text(str(time.time()))
+    """)
+
+
+def stand_in_catalogs(monkeypatch, tmp_path: Path, seconds: float) -> None:
+    monkeypatch.setattr(soak, "cluster_kubeconfig", lambda: tmp_path / "kubeconfig")
+    monkeypatch.setattr(soak, "pytest_command", lambda catalog, reports, log, **_: [
+        sys.executable, "-c", STAND_IN, str(log), str(seconds)])
+    monkeypatch.setattr(soak, "commit", lambda: None)
+
+
+def test_the_local_and_the_cluster_catalog_run_side_by_side_each_its_runs_in_turn(tmp_path, monkeypatch):
+    stand_in_catalogs(monkeypatch, tmp_path, 1.5)
+    args = soak.parse(["--runs", "2", "--cluster-runs", "1", "--reports", str(tmp_path / "r")])
+    block = soak.soak(args)
+    times = {name: (float((tmp_path / "r" / name / "began").read_text()),
+                    float((tmp_path / "r" / name / "ended").read_text()))
+             for name in ("local-0", "local-1", "cluster-0")}
+    assert times["cluster-0"][0] < times["local-0"][1]          # the cluster's run began before the local one ended
+    assert times["local-1"][0] >= times["local-0"][1]           # one catalog's runs: one after the other
+    assert {n: c["runs"] for n, c in block["catalogs"].items()} == {"local": 2, "cluster": 1}
+    assert [(s["catalog"], s["passed"]) for s in block["scenarios"]] == [("cluster", 1), ("local", 2)]
+    assert block["side_by_side"]
+    assert "(the local and the cluster catalog side by side, as `.ci/run` runs them)" in \
+        "\n".join(soak_section.markdown({"soak": block}, Plots()))
+
+
+def test_an_interrupted_soak_stops_both_catalogs_runs_and_lets_each_tear_its_job_down(tmp_path, monkeypatch):
+    import _thread
+    import threading
+    stand_in_catalogs(monkeypatch, tmp_path, 60)
+    args = soak.parse(["--runs", "2", "--cluster-runs", "1", "--reports", str(tmp_path / "r")])
+    threading.Timer(2.0, _thread.interrupt_main).start()        # Ctrl-C while both runs are under way
+    began = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        soak.soak(args)
+    assert time.monotonic() - began < 30
+    assert (tmp_path / "r" / "local-0" / "torn-down").exists() and (tmp_path / "r" / "cluster-0" / "torn-down").exists()
+    assert not (tmp_path / "r" / "local-1").exists()            # no next run was started
+    assert not soak.LIVE

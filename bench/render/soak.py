@@ -17,6 +17,8 @@ def markdown(results: dict[str, Any], plots: Plots) -> list[str]:
         return []
     lines = ["## Our own flakiness (make soak)", "",
              f"The scenario catalog run back to back on {soak.get('machine', '?')}"
+             + (" (the local and the cluster catalog side by side, as `.ci/run` runs them)"
+                if soak.get("side_by_side") else "")
              + (f", scenarios selected by `-k {soak['keyword']}`" if soak.get("keyword") else "")
              + ". A scenario is **flaky** when it passed in some identical runs and failed in others; "
                "regain and lost steps are every injected fault's (n, min / median / max).", ""]
