@@ -47,8 +47,14 @@ METRICS = ("regain", "lost_steps")
 """The key metrics whose spread the soak reports (elastic_chaos.reporting.audits.audit's names)."""
 
 
+_SAYING = threading.Lock()
+"""The two catalogs' threads say things at once: one whole line each."""
+
+
 def say(text: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] soak: {text}", flush=True)
+    with _SAYING:
+        sys.stdout.write(f"[{time.strftime('%H:%M:%S')}] soak: {text}\n")
+        sys.stdout.flush()
 
 
 def _count(env: str, default: int) -> int:

@@ -44,7 +44,6 @@ from elastic_chaos.platforms.capabilities import Host, LinkDegrader
 from elastic_chaos.platforms.nodes import Hit, NodeInfo
 
 if TYPE_CHECKING:
-    from elastic_chaos.platforms.aws.eks import EksOptions
     from elastic_chaos.platforms.aws.targets import AwsSide
 
 ASKED_OF = "AWS FIS"
@@ -53,11 +52,27 @@ LOCAL_CLUSTER = ("make it on the local cluster instead (make cluster-up, then --
                  "--kubeconfig .cluster/kubeconfig), where the toolkit owns the machines and probes the link")
 
 
+class FisLinkOptions(Protocol):
+    """The platform's options FisLinks reads (EksOptions has them; named here, not imported: eks.py
+    imports this module)."""
+
+    @property
+    def cluster(self) -> str | None: ...
+
+    @property
+    def fis_service_account(self) -> str | None: ...
+
+    @property
+    def fis_link_duration_s(self) -> float: ...
+
+
 class FisLinkHost(Host, Protocol):
     """What FisLinks asks of its platform (EksPlatform is one)."""
 
     aws_side: AwsSide
-    eks_options: EksOptions
+
+    @property
+    def eks_options(self) -> FisLinkOptions: ...
 
     def alive_nodes(self) -> list[NodeInfo]: ...
 
