@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import store_model
+from bench import limits, store_model
 from bench.findings import recovery_findings, scale_findings
 from bench.local_nodes import NodesRun
 from bench.rdzv import shipped
@@ -49,6 +49,7 @@ def read_results(out: Path, who: str, advice: str) -> dict[str, Any] | None:
 def derive(results: dict[str, Any], say: Callable[[str], None]) -> None:
     """The findings, and the rendezvous figures the toolkit ships (saved to elastic_chaos/scale/measured.json), from
     the figures in ``results`` (updated in place)."""
+    limits.annotate(results)
     results["findings"] = recovery_findings(results)
     if "scale" in results:
         results["scale_findings"] = scale_findings([NodesRun.from_json(r) for r in results["scale"]])

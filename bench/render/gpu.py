@@ -10,7 +10,7 @@ from typing import Any
 
 from bench.gpu import findings
 from bench.render import Plots
-from bench.render.recovery import phase_table
+from bench.render.recovery import limit_notes, phase_table
 from elastic_chaos.analysis.recovery import PHASES
 
 
@@ -28,6 +28,7 @@ def markdown(results: dict[str, Any], plots: Plots) -> list[str]:
               f"Floor on NCCL: median **{fl.get('median')} s** (min {fl.get('min')}, max {fl.get('max')}, "
               f"n={fl.get('n')}).", ""]
     lines += phase_table(block.get("recovery") or {}, {})
+    lines += [""] + [f"- {note}" for note in limit_notes(block.get("recovery") or {})]
     lines += ["", "### Findings on GPU", ""] + [f"- {f}" for f in findings(block, results)] + [""]
     return lines + single_runs(results)
 

@@ -20,17 +20,51 @@ def median_cell(stat: dict[str, Any] | None) -> str:
     return "-" if m is None else f"{m:.1f}"
 
 
+def limit_cell(case: dict[str, Any]) -> str:
+    """The mechanism's limit for the case as bench/limits.py stored it: least-most seconds and the recovery
+    as a multiple of the most; - where none was computed (or the figures predate it)."""
+    limit = case.get("limit") or {}
+    if "high_s" not in limit:
+        return "- | -"
+    return f"{limit['low_s']:.1f}-{limit['high_s']:.1f} | {limit['x_high']:.2f}"
+
+
 def phase_table(cases: dict[str, Any], skipped: dict[str, str]) -> list[str]:
-    """The median phases per case, with recovery, its ratio to the floor and lost steps."""
-    lines = ["| case | " + " | ".join(PHASES) + " | recovery_s | ratio to floor | lost steps | n |",
-             "|---|" + "---|" * (len(PHASES) + 4)]
+    """The median phases per case, with recovery, the mechanism's limit for it, its ratio to the floor and
+    lost steps."""
+    lines = ["| case | " + " | ".join(PHASES) + " | recovery_s | limit s | x limit | ratio to floor | lost steps "
+             "| n |", "|---|" + "---|" * (len(PHASES) + 6)]
     for key, case in cases.items():
         lines.append(f"| {key} | " + " | ".join(median_cell(case.get(p)) for p in PHASES)
-                     + f" | {median_cell(case.get('recovery_s'))} | {case.get('ratio_to_floor')} | "
-                     + f"{median_cell(case.get('lost_steps'))} | {case.get('recovery_s', {}).get('n')} |")
+                     + f" | {median_cell(case.get('recovery_s'))} | {limit_cell(case)} | "
+                     + f"{case.get('ratio_to_floor')} | {median_cell(case.get('lost_steps'))} | "
+                     + f"{case.get('recovery_s', {}).get('n')} |")
     for key, why in skipped.items():
-        lines.append(f"| {key} | skipped: {why} |" + " |" * (len(PHASES) + 3))
+        lines.append(f"| {key} | skipped: {why} |" + " |" * (len(PHASES) + 5))
     return lines
+
+
+BEYOND = {"restart": "the floor of its run (a worker's cold start, measured alone)",
+          "rendezvous": "the heartbeat expiry, the last call and a poll allow"}
+"""What each phase is held to in the limit (elastic_chaos.analysis.limits.Limit.beyond)."""
+
+
+def limit_notes(cases: dict[str, Any]) -> list[str]:
+    """What the limit column means, and each case further than 10 % from it with the phase that took it."""
+    if not any("high_s" in (c.get("limit") or {}) for c in cases.values()):
+        return []
+    out = ["`limit s`: the least and the most the rendezvous mechanism takes for the case's settings "
+           "(elastic_chaos/analysis/limits.py: the case's own detection, the dead node's heartbeat expiry unless it "
+           "left, the last call, a one-second poll, the floor of its run); `x limit`: the recovery over the most. "
+           "Cases with `-` have no limit computed: " + "; ".join(sorted({
+               f"{c['limit']['none']}" for c in cases.values() if "none" in (c.get("limit") or {})})) + "."]
+    for key, case in cases.items():
+        beyond = (case.get("limit") or {}).get("beyond")
+        if beyond:
+            against = BEYOND.get(beyond[0], "its part of the limit")
+            out.append(f"{key}: {case['limit']['x_high']:.2f} x the limit's most; its {beyond[0]} phase took "
+                       f"{beyond[1]:.1f} s more than {against}")
+    return out
 
 
 def markdown(results: dict[str, Any], plots: Plots) -> list[str]:
@@ -46,6 +80,7 @@ def markdown(results: dict[str, Any], plots: Plots) -> list[str]:
     lines += phase_table(results.get("recovery", {}), results.get("skipped", {}))
     lines += ["", "Medians in seconds, measured from the fault; the phases that apply add up to regain_s "
                   "(`-`: the phase did not apply, or the figures were measured before it existed).", ""]
+    lines += [f"- {note}" for note in limit_notes(results.get("recovery", {}))] + [""]
     for again in results.get("remeasured") or []:
         floors = sorted({c.get("floor_s") for k, c in results.get("recovery", {}).items()
                          if c.get("floor_s") is not None and fnmatch.fnmatch(k, again.get("only", ""))})
