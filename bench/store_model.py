@@ -20,6 +20,7 @@ from typing import Any
 from bench.rdzv import storebench
 from bench.rdzv.records import SizeResult
 from bench.rdzv.section import RdzvSection
+from elastic_chaos.analysis.limits import shrink_limit
 from elastic_chaos.scale import store_costs
 from elastic_chaos.scale.store_model import (
     CAS_STATES,
@@ -146,9 +147,11 @@ def _settings(costs: StoreCosts) -> list[dict[str, Any]]:
             out.append({"nodes": n, "none": got.reason})
             continue
         m = got.load
+        dropped = shrink_limit(detect_s=0.0, floor_s=0.0, keep_alive_interval=got.keep_alive_interval_s,
+                               keep_alive_max_attempt=got.keep_alive_max_attempt, last_call_s=0.0, left=False)
         out.append({"nodes": n, "keep_alive_interval": got.keep_alive_interval_s,
                     "keep_alive_max_attempt": got.keep_alive_max_attempt, "flags": got.flags,
-                    "detection_s": got.detection_s, "serial_s": m.serial_s, "expiry_s": m.expiry_s,
+                    "dropped_s": list(dropped.expiry_s), "serial_s": m.serial_s, "expiry_s": m.expiry_s,
                     "store_cores": m.store_cores, "formation_s": m.formation_s, "collapse_keeps": got.collapse_keeps})
     return out
 

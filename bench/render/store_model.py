@@ -99,16 +99,18 @@ def _settings(d: dict[str, Any]) -> list[str]:
              "The shortest keep-alive interval (torch's 3 attempts kept) whose expiry holds N writes in turn twice "
              "over with the collision-free steady state under half the store's core "
              "(elastic_chaos/scale/suggest.py; `elastic-chaos scale --nodes N --rdzv-backend c10d` prints it). "
-             "Derived, not run: the harness formed none of these sizes here. Detection is what a hard loss waits "
-             "out (K x A); re-formation adds the last call and the formation.", "",
-             "| N | flags | detection s | N·w s | store cores | formation s | after a collapse |",
+             "Derived, not run: the harness formed none of these sizes here. A node lost hard is dropped when "
+             "its heartbeat expires, K x (A - 2) to K x A after the loss (elastic_chaos/analysis/limits.py); "
+             "re-formation adds the last call, a poll and the formation.", "",
+             "| N | flags | a lost node dropped after, s | N·w s | store cores | formation s | after a collapse |",
              "|---|" + "---|" * 6]
     for r in rows:
         if "none" in r:
             lines.append(f"| {r['nodes']} | none: {r['none']} | | | | | |")
             continue
-        lines.append(f"| {r['nodes']} | `{r['flags']}` | {r['detection_s']:g} | {r['serial_s']:.1f} | "
-                     f"{r['store_cores']:.2f} | {_n(r['formation_s'])} | {r['collapse_keeps']:.0f} |")
+        dropped = f"{r['dropped_s'][0]:g}-{r['dropped_s'][1]:g}"
+        lines.append(f"| {r['nodes']} | `{r['flags']}` | {dropped} | {r['serial_s']:.1f} | {r['store_cores']:.2f} | "
+                     f"{_n(r['formation_s'])} | {r['collapse_keeps']:.0f} |")
     return lines + [""]
 
 

@@ -161,6 +161,7 @@ def _store_model(nodes: int, knobs: dict[str, int], width: int, costs: Any, meas
 def _settings(nodes: int, knobs: dict[str, int], width: int, costs: Any, b: Any, preset: str) -> None:
     """The keep-alive settings the store model allows at this size (elastic_chaos/scale/suggest.py), as flags, with
     what they cost; labelled as derived, with the largest size the harness formed."""
+    from elastic_chaos.analysis.limits import shrink_limit
     from elastic_chaos.scale.suggest import HEADROOM, MAX_STORE_SHARE, NoSetting, suggest
 
     formed = [p.nodes for p in b.points if p.get("formation_s") is not None]
@@ -180,11 +181,16 @@ def _settings(nodes: int, knobs: dict[str, int], width: int, costs: Any, b: Any,
     print(f"  {'N writes in turn'.ljust(width)}  {m.serial_s:.1f} s against the {m.expiry_s:g} s expiry "
           f"({m.expiry_s / m.serial_s:.1f} x)")
     print(f"  {'store in steady state'.ljust(width)}  {m.store_cores:.2f} of its core, collision-free")
-    print(f"  {'a hard loss is detected after'.ljust(width)}  {got.detection_s:g} s (the keep-alive expiry)")
+    limit = shrink_limit(detect_s=0.0, floor_s=0.0, keep_alive_interval=got.keep_alive_interval_s,
+                         keep_alive_max_attempt=got.keep_alive_max_attempt, last_call_s=knobs["last_call_timeout"],
+                         left=False)
+    lo, hi = limit.expiry_s
+    print(f"  {'a node lost hard is dropped'.ljust(width)}  {lo:g}-{hi:g} s after the loss (its heartbeat expires, "
+          "counted from the last one it wrote: 0 to 2 intervals before)")
     if m.formation_s is not None:
-        total = got.detection_s + knobs["last_call_timeout"] + m.formation_s
-        print(f"  {'re-formation after a hard loss'.ljust(width)}  about {total:.0f} s: the expiry + the job's last "
-              f"call {knobs['last_call_timeout']} s + the model's formation {m.formation_s:.1f} s")
+        r_lo, r_hi = (x + m.formation_s for x in limit.rendezvous_s)
+        print(f"  {'re-formation after a hard loss'.ljust(width)}  about {r_lo:.0f}-{r_hi:.0f} s: that + the job's "
+              f"last call {knobs['last_call_timeout']} s + a poll + the model's formation {m.formation_s:.1f} s")
         if m.formation_s >= knobs["join_timeout"]:
             print(f"  {'join timeout'.ljust(width)}  raise it above {m.formation_s:.0f} s (--join-timeout): the "
                   f"job's {knobs['join_timeout']} s is shorter than the model's formation")

@@ -4,8 +4,9 @@ The model (store_model.py) rules a size out when N writes in turn take longer th
 K x A, or when the collision-free steady state needs a whole store core. The keep-alive interval K moves
 both: a longer one lowers the compare-and-set rate (N/K a second) and lengthens the expiry. The setting
 suggested is the *shortest* K among CHOICES_S (torch's A of 3 kept) whose expiry holds N writes in turn
-HEADROOM times over and whose steady state keeps the store under MAX_STORE_SHARE of a core: a hard loss
-is detected only when its heartbeat expires, after K x A, so the shortest K that holds costs the least.
+HEADROOM times over and whose steady state keeps the store under MAX_STORE_SHARE of a core: a node lost
+hard is dropped only when its heartbeat expires (up to K x A after the loss: elastic_chaos/analysis/limits.py),
+so the shortest K that holds costs the least.
 
 The headroom is there because the model is a floor: it leaves out the races lost below the bounds (the
 harness measured far more of them than independent arrivals would make) and a burst's collapse. A
@@ -55,11 +56,6 @@ class Setting:
     def rdzv_conf(self) -> str:
         """As torchrun takes them (``--rdzv-conf``; torch's dynamic rendezvous reads both keys)."""
         return f"keep_alive_interval={self.keep_alive_interval_s},keep_alive_max_attempt={self.keep_alive_max_attempt}"
-
-    @property
-    def detection_s(self) -> float:
-        """A node lost hard is dropped after its heartbeat expires: K x A."""
-        return float(self.keep_alive_interval_s * self.keep_alive_max_attempt)
 
 
 @dataclass(frozen=True)
