@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from elastic_chaos.errors import SpecError
-from elastic_chaos.options import DAY_S, MAX_NODES, add_arguments, given, option, validate
+from elastic_chaos.options import DAY_S, MAX_NODES, add_arguments, declared, given, option, validate
 
 
 @dataclass(frozen=True)
@@ -23,21 +23,34 @@ class Numbers:
     deadline: float = option(1800.0, "stop after this many seconds", above=0, maximum=DAY_S, units="s")
     notice: float = option(120.0, "spot-interruption: seconds from start to interruption (FIS takes 120..900)",
                            minimum=0, maximum=900, units="s")
-    duration: float = option(600.0, "insufficient-capacity: seconds without capacity", above=0, maximum=DAY_S,
-                             units="s")
+    duration: float = option(600.0, "insufficient-capacity: seconds without capacity; latency, packet-loss: "
+                                    "seconds the link stays degraded", above=0, maximum=DAY_S, units="s")
     replacement_timeout: float = option(900.0, "seconds to wait for the replacement to join", above=0,
                                         maximum=DAY_S, units="s")
     poll: float = option(5.0, "poll interval in seconds", above=0, maximum=3600, units="s")
+    fis_link_duration: float = option(3600.0, "latency, packet-loss: the FIS action's own duration, the longest "
+                                              "the link stays degraded should this process die (at least "
+                                              "--duration)", above=0, maximum=DAY_S, units="s")
 
     def __post_init__(self) -> None:
         validate(self)
 
 DESCRIPTION = """Inject one real fault into a running elastic job on EKS -- a FIS spot
-interruption, an EC2 termination, an ASG with no capacity, a pod deletion or a
-node drain -- watch the replacement arrive and report how long each hand took
-(provision: instance running, join: node Ready, rendezvous: job re-formed).
+interruption, an EC2 termination, an ASG with no capacity, a pod deletion, a
+node drain, or a slow or lossy link of one worker pod -- watch the replacement
+arrive and report how long each hand took (provision: instance running, join:
+node Ready, rendezvous: job re-formed).
 
-FAULT: spot-interruption | terminate-instance | insufficient-capacity | delete-pod | drain-node
+FAULT: spot-interruption | terminate-instance | insufficient-capacity | delete-pod | drain-node |
+       latency | packet-loss
+
+link faults   latency (--delay-ms, --jitter-ms) and packet-loss (--rate) are AWS FIS
+              experiments (aws:eks:pod-network-latency / -packet-loss) on one worker
+              pod of the job (--target or the first of --between; default the newest),
+              for its traffic with its peers' pod IPs (--between NODE PEER...; default
+              every other worker), held --duration seconds, then stopped and deleted.
+              They need --eks-cluster, --fis-service-account and --fis-role-arn
+              (docs/EKS.md, "Link faults"); FIS makes them, nothing here measures them.
 
 safety model (a game day must never hurt what it was not aimed at):
   opt-in        nothing destructive happens without --gameday; without it the
@@ -70,6 +83,10 @@ examples:
       --tag eks:nodegroup-name=gpu-spot --region us-west-2 \\
       --fis-role-arn arn:aws:iam::111122223333:role/elastic-chaos-fis \\
       --stop-alarm training-loss-nan --etcd 127.0.0.1:2379 --run-id bert-large --gameday
+  # 50 ms (+- 10) on one worker's traffic with its peers for 5 minutes, through FIS
+  elastic-chaos gameday latency --job bert-large --namespace training --delay-ms 50 --jitter-ms 10 \\
+      --duration 300 --eks-cluster gpu --fis-service-account fis-pod-actions \\
+      --fis-role-arn arn:aws:iam::111122223333:role/elastic-chaos-fis --region us-west-2 --dry-run
   # no Kubernetes access: aim by tags only
   elastic-chaos gameday terminate-instance --tag eks:cluster-name=gpu --tag eks:nodegroup-name=gpu-spot \\
       --max-percent 25 --gameday
@@ -92,12 +109,13 @@ def register(sub: Any) -> None:
     t.add_argument("--target", action="append", default=[], metavar="NODE",
                    help="hit this node (Kubernetes node or instance id) instead of the newest (repeatable)")
     add_arguments(t, Numbers, skip=("max_nodes", "max_percent", "deadline", "notice", "duration",
-                                    "replacement_timeout", "poll"))
+                                    "replacement_timeout", "poll", "fis_link_duration"))
     s = p.add_argument_group("safety")
     mode = s.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="print targets and calls; change nothing")
     mode.add_argument("--gameday", action="store_true", help="really do it (destructive)")
-    add_arguments(s, Numbers, skip=("count", "notice", "duration", "replacement_timeout", "poll"))
+    add_arguments(s, Numbers, skip=("count", "notice", "duration", "replacement_timeout", "poll",
+                                    "fis_link_duration"))
     s.add_argument("--stop-alarm", metavar="NAME", help="stop when this CloudWatch alarm is in ALARM")
     s.add_argument("--state-dir", type=Path, default=default_state_dir(),
                    help="audit log and cleanup journal folder (default $ELASTIC_CHAOS_STATE or ~/.elastic-chaos)")
@@ -105,9 +123,20 @@ def register(sub: Any) -> None:
     a.add_argument("--region", help="AWS region (default: AWS_REGION / the profile's)")
     a.add_argument("--profile", help="AWS profile")
     a.add_argument("--endpoint-url", help="send AWS calls here (a test server); default AWS")
-    a.add_argument("--fis-role-arn", help="IAM role FIS assumes (spot-interruption, insufficient-capacity)")
+    a.add_argument("--fis-role-arn", help="IAM role FIS assumes (spot-interruption, insufficient-capacity, "
+                                          "latency, packet-loss)")
+    a.add_argument("--eks-cluster", metavar="NAME_OR_ARN",
+                   help="the EKS cluster's name or ARN: FIS's pod actions aim at pods in it (latency, packet-loss)")
+    a.add_argument("--fis-service-account", metavar="NAME",
+                   help="the Kubernetes service account in --namespace FIS acts as for its pod actions "
+                        "(latency, packet-loss; its Role: docs/EKS.md, 'Link faults')")
+    add_arguments(a, Numbers, skip=[d.key for d in declared(Numbers) if d.key != "fis_link_duration"])
     f = p.add_argument_group("fault")
-    add_arguments(f, Numbers, skip=("count", "max_nodes", "max_percent", "deadline"))
+    add_arguments(f, Numbers, skip=("count", "max_nodes", "max_percent", "deadline", "fis_link_duration"))
+    from elastic_chaos.faults.network import Latency, PacketLoss
+    links = p.add_argument_group("link faults (latency, packet-loss)")
+    add_arguments(links, Latency, skip=("duration_s", "to_store"))
+    add_arguments(links, PacketLoss, skip=("duration_s", "to_store", "between"))
     k = p.add_argument_group("kubernetes and rendezvous")
     k.add_argument("--kubeconfig", help="kubeconfig (default $KUBECONFIG, ~/.kube/config, in-cluster)")
     k.add_argument("--kube-context", help="kubeconfig context")
@@ -142,9 +171,10 @@ def main(args: argparse.Namespace) -> int:
     if not (args.job or args.selector or args.tag):
         raise SpecError("say what may be hit: --job NAME (or --selector LABELS) and/or --tag KEY=VALUE")
     from elastic_chaos.cli import gameday_setup
+    fault = gameday_setup.make_gameday_fault(args)   # its options checked before anything is contacted
     from elastic_chaos.cli.pushgateway import preflight
     preflight(args.pushgateway)
-    with gameday_setup.session(args, parse_tags(args.tag)) as (platform, side, opts):
+    with gameday_setup.session(args, parse_tags(args.tag), fault) as (platform, side, opts):
         from elastic_chaos.gameday.runner import run_gameday
         result = run_gameday(platform, side, opts)
     for reason in result.reasons:

@@ -93,9 +93,11 @@ class _LinkFault(Fault):
         if self.store_link:
             who = "the rendezvous store (its relay's port on the node's loopback)"
         until = f"for {self.duration_s:g}s" if self.duration_s is not None else "until the end of the run"
-        return FaultPlan(self.name, node, (f"{self.words()} between {node} and {who}, {until}",
-                                           "probe the link (UDP echoes; a TCP stream for a rate cap)",
-                                           "remove every rule and qdisc it made"))
+        impl = platform.offered(LinkDegrader)
+        theirs = impl.plan_steps(self.shape(), node, who, until) if impl is not None else None
+        return FaultPlan(self.name, node, theirs or (f"{self.words()} between {node} and {who}, {until}",
+                                                     "probe the link (UDP echoes; a TCP stream for a rate cap)",
+                                                     "remove every rule and qdisc it made"))
 
     def _inject(self, platform: Platform, plan: FaultPlan, timeline: Timeline) -> FaultRecord:
         assert plan.target is not None
@@ -175,7 +177,8 @@ class FlappingLink(_LinkFault):
 class Latency(_LinkFault):
     """Every packet between a node and its peers held a while, each way."""
 
-    delay_ms: float = option(20.0, "the delay added to every packet each way, in milliseconds", above=0,
+    delay_ms: float = option(20.0, "the delay added to every packet each way, in milliseconds (on EKS: one way, "
+                                   "on the node's pod)", above=0,
                              maximum=10_000, flag="--delay-ms")
     jitter_ms: float = option(0.0, "a uniform +- spread around the delay, in milliseconds (at most the delay)",
                               minimum=0, maximum=10_000, flag="--jitter-ms")

@@ -9,8 +9,8 @@ The order is the safety model:
    here after walking the fault's code path with a Guard that makes no call.
 4. Without ``--gameday`` nothing destructive happens (exit 2).
 5. Stop conditions are checked before the first destructive call and all along.
-6. Inject (every destructive call audited), watch the replacement arrive,
-   revert, close the journal, write the report folder.
+6. Inject (every destructive call audited), hold it for ``--duration`` (link
+   faults), watch the replacement arrive, revert, close the journal, write the report folder.
 
 Exit codes: 0 the job got through (and its replacement arrived, where one was
 expected), 1 it did not or a stop condition fired, 2 usage/safety refusal.
@@ -66,6 +66,10 @@ class GamedayOptions:
     """Kubernetes client for node joins and journal uncordons (None: no Kubernetes)."""
     rendezvous: Callable[[Timeline], Any] | None = None
     """Starts a rendezvous watcher on the timeline (a context manager), for the rendezvous split."""
+    hold_s: float = 0.0
+    """How long the fault holds before the game day reverts it, the stop conditions checked every
+    poll (link faults: --duration); 0: reverted once the replacement is settled. A held fault's dry
+    run walks its revert too, so the calls that end it are listed."""
 
 
 @dataclass
@@ -102,7 +106,7 @@ def run_gameday(platform: Platform, side: AwsSide, opts: GamedayOptions, out: Pr
     for step in plan.actions:
         out(f"  step: {step}")
     if guard.dry_run:
-        return _dry_run(platform, guard, fault, out, result)
+        return _dry_run(platform, guard, fault, out, result, revert=opts.hold_s > 0)
     if not guard.armed:
         raise UnsafeOperation("this game day would change real infrastructure: add --gameday to run it "
                               "(the plan above is what it would do; --dry-run lists every call)")
@@ -128,9 +132,12 @@ def _finish_leftovers(side: AwsSide, opts: GamedayOptions, out: Print) -> list[R
     return done
 
 
-def _dry_run(platform: Platform, guard: Guard, fault: Fault, out: Print, result: GamedayResult) -> GamedayResult:
+def _dry_run(platform: Platform, guard: Guard, fault: Fault, out: Print, result: GamedayResult, *,
+             revert: bool) -> GamedayResult:
     scratch = Timeline()
-    fault.inject(platform, scratch)        # the Guard records every destructive call and makes none
+    record = fault.inject(platform, scratch)        # the Guard records every destructive call and makes none
+    if revert:
+        fault.revert(platform, scratch, record)
     out(f"dry run: {len(guard.calls)} call(s) would be made, none was:")
     for call in guard.calls:
         out(f"  would call {call.describe()}")
@@ -159,6 +166,7 @@ def _live(platform: Platform, side: AwsSide, opts: GamedayOptions, stops: StopCo
         result.record = record
         out(f"injected {fault.name} at {time.strftime('%H:%M:%S', time.localtime(record.injected_at))} "
             f"on {record.target}")
+        _hold(opts, stops, result, out)
         _await_replacement(opts, stops, watcher, timeline, record, result, out)
     finally:
         try:
@@ -172,10 +180,28 @@ def _live(platform: Platform, side: AwsSide, opts: GamedayOptions, stops: StopCo
     return result
 
 
+def _hold(opts: GamedayOptions, stops: StopConditions, result: GamedayResult, out: Print) -> None:
+    """Keep the fault on for ``opts.hold_s``, polling the stop conditions; a stop ends it early
+    (the game day failed, exit 1). Blocks; returns at once when nothing is held."""
+    if opts.hold_s <= 0:
+        return
+    out(f"holding {opts.fault.name} for {opts.hold_s:g}s")
+    end = time.monotonic() + opts.hold_s
+    while (left := end - time.monotonic()) > 0:
+        why = stops.reason()
+        if why:
+            result.code = 1
+            result.reasons.append(f"stopped: {why}")
+            return
+        time.sleep(min(opts.poll_s, left))
+
+
 def _await_replacement(opts: GamedayOptions, stops: StopConditions, watcher: ReplacementWatcher,
                        timeline: Timeline, record: FaultRecord, result: GamedayResult, out: Print) -> None:
     ids = list((record.hit.detail.get("instances") if record.hit else None) or [])
     stopped = record.detail.get("stopped_because")
+    if result.code:     # a stop condition ended the hold
+        return
     if stopped:
         result.code, result.reasons = 1, [f"stopped: {stopped}"]
         return
@@ -227,8 +253,11 @@ def _write(opts: GamedayOptions, timeline: Timeline, result: GamedayResult, side
     timeline.close()
 
 
-GAMEDAY_FAULTS = ("spot-interruption", "terminate-instance", "insufficient-capacity", "delete-pod", "drain-node")
-"""What a game day can do: the AWS faults, and the Kubernetes ones on an attached job."""
+LINK_FAULTS = ("latency", "packet-loss")
+"""Link faults: on EKS, AWS FIS's pod network actions on one pod of the attached job, held for --duration."""
+GAMEDAY_FAULTS = ("spot-interruption", "terminate-instance", "insufficient-capacity", "delete-pod", "drain-node",
+                  *LINK_FAULTS)
+"""What a game day can do: the AWS faults, and the Kubernetes and link ones on an attached job."""
 
 
 def make_fault(name: str, **kwargs: Any) -> Fault:

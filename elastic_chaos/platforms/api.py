@@ -189,6 +189,13 @@ class Platform(abc.ABC):
             return f"{kind.title} is not supported on the {self.name} platform"
         return impl.unavailable()
 
+    def offered(self, kind: type[C]) -> C | None:
+        """This platform's implementation of ``kind`` whether or not it is available here and now (to say how it
+        would make a fault); None when it has none."""
+        impl = self._offered().get(kind)
+        assert impl is None or isinstance(impl, kind)
+        return impl
+
     def capability(self, kind: type[C]) -> C:
         """This platform's implementation of ``kind``; FaultUnavailable (with ``lacks``' reason)
         when it has none or it is unavailable here."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import abc
 import enum
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from elastic_chaos.events import CheckpointEv, NodeEv, RunnerEv, Timeline
 from elastic_chaos.events.checkpoint_events import StoragePaused
@@ -371,6 +371,12 @@ class LinkDegrader(Capability):
             loss=loss or None, rate_kbit=rate_kbit, down_s=down_s, up_s=up_s, delay_ms=delay_ms,
             jitter_ms=jitter_ms if delay_ms is not None else None, to_store=to_store or None), t=hit.at)
         return hit
+
+    def plan_steps(self, shape: dict[str, Any], node: str, who: str, until: str) -> tuple[str, ...] | None:
+        """The fault's plan in this platform's words, where the platform does not make it with the toolkit's
+        own rules and qdiscs and probe it (``shape``: the keywords of :meth:`degrade`); None: the fault's own
+        words are true here."""
+        return None
 
     def restore(self, node: str, link: str) -> Hit:
         """Undo ``degrade`` of ``link``: every rule and qdisc it made removed, a flapping link

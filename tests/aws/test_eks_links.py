@@ -72,6 +72,8 @@ class Pods:
         assert kind is LinkDegrader
         return self.links
 
+    offered = capability   # the fault's plan reads how the platform makes it (LinkDegrader.plan_steps)
+
     @property
     def links(self) -> FisLinks:
         if not hasattr(self, "_links"):

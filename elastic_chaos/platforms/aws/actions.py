@@ -105,13 +105,21 @@ def _whole(value: float, what: str) -> str:
     return str(int(round(value)))
 
 
+def pod_network_parameters(*, loss: float, delay_ms: float | None, jitter_ms: float) -> dict[str, str]:
+    """FIS's parameters for a pod's delay (``delay_ms`` given) or else its loss (a share): whole
+    milliseconds, a whole percentage; SpecError for a value FIS cannot take. Pure."""
+    if delay_ms is not None:
+        return {"delayMilliseconds": _whole(delay_ms, "the delay in milliseconds"),
+                "jitterMilliseconds": _whole(jitter_ms, "the jitter in milliseconds")}
+    return {"lossPercent": _whole(loss * 100, "the loss as a percentage")}
+
+
 def pod_latency_template(pods: FisPods, *, delay_ms: float, jitter_ms: float, sources: tuple[str, ...],
                          duration_s: float, service_account: str, role_arn: str, run_id: str,
                          stop_alarm_arn: str | None = None) -> dict[str, Any]:
     """FIS template: the pods' traffic with ``sources`` (IPs/CIDRs; empty: all traffic) delayed
     ``delay_ms`` +- ``jitter_ms`` for at most ``duration_s`` (netem on the pods' interface)."""
-    params = {"delayMilliseconds": _whole(delay_ms, "the delay in milliseconds"),
-              "jitterMilliseconds": _whole(jitter_ms, "the jitter in milliseconds")}
+    params = pod_network_parameters(loss=0.0, delay_ms=delay_ms, jitter_ms=jitter_ms)
     return _pod_template(pods, "delay", EKS_LATENCY_ACTION, params, sources=sources, duration_s=duration_s,
                          service_account=service_account, role_arn=role_arn, run_id=run_id,
                          stop_alarm_arn=stop_alarm_arn)
@@ -122,7 +130,7 @@ def pod_packet_loss_template(pods: FisPods, *, loss: float, sources: tuple[str, 
                              stop_alarm_arn: str | None = None) -> dict[str, Any]:
     """FIS template: ``loss`` (a share, 0.05 = 5 %) of the pods' traffic with ``sources``
     (IPs/CIDRs; empty: all traffic) dropped for at most ``duration_s``."""
-    params = {"lossPercent": _whole(loss * 100, "the loss as a percentage")}
+    params = pod_network_parameters(loss=loss, delay_ms=None, jitter_ms=0.0)
     return _pod_template(pods, "loss", EKS_LOSS_ACTION, params, sources=sources, duration_s=duration_s,
                          service_account=service_account, role_arn=role_arn, run_id=run_id,
                          stop_alarm_arn=stop_alarm_arn)

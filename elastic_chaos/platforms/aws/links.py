@@ -29,7 +29,7 @@ Nothing probes the link here: the hit says the degradation was *asked of* AWS FI
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from elastic_chaos.errors import FaultUnavailable, InjectionFailed
 from elastic_chaos.platforms.aws.actions import (
@@ -104,6 +104,21 @@ def fis_refuses(*, loss: float, rate_kbit: int | None, down_s: float | None, up_
             f"percentage); {LOCAL_CLUSTER}")
 
 
+def fis_links_missing(cluster: str | None, service_account: str | None, role_arn: str | None) -> str | None:
+    """What link faults on EKS lack of the three settings FIS's pod actions need, in words
+    naming each option and flag (None: nothing). Reads nothing: a game day asks it before any call."""
+    missing = [what for what, value in (
+        ("the EKS cluster's name or ARN (EksOptions.cluster, --eks-cluster)", cluster),
+        ("the Kubernetes service account FIS acts as in the job's namespace (EksOptions.fis_service_account, "
+         "--fis-service-account)", service_account),
+        ("the IAM role FIS assumes (EksOptions.fis_role_arn, --fis-role-arn)", role_arn))
+        if not value]
+    if not missing:
+        return None
+    return ("link faults on EKS are AWS FIS experiments (aws:eks:pod-network-latency, "
+            f"aws:eks:pod-network-packet-loss) and need {'; '.join(missing)}: docs/EKS.md, 'Link faults'")
+
+
 class FisLinks(LinkDegrader):
     """Link faults on EKS as FIS experiments on the node's pod (see the module docstring)."""
 
@@ -117,18 +132,23 @@ class FisLinks(LinkDegrader):
         self.host = platform
         self._begun: dict[str, Begun] = {}
 
+    def plan_steps(self, shape: dict[str, Any], node: str, who: str, until: str) -> tuple[str, ...] | None:
+        """A FIS pod action, one way, asked and not probed: the plan says so instead of the local rules."""
+        delay, loss = shape.get("delay_ms"), shape.get("loss")
+        if delay is not None:
+            jitter = f" +- {shape.get('jitter_ms') or 0:g} ms" if shape.get("jitter_ms") else ""
+            what = f"ask AWS FIS to delay every packet {delay:g} ms{jitter} (aws:eks:pod-network-latency)"
+        elif loss:
+            what = f"ask AWS FIS to drop {loss:.0%} of the packets (aws:eks:pod-network-packet-loss)"
+        else:
+            return None   # refused at injection (fis_refuses says why)
+        return (f"{what} on {node}'s pod interface, for its traffic with {who}, {until}",
+                "nothing probes the link on EKS: the degradation is reported as asked of AWS FIS, not measured",
+                "stop the FIS experiment and delete its template")
+
     def unavailable(self) -> str | None:
         o = self.host.eks_options
-        missing = [what for what, value in (
-            ("the EKS cluster's name or ARN (EksOptions.cluster)", o.cluster),
-            ("the Kubernetes service account FIS acts as in the job's namespace (EksOptions.fis_service_account)",
-             o.fis_service_account),
-            ("the IAM role FIS assumes (EksOptions.fis_role_arn, --fis-role-arn)", self.host.aws_side.fis_role_arn))
-            if not value]
-        if not missing:
-            return None
-        return ("link faults on EKS are AWS FIS experiments (aws:eks:pod-network-latency, "
-                f"aws:eks:pod-network-packet-loss) and need {'; '.join(missing)}: docs/EKS.md, 'Link faults'")
+        return fis_links_missing(o.cluster, o.fis_service_account, self.host.aws_side.fis_role_arn)
 
     def _degrade(self, node: str, peers: tuple[str, ...], *, loss: float, rate_kbit: int | None,
                  down_s: float | None, up_s: float | None, delay_ms: float | None, jitter_ms: float,
