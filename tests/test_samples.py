@@ -176,3 +176,44 @@ def test_a_re_created_pod_that_reuses_a_pid_is_a_new_generation():
     assert acc.exactly_once, acc.summary()
     assert acc.committed_steps == 6
     assert acc.rolled_back_steps == 4
+
+
+def a_world_whose_rank_0_went_unheard_at_step_6(restore_at: int | None) -> list[Event]:
+    """World 2 trains steps 1-6 (8 positions a step); rank 0's report of step 6 never arrives (its node was
+    lost before its last lines were read); the new world (world 1) restores ``restore_at`` and trains on."""
+    ev = [worker_start(0, "node-0", 100), worker_start(0, "node-1", 101)]
+    ev += two_rank_world((100, 101), range(1, 7), 1.0, 0)
+    ev = [e for e in ev if not (e.type == ProgressEv.STEP and e.data.step == 6 and e.data.rank == 0)]
+    if restore_at is None:                           # the same world trains on, nobody restored
+        return ev + two_rank_world((100, 101), range(7, 9), 7.0, 48)
+    ev += [worker_start(30, "node-1", 201), worker_loaded(31, "node-1", 201, restore_at)]
+    cursor = 8 * restore_at
+    return ev + [worker_step(32 + i, restore_at + 1 + i, 1, 201, cursor + 4 * i, world=1) for i in range(4)]
+
+
+def test_a_step_a_later_restore_shows_complete_is_trained_though_a_ranks_report_of_it_was_lost():
+    acc = account_samples(a_world_whose_rank_0_went_unheard_at_step_6(restore_at=6))
+    assert acc.exactly_once, acc.summary()
+    assert acc.unreported == [(0, p) for p in range(40, 44)] and acc.unreported_steps == [(6, 1, 2)]
+    assert "4 positions trained but unreported: step 6 (1 of 2 ranks)" in acc.summary()
+
+
+def test_without_a_restore_from_it_a_step_missing_a_ranks_report_leaves_gaps():
+    acc = account_samples(a_world_whose_rank_0_went_unheard_at_step_6(restore_at=None))
+    assert not acc.exactly_once and acc.gaps == [(0, p) for p in range(40, 44)] and acc.unreported == []
+
+
+def test_a_restore_below_the_unheard_step_rolls_it_back_and_leaves_nothing_unreported():
+    acc = account_samples(a_world_whose_rank_0_went_unheard_at_step_6(restore_at=5))
+    assert acc.exactly_once, acc.summary()
+    assert acc.unreported == [] and acc.rolled_back_steps == 1
+
+
+def test_more_missing_positions_than_the_unheard_ranks_share_stay_gaps():
+    ev = a_world_whose_rank_0_went_unheard_at_step_6(restore_at=6)
+    ev = [e if not (e.type == ProgressEv.STEP and e.t >= 32) else        # the new world skips 4 positions too
+          Event.make(ProgressEv.STEP, e.t, e.node, {**e.to_json()["data"],
+                                                    "samples": [[a + 4, b + 4] for a, b in e.data.samples]})
+          for e in ev]
+    acc = account_samples(ev)
+    assert not acc.exactly_once and len(acc.gaps) == 8 and acc.unreported == []   # 40-43 and 48-51: not guessed

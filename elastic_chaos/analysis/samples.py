@@ -53,6 +53,12 @@ class SampleAccount:
     ended (steps report ``epoch_size``)."""
     accounted: bool = False
     """False when no step reported its samples (nothing could be checked)."""
+    unreported: list[tuple[int, int]] = field(default_factory=list)
+    """(epoch, position) missing from the reports but not from the training: a step a later restore shows
+    complete lacks some ranks' reports (their node was lost before its last lines were read), and the
+    epoch's missing positions are no more than those ranks' share of it."""
+    unreported_steps: list[tuple[int, int, int]] = field(default_factory=list)
+    """(step, ranks that reported, world size) for each such step."""
 
     @property
     def exactly_once(self) -> bool:
@@ -63,6 +69,11 @@ class SampleAccount:
             return "no sample ranges were reported; exactly-once could not be checked"
         head = (f"{self.committed_steps} committed steps, {self.samples} samples, "
                 f"{self.rolled_back_steps} step executions rolled back")
+        if self.unreported:
+            steps = ", ".join(f"step {n} ({got} of {world} ranks)" for n, got, world in self.unreported_steps)
+            head += (f"; {len(self.unreported)} positions trained but unreported: {steps} reported by fewer ranks "
+                     "than its world, though a later restore from it shows it completed (a node lost before its "
+                     "last lines were read)")
         if self.exactly_once:
             return head + "; every sample exactly once"
         return (head + f"; {len(self.duplicates)} duplicated (e.g. {self.duplicates[:limit]}), "
@@ -114,6 +125,8 @@ def account_samples(events: Iterable[Event]) -> SampleAccount:
     account = SampleAccount()
     epoch_size: int | None = None
     generations = _Generations()
+    restores: list[tuple[float, int]] = []   # (when, step) of every restore: a save of the step existed
+    reported_at: dict[int, float] = {}       # step -> its latest report
     for e in sorted(events, key=lambda ev: ev.t):
         generation = generations.of(e)
         if generation is not None and e.type == ProgressEv.STEP and generation.first_step is None:
@@ -126,6 +139,7 @@ def account_samples(events: Iterable[Event]) -> SampleAccount:
                 del history[s]
                 world.pop(s, None)
             generations.restored(generation, restored)
+            restores.append((e.t, restored))
         elif e.type == ProgressEv.STEP and e.data.samples is not None:
             step: Step = e.data
             account.accounted = True
@@ -136,6 +150,7 @@ def account_samples(events: Iterable[Event]) -> SampleAccount:
                 epoch_size = step.epoch_size
             ranges = [list(r) for r in step.samples or ()]
             history.setdefault(step.step, {})[step.rank or 0] = (step.epoch or 0, ranges)
+            reported_at[step.step] = e.t
             if step.world_size is not None:
                 world[step.step] = max(world.get(step.step, 0), step.world_size)
     account.committed_steps = len(history)
@@ -162,5 +177,32 @@ def account_samples(events: Iterable[Event]) -> SampleAccount:
         end = frontier.get(epoch, -1)
         if epoch < last_settled_epoch and epoch_size is not None:
             end = epoch_size
-        account.gaps += [(epoch, p) for p in range(end) if p not in c]
+        missing = [(epoch, p) for p in range(end) if p not in c]
+        share, short = _unreported_share(history, world, restores, reported_at, epoch)
+        if missing and len(missing) <= share:
+            account.unreported += missing
+            account.unreported_steps += short
+        else:
+            account.gaps += missing
     return account
+
+
+def _unreported_share(history: dict[int, dict[int, tuple[int, list[list[int]]]]], world: dict[int, int],
+                      restores: list[tuple[float, int]], reported_at: dict[int, float],
+                      epoch: int) -> tuple[int, list[tuple[int, int, int]]]:
+    """How many of ``epoch``'s positions the committed steps that lack some ranks' reports trained unseen: a
+    step that a restore after it reached (a save of it or of a later step existed, so its whole world
+    completed it) with fewer reports than its world size, each missing rank taking as many positions as its
+    peers did."""
+    share, short = 0, []
+    for n, ranks in sorted(history.items()):
+        size = world.get(n, len(ranks))
+        if len(ranks) >= size or not any(t > reported_at.get(n, t) and r >= n for t, r in restores):
+            continue
+        in_epoch = [ranges for ep, ranges in ranks.values() if ep == epoch]
+        if not in_epoch:
+            continue
+        per_rank = max(sum(int(b) - int(a) for a, b in ranges) for ranges in in_epoch)
+        share += (size - len(ranks)) * per_rank
+        short.append((n, len(ranks), size))
+    return share, short
