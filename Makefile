@@ -14,11 +14,11 @@ PIP_TORCH_ARGS ?=
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 # The scenario catalog runs two jobs side by side (pytest-xdist) where there are 2+ cores: a steady
-# job keeps about a fifth of 2 cores busy, so the catalog takes ~7.5 min instead of ~12.5 on this
+# job keeps about a fifth of 2 cores busy, so the catalog takes ~8.5 min instead of ~16.5 on this
 # 2-core machine, its verdicts unchanged. SCENARIO_WORKERS=0 runs it one job at a time.
 SCENARIO_WORKERS ?= $(shell [ "$$(nproc 2>/dev/null || echo 1)" -ge 2 ] && echo 2 || echo 0)
 # tests/ likewise, whole work units to each worker (tests/conftest.py: the kube-apiserver tests on one,
-# moto's on one, else a module each): ~11 min instead of ~19.5 here. TEST_WORKERS=0: one at a time.
+# moto's on one, else a module each): 24 min here for 47.5 min of tests (2026-11-28). TEST_WORKERS=0: one at a time.
 TEST_WORKERS ?= $(SCENARIO_WORKERS)
 
 .PHONY: install demo test test-quick scenarios user-test lint dist clean help k8s-testenv browser-testenv pushgateway-testenv clock-testenv network-testenv bench bench-quick soak

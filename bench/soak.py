@@ -74,6 +74,8 @@ class CatalogRun:
     log: Path
     exit_code: int
     wall_s: float
+    commit: str | None = None
+    """The checkout's commit when the run started (its code: a run imports it then)."""
 
 
 def pytest_command(catalog: str, reports: Path, log: Path, *, keyword: str | None, workers: int,
@@ -103,6 +105,7 @@ def run_catalog(catalog: str, index: int, root: Path, *, keyword: str | None, wo
         shutil.rmtree(reports)
     reports.mkdir(parents=True)
     log = reports / "outcomes.jsonl"
+    code_at = commit()
     began = time.monotonic()
     # its own session: a Ctrl-C at the terminal reaches only the soak, which forwards one SIGINT
     # (a second would cut the scenario's teardown short)
@@ -117,7 +120,7 @@ def run_catalog(catalog: str, index: int, root: Path, *, keyword: str | None, wo
         raise
     finally:
         LIVE.discard(proc)
-    return CatalogRun(catalog, index, reports, log, code, round(time.monotonic() - began, 1))
+    return CatalogRun(catalog, index, reports, log, code, round(time.monotonic() - began, 1), code_at)
 
 
 def hears_sigint() -> None:
@@ -261,7 +264,7 @@ def summary(scenarios: Sequence[Scenario], runs: Sequence[CatalogRun], *, keywor
         c["wall_s"].append(r.wall_s)
         c["exit_codes"].append(r.exit_code)
     for name, c in per_catalog.items():
-        c["date"], c["commit"] = date, commit()
+        c["date"], c["commit"] = date, commits([r.commit for r in runs if r.catalog == name]) or commit()
         mine = [s for s in scenarios if s.catalog == name]
         c["scenarios"] = len(mine)
         c["failures"] = sum(s.failed for s in mine)
@@ -270,6 +273,15 @@ def summary(scenarios: Sequence[Scenario], runs: Sequence[CatalogRun], *, keywor
     return {"date": date, "machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores)",
             "keyword": keyword, "side_by_side": side_by_side, "catalogs": per_catalog,
             "scenarios": [s.to_json() for s in scenarios]}
+
+
+def commits(at_start: Sequence[str | None]) -> str | None:
+    """The code a catalog's runs soaked: one commit, or the first and the last when the checkout moved
+    between runs (said so: each run imports the code when it starts)."""
+    seen = list(dict.fromkeys(c for c in at_start if c))
+    if not seen:
+        return None
+    return seen[0] if len(seen) == 1 else f"{seen[0]} to {seen[-1]} (the checkout moved during the soak)"
 
 
 def commit() -> str | None:
@@ -385,7 +397,7 @@ def soak(args: argparse.Namespace, run: Callable[..., CatalogRun] | None = None)
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
-    from bench.results_file import RESULTS, drawn, read_json, write_files
+    from bench.results_file import RESULTS, derive, drawn, read_json, write_files
     path = args.out / RESULTS
     try:
         results: dict[str, Any] = read_json(path) if path.exists() else {}
@@ -400,7 +412,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except KeyboardInterrupt:
             say("interrupted: results.json and RESULTS.md left as they were")
             return 130
-    write_files(args.out, results, drawn(args.out))  # every other figure, and the plots, stay as they are
+    # every measured figure and the plots stay as they are; what is derived from them is derived again, as
+    # `python -m bench --render` does: a results.json derived by an older toolkit would not render
+    derive(results, say)
+    write_files(args.out, results, drawn(args.out))
     say(f"wrote {path} and {args.out / 'RESULTS.md'}")
     flaky = [f for c in (results.get("soak") or {}).get("catalogs", {}).values() for f in c.get("flaky") or []]
     say(f"{len(flaky)} flaky scenario(s)" + (f": {', '.join(flaky)}" if flaky else ""))
