@@ -168,6 +168,7 @@ def account_samples(events: Iterable[Event]) -> SampleAccount:
             if settled:
                 settled_epochs.add(epoch)
     last_settled_epoch = max(settled_epochs, default=-1)
+    unheard = _unreported_shares(history, world, restores, reported_at)
     for epoch in sorted(counts):
         c = counts[epoch]
         account.samples += sum(c.values())
@@ -178,7 +179,7 @@ def account_samples(events: Iterable[Event]) -> SampleAccount:
         if epoch < last_settled_epoch and epoch_size is not None:
             end = epoch_size
         missing = [(epoch, p) for p in range(end) if p not in c]
-        share, short = _unreported_share(history, world, restores, reported_at, epoch)
+        share, short = unheard.get(epoch, (0, []))
         if missing and len(missing) <= share:
             account.unreported += missing
             account.unreported_steps += short
@@ -187,22 +188,21 @@ def account_samples(events: Iterable[Event]) -> SampleAccount:
     return account
 
 
-def _unreported_share(history: dict[int, dict[int, tuple[int, list[list[int]]]]], world: dict[int, int],
-                      restores: list[tuple[float, int]], reported_at: dict[int, float],
-                      epoch: int) -> tuple[int, list[tuple[int, int, int]]]:
-    """How many of ``epoch``'s positions the committed steps that lack some ranks' reports trained unseen: a
-    step that a restore after it reached (a save of it or of a later step existed, so its whole world
-    completed it) with fewer reports than its world size, each missing rank taking as many positions as its
-    peers did."""
-    share, short = 0, []
+def _unreported_shares(history: dict[int, dict[int, tuple[int, list[list[int]]]]], world: dict[int, int],
+                       restores: list[tuple[float, int]], reported_at: dict[int, float]
+                       ) -> dict[int, tuple[int, list[tuple[int, int, int]]]]:
+    """Per epoch, how many positions the committed steps that lack some ranks' reports trained unseen, and
+    those steps: a step that a restore after it reached (a save of it or of a later step existed, so its
+    whole world completed it) with fewer reports than its world size, each missing rank taking as many of
+    the epoch's positions as its peers did."""
+    out: dict[int, tuple[int, list[tuple[int, int, int]]]] = {}
     for n, ranks in sorted(history.items()):
         size = world.get(n, len(ranks))
         if len(ranks) >= size or not any(t > reported_at.get(n, t) and r >= n for t, r in restores):
             continue
-        in_epoch = [ranges for ep, ranges in ranks.values() if ep == epoch]
-        if not in_epoch:
-            continue
-        per_rank = max(sum(int(b) - int(a) for a, b in ranges) for ranges in in_epoch)
-        share += (size - len(ranks)) * per_rank
-        short.append((n, len(ranks), size))
-    return share, short
+        for epoch in sorted({ep for ep, _ in ranks.values()}):
+            per_rank = max(sum(int(b) - int(a) for a, b in ranges) for ep, ranges in ranks.values() if ep == epoch)
+            share, short = out.setdefault(epoch, (0, []))
+            short.append((n, len(ranks), size))
+            out[epoch] = (share + (size - len(ranks)) * per_rank, short)
+    return out
