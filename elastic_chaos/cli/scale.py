@@ -200,15 +200,11 @@ def _settings(nodes: int, knobs: dict[str, int], width: int, costs: Any, b: Any,
 def _job_holds(nodes: int, knobs: dict[str, int], costs: Any) -> str:
     """Whether the job's own keep-alive meets the same two conditions as the setting suggested, and if not, which."""
     from elastic_chaos.scale.store_model import load
-    from elastic_chaos.scale.suggest import HEADROOM, MAX_STORE_SHARE
+    from elastic_chaos.scale.suggest import shortfall
 
-    own = load(nodes, costs, _protocol(knobs))
     settings = f"this job's {knobs['keep_alive_interval']} s x {knobs['keep_alive_max_attempt']}"
-    if own.serial_s * HEADROOM > own.expiry_s:
-        return f"{settings} does not hold: its {own.expiry_s:g} s expiry is under {HEADROOM:g} x {own.serial_s:.1f} s"
-    if own.store_cores > MAX_STORE_SHARE:
-        return f"{settings} does not hold: its steady state needs {own.store_cores:.2f} of the store's core"
-    return f"{settings} holds as well"
+    why = shortfall(load(nodes, costs, _protocol(knobs)))
+    return f"{settings} holds as well" if why is None else f"{settings} does not hold: {why}"
 
 
 def _costs(args: argparse.Namespace, nodes: int, lines: list[Any], width: int) -> None:

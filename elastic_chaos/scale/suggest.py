@@ -65,6 +65,15 @@ class NoSetting:
     reason: str
 
 
+def shortfall(m: Load) -> str | None:
+    """Why a keep-alive setting does not hold at ``m``'s size (the two conditions above); None: it holds."""
+    if m.serial_s * HEADROOM > m.expiry_s:
+        return f"its {m.expiry_s:g} s expiry is under {HEADROOM:g} x {m.serial_s:.1f} s"
+    if m.store_cores > MAX_STORE_SHARE:
+        return f"its steady state needs {m.store_cores:.2f} of the store's core"
+    return None
+
+
 def suggest(nodes: int, costs: StoreCosts, rtt_s: float = 0.0) -> Setting | NoSetting:
     """The shortest keep-alive interval the model allows at ``nodes`` (see the module docstring)."""
     if nodes < 1:
@@ -73,7 +82,7 @@ def suggest(nodes: int, costs: StoreCosts, rtt_s: float = 0.0) -> Setting | NoSe
     for k in CHOICES_S:
         protocol = Protocol(float(k), ATTEMPTS, rtt_s=rtt_s)
         m = load(nodes, costs, protocol)
-        if m.serial_s * HEADROOM <= m.expiry_s and m.store_cores <= MAX_STORE_SHARE:
+        if shortfall(m) is None:
             return Setting(k, ATTEMPTS, m, stall_participants(nodes, costs, protocol))
         last = m
     assert last is not None
