@@ -12,22 +12,18 @@ from typing import Any
 
 from bench.stats import median
 from elastic_chaos.analysis.limits import shrink_limit
-from elastic_chaos.spec import PRESETS
-from elastic_chaos.torch_defaults import RDZV
+from elastic_chaos.scale.expect import knobs
+from elastic_chaos.spec import PRESET_OPTION, PRESETS, job_from_options
 
 WITHIN = 1.1
 """A recovery up to this many times the limit's most is at the limit (the issue's 10 %)."""
 
 
-def _knobs(preset: str) -> dict[str, float] | None:
-    if preset == "default":
-        return {k: float(RDZV[k]) for k in ("keep_alive_interval", "keep_alive_max_attempt", "last_call_timeout")}
-    p = PRESETS.get(preset)
-    if p is None:
+def _knobs(preset: str) -> dict[str, int] | None:
+    """The case's rendezvous knobs as a job with its preset has them (``default``: torch's); None: unknown."""
+    if preset != "default" and preset not in PRESETS:
         return None
-    return {"keep_alive_interval": float(p.keep_alive_interval or RDZV["keep_alive_interval"]),
-            "keep_alive_max_attempt": float(p.keep_alive_max_attempt or RDZV["keep_alive_max_attempt"]),
-            "last_call_timeout": float(p.last_call_timeout or RDZV["last_call_timeout"])}
+    return knobs(job_from_options({} if preset == "default" else {PRESET_OPTION: preset}).rdzv)
 
 
 def limit_of(key: str, case: dict[str, Any]) -> dict[str, Any]:
