@@ -87,3 +87,29 @@ def test_overwrite_deletes_a_runs_final_state_folder_too(tmp_path):
     (tmp_path / "mine.txt").write_text("a user's file")
     with pytest.raises(SpecError, match="mine.txt"):
         check(tmp_path, overwrite=True)
+
+
+class _Run:
+    """The two attributes _checkpoint_dir reads of a trial's run: its platform's name and checkpoint folder."""
+
+    def __init__(self, name, folder):
+        self.platform = type("P", (), {"name": name, "checkpoint_folder": lambda _self: folder})()
+
+
+def test_the_compared_checkpoints_are_read_where_the_platform_keeps_them_on_this_machine(tmp_path):
+    # the local cluster's pods save on its shared host-path volume: this machine reads it there
+    from pathlib import PurePosixPath
+    from types import SimpleNamespace
+
+    from elastic_chaos.hypotheses.final import _checkpoint_dir
+    from elastic_chaos.platforms.api import CheckpointFolder
+    folder = CheckpointFolder(tmp_path / "run-1", PurePosixPath("/checkpoints/run-1"))
+    assert _checkpoint_dir(SimpleNamespace(run=_Run("kubernetes", folder))) == tmp_path / "run-1"
+
+
+def test_compare_final_where_the_checkpoints_are_not_on_this_machine_is_a_usage_error():
+    from types import SimpleNamespace
+
+    from elastic_chaos.hypotheses.final import _checkpoint_dir
+    with pytest.raises(SpecError, match="the eks platform does not keep them here"):
+        _checkpoint_dir(SimpleNamespace(run=_Run("eks", None)))

@@ -93,6 +93,7 @@ def prepare(t: Trial, opts: FinalStateOptions, *, loses_a_node: bool = True, fau
     if job.script:
         raise SpecError("--compare-final runs the reference trainer's clean twin; for your own script, compare "
                         "its final saves with `elastic-chaos compare-final REFERENCE RUN`")
+    _checkpoint_dir(t)   # refused before the job starts where its saves cannot be read here
     shrinks = loses_a_node and not t.replaces_nodes
     if shrinks and job.min_nodes == job.max_nodes:
         raise SpecError(f"--compare-final with --no-replace: a job of --nodes {job.nodes} cannot train on without "
@@ -198,11 +199,14 @@ def is_saved(save: Path) -> bool:
 
 
 def _checkpoint_dir(t: Trial) -> Path:
-    folder = getattr(t.run.platform, "checkpoint_dir", None)
-    if not isinstance(folder, Path):
+    """The job's checkpoint folder as this machine reads it: the local platform's, or the local cluster's
+    shared host-path volume (``Platform.checkpoint_folder``). SpecError where the platform keeps it elsewhere."""
+    folder = t.run.platform.checkpoint_folder()
+    if folder is None:
         raise SpecError(f"--compare-final reads the job's checkpoints on this machine; the {t.run.platform.name} "
-                        "platform does not keep them here (the local platform does)")
-    return folder
+                        "platform does not keep them here (the local platform and the local cluster's shared "
+                        "host-path volume do)")
+    return folder.here
 
 
 def _python(t: Trial) -> str | None:
