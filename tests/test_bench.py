@@ -407,3 +407,25 @@ def test_the_dcp_section_times_each_save_and_the_step_that_holds_it_against_the_
     write_markdown(results, tmp_path / "RESULTS.md")
     assert "## Sharded saves: sync vs async DCP" in (tmp_path / "RESULTS.md").read_text()
     assert render_dcp.markdown({}, Plots()) == []
+
+
+def test_a_harness_lead_within_the_timers_noise_is_called_noise_and_one_beyond_it_is_not():
+    from bench.rdzv.findings import lead_finding, phase_sd_s
+    from bench.rdzv.validate import Recorded, ValidationRow
+
+    assert abs(phase_sd_s(1.0) - (2 / 12) ** 0.5) < 1e-9   # two uniform 0-1 s phases
+    noisy = [Recorded(n, 5.0, 5.0 + d, d, 1.0) for n, d in ((2, 0.2), (4, -0.3), (8, 0.35), (16, -0.3))]
+    [said] = lead_finding([], noisy, keep_alive_s=1.0, harness_kills=5)
+    assert "mean -0.01 s" in said and "2 of 4 faster" in said and said.endswith("no lead beyond that noise")
+    led = [Recorded(n, 5.0, 4.0, -1.0, 1.0) for n in (2, 4, 8, 16)]
+    assert lead_finding([], led, keep_alive_s=1.0, harness_kills=5)[0].endswith("a difference beyond that noise")
+
+    def replay(n, load, diff):
+        return ValidationRow.from_json({"nodes": n, "load_avg_real": load,
+                                        "reformation_s": {"real": 5.0, "harness": 5.0 + diff, "diff": diff}})
+
+    ordered = lead_finding([replay(8, 5.1, -0.95), replay(2, 2.0, 0.27), replay(4, 2.6, -0.61)], noisy,
+                           keep_alive_s=1.0, harness_kills=5)[1]
+    assert "(load 2: +0.27 s, load 2.6: -0.61 s, load 5.1: -0.95 s)" in ordered and "grows with the load" in ordered
+    mixed = lead_finding([replay(8, 5.1, 0.5), replay(2, 2.0, -0.2)], noisy, keep_alive_s=1.0, harness_kills=5)[1]
+    assert mixed.endswith("no order with the load")

@@ -13,11 +13,11 @@ from dataclasses import replace
 from typing import Any
 
 from bench.local_nodes import NodesRun
-from bench.rdzv.findings import findings, recorded_finding
+from bench.rdzv.findings import findings, lead_finding, recorded_finding
 from bench.rdzv.records import SizeResult
 from bench.rdzv.section import KEY, RdzvSection
 from bench.rdzv.sweep import PRESET, where
-from bench.rdzv.validate import recorded
+from bench.rdzv.validate import VALIDATION_REPEAT, recorded
 from elastic_chaos.scale.figures import (
     EPISODE_METRICS,
     STEADY_METRICS,
@@ -45,7 +45,9 @@ def derive(results: dict[str, Any], say: Callable[[str], None]) -> None:
     section = section.updated(figures=figs)
     rows = recorded(section.sizes, section.validation, (results.get("recovery") or {}).get("etcd-v2/fast/kill-node"),
                     [NodesRun.from_json(r) for r in results.get("scale") or ()])
-    results[KEY] = section.updated(findings=tuple(findings(section, figs) + recorded_finding(rows))).to_json()
+    lead = lead_finding(section.validation, rows, keep_alive_s=float(preset(PRESET).keep_alive_interval or 1),
+                        harness_kills=VALIDATION_REPEAT)
+    results[KEY] = section.updated(findings=tuple(findings(section, figs) + recorded_finding(rows) + lead)).to_json()
     say(f"wrote {save(figs)}")
 
 
