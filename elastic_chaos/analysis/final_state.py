@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from elastic_chaos.analysis.schedule import Reference
+from elastic_chaos.analysis.schedule import Reference, ReferenceKind
 from elastic_chaos.errors import ChaosError, SpecError
 from elastic_chaos.host.comparer import DEFAULT_TIMEOUT_S, ComparerRun, run_comparer
 
@@ -103,6 +103,9 @@ class FinalState:
 
     @property
     def step(self) -> str:
+        if self.step_a is None and self.step_b is None and self.reference is not None \
+                and self.reference.kind is ReferenceKind.CLEAN_TWIN:
+            return "the end of both runs"   # a script's saves name no step; each run trained to its own end
         if self.step_a == self.step_b:
             return f"step {self.step_a}" if self.step_a is not None else "a step the checkpoints do not name"
         return f"steps {self.step_a} (A) and {self.step_b} (B)"

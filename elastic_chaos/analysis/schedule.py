@@ -95,6 +95,9 @@ class ReferenceKind(enum.Enum):
     """One uninterrupted run at one world size (the job's world never changed)."""
     SCHEDULE_REPLAY = "schedule-replay"
     """The faulted run's legs replayed without a fault, each resuming from the previous leg's save."""
+    CLEAN_TWIN = "clean-twin"
+    """A user's script run again without a fault, same command and arguments, to its own end (its one leg's
+    ``end`` is the last step the faulted run reported; 0 where it reports none)."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,9 @@ class Reference:
 
     def describe(self) -> str:
         """``reference: a clean run ...`` or ``reference: a clean replay of the faulted run's schedule: ...``."""
+        if self.kind is ReferenceKind.CLEAN_TWIN:
+            return (f"reference: the script's clean twin, the same command and arguments run without a fault to its "
+                    f"own end at world size {self.legs[0].world}")
         if self.kind is ReferenceKind.CLEAN_RUN:
             return (f"reference: a clean run to step {self.final} at world size {self.legs[0].world}, same trainer "
                     "arguments and seed")

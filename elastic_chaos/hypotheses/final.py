@@ -47,6 +47,7 @@ from elastic_chaos.analysis.final_state import (
 from elastic_chaos.analysis.schedule import Leg, Reference, ScheduleUnknown, trained_schedule
 from elastic_chaos.errors import SpecError
 from elastic_chaos.host import lifeline, procs
+from elastic_chaos.hypotheses import final_script
 from elastic_chaos.hypotheses.api import Trial
 from elastic_chaos.options import MAX_STEPS, option, validate
 from elastic_chaos.spec import JobSpec
@@ -68,7 +69,10 @@ class FinalStateOptions:
                                         "check. A job whose lost node is replaced runs at a fixed size (--nodes "
                                         "MAX:MAX) and is compared with a clean run at that size; with --no-replace "
                                         "in an elastic range (--nodes 1:2) the clean run replays the world sizes "
-                                        "the job trained at, from the same saves. Both are bitwise on CPU/gloo")
+                                        "the job trained at, from the same saves. Both are bitwise on CPU/gloo. A "
+                                        "script (after `--`) trains to its own end, and its clean twin, the same "
+                                        "command run again without the fault, is compared at what --checkpoint "
+                                        "names")
     final_step: int | None = option(None, "the step both runs train to (a multiple of --checkpoint-every; default "
                                           "the third checkpoint after the fault's step)", minimum=1,
                                     maximum=MAX_STEPS)
@@ -90,11 +94,10 @@ def prepare(t: Trial, opts: FinalStateOptions, *, loses_a_node: bool = True, fau
     job = t.job
     if not opts.compare_final:
         return job
-    if job.script:
-        raise SpecError("--compare-final runs the reference trainer's clean twin; for your own script, compare "
-                        "its final saves with `elastic-chaos compare-final REFERENCE RUN`")
-    _checkpoint_dir(t)   # refused before the job starts where its saves cannot be read here
     shrinks = loses_a_node and not t.replaces_nodes
+    if job.script:   # its clean twin, run to its own end (elastic_chaos.hypotheses.final_script)
+        return final_script.prepare(t, shrinks=shrinks)
+    _checkpoint_dir(t)   # refused before the job starts where its saves cannot be read here
     if shrinks and job.min_nodes == job.max_nodes:
         raise SpecError(f"--compare-final with --no-replace: a job of --nodes {job.nodes} cannot train on without "
                         "the lost node; give it an elastic range (--nodes 1:2; the clean reference then replays "
@@ -147,6 +150,8 @@ def check_final_state(t: Trial, opts: FinalStateOptions, *, known_cause: str | N
     ``known_cause``: what the hypothesis knows made a divergence (its fault), said instead of a guess."""
     if not opts.compare_final:
         return None
+    if t.job.script:
+        return final_script.check(t, tolerance=opts.final_tolerance, python=_python(t), known_cause=known_cause)
     final = job_final_step(t.job)
     folder = _checkpoint_dir(t)
     judged = final_save(folder, final, t.job)
