@@ -177,6 +177,36 @@ def test_the_link_between_two_pods_machines_is_degraded_measured_and_restored(ra
     assert ml.restore("job-worker-0", hit.detail["link"]).action == "nothing-to-restore"
 
 
+def test_each_way_between_two_pods_machines_is_delayed_its_own_and_measured_apart(rack: Rack) -> None:
+    cluster = Cluster(RackMachines(rack), {"job-worker-0": "m-0", "job-worker-1": "m-1"})
+    ml = MachineLinks(cluster)  # type: ignore[arg-type]
+    hit = ml.degrade("job-worker-0", (), loss=0.0, rate_kbit=None, down_s=None, up_s=None, delay_ms=15.0,
+                     jitter_ms=0.0, to_store=False, reverse_delay_ms=0.0)
+    try:
+        probe, base = hit.detail["probe"], hit.detail["baseline"]
+        assert 13 <= probe["forward_ms"] - base["forward_ms"] <= 22, hit.detail     # m-0 -> m-1 held in m-1
+        assert probe["reverse_ms"] - base["reverse_ms"] <= 3, hit.detail           # m-1 -> m-0: nothing
+        assert links.probe(*rack.pods, count=50, interval_s=0.005).forward_ms >= 13   # the pods' traffic too
+    finally:
+        done = ml.restore("job-worker-0", hit.detail["link"])
+    assert done.action == "restored" and _left(*rack.machines) == []
+
+
+def test_a_bursty_loss_between_machines_counts_its_drops_and_leaves_nothing(rack: Rack) -> None:
+    ml = MachineLinks(Cluster(RackMachines(rack), {"w-0": "m-0", "w-1": "m-1"}))  # type: ignore[arg-type]
+    hit = ml.degrade("w-0", ("w-1",), loss=0.2, rate_kbit=None, down_s=None, up_s=None, delay_ms=None,
+                     jitter_ms=0.0, to_store=False, burst=4.0)
+    try:
+        assert hit.action == "bursty-loss" and {t["direction"] for t in hit.detail["drops"]} == {"forward", "reverse"}
+        assert 0.1 <= hit.detail["probe"]["loss_each_way"] <= 0.3, hit.detail
+    finally:
+        done = ml.restore("w-0", hit.detail["link"])
+    whole = done.detail["drops"]       # the readers' tallies over the whole fault, taken before they went
+    assert sum(t["packets"] for t in whole) >= sum(t["packets"] for t in hit.detail["drops"]) > 400
+    assert _left(*rack.machines) == []
+    assert links.probe(*rack.pods, count=50, interval_s=0.005).echoed == 50
+
+
 def test_the_platforms_stop_restores_a_link_still_degraded(rack: Rack) -> None:
     ml = MachineLinks(Cluster(RackMachines(rack), {"w-0": "m-0", "w-1": "m-1"}))  # type: ignore[arg-type]
     ml.degrade("w-1", ("w-0",), loss=0.0, rate_kbit=None, down_s=0.5, up_s=0.5, delay_ms=None, jitter_ms=0.0,

@@ -178,3 +178,98 @@ def test_the_stores_link_is_delayed_on_the_relays_port_only(pair: tuple[links.En
     assert slow.rtt_ms is not None and 1150 <= slow.rtt_ms <= 1350, slow
     assert peers.rtt_ms is not None and peers.rtt_ms < 10
     assert _clean(a, b) == []
+
+
+def test_each_way_is_delayed_its_own_and_measured_apart(pair: tuple[links.End, links.End]) -> None:
+    a, b = pair
+    base = links.probe(a, b, count=50, interval_s=0.002)
+    d = links.Degradation("tc", a, (b,), queue=12)
+    try:
+        links.set_delay(d, 0.020, reverse_delay_s=0.005)
+        assert [w for w, _, _ in d.directions] == ["reverse", "forward"]     # a's reader, then b's
+        delayed = links.probe(a, b, count=100, interval_s=0.005, wait_s=1.0)
+    finally:
+        assert links.remove(d) == []
+    assert base.forward_ms is not None and base.reverse_ms is not None and delayed.echoed == 100
+    assert delayed.forward_ms is not None and delayed.reverse_ms is not None and delayed.rtt_ms is not None
+    # a -> b held 20 ms (in b's namespace), b -> a 5 ms (in a's): each one-way delay grows by its own
+    assert 19 <= delayed.forward_ms - base.forward_ms <= 27, (base, delayed)
+    assert 4 <= delayed.reverse_ms - base.reverse_ms <= 11, (base, delayed)
+    assert 24 <= delayed.rtt_ms - (base.rtt_ms or 0.0) <= 35, (base, delayed)
+    assert delayed.to_json()["forward_ms"] == round(delayed.forward_ms, 3)
+    assert _clean(a, b) == []
+
+
+def test_a_way_delayed_zero_gets_no_rule_and_no_reader(pair: tuple[links.End, links.End]) -> None:
+    a, b = pair
+    d = links.Degradation("td", a, (b,), queue=13)
+    try:
+        links.set_delay(d, 0.010, reverse_delay_s=0.0, reverse_jitter_s=0.0)
+        assert "EC-td" not in links._ipt(a.netns, "-S") and "NFQUEUE" in links._ipt(b.netns, "-S", d.chain)
+        assert len(d.delays) == 1
+        delayed = links.probe(a, b, count=50, interval_s=0.005, wait_s=1.0)
+    finally:
+        assert links.remove(d) == []
+    assert delayed.forward_ms is not None and delayed.reverse_ms is not None
+    assert delayed.forward_ms >= 9.5 and delayed.reverse_ms < 5, delayed
+    assert _clean(a, b) == []
+
+
+def test_a_bursty_loss_drops_its_rate_in_runs_and_goes_without_a_trace(pair: tuple[links.End, links.End]) -> None:
+    a, b = pair
+    d = links.Degradation("te", a, (b,), queue=14)
+    try:
+        links.set_bursty_loss(d, 0.2, 4.0, seed=39)
+        assert any("queue still bound" in f for f in _clean(a, b)), "the readers are bound while it drops"
+        lossy = links.probe(a, b, count=1000, interval_s=0.001, wait_s=0.5)
+        tallies = d.drops()
+    finally:
+        assert links.remove(d) == []
+    assert _clean(a, b) == []
+    assert [(t["direction"], t["from"], t["to"]) for t in tallies] == [("reverse", "node-1", "node-0"),
+                                                                       ("forward", "node-0", "node-1")]
+    # the probe's datagrams are the only traffic on the link: each chain stepped by them alone
+    forward = tallies[1]
+    assert isinstance(forward["packets"], int) and forward["packets"] >= 1000
+    assert isinstance(forward["mean_burst"], float) and 2.5 <= forward["mean_burst"] <= 6.5, tallies
+    assert lossy.loss_forward is not None and 0.12 <= lossy.loss_forward <= 0.28, lossy
+    assert lossy.loss_reverse is not None and 0.12 <= lossy.loss_reverse <= 0.28, lossy
+    assert 0.12 <= lossy.loss_each_way <= 0.28, lossy
+    assert links.probe(a, b, count=100, interval_s=0.002).echoed == 100
+
+
+def test_the_stores_link_reads_its_two_ways_on_two_queues(pair: tuple[links.End, links.End]) -> None:
+    a, _ = pair
+    listener = netns.socket_in_netns(a.netns, ("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                listener.accept()[0].close()
+            except OSError:
+                continue
+
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
+    one = links.Degradation("tf", a, (), queue=15, store_port=port)
+    d = links.Degradation("tg", a, (), queue=16, reverse_queue=17, store_port=port)
+    try:
+        with pytest.raises(SetupError, match="second netfilter queue"):
+            links.set_delay(one, 0.020, reverse_delay_s=0.005)   # one queue cannot hold each way its own
+        assert links.remove(one) == []
+        base = links.probe_connects(a, port, count=10)
+        links.set_delay(d, 0.020, reverse_delay_s=0.005)
+        bound = [f for f in links.leftovers(a.netns, a.host_veth, d) if "queue still bound" in f]
+        assert sorted(f.split(":", 1)[1].split()[0] for f in bound) == ["16", "17"], bound
+        delayed = links.probe_connects(a, port, count=10)
+    finally:
+        assert links.remove(d) == []
+        stop.set()
+        acceptor.join(2)
+        listener.close()
+    assert base.rtt_ms is not None and delayed.rtt_ms is not None and delayed.echoed == 10
+    assert 23 <= delayed.rtt_ms - base.rtt_ms <= 38, (base, delayed)    # 20 ms to the store + 5 back
+    assert links.leftovers(a.netns, a.host_veth) == []

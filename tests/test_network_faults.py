@@ -174,3 +174,110 @@ def test_a_live_node_dropped_from_its_round_while_the_link_was_degraded_is_a_fal
     # timeout): before, that read as a death
     restarting = dropped + [Event.make(AgentEv.WORKER_GROUP_FAILED, 12.0, "node-1", {})]
     assert link_cost(restarting, target="node-1", injected_at=10.0, fault="latency", detail={}).declared_dead == []
+
+
+def test_each_way_of_a_latency_defaults_to_the_other_and_may_be_set_apart() -> None:
+    alike = Latency(delay_ms=20, jitter_ms=5)
+    assert alike.shape() == {"delay_ms": 20, "jitter_ms": 5, "to_store": False}     # today's, exactly
+    assert not alike.per_direction and alike.round_trip_ms == 40 and alike.worst_round_trip_ms == 50
+    assert "each way" in alike.words()
+    apart = Latency(delay_ms=20, reverse_delay_ms=5)
+    assert apart.shape() == {"delay_ms": 20, "jitter_ms": 0.0, "to_store": False, "reverse_delay_ms": 5}
+    assert apart.per_direction and apart.reverse() == (5, 0.0) and apart.round_trip_ms == 25
+    assert "20 ms node -> peers and 5 ms peers -> node" in apart.words()
+    assert "node -> the store" in Latency(delay_ms=20, reverse_delay_ms=0, to_store=True).words()
+    # set to the same values, the ways are alike (one reader per side, as ever)
+    assert not Latency(delay_ms=20, reverse_delay_ms=20).per_direction
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"delay_ms": 20, "reverse_delay_ms": 5, "reverse_jitter_ms": 6}, "--reverse-jitter-ms 6 is more than"),
+    ({"delay_ms": 20, "jitter_ms": 10, "reverse_delay_ms": 5}, "give --reverse-jitter-ms"),
+    ({"delay_ms": 20, "reverse_delay_ms": -1}, "reverse_delay_ms -1"),
+])
+def test_a_reverse_way_that_cannot_be_is_refused(kwargs: dict[str, float], words: str) -> None:
+    with pytest.raises(SpecError, match=words):
+        Latency(**kwargs)  # type: ignore[arg-type]
+
+
+def test_a_bursty_loss_asks_at_least_independent_losss_own_runs() -> None:
+    assert PacketLoss(rate=0.05, burst=4).shape() == {"loss": 0.05, "to_store": False, "burst": 4}
+    assert PacketLoss(rate=0.05).shape() == {"loss": 0.05, "to_store": False}    # today's, exactly
+    assert "in bursts of 4 on average" in PacketLoss(rate=0.05, burst=4).words()
+    assert PacketLoss(rate=0.5, burst=2).burst == 2      # 1 / (1 - 0.5): independent loss, allowed
+    with pytest.raises(SpecError, match=r"less clustered than independent loss.*1.05 packets"):
+        PacketLoss(rate=0.05, burst=1)
+    with pytest.raises(SpecError, match="burst 0.5"):
+        PacketLoss(rate=0.05, burst=0.5)
+
+
+def test_the_command_line_takes_the_reverse_way_and_the_burst() -> None:
+    cmd = [sys.executable, "-m", "elastic_chaos.cli.main", "run"]
+    ok = subprocess.run([*cmd, "latency", "--delay-ms", "20", "--reverse-delay-ms", "5", "--between", "node-0",
+                         "node-1", "--dry-run"], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert "reverse_delay_ms=5.0" in ok.stdout
+    bursty = subprocess.run([*cmd, "packet-loss", "--rate", "0.05", "--burst", "4", "--dry-run"],
+                            capture_output=True, text=True, timeout=120)
+    assert bursty.returncode == 0 and "burst=4.0" in bursty.stdout, bursty.stderr
+    bad = subprocess.run([*cmd, "packet-loss", "--rate", "0.05", "--burst", "1", "--dry-run"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "less clustered than independent loss" in bad.stderr
+    helped = subprocess.run([*cmd, "latency", "--help"], capture_output=True, text=True, timeout=120)
+    assert "--reverse-delay-ms" in helped.stdout and "peers -> node" in helped.stdout
+
+
+def _probe(rtt: float, forward: float, reverse: float, **more: float) -> dict[str, float]:
+    return {"sent": 400, "echoed": 400, "loss_each_way": 0.0, "rtt_ms": rtt, "forward_ms": forward,
+            "reverse_ms": reverse, "arrived": 400, "loss_forward": 0.0, "loss_reverse": 0.0, **more}
+
+
+def test_the_report_states_each_ways_delay_where_they_differ() -> None:
+    detail = {"delay_ms": 20.0, "jitter_ms": 0.0, "reverse_delay_ms": 5.0, "peers": ["node-1"],
+              "baseline": _probe(1.0, 0.4, 0.6), "probe": _probe(26.1, 20.5, 5.6)}
+    cost = link_cost([], target="node-0", injected_at=0.0, fault="latency", detail=detail)
+    assert (cost.one_way_ms, cost.one_way_back_ms, cost.one_way_baseline_ms) == (20.5, 5.6, 0.4)
+    line = cost.describe()
+    assert "round trip 26.1 ms measured (20.0 ms out + 5.0 ms back asked, 1.0 ms before)" in line, line
+    assert "one way 20.5 ms out and 5.6 ms back measured (0.4 ms and 0.6 ms before)" in line, line
+    assert "(out: node-0 -> node-1; back: the other way)" in line
+    again = type(cost).from_json("node-0", 0.0, cost.to_json())
+    assert again.one_way_back_ms == 5.6 and again.reverse_delay_ms == 5.0
+    # alike both ways: today's words, no one-way figures claimed
+    alike = link_cost([], target="node-0", injected_at=0.0, fault="latency",
+                      detail={**detail, "reverse_delay_ms": None})
+    assert "20.0 ms each way asked" in alike.describe() and alike.one_way_ms is None
+    # the store's link is probed by connects: only the round trip, and the report says so
+    store = link_cost([], target="node-0", injected_at=0.0, fault="latency",
+                      detail={**detail, "to_store": True, "probe": {"sent": 60, "echoed": 60, "rtt_ms": 25.3},
+                              "baseline": {"sent": 10, "echoed": 10, "rtt_ms": 0.1}})
+    assert "each way not measured apart (the probe measured only the round trip)" in store.describe()
+
+
+def test_the_report_states_a_bursty_loss_as_measured_and_as_dropped() -> None:
+    drops_at_probe = [{"direction": "forward", "packets": 400, "dropped": 20, "bursts": 5}]
+    drops_whole = [{"direction": "reverse", "from": "node-1", "to": "node-0", "packets": 10_000, "dropped": 480,
+                    "bursts": 120},
+                   {"direction": "forward", "from": "node-0", "to": "node-1", "packets": 10_000, "dropped": 520,
+                    "bursts": 130}]
+    detail = {"loss": 0.05, "burst": 4.0, "peers": ["node-1"], "drops": drops_at_probe,
+              "probe": _probe(1.0, 0.5, 0.5, loss_each_way=0.048, loss_forward=0.05, loss_reverse=0.046)}
+    events = [*_steps(0.0, 10.0, 0.1), *_steps(10.0, 20.0, 0.1, first=100),
+              Event.make(FaultEv.REVERTED, 20.0, "node-0", {"fault": "packet-loss", "action": "restored"}),
+              Event.make(NodeEv.LINK_RESTORED, 20.0, "node-0", {"action": "restored", "flaps": [],
+                                                               "drops": drops_whole})]
+    cost = link_cost(events, target="node-0", injected_at=10.0, fault="packet-loss", detail=detail)
+    # the readers' count over the whole fault (the restore's), not the one at the end of the probe
+    assert cost.loss_dropped == pytest.approx(0.05) and cost.burst_dropped == pytest.approx(4.0)
+    assert cost.burst_asked == 4.0 and cost.loss_forward == 0.05 and cost.loss_reverse == 0.046
+    line = cost.describe()
+    assert "loss 5% each way measured: 5.0% out, 4.6% back (asked 5% in bursts of 4 packets)" in line, line
+    assert "5.0% of the link's packets dropped in bursts of 4.0 packets on average (the queue readers' count)" \
+        in line, line
+    unrestored = link_cost(events[:-2], target="node-0", injected_at=10.0, fault="packet-loss", detail=detail)
+    assert unrestored.loss_dropped == pytest.approx(0.05) and unrestored.burst_dropped == pytest.approx(4.0)
+    assert type(cost).from_json("node-0", 10.0, cost.to_json()).burst_dropped == pytest.approx(4.0)
+    # independent loss: none of it (today's report)
+    plain = link_cost(events, target="node-0", injected_at=10.0, fault="packet-loss",
+                      detail={**detail, "burst": None})
+    assert plain.loss_dropped is None and "dropped" not in plain.describe()

@@ -9,6 +9,12 @@ what the probe across the link measured once the fault was applied (its record's
 and in the window after (elastic_chaos.analysis.throughput.step_rate: steps over the time
 they took), the longest gap between two steps while degraded (a flap's stall), and the
 restarts the job spent (the highest ``restart_count`` a step reported, against before).
+
+Where the delay differs per direction, the probe's one-way delays (node -> peer, peer -> node:
+one clock, both ends on this machine) are reported beside the round trip; the store's link,
+probed by TCP connects, has only its round trip, and the report says so. A bursty loss adds
+what its queue readers dropped over the whole fault (their own count: the loss and the mean
+burst, in packets of the link, the job's and the probe's alike).
 """
 from __future__ import annotations
 
@@ -43,12 +49,35 @@ class LinkCost:
                                          "the capped link (the job's own traffic shares it)", table=True, junit=True)
     mbit_baseline: float | None = metric("rate before", Unit.MBIT_S, "the probe's TCP stream across the "
                                          "link before the cap", junit=True)
-    delay_ms: float | None = metric("delay asked", Unit.MILLISECONDS, "the delay the fault adds each way",
-                                    junit=True)
+    delay_ms: float | None = metric("delay asked", Unit.MILLISECONDS, "the delay the fault adds each way (where "
+                                    "the ways differ: node -> peers)", junit=True)
+    reverse_delay_ms: float | None = metric("delay asked back", Unit.MILLISECONDS, "the delay the fault adds "
+                                            "peers -> node, where it was set apart (--reverse-delay-ms)", junit=True)
     rtt_ms: float | None = metric("round trip", Unit.MILLISECONDS, "the probe's median UDP round trip once the "
                                   "fault was applied", table=True, junit=True)
     rtt_baseline_ms: float | None = metric("round trip before", Unit.MILLISECONDS, "the probe's median UDP round "
                                            "trip before the fault", junit=True)
+    one_way_ms: float | None = metric("one way measured", Unit.MILLISECONDS, "the probe's median one-way delay "
+                                      "node -> peer once the fault was applied (the echo's receipt less the send, "
+                                      "on one clock)", junit=True)
+    one_way_back_ms: float | None = metric("one way back measured", Unit.MILLISECONDS, "the probe's median "
+                                           "one-way delay peer -> node once the fault was applied", junit=True)
+    one_way_baseline_ms: float | None = metric("one way before", Unit.MILLISECONDS, "the probe's median one-way "
+                                               "delay node -> peer before the fault", junit=True)
+    one_way_back_baseline_ms: float | None = metric("one way back before", Unit.MILLISECONDS, "the probe's median "
+                                                    "one-way delay peer -> node before the fault", junit=True)
+    loss_forward: float | None = metric("loss measured out", Unit.FRACTION, "the share of the probe's datagrams "
+                                        "lost node -> peer (those its echo never saw)", junit=True)
+    loss_reverse: float | None = metric("loss measured back", Unit.FRACTION, "the share of the datagrams that "
+                                        "reached the echo whose echo was lost peer -> node", junit=True)
+    burst_asked: float | None = metric("burst asked", Unit.FACTOR, "the mean burst length the fault asked, in "
+                                       "packets lost in a row (--burst)", junit=True)
+    loss_dropped: float | None = metric("loss as dropped", Unit.FRACTION, "the share of the link's packets the "
+                                        "bursty loss's queue readers dropped, from the fault to its revert (their "
+                                        "own count, every direction)", junit=True)
+    burst_dropped: float | None = metric("mean burst as dropped", Unit.FACTOR, "the mean run of packets the "
+                                         "bursty loss's queue readers dropped in a row, from the fault to its "
+                                         "revert", junit=True)
     flaps: int | None = metric("flaps", Unit.COUNT, "times the link went down", table=True, junit=True)
     rate_before: float | None = metric("step rate before", Unit.RATE, "steps per second in the window before the "
                                        "fault", table=True, junit=True)
@@ -115,15 +144,33 @@ class LinkCost:
                            "not measured")
         if self.loss_measured is not None:
             asked = f" (asked {fmt['loss_asked']})" if self.loss_asked is not None else ""
-            applied.append(f"loss {fmt['loss_measured']} each way measured{asked}")
+            if self.burst_asked is not None:
+                asked = f" (asked {fmt['loss_asked']} in bursts of {self.burst_asked:g} packets)"
+            ways = (f": {_pct1(self.loss_forward)} out, {_pct1(self.loss_reverse)} back"
+                    if self.burst_asked is not None and self.loss_forward is not None else "")
+            applied.append(f"loss {fmt['loss_measured']} each way measured{ways}{asked}")
+        if self.loss_dropped is not None:
+            burst = f" in bursts of {self.burst_dropped:.1f} packets on average" if self.burst_dropped else ""
+            applied.append(f"{_pct1(self.loss_dropped)} of the link's packets dropped{burst} (the queue readers' "
+                           "count)")
         if self.mbit_measured is not None:
             applied.append(f"{fmt['mbit_measured']} measured (cap {fmt['mbit_asked']}, {fmt['mbit_baseline']} before)")
-        if self.delay_ms is not None and self.asked_of is None:
+        if self.delay_ms is not None and self.asked_of is None and self.reverse_delay_ms is None:
             applied.append(f"round trip {fmt['rtt_ms']} measured ({fmt['delay_ms']} each way asked, "
                            f"{fmt['rtt_baseline_ms']} before)")
+        elif self.delay_ms is not None and self.asked_of is None:
+            applied.append(f"round trip {fmt['rtt_ms']} measured ({fmt['delay_ms']} out + "
+                           f"{fmt['reverse_delay_ms']} back asked, {fmt['rtt_baseline_ms']} before)")
+            if self.one_way_ms is not None and self.one_way_back_ms is not None:
+                applied.append(f"one way {fmt['one_way_ms']} out and {fmt['one_way_back_ms']} back measured "
+                               f"({fmt['one_way_baseline_ms']} and {fmt['one_way_back_baseline_ms']} before)")
+            else:
+                applied.append("each way not measured apart (the probe measured only the round trip)")
         if self.flaps is not None:
             applied.append(f"{self.flaps} flap(s)")
         link = f"{self.target} <-> {', '.join(self.peers) or '?'}"
+        if self.reverse_delay_ms is not None or self.burst_asked is not None:
+            link += f" (out: {self.target} -> {', '.join(self.peers) or '?'}; back: the other way)"
         if self.rank_pairs:
             link += f" (rank pairs {', '.join(f'{a}-{b}' for a, b in self.rank_pairs)})"
         dead = f", declared dead while alive: {', '.join(self.declared_dead)}" if self.declared_dead else ""
@@ -132,6 +179,10 @@ class LinkCost:
 
 
 METRICS: tuple[Metric, ...] = declared(LinkCost)
+
+
+def _pct1(v: float | None) -> str:
+    return "?" if v is None else f"{v:.1%}"
 
 
 def _round(v: Any) -> Any:
@@ -164,6 +215,15 @@ def link_cost(events: Sequence[Event], *, target: str | None, injected_at: float
     out.rtt_ms = _num(probe, "rtt_ms")
     out.rtt_baseline_ms = _num(baseline, "rtt_ms")
     out.delay_ms = _num(detail, "delay_ms")
+    out.reverse_delay_ms = _num(detail, "reverse_delay_ms")
+    if out.reverse_delay_ms is None and _num(detail, "reverse_jitter_ms") is not None:
+        out.reverse_delay_ms = out.delay_ms     # the jitter alone set apart: the delay is the same back
+    if out.reverse_delay_ms is not None or _num(detail, "burst") is not None:
+        out.one_way_ms, out.one_way_back_ms = _num(probe, "forward_ms"), _num(probe, "reverse_ms")
+        out.one_way_baseline_ms = _num(baseline, "forward_ms")
+        out.one_way_back_baseline_ms = _num(baseline, "reverse_ms")
+        out.loss_forward, out.loss_reverse = _num(probe, "loss_forward"), _num(probe, "loss_reverse")
+    out.burst_asked = _num(detail, "burst")
     asked_of = detail.get("asked_of")
     out.asked_of = asked_of if isinstance(asked_of, str) else None
     restored = first(events, FaultEv.REVERTED, node=target, after=injected_at,
@@ -177,6 +237,12 @@ def link_cost(events: Sequence[Event], *, target: str | None, injected_at: float
         if fault == "flapping-link":
             out.flaps = _flaps([e for e in events if e.type == NodeEv.LINK_RESTORED and e.node == target
                                 and e.t >= injected_at])
+    if out.burst_asked is not None:
+        restored_drops = next((e.data.extra.get("drops") for e in events if e.type == NodeEv.LINK_RESTORED
+                               and e.node == target and e.t >= injected_at
+                               and isinstance(e.data.extra.get("drops"), list)), None)
+        out.loss_dropped, out.burst_dropped = _dropped(restored_drops if restored_drops is not None
+                                                       else detail.get("drops"))
     out.rate_before = step_rate(steps, injected_at - window_s, injected_at)
     out.rate_during = step_rate(steps, injected_at, until)
     if out.restored_at is not None:
@@ -228,6 +294,15 @@ def declared_dead(events: Sequence[Event], injected_at: float, until: float) -> 
             break
         gone += sorted(members - set(e.data.nodes()) - set(gone))
     return gone
+
+
+def _dropped(drops: Any) -> tuple[float | None, float | None]:
+    """(the share dropped, the mean burst) over every reader's tally (``drops``: a list of them)."""
+    tallies = [t for t in drops if isinstance(t, Mapping)] if isinstance(drops, list) else []
+    packets = sum(int(_num(t, "packets") or 0) for t in tallies)
+    dropped = sum(int(_num(t, "dropped") or 0) for t in tallies)
+    bursts = sum(int(_num(t, "bursts") or 0) for t in tallies)
+    return (dropped / packets if packets else None, dropped / bursts if bursts else None)
 
 
 def _flaps(restored: list[Event]) -> int | None:

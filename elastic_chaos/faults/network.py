@@ -2,11 +2,14 @@
 
 - ``packet-loss``: a share of the packets between a node and its peers is dropped, each
   way, at random (a congested or failing link): every collective pays in retransmits.
+  ``--burst N``: the same share lost in runs of ``N`` packets on average (a Gilbert-Elliott
+  chain: a fading or overflowing link loses packets together, and TCP's retransmits meet it).
 - ``bandwidth``: the link between a node and its peers is capped (a shared top-of-rack
   uplink, a cross-AZ hop): collectives that move the gradients take longer.
 - ``latency``: every packet between a node and its peers is held ``--delay-ms`` (+-
   ``--jitter-ms``) each way (a cross-AZ hop, a congested path): every collective waits
-  for its round trips.
+  for its round trips. ``--reverse-delay-ms`` / ``--reverse-jitter-ms`` set the peers -> node
+  way apart (an asymmetric path); ``--delay-ms`` is then the node -> peers way.
 - ``flapping-link``: the link goes down for ``--down`` seconds and up for ``--up``, over
   and over, for ``--duration`` (a flapping EFA path, a NIC resetting): while it is down
   nothing passes, no reset is sent; a flap shorter than the collective timeout is a stall.
@@ -107,7 +110,8 @@ class _LinkFault(Fault):
                            {**self.shape(), "duration_s": self.duration_s, "link": hit.detail["link"],
                             "peers": hit.detail["peers"], "probed": hit.detail.get("probed"),
                             "probe": hit.detail["probe"], "baseline": hit.detail["baseline"],
-                            "asked_of": hit.detail.get("asked_of")})
+                            "asked_of": hit.detail.get("asked_of"),
+                            **({"drops": hit.detail["drops"]} if "drops" in hit.detail else {})})
 
     def _revert(self, platform: Platform, record: FaultRecord) -> Hit | None:
         assert record.target is not None
@@ -128,15 +132,38 @@ class PacketLoss(_LinkFault):
     """A share of the packets between a node and its peers dropped at random, each way."""
 
     rate: float = option(0.05, "the share of packets dropped each way (0.05: 5 %)", above=0, maximum=0.9)
+    burst: float | None = option(None, "bursty loss: the mean burst length, in packets lost in a row, at the same "
+                                       "--rate (a Gilbert-Elliott chain per receiving side, in user space through "
+                                       "the netfilter queue; at least 1 / (1 - rate), which is independent loss; "
+                                       "not on EKS). Default: each packet dropped on its own (iptables statistic)",
+                                 minimum=1, maximum=1000)
     to_store: bool = option(False, TO_STORE_HELP)
     name: ClassVar[str] = "packet-loss"
-    description: ClassVar[str] = "lossy link: a share of the packets between a node and its peers dropped each way"
+    description: ClassVar[str] = ("lossy link: a share of the packets between a node and its peers dropped each way, "
+                                  "at random or in bursts")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.burst is not None and self.burst < independent_burst(self.rate) - 1e-9:
+            raise SpecError(f"--burst {self.burst:g} at --rate {self.rate:g} is less clustered than independent loss, "
+                            f"whose runs of losses already average 1 / (1 - rate) = "
+                            f"{independent_burst(self.rate):.3g} packets: give at least that, or leave --burst out "
+                            "for independent loss")
 
     def shape(self) -> dict[str, Any]:
-        return {"loss": self.rate, "to_store": self.to_store}
+        bursty = {"burst": self.burst} if self.burst is not None else {}
+        return {"loss": self.rate, "to_store": self.to_store, **bursty}
 
     def words(self) -> str:
+        if self.burst is not None:
+            return (f"drop {self.rate:.1%} of the packets each way in bursts of {self.burst:g} on average "
+                    "(a Gilbert-Elliott chain deciding each queued packet: NFQUEUE, receiving side)")
         return f"drop {self.rate:.1%} of the packets each way (iptables statistic, receiving side)"
+
+
+def independent_burst(rate: float) -> float:
+    """The mean run of losses that independent loss at ``rate`` has: 1 / (1 - rate)."""
+    return 1.0 / (1.0 - rate)
 
 
 @dataclass
@@ -175,13 +202,23 @@ class FlappingLink(_LinkFault):
 
 @dataclass
 class Latency(_LinkFault):
-    """Every packet between a node and its peers held a while, each way."""
+    """Every packet between a node and its peers held a while, each way (or each way its own)."""
 
-    delay_ms: float = option(20.0, "the delay added to every packet each way, in milliseconds (on EKS: one way, "
-                                   "on the node's pod)", above=0,
+    delay_ms: float = option(20.0, "the delay added to every packet each way, in milliseconds (with "
+                                   "--reverse-delay-ms: the node -> peers way only, what the node sends; on EKS: one "
+                                   "way, on the node's pod)", above=0,
                              maximum=10_000, flag="--delay-ms")
-    jitter_ms: float = option(0.0, "a uniform +- spread around the delay, in milliseconds (at most the delay)",
+    jitter_ms: float = option(0.0, "a uniform +- spread around the delay, in milliseconds (at most the delay; with "
+                                   "--reverse-jitter-ms: the node -> peers way only)",
                               minimum=0, maximum=10_000, flag="--jitter-ms")
+    reverse_delay_ms: float | None = option(None, "the delay of the other way, peers -> node (what the peers, or "
+                                                  "with --to-store the store, send the node), in milliseconds, where "
+                                                  "it differs from --delay-ms (0: none that way; not on EKS). "
+                                                  "Default: --delay-ms, each way alike",
+                                            minimum=0, maximum=10_000, flag="--reverse-delay-ms")
+    reverse_jitter_ms: float | None = option(None, "the +- spread of the peers -> node way's delay, in milliseconds "
+                                                   "(at most that delay; not on EKS). Default: --jitter-ms",
+                                             minimum=0, maximum=10_000, flag="--reverse-jitter-ms")
     to_store: bool = option(False, TO_STORE_HELP)
     name: ClassVar[str] = "latency"
     description: ClassVar[str] = ("slow link: every packet between a node and its peers delayed each way (the "
@@ -192,10 +229,43 @@ class Latency(_LinkFault):
         if self.jitter_ms > self.delay_ms:
             raise SpecError(f"--jitter-ms {self.jitter_ms:g} is more than --delay-ms {self.delay_ms:g}: a packet "
                             "cannot leave before it arrived")
+        back, back_jitter = self.reverse()
+        if back_jitter > back:
+            said = (f"--reverse-jitter-ms {back_jitter:g}" if self.reverse_jitter_ms is not None else
+                    f"the peers -> node way's jitter ({back_jitter:g}, --jitter-ms's; give --reverse-jitter-ms)")
+            raise SpecError(f"{said} is more than the peers -> node way's delay ({back:g} ms): a packet cannot leave "
+                            "before it arrived")
+
+    def reverse(self) -> tuple[float, float]:
+        """(delay, jitter) of the peers -> node way, in milliseconds (unset: the same as node -> peers)."""
+        return (self.delay_ms if self.reverse_delay_ms is None else self.reverse_delay_ms,
+                self.jitter_ms if self.reverse_jitter_ms is None else self.reverse_jitter_ms)
+
+    @property
+    def per_direction(self) -> bool:
+        """Whether the two ways are delayed differently."""
+        return self.reverse() != (self.delay_ms, self.jitter_ms)
+
+    @property
+    def round_trip_ms(self) -> float:
+        """The delay a round trip gains on average: each way's delay, summed."""
+        return self.delay_ms + self.reverse()[0]
+
+    @property
+    def worst_round_trip_ms(self) -> float:
+        """The longest round trip the delay makes: each way's delay plus its jitter, summed."""
+        return self.delay_ms + self.jitter_ms + sum(self.reverse())
 
     def shape(self) -> dict[str, Any]:
-        return {"delay_ms": self.delay_ms, "jitter_ms": self.jitter_ms, "to_store": self.to_store}
+        given = {k: v for k, v in (("reverse_delay_ms", self.reverse_delay_ms),
+                                   ("reverse_jitter_ms", self.reverse_jitter_ms)) if v is not None}
+        return {"delay_ms": self.delay_ms, "jitter_ms": self.jitter_ms, "to_store": self.to_store, **given}
 
     def words(self) -> str:
-        jitter = f" +- {self.jitter_ms:g} ms" if self.jitter_ms else ""
-        return f"hold every packet {self.delay_ms:g} ms{jitter} each way (NFQUEUE and a delay line)"
+        def held(delay: float, jitter: float) -> str:
+            return f"{delay:g} ms" + (f" +- {jitter:g} ms" if jitter else "")
+        if not self.per_direction:
+            return f"hold every packet {held(self.delay_ms, self.jitter_ms)} each way (NFQUEUE and a delay line)"
+        peers = "the store" if self.to_store else "peers"
+        return (f"hold every packet {held(self.delay_ms, self.jitter_ms)} node -> {peers} and "
+                f"{held(*self.reverse())} {peers} -> node (NFQUEUE and a delay line per receiving side)")

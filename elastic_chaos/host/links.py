@@ -9,6 +9,12 @@ elastic_chaos.host.netns), and each removed by name:
   (``-m statistic --mode random --probability p``; without the match for a link that is
   down). Drops are on the receiving side only: a DROP in OUTPUT answers the local sender
   with EPERM at once (a ``connect`` fails), which no real lossy or dead link does.
+- **delay** and **bursty loss**: the same chain sends the other end's packets to a netfilter
+  queue (``-j NFQUEUE --queue-bypass``) read by a thread of the runner
+  (elastic_chaos.host.nfqueue) that holds each packet's verdict for the delay, or drops the
+  ones a Gilbert-Elliott chain says. Each receiving side has its own reader, so the two
+  directions of a link may differ (``forward``: what the node sends its peers, received in
+  theirs; ``reverse``: what they send it, received in its own).
 - **rate**: an HTB qdisc with one class (``rate = ceil = cap``) on the node's ``eth0``
   (what it sends to the peers) and on its host-side veth (what the peers send it), a u32
   filter per peer address steering only that traffic into the class; anything else passes
@@ -22,7 +28,10 @@ end's namespace is a name under /var/run/netns (the local platform's) or the pat
 namespace file (``/proc/PID/ns/net``: a local-cluster machine's, entered with nsenter).
 
 :func:`probe` measures what was applied: UDP echoes for the loss and the round trip, a
-TCP stream for the rate, from one end's namespace to the other's.
+TCP stream for the rate, from one end's namespace to the other's. Both ends are namespaces
+of this one machine, read by threads of this one process on one monotonic clock, so the
+echo's arrival time splits each round trip into its two one-way delays, and the datagrams
+the echo saw split the loss by direction.
 
 Nothing here outlives its namespaces: a reaped run's namespaces and veths go, and the
 rules and qdiscs inside with them.
@@ -33,6 +42,7 @@ import ctypes
 import ctypes.util
 import math
 import os
+import random
 import shutil
 import socket
 import struct
@@ -45,7 +55,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from elastic_chaos.errors import SetupError
-from elastic_chaos.host.nfqueue import DelayLine
+from elastic_chaos.host.nfqueue import BurstLoss, DelayLine
 
 CLONE_NEWNET = 0x40000000
 T = TypeVar("T")
@@ -100,11 +110,18 @@ class Degradation:
     """(namespace or None for the host, device) holding our HTB root qdisc."""
     queue: int = 0
     """The netfilter queue number a delay uses (unique among the run's degradations)."""
+    reverse_queue: int | None = None
+    """A second queue number, for the store's link when its two directions are read apart (a
+    delay per direction, a bursty loss: both directions are received in the node's one
+    namespace, and one queue has one reader)."""
     store_port: int | None = None
     """Degrade the node's link to the rendezvous store instead (its relay's port on the
     namespace's loopback: both directions of that TCP port), not its links to ``peers``."""
     delays: list[DelayLine] = field(default_factory=list)
-    """The delay lines holding this link's packets (one per end's namespace)."""
+    """The delay lines holding (or dropping) this link's packets (one per receiving side)."""
+    directions: list[tuple[str, str, str]] = field(default_factory=list)
+    """Beside each delay line: its direction (``forward``: node -> peers; ``reverse``: peers ->
+    node) and the packets' sender and receiver in words."""
 
     @property
     def chain(self) -> str:
@@ -114,6 +131,18 @@ class Degradation:
     def iface(self) -> str:
         """Where the link's packets are received: ``eth0``, or ``lo`` for the store's relay."""
         return "lo" if self.store_port is not None else "eth0"
+
+    @property
+    def queues(self) -> tuple[int, ...]:
+        """The netfilter queue numbers this degradation may bind."""
+        return (self.queue,) if self.reverse_queue is None else (self.queue, self.reverse_queue)
+
+    def drops(self) -> list[dict[str, object]]:
+        """What each bursty-loss reader decided so far: its direction, sender and receiver, and
+        its tally (packets, dropped, bursts, loss, mean burst). Empty: no bursty loss here."""
+        return [{"direction": way, "from": sender, "to": receiver, **line.loss.tally()}
+                for line, (way, sender, receiver) in zip(self.delays, self.directions, strict=True)
+                if line.loss is not None]
 
     @property
     def hooks(self) -> tuple[str, ...]:
@@ -168,24 +197,96 @@ def _chain(d: Degradation, netns: str) -> None:
             _ipt(netns, "-I", hook, "-i", d.iface, "-j", d.chain)
 
 
-def set_delay(d: Degradation, delay_s: float, jitter_s: float = 0.0) -> None:
+def set_delay(d: Degradation, delay_s: float, jitter_s: float = 0.0, *, reverse_delay_s: float | None = None,
+              reverse_jitter_s: float | None = None) -> None:
     """Hold every packet between ``d.node`` and each peer ``delay_s`` (+- a uniform ``jitter_s``)
     each way before it is received: an NFQUEUE rule in the receiving namespace's chain and a
-    delay line (elastic_chaos.host.nfqueue) reading that queue. Once per Degradation."""
+    delay line (elastic_chaos.host.nfqueue) reading that queue. With ``reverse_delay_s`` /
+    ``reverse_jitter_s`` (None: the same as the other way), the packets the peers (or the store)
+    send the node are held that long instead; a direction held 0 +- 0 gets no rule. Once per
+    Degradation."""
+    back = delay_s if reverse_delay_s is None else reverse_delay_s
+    back_jitter = jitter_s if reverse_jitter_s is None else reverse_jitter_s
+    _queue(d, {"forward": _Hold(delay_s, jitter_s), "reverse": _Hold(back, back_jitter)})
+
+
+def set_bursty_loss(d: Degradation, rate: float, burst: float, *, seed: int | None = None) -> None:
+    """Drop ``rate`` of the packets between ``d.node`` and each peer each way, in bursts of
+    ``burst`` packets on average (nfqueue.BurstLoss: a Gilbert-Elliott chain per receiving side,
+    stepped by every packet of the link it reads), through the netfilter queue as a delay is:
+    iptables' ``statistic`` match draws each packet alone. Once per Degradation; ``seed``: each
+    side's chain seeded from it (tests)."""
+    seeds = random.Random(seed)
+    BurstLoss(rate, burst)          # the values checked before anything is made
+    _queue(d, {way: _Hold(0.0, 0.0, lambda: BurstLoss(rate, burst, random.Random(seeds.random())))
+               for way in ("forward", "reverse")})
+
+
+@dataclass(frozen=True)
+class _Hold:
+    """What one direction's reader does with each packet: drop it as ``loss`` says (a new chain
+    per reader), else hold it ``delay_s`` +- ``jitter_s``."""
+
+    delay_s: float
+    jitter_s: float
+    loss: Callable[[], BurstLoss] | None = None
+
+    @property
+    def idle(self) -> bool:
+        return self.delay_s <= 0 and self.jitter_s <= 0 and self.loss is None
+
+
+def _queue(d: Degradation, holds: dict[str, _Hold]) -> None:
+    """A reader of the netfilter queue on each receiving side whose direction ``holds`` does
+    something, its chain sending it the link's packets. Two sides in one namespace (the store's
+    link) share ``d.queue`` when they do the same stateless thing (one delay both ways), else the
+    reverse one reads ``d.reverse_queue``."""
     if d.delays:
         raise SetupError("this degradation already delays its packets")
-    for netns, sources in _pairs(d):
+    plan: list[tuple[str, int, _Hold, list[list[str]], tuple[str, str, str]]] = []
+    for netns, way, sender, receiver, matches in _sides(d):
+        hold = holds[way]
+        if hold.idle:
+            continue
+        same = [i for i, item in enumerate(plan) if item[0] == netns]
+        if not same:
+            plan.append((netns, d.queue, hold, matches, (way, sender, receiver)))
+            continue
+        first = plan[same[0]]
+        if hold == first[2] and hold.loss is None:      # one delay both ways: one reader, as ever
+            plan[same[0]] = (netns, first[1], hold, first[3] + matches, ("both", d.node.node, "the store"))
+            continue
+        if d.reverse_queue is None:
+            raise SetupError(f"the link {d.ident} reads its two directions apart in one namespace and needs a "
+                             "second netfilter queue (Degradation.reverse_queue)")
+        plan.append((netns, d.reverse_queue, hold, matches, (way, sender, receiver)))
+    for netns, queue, hold, matches, direction in plan:
         sock = in_netns(netns, lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 12))
-        line = DelayLine(sock, d.queue, delay_s, jitter_s)
+        line = DelayLine(sock, queue, hold.delay_s, hold.jitter_s, loss=hold.loss() if hold.loss else None)
         try:
             line.start()
         except (OSError, SetupError) as exc:
             sock.close()
-            raise SetupError(f"could not read the netfilter queue {d.queue} in {netns}: {exc}") from exc
+            raise SetupError(f"could not read the netfilter queue {queue} in {netns}: {exc}") from exc
         d.delays.append(line)
+        d.directions.append(direction)
         _chain(d, netns)
-        for m in sources:
-            _ipt(netns, "-A", d.chain, *m, "-j", "NFQUEUE", "--queue-num", str(d.queue), "--queue-bypass")
+        for m in matches:
+            _ipt(netns, "-A", d.chain, *m, "-j", "NFQUEUE", "--queue-num", str(queue), "--queue-bypass")
+
+
+def _sides(d: Degradation) -> list[tuple[str, str, str, str, list[list[str]]]]:
+    """(the receiving namespace, the direction, the sender and the receiver in words, the iptables
+    matches of the packets it receives over the link) of every side of ``d``: the peers receive
+    the node's packets (forward), the node receives the peers' (reverse); on the store's link the
+    node's namespace receives both, told apart by the relay's port."""
+    if d.store_port is not None:
+        port = str(d.store_port)
+        return [(d.node.netns, "forward", d.node.node, "the store", [["-p", "tcp", "--dport", port]]),
+                (d.node.netns, "reverse", "the store", d.node.node, [["-p", "tcp", "--sport", port]])]
+    peers = ", ".join(p.node for p in d.peers)
+    return [(d.node.netns, "reverse", peers, d.node.node, [["-s", s] for p in d.peers for s in p.sources])] + \
+        [(p.netns, "forward", d.node.node, p.node, [["-s", s] for s in d.node.sources]) for p in d.peers]
 
 
 def _pairs(d: Degradation) -> list[tuple[str, list[list[str]]]]:
@@ -247,7 +348,10 @@ def remove(d: Degradation) -> list[str]:
             line.stop()
         except SetupError as exc:
             errors.append(str(exc))
-        d.delays.remove(line)
+        at = d.delays.index(line)
+        del d.delays[at]
+        if at < len(d.directions):
+            del d.directions[at]
     for where, dev in list(d.qdiscs):
         gone = (where is not None and not netns_exists(where)) or \
             (where is None and not Path(f"/sys/class/net/{dev}").exists())
@@ -271,7 +375,7 @@ def leftovers(netns: str, host_veth: str, d: Degradation | None = None) -> list[
              if mark in line.split()[1:2] + line.split()[-1:] or (d is None and mark in line)]
     queues = _run(_in(netns, ["cat", "/proc/net/netfilter/nfnetlink_queue"]), check=False)
     found += [f"a netfilter queue still bound: {line.strip()}" for line in queues.splitlines()
-              if line.strip() and (d is None or line.split()[0] == str(d.queue))]
+              if line.strip() and (d is None or line.split()[0] in {str(q) for q in d.queues})]
     sides: tuple[tuple[str | None, str], ...] = ((netns, "eth0"), (None, host_veth))
     for ns, dev in sides:
         shown = _run(_in(ns, ["tc", "qdisc", "show", "dev", dev]), check=False)
@@ -337,11 +441,41 @@ class Probe:
     kbit_s: float | None = None
     """TCP throughput from the node to the peer (None: not measured)."""
     seconds: float = 0.0
+    arrived: int | None = None
+    """Datagrams the echo received (crossed the node -> peer way); None: not seen (a connect probe)."""
+    forward_ms: float | None = None
+    """The median one-way delay node -> peer: the echo's receipt less the send (one clock)."""
+    reverse_ms: float | None = None
+    """The median one-way delay peer -> node: the echo's return less its receipt."""
+
+    @property
+    def loss_forward(self) -> float | None:
+        """The share of datagrams lost node -> peer (None: not seen)."""
+        return None if self.arrived is None or not self.sent else 1.0 - self.arrived / self.sent
+
+    @property
+    def loss_reverse(self) -> float | None:
+        """The share of the datagrams that reached the echo whose echo was lost peer -> node."""
+        return None if not self.arrived else max(0.0, 1.0 - self.echoed / self.arrived)
 
     def to_json(self) -> dict[str, float | int | None]:
-        return {"sent": self.sent, "echoed": self.echoed, "loss_each_way": round(self.loss_each_way, 4),
-                "rtt_ms": None if self.rtt_ms is None else round(self.rtt_ms, 3),
-                "kbit_s": None if self.kbit_s is None else round(self.kbit_s, 1), "seconds": round(self.seconds, 3)}
+        out: dict[str, float | int | None] = {
+            "sent": self.sent, "echoed": self.echoed, "loss_each_way": round(self.loss_each_way, 4),
+            "rtt_ms": None if self.rtt_ms is None else round(self.rtt_ms, 3),
+            "kbit_s": None if self.kbit_s is None else round(self.kbit_s, 1), "seconds": round(self.seconds, 3)}
+        if self.arrived is not None:    # the UDP probe's: each direction apart
+            out.update({"arrived": self.arrived, "loss_forward": _r(self.loss_forward, 4),
+                        "loss_reverse": _r(self.loss_reverse, 4), "forward_ms": _r(self.forward_ms, 3),
+                        "reverse_ms": _r(self.reverse_ms, 3)})
+        return out
+
+
+def _r(v: float | None, digits: int) -> float | None:
+    return None if v is None else round(v, digits)
+
+
+def _median(values: list[float]) -> float | None:
+    return sorted(values)[len(values) // 2] if values else None
 
 
 def in_netns(netns: str, fn: Callable[[], T], *, timeout_s: float = 30.0) -> T:
@@ -382,12 +516,13 @@ def probe(node: End, peer: End, *, count: int = 200, interval_s: float = 0.005, 
     udp_srv = in_netns(peer.netns, lambda: _bound(socket.SOCK_DGRAM, peer.address))
     tcp_srv = in_netns(peer.netns, lambda: _bound(socket.SOCK_STREAM, peer.address)) if stream_s > 0 else None
     stop = threading.Event()
-    echo = threading.Thread(target=_echo, args=(udp_srv, stop), name="links-echo", daemon=True)
+    arrived: dict[int, float] = {}
+    echo = threading.Thread(target=_echo, args=(udp_srv, stop, arrived), name="links-echo", daemon=True)
     echo.start()
     try:
         client = in_netns(node.netns, lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
         with client:
-            rtts = _udp_rounds(client, udp_srv.getsockname(), count, interval_s, wait_s)
+            rounds = _udp_rounds(client, udp_srv.getsockname(), count, interval_s, wait_s)
         kbit = _stream(node, tcp_srv, stream_s) if tcp_srv is not None else None
     finally:
         stop.set()
@@ -395,11 +530,15 @@ def probe(node: End, peer: End, *, count: int = 200, interval_s: float = 0.005, 
         udp_srv.close()
         if tcp_srv is not None:
             tcp_srv.close()
-    echoed = len(rtts)
-    rtts.sort()
+    echoed = len(rounds)
+    rtt = _median([back - out for out, back in rounds.values()])
+    seen = {n: t for n, t in dict(arrived).items() if 0 <= n < count}
+    forward = _median([seen[n] - rounds[n][0] for n in rounds if n in seen])
+    reverse = _median([rounds[n][1] - seen[n] for n in rounds if n in seen])
     return Probe(sent=count, echoed=echoed, loss_each_way=1.0 - math.sqrt(echoed / count),
-                 rtt_ms=rtts[len(rtts) // 2] * 1000 if rtts else None, kbit_s=kbit,
-                 seconds=time.monotonic() - began)
+                 rtt_ms=None if rtt is None else rtt * 1000, kbit_s=kbit, seconds=time.monotonic() - began,
+                 arrived=max(len(seen), echoed), forward_ms=None if forward is None else forward * 1000,
+                 reverse_ms=None if reverse is None else reverse * 1000)
 
 
 def probe_connects(node: End, port: int, *, count: int = 40, timeout_s: float = 10.0,
@@ -442,7 +581,8 @@ def _bound(kind: socket.SocketKind, address: str) -> socket.socket:
     return sock
 
 
-def _echo(sock: socket.socket, stop: threading.Event) -> None:
+def _echo(sock: socket.socket, stop: threading.Event, arrived: dict[int, float] | None = None) -> None:
+    """Send every datagram back; ``arrived``: each one's number and when it came (the first time)."""
     sock.settimeout(0.1)
     while not stop.is_set():
         try:
@@ -451,14 +591,17 @@ def _echo(sock: socket.socket, stop: threading.Event) -> None:
             continue
         except OSError:
             return
+        if arrived is not None and len(data) >= 4:
+            arrived.setdefault(struct.unpack("!I", data[:4])[0], time.monotonic())
         sock.sendto(data, addr)
 
 
 def _udp_rounds(client: socket.socket, server: tuple[str, int], count: int, interval_s: float,
-                wait_s: float) -> list[float]:
-    """Round trips (seconds) of the datagrams that came back, each counted once."""
+                wait_s: float) -> dict[int, tuple[float, float]]:
+    """(sent, came back) of each datagram that came back, by its number, each counted once
+    (time.monotonic())."""
     sent_at: dict[int, float] = {}
-    rtts: dict[int, float] = {}
+    rtts: dict[int, tuple[float, float]] = {}
     client.setblocking(False)
     start = time.monotonic()
     deadline = start + count * interval_s + wait_s
@@ -476,8 +619,8 @@ def _udp_rounds(client: socket.socket, server: tuple[str, int], count: int, inte
             continue
         n = struct.unpack("!I", data[:4])[0]
         if n in sent_at and n not in rtts:
-            rtts[n] = time.monotonic() - sent_at[n]
-    return list(rtts.values())
+            rtts[n] = (sent_at[n], time.monotonic())
+    return rtts
 
 
 def _stream(node: End, server: socket.socket, seconds: float) -> float | None:

@@ -6,7 +6,8 @@
 - ``bandwidth``: a rate cap slows steps (the gradients' all-reduce crosses the capped link)
   without a restart, and the step rate comes back when the cap goes.
 - ``latency``: a delay on every packet each way between a node and its peers slows steps
-  (each collective waits for its round trips) without a restart; the rate comes back.
+  (each collective waits for its round trips) without a restart; the rate comes back. Where
+  the two ways differ, each way's growth is checked apart (the probe's one-way delays).
 - ``flapping-link``: a link that goes down for less than the collective timeout, and comes
   back, is a stall, not a failure: the job waits (a step gap about as long as a flap), no
   worker fails, no restart.
@@ -85,14 +86,15 @@ def _past_timeout(t: Trial, fault: _LinkFault) -> bool:
     if not isinstance(fault, Latency) or fault.to_store:
         return False
     limit, _where, known = job_collective_timeout(t.job)
-    return known and 2 * (fault.delay_ms + fault.jitter_ms) / 1000 >= limit
+    return known and fault.worst_round_trip_ms / 1000 >= limit
 
 
 def degradation_of(fault: _LinkFault) -> Degradation:
     """The degradation a link fault applies, as elastic_chaos.analysis.link_order reads it (a
-    latency's worst delay: its delay plus its jitter; a cap: none, only the ordering is checked)."""
+    latency's worst delay: its delay plus its jitter, each way; where the ways differ, half the worst
+    round trip, which is what the ordering reads; a cap: none, only the ordering is checked)."""
     if isinstance(fault, Latency):
-        return Degradation(delay_ms=fault.delay_ms + fault.jitter_ms, to_store=fault.to_store)
+        return Degradation(delay_ms=fault.worst_round_trip_ms / 2, to_store=fault.to_store)
     if isinstance(fault, PacketLoss):
         return Degradation(rate=fault.rate, to_store=fault.to_store)
     if isinstance(fault, FlappingLink):
@@ -151,12 +153,16 @@ def packet_loss(t: Trial) -> None:
     measured = cost.loss_measured
     probe = record.detail.get("probe")
     sent = probe.get("sent") if isinstance(probe, dict) else None
-    slack = max(t.params.tolerance * fault.rate, 0.03, 3 * _loss_sigma(fault.rate, sent))
+    slack = max(t.params.tolerance * fault.rate, 0.03, 3 * _loss_sigma(fault.rate, sent, fault.burst))
+    bursts = f" in bursts of {fault.burst:g} packets" if fault.burst is not None else ""
+    dropped = (f"; its queue readers dropped {_pct(cost.loss_dropped)} of the link's packets in runs of "
+               f"{'?' if cost.burst_dropped is None else f'{cost.burst_dropped:.1f}'} on average"
+               if fault.burst is not None else "")
     t.verdict.require(measured is not None and abs(measured - fault.rate) <= slack,
                       f"the probe measured {_pct(measured)} loss each way between {record.target} and "
-                      f"{record.detail.get('probed', _peers(record))}, asked {fault.rate:.1%} (within "
-                      f"{slack:.1%})", check="applied")
-    _survived(t, record, cost, f"{fault.rate:.1%} loss" + (" to the store" if fault.to_store else ""))
+                      f"{record.detail.get('probed', _peers(record))}, asked {fault.rate:.1%}{bursts} (within "
+                      f"{slack:.1%}){dropped}", check="applied")
+    _survived(t, record, cost, f"{fault.rate:.1%} loss{bursts}" + (" to the store" if fault.to_store else ""))
 
 
 @hypothesis("bandwidth", "slow link: the rate between a node and its peers capped; steps slow down without a "
@@ -211,21 +217,37 @@ def flapping_link(t: Trial) -> None:
 def latency(t: Trial) -> None:
     """Delay every packet between a node and its peers ``--delay-ms`` (+- ``--jitter-ms``) each
     way for ``--duration`` seconds: the probe's round trip grows by twice the delay (within
-    ``--tolerance``, at least 5 ms), no worker fails, no restart, and the step rate comes back
-    after. The step time while delayed is reported against the step time before. A round trip
-    not shorter than the job's collective timeout is a partition to every collective: then the
-    collective fails at that timeout (not later), by a timeout, the job restarts, and it trains
-    again once the link is whole."""
+    ``--tolerance``, at least 5 ms; with ``--reverse-delay-ms``, by the two ways' delays, and each
+    way's one-way delay by its own, within ``--tolerance``, at least 3 ms), no worker fails, no
+    restart, and the step rate comes back after. The step time while delayed is reported against
+    the step time before. A round trip not shorter than the job's collective timeout is a
+    partition to every collective: then the collective fails at that timeout (not later), by a
+    timeout, the job restarts, and it trains again once the link is whole."""
     fault, record, cost = _degrade(t)
     assert isinstance(fault, Latency)
     added = None if cost.rtt_ms is None or cost.rtt_baseline_ms is None else cost.rtt_ms - cost.rtt_baseline_ms
-    want = 2 * fault.delay_ms
+    want = fault.round_trip_ms
     slack = max(t.params.tolerance * want, 5.0)
-    t.verdict.require(added is not None and abs(added - want) <= slack,
-                      f"the probe's round trip grew by {'?' if added is None else f'{added:.1f}'} ms "
-                      f"({cost.rtt_baseline_ms} -> {cost.rtt_ms} ms), asked {want:g} ms ({fault.delay_ms:g} ms each "
-                      f"way, within {slack:.1f} ms)", check="applied")
-    what = f"{fault.delay_ms:g} ms of delay each way" + (" to the store" if fault.to_store else "")
+    back = fault.reverse()[0]
+    asked = (f"{fault.delay_ms:g} ms each way" if not fault.per_direction else
+             f"{fault.delay_ms:g} ms node -> {'the store' if fault.to_store else 'peers'} + {back:g} ms back")
+    ok = added is not None and abs(added - want) <= slack
+    ways = ""
+    if fault.per_direction and not fault.to_store:     # one clock at both ends: each way measured apart
+        grew = [_grew(cost.one_way_ms, cost.one_way_baseline_ms), _grew(cost.one_way_back_ms,
+                                                                         cost.one_way_back_baseline_ms)]
+        slacks = [max(t.params.tolerance * w, 3.0) for w in (fault.delay_ms, back)]
+        ok = ok and all(g is not None and abs(g - w) <= sl for g, w, sl in zip(grew, (fault.delay_ms, back), slacks,
+                                                                             strict=True))
+        ways = (f"; each way grew by {_ms(grew[0])} ms out (asked {fault.delay_ms:g}, within {slacks[0]:.1f}) and "
+                f"{_ms(grew[1])} ms back (asked {back:g}, within {slacks[1]:.1f})")
+    elif fault.per_direction:
+        ways = "; the store's probe (TCP connects) measures only the round trip, not each way"
+    t.verdict.require(ok, f"the probe's round trip grew by {_ms(added)} ms "
+                          f"({cost.rtt_baseline_ms} -> {cost.rtt_ms} ms), asked {want:g} ms ({asked}, within "
+                          f"{slack:.1f} ms){ways}", check="applied")
+    what = (f"{fault.delay_ms:g} ms of delay each way" if not fault.per_direction else
+            f"{fault.delay_ms:g} ms of delay out and {back:g} ms back") + (" to the store" if fault.to_store else "")
     if _past_timeout(t, fault):
         limit, where, _known = job_collective_timeout(t.job)
         _past_the_timeout(t, record, cost, limit, where, what)
@@ -263,14 +285,29 @@ def _past_the_timeout(t: Trial, record: FaultRecord, cost: LinkCost, limit: floa
               "the job did not train again once the link was whole", check="recovered")
 
 
-def _loss_sigma(rate: float, sent: object) -> float:
+def _loss_sigma(rate: float, sent: object, burst: float | None = None) -> float:
     """One sigma of the probe's loss-each-way estimate at ``rate`` over ``sent`` round trips (a
     round trip is lost with 1 - (1 - rate)^2; the estimate is 1 - sqrt of the share that came
-    back): 400 UDP echoes at 5 %: 0.008; 60 connects to the store: 0.02."""
+    back): 400 UDP echoes at 5 %: 0.008; 60 connects to the store: 0.02. Losses in bursts of
+    ``burst`` packets are correlated: the sigma grows by sqrt((1 + l) / (1 - l)), l = 1 - p - r
+    the Gilbert-Elliott chain's memory (its worst case: the probe alone on the link; the job's
+    packets between two datagrams make them less correlated): 5 % in bursts of 4: x2.6."""
     if not isinstance(sent, int) or sent <= 0:
         return 0.0
     lost = 1 - (1 - rate) ** 2
-    return math.sqrt(lost * (1 - lost) / sent) / (2 * math.sqrt(1 - lost))
+    sigma = math.sqrt(lost * (1 - lost) / sent) / (2 * math.sqrt(1 - lost))
+    if burst is None:
+        return sigma
+    memory = 1 - 1 / burst - rate / (burst * (1 - rate))
+    return sigma * math.sqrt((1 + memory) / (1 - memory)) if memory < 1 else sigma
+
+
+def _grew(now: float | None, before: float | None) -> float | None:
+    return None if now is None or before is None else now - before
+
+
+def _ms(v: float | None) -> str:
+    return "?" if v is None else f"{v:.1f}"
 
 
 def _peers(record: FaultRecord) -> str:

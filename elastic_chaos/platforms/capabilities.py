@@ -353,10 +353,13 @@ class LinkDegrader(Capability):
 
     def degrade(self, node: str, peers: tuple[str, ...], *, loss: float = 0.0, rate_kbit: int | None = None,
                 down_s: float | None = None, up_s: float | None = None, delay_ms: float | None = None,
-                jitter_ms: float = 0.0, to_store: bool = False) -> Hit:
+                jitter_ms: float = 0.0, to_store: bool = False, reverse_delay_ms: float | None = None,
+                reverse_jitter_ms: float | None = None, burst: float | None = None) -> Hit:
         """Drop ``loss`` of the packets each way between ``node`` and ``peers`` (every other live
-        node when empty), cap the rate at ``rate_kbit`` each way, delay every packet ``delay_ms``
-        (+- ``jitter_ms``) each way, or, with ``down_s`` and ``up_s``,
+        node when empty; with ``burst``, in bursts of that many packets on average), cap the rate at
+        ``rate_kbit`` each way, delay every packet ``delay_ms`` (+- ``jitter_ms``) each way (with
+        ``reverse_delay_ms`` / ``reverse_jitter_ms``: those on the packets the peers send the node),
+        or, with ``down_s`` and ``up_s``,
         take the link down for ``down_s`` then up for ``up_s`` until ``restore``. Returns at once;
         ``to_store``: the node's link to the rendezvous store instead (``peers`` empty; loss and
         delay only). ``hit.detail``: ``link`` (the name ``restore`` takes), ``peers``, ``probe`` (what was
@@ -364,12 +367,14 @@ class LinkDegrader(Capability):
         self.platform._require_node(node)
         for peer in peers:
             self.platform._require_node(peer)
+        more = {k: v for k, v in (("reverse_delay_ms", reverse_delay_ms), ("reverse_jitter_ms", reverse_jitter_ms),
+                                  ("burst", burst)) if v is not None}
         hit = self._degrade(node, peers, loss=loss, rate_kbit=rate_kbit, down_s=down_s, up_s=up_s,
-                            delay_ms=delay_ms, jitter_ms=jitter_ms, to_store=to_store)
+                            delay_ms=delay_ms, jitter_ms=jitter_ms, to_store=to_store, **more)
         self.platform.timeline.emit(NodeEv.LINK_DEGRADED, node, LinkDegraded(
             action=hit.action, link=hit.detail.get("link"), peers=tuple(hit.detail.get("peers", ())),
             loss=loss or None, rate_kbit=rate_kbit, down_s=down_s, up_s=up_s, delay_ms=delay_ms,
-            jitter_ms=jitter_ms if delay_ms is not None else None, to_store=to_store or None), t=hit.at)
+            jitter_ms=jitter_ms if delay_ms is not None else None, to_store=to_store or None, extra=more), t=hit.at)
         return hit
 
     def plan_steps(self, shape: dict[str, Any], node: str, who: str, until: str) -> tuple[str, ...] | None:
@@ -389,7 +394,8 @@ class LinkDegrader(Capability):
     @abc.abstractmethod
     def _degrade(self, node: str, peers: tuple[str, ...], *, loss: float, rate_kbit: int | None,
                  down_s: float | None, up_s: float | None, delay_ms: float | None, jitter_ms: float,
-                 to_store: bool) -> Hit: ...
+                 to_store: bool, reverse_delay_ms: float | None = None, reverse_jitter_ms: float | None = None,
+                 burst: float | None = None) -> Hit: ...
 
     @abc.abstractmethod
     def _restore(self, node: str, link: str) -> Hit: ...

@@ -36,15 +36,18 @@ class LinkBook:
         self.prefix = prefix
         self._held: dict[str, tuple[links.Degradation, links.Flapper | None]] = {}
         self._ids = itertools.count(0)
-        self._first_queue = first_queue
+        self._queues = itertools.count(first_queue)
         self._lock = threading.Lock()
 
-    def new(self, node: links.End, peers: tuple[links.End, ...], *, store_port: int | None = None) -> links.Degradation:
-        """A fresh, empty degradation between ``node`` and ``peers`` (nothing made yet)."""
+    def new(self, node: links.End, peers: tuple[links.End, ...], *, store_port: int | None = None,
+            queues: int = 1) -> links.Degradation:
+        """A fresh, empty degradation between ``node`` and ``peers`` (nothing made yet), with
+        ``queues`` netfilter queue numbers of its own (2: the store's link read per direction)."""
         with self._lock:
             n = next(self._ids)
-        return links.Degradation(f"{self.prefix}{n + 1}", node, peers, queue=self._first_queue + n,
-                                 store_port=store_port)
+            numbers = [next(self._queues) for _ in range(queues)]
+        return links.Degradation(f"{self.prefix}{n + 1}", node, peers, queue=numbers[0],
+                                 reverse_queue=numbers[1] if len(numbers) > 1 else None, store_port=store_port)
 
     def hold(self, d: links.Degradation, flapper: links.Flapper | None = None) -> None:
         """Keep ``d`` (made) until ``restore`` of its name."""
@@ -53,11 +56,17 @@ class LinkBook:
 
     def degrade(self, node: str, end: links.End, others: tuple[links.End, ...], peers: tuple[str, ...], *,
                 loss: float, rate_kbit: int | None, down_s: float | None, up_s: float | None,
-                delay_ms: float | None, jitter_ms: float, detail: dict[str, Any] | None = None) -> Hit:
+                delay_ms: float | None, jitter_ms: float, reverse_delay_ms: float | None = None,
+                reverse_jitter_ms: float | None = None, burst: float | None = None,
+                detail: dict[str, Any] | None = None) -> Hit:
         """Probe the link from ``end`` to ``others[0]``, degrade it between ``end`` and every one of
         ``others`` as asked, probe it again, hold it. Blocks for the probes (a few seconds; the
-        delay's round trip more). ``peers``: the job's names for the other ends, for the record;
-        ``detail``: more for the hit's. InjectionFailed, with nothing left made, if it could not."""
+        delay's round trip more). ``reverse_*``: the delay of the packets the peers send the node,
+        where it differs (None: the same as ``delay_ms``, ``jitter_ms``); ``burst``: the loss in
+        bursts of that many packets on average (None: independent). ``peers``: the job's names for
+        the other ends, for the record; ``detail``: more for the hit's (with a bursty loss, ``drops``:
+        what its readers had dropped by the end of the probe). InjectionFailed, with nothing left
+        made, if it could not."""
         d = self.new(end, others)
         wants_rate = rate_kbit is not None
         flapper: links.Flapper | None = None
@@ -72,9 +81,10 @@ class LinkBook:
                 measured = links.probe(end, others[0], count=20, interval_s=min(0.02, down_s / 40),
                                        wait_s=min(0.5, down_s / 4))
             else:
-                action = _apply(d, loss=loss, rate_kbit=rate_kbit, delay_ms=delay_ms, jitter_ms=jitter_ms)
+                action = _apply(d, loss=loss, rate_kbit=rate_kbit, delay_ms=delay_ms, jitter_ms=jitter_ms,
+                                reverse_delay_ms=reverse_delay_ms, reverse_jitter_ms=reverse_jitter_ms, burst=burst)
                 # the last echoes wait out the round trip the delay makes (a 6 s delay: 12 s)
-                wait_s = 1.0 + 2 * ((delay_ms or 0.0) + jitter_ms) / 1000
+                wait_s = 1.0 + round_trip_ms(delay_ms, jitter_ms, reverse_delay_ms, reverse_jitter_ms) / 1000
                 measured = links.probe(end, others[0], count=PROBE_COUNT, wait_s=wait_s,
                                        stream_s=PROBE_STREAM_S if wants_rate else 0.0)
         except SetupError as exc:
@@ -86,9 +96,10 @@ class LinkBook:
             links.remove(d)
             raise InjectionFailed(f"could not degrade the link {node} <-> {', '.join(peers)}: {exc}") from exc
         self.hold(d, flapper)
+        drops = {"drops": d.drops()} if burst is not None else {}
         return Hit(node=node, at=at, action=action, detail={
             "link": d.ident, "peers": list(peers), "probed": others[0].node,
-            "baseline": baseline.to_json(), "probe": measured.to_json(), **(detail or {})})
+            "baseline": baseline.to_json(), "probe": measured.to_json(), **drops, **(detail or {})})
 
     def restore(self, node: str, link: str, present: Present) -> Hit:
         """Remove every rule, queue and qdisc of ``link`` (a flapping link left up) and check that
@@ -108,12 +119,14 @@ class LinkBook:
             except SetupError as exc:
                 errors.append(str(exc))
             flaps = [[round(a, 3), None if b is None else round(b, 3)] for a, b in flapper.flaps]
+        drops = d.drops()       # a bursty loss's readers' tallies over the whole fault, before they go
         errors += links.remove(d)
         if not errors:      # checked, not assumed: no chain, queue or shaping qdisc of it on either end's link
             errors += [f for e in (d.node, *d.peers) if present(e) for f in links.leftovers(e.netns, e.host_veth, d)]
         if errors:
             raise InjectionFailed(f"restoring the link {link} of {node}: " + "; ".join(errors))
-        return Hit(node=node, at=at, action="restored", detail={"link": link, "flaps": flaps})
+        return Hit(node=node, at=at, action="restored", detail={"link": link, "flaps": flaps,
+                                                                 **({"drops": drops} if drops else {})})
 
     def held(self) -> list[str]:
         """The names of the links degraded now."""
@@ -131,14 +144,35 @@ class LinkBook:
         return errors
 
 
+def round_trip_ms(delay_ms: float | None, jitter_ms: float, reverse_delay_ms: float | None = None,
+                  reverse_jitter_ms: float | None = None) -> float:
+    """The longest round trip a delay adds: each way's delay plus its jitter (the reverse way's
+    None: the same as the other)."""
+    if delay_ms is None:
+        return 0.0
+    back = delay_ms if reverse_delay_ms is None else reverse_delay_ms
+    back_jitter = jitter_ms if reverse_jitter_ms is None else reverse_jitter_ms
+    return delay_ms + jitter_ms + back + back_jitter
+
+
+def _ms(v: float | None) -> float | None:
+    return None if v is None else v / 1000
+
+
 def _apply(d: links.Degradation, *, loss: float, rate_kbit: int | None, delay_ms: float | None,
-           jitter_ms: float) -> str:
-    """Delay, loss and a rate cap on ``d`` as asked; the action's name (``delay+loss``, ...)."""
+           jitter_ms: float, reverse_delay_ms: float | None = None, reverse_jitter_ms: float | None = None,
+           burst: float | None = None) -> str:
+    """Delay, loss and a rate cap on ``d`` as asked; the action's name (``delay+loss``, ...;
+    ``bursty-loss``)."""
     if delay_ms is not None:
-        links.set_delay(d, delay_ms / 1000, jitter_ms / 1000)
-    if loss > 0:
+        links.set_delay(d, delay_ms / 1000, jitter_ms / 1000, reverse_delay_s=_ms(reverse_delay_ms),
+                        reverse_jitter_s=_ms(reverse_jitter_ms))
+    if loss > 0 and burst is not None:
+        links.set_bursty_loss(d, loss, burst)
+    elif loss > 0:
         links.set_loss(d, loss)
     if rate_kbit is not None:
         links.set_rate(d, rate_kbit)
-    return "+".join(what for what, on in (("delay", delay_ms is not None), ("loss", loss > 0),
+    lossy = "bursty-loss" if burst is not None else "loss"
+    return "+".join(what for what, on in (("delay", delay_ms is not None), (lossy, loss > 0),
                                           ("rate", rate_kbit is not None)) if on)

@@ -204,6 +204,9 @@ def test_more_of_the_job_than_max_percent_is_refused_before_any_call(clients, pr
     (Bandwidth(between=("bert-worker-0",), mbit=10), "a bandwidth cap is not made on EKS"),
     (FlappingLink(between=("bert-worker-0",)), "a flapping link (down, up, over and over) is not made on EKS"),
     (Latency(between=("bert-worker-0",), to_store=True), "the link to the rendezvous store"),
+    (Latency(between=("bert-worker-0",), delay_ms=20, reverse_delay_ms=5), "a delay set per direction"),
+    (Latency(between=("bert-worker-0",), delay_ms=20, jitter_ms=2, reverse_jitter_ms=0), "a delay set per direction"),
+    (PacketLoss(between=("bert-worker-0",), rate=0.05, burst=4), "a bursty loss (--burst"),
 ])
 def test_what_fis_has_no_pod_action_for_is_refused_with_where_to_make_it(clients, proxy, tmp_path, fault, words):
     pods = Pods(side(clients, tmp_path / "state"))
@@ -212,6 +215,8 @@ def test_what_fis_has_no_pod_action_for_is_refused_with_where_to_make_it(clients
         fault.inject(pods, pods.timeline)    # type: ignore[arg-type]
     assert words in str(refused.value) and "AWS FIS has no such pod action" in str(refused.value)
     assert "make cluster-up" in str(refused.value)
+    if {"reverse_delay_ms", "reverse_jitter_ms", "burst"} & set(fault.shape()):   # these: the local platform too
+        assert "--platform local" in str(refused.value)
     assert proxy.mutating() == []
 
 

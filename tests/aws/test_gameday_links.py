@@ -172,3 +172,18 @@ def test_gameday_help_shows_the_link_faults_their_flags_and_an_example(capsys):
                   "--fis-service-account NAME", "--fis-link-duration SECONDS", "--delay-ms X", "--jitter-ms X",
                   "--rate X", "--between NODE", "elastic-chaos gameday latency --job"):
         assert words in out, words
+
+
+@pytest.mark.parametrize("fault, flags, words", [
+    ("latency", ("--delay-ms", "20", "--reverse-delay-ms", "5"), "a delay set per direction"),
+    ("packet-loss", ("--rate", "0.05", "--burst", "4"), "a bursty loss (--burst"),
+])
+def test_a_per_direction_delay_or_a_bursty_loss_is_refused_with_where_to_make_it_before_any_call(
+        proxy, made, tmp_path, capsys, fault, flags, words):
+    proxy.clear()
+    code = gameday(proxy, tmp_path / "state", fault, *LINK, *FIS, *flags, "--dry-run")
+    out, err = capsys.readouterr()
+    assert code == 2 and words in err and "Traceback" not in err, err
+    assert "--platform local" in err and "make cluster-up" in err
+    assert "step:" not in out      # no plan of the local platforms' rules printed as if FIS made them
+    assert proxy.operations() == []

@@ -20,8 +20,10 @@ pod's interface, so the delay is not added on the peers' side as the local platf
 adds it each way.
 
 What FIS has no pod action for is refused (FaultUnavailable, exit 2): a bandwidth cap,
-a flapping link, the link to the rendezvous store, loss and delay at once. The local
-cluster (``make cluster-up``) makes those.
+a flapping link, the link to the rendezvous store, loss and delay at once, a delay set per
+direction (``--reverse-delay-ms``, ``--reverse-jitter-ms``: FIS's delay is one netem on the
+node's pod, one way) and a bursty loss (``--burst``: FIS's ``lossPercent`` is netem's
+independent loss). The local platform and the local cluster (``make cluster-up``) make those.
 
 Nothing probes the link here: the hit says the degradation was *asked of* AWS FIS
 (``asked_of``) with no probe, and the report prints it as asked, never as measured.
@@ -50,6 +52,7 @@ ASKED_OF = "AWS FIS"
 """Who made the degradation, where nothing here measured it (the hit's ``asked_of``)."""
 LOCAL_CLUSTER = ("make it on the local cluster instead (make cluster-up, then --platform kubernetes "
                  "--kubeconfig .cluster/kubeconfig), where the toolkit owns the machines and probes the link")
+LOCAL_PLATFORM = "elastic-chaos run ... --platform local, root: each node its own network namespace"
 
 
 class FisLinkOptions(Protocol):
@@ -84,10 +87,17 @@ class FisLinkHost(Host, Protocol):
 
 
 def fis_refuses(*, loss: float, rate_kbit: int | None, down_s: float | None, up_s: float | None,
-                delay_ms: float | None, to_store: bool) -> str | None:
+                delay_ms: float | None, to_store: bool, reverse_delay_ms: float | None = None,
+                reverse_jitter_ms: float | None = None, burst: float | None = None) -> str | None:
     """Why FIS cannot make this degradation of a pod's link (None: it can)."""
     what = None
-    if rate_kbit is not None:
+    if reverse_delay_ms is not None or reverse_jitter_ms is not None:
+        what = ("a delay set per direction (--reverse-delay-ms, --reverse-jitter-ms; FIS's delay is one netem on "
+                "the node's pod, one way, with no say over the other)")
+    elif burst is not None:
+        what = ("a bursty loss (--burst; FIS's lossPercent is netem's independent loss, with no "
+                "Gilbert-Elliott state)")
+    elif rate_kbit is not None:
         what = "a bandwidth cap"
     elif down_s is not None or up_s is not None:
         what = "a flapping link (down, up, over and over)"
@@ -101,7 +111,9 @@ def fis_refuses(*, loss: float, rate_kbit: int | None, down_s: float | None, up_
         return None
     return (f"{what} is not made on EKS: AWS FIS has no such pod action (its pod network actions are "
             f"aws:eks:pod-network-latency, delay and jitter, and aws:eks:pod-network-packet-loss, a loss "
-            f"percentage); {LOCAL_CLUSTER}")
+            f"percentage); {LOCAL_CLUSTER}" + (f"; or on the local platform ({LOCAL_PLATFORM})"
+                                               if reverse_delay_ms is not None or reverse_jitter_ms is not None
+                                               or burst is not None else ""))
 
 
 def fis_links_missing(cluster: str | None, service_account: str | None, role_arn: str | None) -> str | None:
@@ -135,6 +147,11 @@ class FisLinks(LinkDegrader):
     def plan_steps(self, shape: dict[str, Any], node: str, who: str, until: str) -> tuple[str, ...] | None:
         """A FIS pod action, one way, asked and not probed: the plan says so instead of the local rules."""
         delay, loss = shape.get("delay_ms"), shape.get("loss")
+        apart = {k: shape.get(k) for k in ("reverse_delay_ms", "reverse_jitter_ms", "burst")}
+        if any(v is not None for v in apart.values()):
+            # refused now, so that a dry run never lists what the run would refuse (the local words are not true here)
+            raise FaultUnavailable(fis_refuses(loss=loss or 0.0, rate_kbit=None, down_s=None, up_s=None,
+                                               delay_ms=delay, to_store=False, **apart) or "")
         if delay is not None:
             jitter = f" +- {shape.get('jitter_ms') or 0:g} ms" if shape.get("jitter_ms") else ""
             what = f"ask AWS FIS to delay every packet {delay:g} ms{jitter} (aws:eks:pod-network-latency)"
@@ -152,11 +169,13 @@ class FisLinks(LinkDegrader):
 
     def _degrade(self, node: str, peers: tuple[str, ...], *, loss: float, rate_kbit: int | None,
                  down_s: float | None, up_s: float | None, delay_ms: float | None, jitter_ms: float,
-                 to_store: bool) -> Hit:
+                 to_store: bool, reverse_delay_ms: float | None = None, reverse_jitter_ms: float | None = None,
+                 burst: float | None = None) -> Hit:
         """Begin the FIS experiment on ``node``'s pod for its traffic with ``peers``' pod IPs
         (every other live pod's when empty); returns once FIS says it runs."""
         refused = fis_refuses(loss=loss, rate_kbit=rate_kbit, down_s=down_s, up_s=up_s, delay_ms=delay_ms,
-                              to_store=to_store) or self.unavailable()
+                              to_store=to_store, reverse_delay_ms=reverse_delay_ms,
+                              reverse_jitter_ms=reverse_jitter_ms, burst=burst) or self.unavailable()
         if refused:
             raise FaultUnavailable(refused)
         alive = [n.name for n in self.host.alive_nodes()]

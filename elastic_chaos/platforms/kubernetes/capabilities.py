@@ -99,9 +99,12 @@ class Hangs(_OnKube, caps.WorkerHanger):
 class Links(_OnKube, caps.LinkDegrader):
     def _degrade(self, node: str, peers: tuple[str, ...], *, loss: float, rate_kbit: int | None,
                  down_s: float | None, up_s: float | None, delay_ms: float | None, jitter_ms: float,
-                 to_store: bool) -> Hit:
+                 to_store: bool, reverse_delay_ms: float | None = None, reverse_jitter_ms: float | None = None,
+                 burst: float | None = None) -> Hit:
         return self.faults.links.degrade(node, peers, loss=loss, rate_kbit=rate_kbit, down_s=down_s, up_s=up_s,
-                                         delay_ms=delay_ms, jitter_ms=jitter_ms, to_store=to_store)
+                                         delay_ms=delay_ms, jitter_ms=jitter_ms, to_store=to_store,
+                                         reverse_delay_ms=reverse_delay_ms, reverse_jitter_ms=reverse_jitter_ms,
+                                         burst=burst)
 
     def _restore(self, node: str, link: str) -> Hit:
         return self.faults.links.restore(node, link)

@@ -6,7 +6,8 @@ routes its own pod range; pods keep their addresses across machines (no masquera
 local platform's machinery makes the same faults here (elastic_chaos.platforms.linkbook over
 elastic_chaos.host.links): in each machine's namespace, a chain jumped to from INPUT and FORWARD
 on ``eth0`` whose rules match the other machine's address and pod range (drops, the delay line's
-queue); HTB on each machine's ``eth0`` and its host-side veth for a rate cap. Every pod on those
+queue, which also makes a bursty loss; each machine's reader holds what it receives, so a delay
+may differ per direction); HTB on each machine's ``eth0`` and its host-side veth for a rate cap. Every pod on those
 machines shares the degraded link, the job's etcd too if it runs on one of them, as they would
 share a real machine's NIC. The probe runs between the two machines' own addresses, through the
 same rules (INPUT), before and after the fault bites.
@@ -69,7 +70,8 @@ class MachineLinks:
 
     def degrade(self, node: str, peers: tuple[str, ...], *, loss: float, rate_kbit: int | None,
                 down_s: float | None, up_s: float | None, delay_ms: float | None, jitter_ms: float,
-                to_store: bool) -> Hit:
+                to_store: bool, reverse_delay_ms: float | None = None, reverse_jitter_ms: float | None = None,
+                burst: float | None = None) -> Hit:
         """Degrade the link between the machine under pod ``node`` and the machines under ``peers``
         (every other live pod's when empty). Blocks for the probes. InjectionFailed when a peer
         shares the node's machine (no link between them) or a machine cannot be reached."""
@@ -94,7 +96,8 @@ class MachineLinks:
         end = self.p.machine_ops.link_end(machine)
         others = tuple(self.p.machine_ops.link_end(m) for m in distinct)
         return self.book.degrade(node, end, others, peers, loss=loss, rate_kbit=rate_kbit, down_s=down_s,
-                                 up_s=up_s, delay_ms=delay_ms, jitter_ms=jitter_ms,
+                                 up_s=up_s, delay_ms=delay_ms, jitter_ms=jitter_ms, reverse_delay_ms=reverse_delay_ms,
+                                 reverse_jitter_ms=reverse_jitter_ms, burst=burst,
                                  detail={"machine": machine, "peer_machines": list(distinct)})
 
     def restore(self, node: str, link: str) -> Hit:

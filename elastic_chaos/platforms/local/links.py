@@ -61,9 +61,12 @@ class LocalLinks(caps.LinkDegrader):
 
     def _degrade(self, node: str, peers: tuple[str, ...], *, loss: float, rate_kbit: int | None,
                  down_s: float | None, up_s: float | None, delay_ms: float | None, jitter_ms: float,
-                 to_store: bool) -> Hit:
+                 to_store: bool, reverse_delay_ms: float | None = None, reverse_jitter_ms: float | None = None,
+                 burst: float | None = None) -> Hit:
         if to_store:
-            return self._degrade_store(node, loss=loss, delay_ms=delay_ms, jitter_ms=jitter_ms)
+            return self._degrade_store(node, loss=loss, delay_ms=delay_ms, jitter_ms=jitter_ms,
+                                       reverse_delay_ms=reverse_delay_ms, reverse_jitter_ms=reverse_jitter_ms,
+                                       burst=burst)
         if not peers:
             peers = tuple(n for n in self.platform_nodes() if n != node)
         if not peers:
@@ -72,10 +75,15 @@ class LocalLinks(caps.LinkDegrader):
             raise InjectionFailed(f"{node} cannot be its own peer")
         end, others = self._end(node), tuple(self._end(p) for p in peers)
         return self.book.degrade(node, end, others, peers, loss=loss, rate_kbit=rate_kbit, down_s=down_s,
-                                 up_s=up_s, delay_ms=delay_ms, jitter_ms=jitter_ms)
+                                 up_s=up_s, delay_ms=delay_ms, jitter_ms=jitter_ms, reverse_delay_ms=reverse_delay_ms,
+                                 reverse_jitter_ms=reverse_jitter_ms, burst=burst)
 
-    def _degrade_store(self, node: str, *, loss: float, delay_ms: float | None, jitter_ms: float) -> Hit:
-        """The node's link to etcd: its relay's port on the namespace's loopback, both ways."""
+    def _degrade_store(self, node: str, *, loss: float, delay_ms: float | None, jitter_ms: float,
+                       reverse_delay_ms: float | None = None, reverse_jitter_ms: float | None = None,
+                       burst: float | None = None) -> Hit:
+        """The node's link to etcd: its relay's port on the namespace's loopback, both ways (each
+        read by a queue of its own where the two directions differ or the loss is bursty). The
+        probe is TCP connects: a round trip, never split by direction."""
         rec = self.platform.record(node)
         relay = rec.relay if rec is not None else None
         if relay is None:
@@ -83,23 +91,30 @@ class LocalLinks(caps.LinkDegrader):
             raise InjectionFailed(f"{node} reaches no rendezvous store through a relay (c10d: the store is on "
                                   f"{host or 'a node'}; degrade --between {node} {host or 'STORE-HOST'} instead)")
         end = self._end(node)
-        d = self.book.new(end, (), store_port=relay.port)
+        apart = burst is not None or reverse_delay_ms is not None or reverse_jitter_ms is not None
+        d = self.book.new(end, (), store_port=relay.port, queues=2 if apart else 1)
         try:
             baseline = links.probe_connects(end, relay.port, count=10)
             at = time.time()
             if delay_ms is not None:
-                links.set_delay(d, delay_ms / 1000, jitter_ms / 1000)
-            if loss > 0:
+                links.set_delay(d, delay_ms / 1000, jitter_ms / 1000,
+                                reverse_delay_s=None if reverse_delay_ms is None else reverse_delay_ms / 1000,
+                                reverse_jitter_s=None if reverse_jitter_ms is None else reverse_jitter_ms / 1000)
+            if loss > 0 and burst is not None:
+                links.set_bursty_loss(d, loss, burst)
+            elif loss > 0:
                 links.set_loss(d, loss)
             measured = links.probe_connects(end, relay.port, count=STORE_PROBE_COUNT, budget_s=STORE_PROBE_BUDGET_S)
         except SetupError as exc:
             links.remove(d)
             raise InjectionFailed(f"could not degrade {node}'s link to the rendezvous store: {exc}") from exc
         self.book.hold(d)
-        action = "store-" + "+".join(w for w, on in (("delay", delay_ms is not None), ("loss", loss > 0)) if on)
+        lossy = "bursty-loss" if burst is not None else "loss"
+        action = "store-" + "+".join(w for w, on in (("delay", delay_ms is not None), (lossy, loss > 0)) if on)
+        drops = {"drops": d.drops()} if burst is not None else {}
         return Hit(node=node, at=at, action=action, detail={
             "link": d.ident, "peers": [], "probed": "store", "baseline": baseline.to_json(),
-            "probe": measured.to_json()})
+            "probe": measured.to_json(), **drops})
 
     def _restore(self, node: str, link: str) -> Hit:
         return self.book.restore(node, link, self._exists)
