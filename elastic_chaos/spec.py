@@ -266,6 +266,14 @@ class JobSpec:
                                            "waiting for its keep-alive to expire (elastic_chaos.trainer.rdzv_leave: "
                                            "relies on torch "
                                            "internals, checked at start; etcd-v2 and c10d)")
+    leave_on_notice: bool = option(False, "on the spot interruption notice in the instance metadata "
+                                          "($AWS_EC2_METADATA_SERVICE_ENDPOINT, the platform's stand-in), before "
+                                          "the termination, a node's agent stops its workers as SIGTERM does "
+                                          "(the reference trainer saves) and leaves the rendezvous, so the "
+                                          "survivors re-form while it still runs; it then waits for the "
+                                          "termination. Implies --leave-on-sigterm; without a metadata endpoint "
+                                          "it is --leave-on-sigterm (elastic_chaos.trainer.rdzv_notice: relies "
+                                          "on torch internals, checked at start; etcd-v2 and c10d)")
     share_agent_store: bool = option(False, "let torchrun's agents share their TCPStore with the workers "
                                             "(torch's default since 2.4; off because torch 2.13 then never "
                                             "tells a node joining a survivor-led round the store address)",
@@ -310,7 +318,10 @@ class JobSpec:
     @property
     def launcher(self) -> tuple[str, str]:
         """``python`` arguments that start a node's agent: torchrun, or torchrun leaving the rendezvous
-        on SIGTERM (``leave_on_sigterm``; elastic_chaos.trainer.rdzv_leave takes torchrun's arguments)."""
+        on SIGTERM (``leave_on_sigterm``; elastic_chaos.trainer.rdzv_leave takes torchrun's arguments), or
+        on the interruption notice and on SIGTERM (``leave_on_notice``; elastic_chaos.trainer.rdzv_notice)."""
+        if self.leave_on_notice:
+            return ("-m", "elastic_chaos.trainer.rdzv_notice")
         return ("-m", "elastic_chaos.trainer.rdzv_leave") if self.leave_on_sigterm else ("-m", "torch.distributed.run")
 
     @property

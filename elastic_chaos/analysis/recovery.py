@@ -104,6 +104,11 @@ class Recovery:
     """The job's max_restarts (each agent's budget)."""
     overtaken: bool = False
     """The next fault came before this one's recovery completed (its window ended first)."""
+    notice_lead_s: float | None = None
+    """Seconds from the interruption notice the departing node acted on (its agent stopped its workers
+    and left the rendezvous: --leave-on-notice) to the fault's time, the termination; then every
+    seconds figure here counts from the notice (``measured_from``), not from the termination. None:
+    they count from the fault."""
     path: RecoveryPath | None = None
     """How training got back (None: it did not, yet)."""
     phases: dict[str, float | None] = field(default_factory=dict)
@@ -119,6 +124,21 @@ class Recovery:
     evidence: list[Event] = field(default_factory=list, repr=False)
     """The notable events from just before the fault to the regain: what a failed
     assertion on this recovery shows."""
+
+    @property
+    def measured_from(self) -> float:
+        """When the seconds of this recovery start: the fault, or the notice the departing node acted
+        on before it (``notice_lead_s``)."""
+        return self.injected_at - (self.notice_lead_s or 0.0)
+
+    @property
+    def after_termination_s(self) -> float | None:
+        """Where the departing node acted on the notice: seconds from the termination to progress
+        regained, 0.0 when it was regained before the termination (None: not acted on a notice, or
+        not regained)."""
+        if self.notice_lead_s is None or self.regain_s is None:
+            return None
+        return round(max(0.0, self.regain_s - self.notice_lead_s), 3)
 
     @property
     def recovered(self) -> bool:
@@ -150,6 +170,7 @@ class Recovery:
         path = metrics.get("path")
         return cls(fault=fault, target=target, injected_at=injected_at, **values,
                    restart_budget=None if budget is None else int(budget), overtaken=metrics.get("overtaken") is True,
+                   notice_lead_s=Unit.SECONDS.read(metrics.get("notice_lead_s")),
                    path=RecoveryPath(path) if path in {p.value for p in RecoveryPath} else None,
                    phases={p: Unit.SECONDS.read(phases.get(p)) for p in PHASES} if isinstance(phases, dict) else {},
                    not_applicable=_not_applicable(metrics),

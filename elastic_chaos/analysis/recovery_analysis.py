@@ -36,6 +36,7 @@ from elastic_chaos.events import (
     Source,
     field_value,
     first,
+    last,
     of,
 )
 
@@ -63,15 +64,40 @@ def first_detection(events: Iterable[Event], f: float, target: str | None) -> Ev
                  where=lambda e: e.type == RdzvEv.STATE or e.node != target)
 
 
+SIGNAL_SLACK_S = 0.05
+"""How much earlier than the termination the target's agent must have taken its death signal to
+count as acting on the notice (log times are to the millisecond)."""
+
+
+def acted_on_notice(events: Sequence[Event], injected_at: float, target: str | None) -> Event | None:
+    """The interruption notice ``target``'s agent acted on before its termination at ``injected_at``
+    (``--leave-on-notice``: the agent took a death signal after the notice and before the termination,
+    stopped its workers and left the rendezvous); None when it did not."""
+    if target is None:
+        return None
+    # this fault's notice, not one of an earlier fault on a node of the same name (a re-created pod)
+    earlier = last(events, FaultEv.INJECTED, until=injected_at, where=lambda e: e.t < injected_at)
+    notice = last(events, NodeEv.NOTICE, node=target, after=earlier.t if earlier is not None else None,
+                  until=injected_at, where=lambda e: e.data.notice == "interruption")
+    if notice is None:
+        return None
+    acted = first(events, AgentEv.SIGNAL_RECEIVED, node=target, after=notice.t,
+                  where=lambda e: e.t < injected_at - SIGNAL_SLACK_S)
+    return notice if acted is not None else None
+
+
 def analyze_fault(events: Sequence[Event], *, fault: str, target: str | None,
                   injected_at: float, until: float | None = None,
                   max_restarts: int | None = None, unit: str = "step") -> Recovery:
     """Metrics for the fault at ``injected_at``; ``until`` bounds world_size_final
     (the next fault's time in a multi-fault run); ``unit``: what the job's progress counts,
-    the word its notes use."""
+    the word its notes use. Where the target's agent acted on an interruption notice before the
+    termination (:func:`acted_on_notice`), every figure counts from that notice."""
     events = sorted(events, key=lambda e: e.t)
-    f = injected_at
-    rec = Recovery(fault=fault, target=target, injected_at=f, restart_budget=max_restarts)
+    notice = acted_on_notice(events, injected_at, target)
+    rec = Recovery(fault=fault, target=target, injected_at=injected_at, restart_budget=max_restarts,
+                   notice_lead_s=None if notice is None else round(injected_at - notice.t, 3))
+    f = rec.measured_from
     steps = of(events, ProgressEv.STEP)
     before = of(steps, until=f)
     new_gen = _new_generation(events, f)
@@ -152,8 +178,26 @@ def analyze_fault(events: Sequence[Event], *, fault: str, target: str | None,
                            "training did not go on by itself after the fault ended")}
     _set_phases(rec, f, marks)
     rec.evidence = _evidence(events, f, regain.t if regain else until,
-                             [detect, exited.event, killed.event, rdzv, resumed, first_new, regain])
+                             [notice, detect, exited.event, killed.event, rdzv, resumed, first_new, regain])
+    if notice is not None:
+        rec.notes.append(_left_on_notice(rec, unit))
     return _finish(rec, events, unit)
+
+
+def _left_on_notice(rec: Recovery, unit: str) -> str:
+    """What acting on the notice did to this recovery, in words (``rec.notice_lead_s`` is set)."""
+    lead = rec.notice_lead_s or 0.0
+    said = (f"{rec.target}'s agent acted on the interruption notice {lead:.1f} s before the termination (it "
+            f"stopped its workers and left the rendezvous then: --leave-on-notice), so every figure of this "
+            f"recovery counts from the notice, not from the termination")
+    after = rec.after_termination_s
+    if after is None:
+        return f"{said}; progress was not seen regained"
+    if after == 0.0:
+        ahead = lead - (rec.regain_s or 0.0)
+        return (f"{said}; training was past {unit} {rec.pre_step}, where it had stopped, {ahead:.1f} s before the "
+                "termination, which then cost no time")
+    return f"{said}; progress was regained {after:.1f} s after the termination"
 
 
 E = TypeVar("E", bound=Event)
@@ -166,7 +210,7 @@ def _by(mark: E | None, until: float) -> E | None:
 
 def _stalled(rec: Recovery, events: Sequence[Event], s: Stall, until: float | None, unit: str) -> Recovery:
     """A fault that ended on its own, training on without a restart: one stall, nothing lost."""
-    f = rec.injected_at
+    f = rec.measured_from
     rec.path = RecoveryPath.STALL
     rec.pre_step = rec.resumed_from_step = s.pre_step
     rec.lost_steps = 0
@@ -186,7 +230,7 @@ def _stalled(rec: Recovery, events: Sequence[Event], s: Stall, until: float | No
 
 def _through(rec: Recovery, events: Sequence[Event], t: Through, until: float | None, unit: str) -> Recovery:
     """A fault the job trained through (a slowdown not over yet): nothing to recover, nothing lost."""
-    f = rec.injected_at
+    f = rec.measured_from
     rec.path = RecoveryPath.THROUGH
     rec.pre_step = t.pre_step   # nothing resumed: resumed_from_step stays None
     rec.lost_steps = 0
@@ -221,7 +265,7 @@ def _set_phases(rec: Recovery, f: float, marks: dict[str, Mark]) -> None:
 
 def _finish(rec: Recovery, events: Sequence[Event], unit: str) -> Recovery:
     _rounded(rec)
-    rec.saves_before = len(saves(events, until=rec.injected_at))
+    rec.saves_before = len(saves(events, until=rec.measured_from))
     if rec.saves_before == 0 and rec.path is RecoveryPath.RESTART and rec.resumed_from_step == 0 and rec.lost_steps:
         rec.notes.append(f"no checkpoint was seen saved before the fault: training started over, so every {unit} "
                          f"since the start was lost ({rec.lost_steps})")

@@ -105,6 +105,12 @@ class FaultResult:
         return self.record.injected_at
 
     @property
+    def measured_from(self) -> float:
+        """When this fault's recovery figures start (Recovery.measured_from): the fault, or the
+        interruption notice its node acted on before it."""
+        return self.recovery.measured_from
+
+    @property
     def phases(self) -> dict[str, float | None]:
         """The recovery phases that apply to this fault, in order (None: not observed)."""
         return self.recovery.applicable_phases()

@@ -182,22 +182,38 @@ def spot_interruption(t: Trial) -> None:
     if t.job.script:
         _script_saved_in_time(t, record, events, noticed)
     else:
-        expected = {"interruption"} | ({"rebalance"} if rebalance else set())
-        seen = {str(e.data.notice or field_value(e.data, "kind")) for e in noticed}
-        t.verdict.require(seen == expected, f"the trainer on {record.target} observed the notices "
-                                            f"({', '.join(sorted(seen)) or 'none'})", check="noticed")
-        reasons = {str(e.data.reason) for e in events if e.type == CheckpointEv.SAVED}
-        # on the earliest notice seen: the rebalance recommendation, or the interruption notice
-        # when one poll of the metadata service found both
-        on_notice = {"spot-rebalance", "spot-interruption"} if rebalance else {"spot-interruption"}
-        taken = ", ".join(sorted(reasons & (on_notice | {"sigterm"}))) or "none"
-        t.verdict.require("sigterm" in reasons and bool(reasons & on_notice),
-                          f"emergency checkpoints taken ({taken}; wanted sigterm and one on the "
-                          f"{'rebalance recommendation' if rebalance else 'notice'})", check="emergency-save")
+        _trainer_noticed(t, record, rec, events, noticed, rebalance)
     t.verdict.require(record.hit is not None and record.hit.action == "sigterm",
                       f"the node left within its {record.detail.get('grace_s', '?')}s grace period "
                       f"({record.hit.action if record.hit else 'no hit'})", check="graceful")
     check_final_state(t, t.params)
+
+
+def _trainer_noticed(t: Trial, record: FaultRecord, rec: Recovery, events: list[Event], noticed: list[Event],
+                     rebalance: bool) -> None:
+    """The reference trainer saw the notices and saved on the earliest and on SIGTERM. Where its agent acted
+    on the interruption notice (--leave-on-notice: ``rec.notice_lead_s``) it sent the trainer SIGTERM then,
+    maybe before the trainer's own next poll: the trainer need not have seen that notice, and its SIGTERM
+    save is the save on it."""
+    agent_acted = rec.notice_lead_s is not None
+    expected = {"interruption"} | ({"rebalance"} if rebalance else set())
+    seen = {str(e.data.notice or field_value(e.data, "kind")) for e in noticed}
+    agent_first = agent_acted and "interruption" not in seen
+    acted = (f"; its agent acted on the interruption notice first and stopped it, {rec.notice_lead_s:.1f} s before "
+             "the termination (--leave-on-notice)") if agent_first else ""
+    t.verdict.require(seen == (expected - {"interruption"} if agent_first else expected),
+                      f"the trainer on {record.target} observed the notices ({', '.join(sorted(seen)) or 'none'})"
+                      f"{acted}", check="noticed")
+    reasons = {str(e.data.reason) for e in events if e.type == CheckpointEv.SAVED}
+    # on the earliest notice seen: the rebalance recommendation, or the interruption notice
+    # when one poll of the metadata service found both (or its agent acted on it: the SIGTERM save)
+    on_notice = {"spot-rebalance", "spot-interruption"} if rebalance else {"spot-interruption"}
+    taken = ", ".join(sorted(reasons & (on_notice | {"sigterm"}))) or "none"
+    by_agent = not rebalance and agent_acted
+    t.verdict.require("sigterm" in reasons and (by_agent or bool(reasons & on_notice)),
+                      f"emergency checkpoints taken ({taken}; wanted sigterm and one on the "
+                      f"{'rebalance recommendation' if rebalance else 'notice'}"
+                      f"{': the SIGTERM its agent sent on the notice' if by_agent else ''})", check="emergency-save")
 
 
 def _script_saved_in_time(t: Trial, record: FaultRecord, events: list[Event], noticed: list[Event]) -> None:

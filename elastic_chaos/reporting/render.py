@@ -53,7 +53,7 @@ def fault_excerpts(run: RunReport) -> list[tuple[FaultResult, list[Excerpt]]]:
     out = []
     tz = log_timezone(run.platform, run.result.log_utc_offset_s)
     for f in run.faults:
-        start, end = window(f.record.injected_at, f.recovery.regain_s)
+        start, end = window(f.measured_from, f.recovery.regain_s)
         # the target's last lines before its end (after SIGTERM it may print for a while), the survivors' failure
         ended = f.record.hit.ended_at() if f.record.hit is not None else f.injected_at
         out.append((f, [excerpt(node, path, start, end, tz,

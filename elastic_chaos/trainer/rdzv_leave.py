@@ -28,6 +28,8 @@ torch internals relied on (``check()``, called at start, refuses a torch that la
 
 Only the dynamic rendezvous (``--rdzv-backend etcd-v2`` or ``c10d``) has the exit operation:
 another backend is refused at start (exit 2). This module imports nothing else of the toolkit.
+elastic_chaos.trainer.rdzv_notice (``--leave-on-notice``) builds on it: the same stop and leave, on the
+spot interruption notice, before the termination.
 """
 from __future__ import annotations
 
@@ -43,6 +45,9 @@ LEAVE_ON = (signal.SIGTERM,)
 
 BACKENDS = ("etcd-v2", "c10d")
 """torchrun's rendezvous backends that use the dynamic rendezvous (and so have the exit operation)."""
+
+last_leave: bool | None = None
+"""Whether this process' last :func:`leave` took (None: none ran); elastic_chaos.trainer.rdzv_notice reads it."""
 
 PREFIX = "elastic-chaos rdzv_leave:"
 """Every line this module prints starts with it (a node log is searched for it)."""
@@ -87,10 +92,16 @@ def leave(handler: Any) -> bool:
     Stops the node's keep-alive first. Returns False, without raising, for a handler that is not the
     dynamic rendezvous (nothing to leave) or when the backend failed; a node that is no participant
     (waiting for a round) is left alone. Idempotent."""
+    global last_leave
+    last_leave = _leave(handler)
+    return last_leave
+
+
+def _leave(handler: Any) -> bool:
     from torch.distributed.elastic.rendezvous import dynamic_rendezvous as dr
 
     if not isinstance(handler, dr.DynamicRendezvousHandler):
-        _say(f"{type(handler).__name__} is not the dynamic rendezvous: nothing to leave")
+        say(f"{type(handler).__name__} is not the dynamic rendezvous: nothing to leave")
         return False
     began = time.monotonic()
     handler._stop_heartbeats()
@@ -99,9 +110,9 @@ def leave(handler: Any) -> bool:
             deadline = handler._get_deadline(handler._settings.timeout.close)
             handler._op_executor.run(dr._RendezvousExitOp(), deadline)
     except Exception as exc:  # the store may be gone with the cluster: the keep-alive expiry still works
-        _say(f"could not leave the rendezvous {handler.get_run_id()!r}: {type(exc).__name__}: {exc}")
+        say(f"could not leave the rendezvous {handler.get_run_id()!r}: {type(exc).__name__}: {exc}")
         return False
-    _say(f"left the rendezvous {handler.get_run_id()!r} in {time.monotonic() - began:.3f} s")
+    say(f"left the rendezvous {handler.get_run_id()!r} in {time.monotonic() - began:.3f} s")
     return True
 
 
@@ -139,14 +150,19 @@ def rdzv_backend(argv: list[str]) -> str:
     return "c10d" if args.standalone else str(args.rdzv_backend)
 
 
+def refuse_backend(argv: list[str]) -> None:
+    """MissingInternals when torchrun's ``argv`` names a backend without the dynamic rendezvous."""
+    backend = rdzv_backend(argv)
+    if backend not in BACKENDS:
+        raise MissingInternals(f"--rdzv-backend {backend}: only the dynamic rendezvous "
+                               f"({' or '.join(BACKENDS)}) can be left; use one of them or torchrun itself")
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     try:
         check()
-        backend = rdzv_backend(argv)
-        if backend not in BACKENDS:
-            raise MissingInternals(f"--rdzv-backend {backend}: only the dynamic rendezvous "
-                                   f"({' or '.join(BACKENDS)}) can be left; use one of them or torchrun itself")
+        refuse_backend(argv)
     except MissingInternals as exc:
         print(f"{PREFIX} {exc}", file=sys.stderr, flush=True)
         sys.exit(2)
@@ -156,7 +172,8 @@ def main(argv: list[str] | None = None) -> None:
     torchrun(argv)
 
 
-def _say(text: str) -> None:
+def say(text: str) -> None:
+    """Print ``text`` to stderr after PREFIX, with the time (UTC, ms), flushed."""
     now = time.time()
     stamp = time.strftime("%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d} UTC"
     print(f"{PREFIX} {text} (at {stamp})", file=sys.stderr, flush=True)

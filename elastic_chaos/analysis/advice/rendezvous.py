@@ -101,14 +101,14 @@ def _ids_of(e: Event, node: str) -> set[str]:
 
 def _rdzv_done(fault: FaultResult) -> float | None:
     r = fault.recovery.rendezvous_s
-    return fault.injected_at + r if r is not None else None
+    return fault.measured_from + r if r is not None else None
 
 
 def _keep_alive(run: RunEvidence, i: int, fault: FaultResult) -> Finding | None:
     done = _rdzv_done(fault)
     if fault.target is None or done is None:
         return None
-    f = fault.injected_at
+    f = fault.measured_from
     before = last(run.events, RdzvEv.STATE, until=f)
     ids = _ids_of(before, fault.target) if before is not None else set()
     after = _states(run, f, done)
@@ -208,7 +208,7 @@ def _last_call(run: RunEvidence, i: int, fault: FaultResult) -> Finding | None:
     lo, hi = _node_range(run.result.job)
     size = len(complete.data.participants)
     rnd = complete.data.round
-    forming = [e for e in _states(run, fault.injected_at, done) if e.data.round == rnd
+    forming = [e for e in _states(run, fault.measured_from, done) if e.data.round == rnd
                and not e.data.complete and len(e.data.participants) >= lo]
     if not forming or hi is None or size >= hi:
         return None  # max_nodes joined: the last call ended early
@@ -217,7 +217,7 @@ def _last_call(run: RunEvidence, i: int, fault: FaultResult) -> Finding | None:
     if waited < 0.5 * lct:
         return None
     text = (f"{waited:.1f} s in the last call: round {rnd} had min_nodes={lo} at "
-            f"+{forming[0].t - fault.injected_at:.1f} s but torch kept it open for "
+            f"+{forming[0].t - fault.measured_from:.1f} s but torch kept it open for "
             f"last_call_timeout={_g(lct)} s ({'torch default' if default else 'as set for this job'}) "
             f"waiting for up to max_nodes={hi}; it closed with {size} node(s). Every shrink without "
             f"a replacement pays this in full. Keep it above the time a replacement takes to "
@@ -255,7 +255,7 @@ def _retrain(run: RunEvidence, i: int, fault: FaultResult) -> Finding | None:
             f"(a save every {count(every, unit)}")
     # the worst case is paid after the fault: at the world size training resumed at, whose pace differs
     world = fault.recovery.world_size_after
-    pace = step_time_at(run.events, world, after=fault.injected_at) if world else None
+    pace = step_time_at(run.events, world, after=fault.measured_from) if world else None
     where = f" at world size {world}" if pace else " before the fault"
     pace = pace or step_time_s(run.events)
     if pace:
@@ -285,7 +285,7 @@ def _restart(run: RunEvidence, i: int, fault: FaultResult) -> Finding | None:
     regain = fault.recovery.recovery_s
     if restart is None or done is None or regain is None:
         return None
-    first_step = fault.injected_at + float(regain)
+    first_step = fault.measured_from + float(regain)
     window = [e for e in run.events if done <= e.t <= first_step]
     up = first(window, ProgressEv.START)
     loaded = first(window, CheckpointEv.LOADED)

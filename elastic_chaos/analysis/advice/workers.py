@@ -48,7 +48,7 @@ def _job(run: RunEvidence, key: str) -> Any:
 
 
 def _error(run: RunEvidence, fault: FaultResult) -> Event | None:
-    return collective_error(run.events, fault.injected_at, fault.target)
+    return collective_error(run.events, fault.measured_from, fault.target)
 
 
 def _collective_timeout(run: RunEvidence, i: int, fault: FaultResult) -> Finding | None:
@@ -89,7 +89,7 @@ def _dump_wait(run: RunEvidence, i: int, fault: FaultResult) -> Finding | None:
         return None  # not NCCL: a gloo worker exits as soon as its collective raises
     if exit_s < 0.5 * wait_ms / 1000:
         return None
-    f = fault.injected_at
+    f = fault.measured_from
     exited = first(run.events, AgentEv.WORKER_FAILED, node=err.node, after=f)
     down = f" (its agent saw the worker fail at +{exited.t - f:.1f} s)" if exited is not None else ""
     origin = "as set for this job" if given is not None else "torch's default"
@@ -117,13 +117,13 @@ def _dump_wait(run: RunEvidence, i: int, fault: FaultResult) -> Finding | None:
 
 
 def _heartbeat(run: RunEvidence, i: int, fault: FaultResult) -> Finding | None:
-    stuck = first(run.events, ProgressEv.WORKER_ERROR, after=fault.injected_at,
+    stuck = first(run.events, ProgressEv.WORKER_ERROR, after=fault.measured_from,
                   where=lambda e: e.data.cause == "watchdog_stuck" and e.node != fault.target)
     if stuck is None:
         return None
     given = _job(run, "nccl_heartbeat_timeout_s")
     timeout = int(given) if isinstance(given, int) else NCCL_HEARTBEAT_S
-    cost = stuck.t - fault.injected_at
+    cost = stuck.t - fault.measured_from
     text = (f"{cost:.1f} s until the NCCL heartbeat monitor on {stuck.node} found its watchdog stuck in a CUDA or "
             f"NCCL call and took the worker down: TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC={timeout} "
             f"({'as set for this job' if given is not None else 'torch default'}). The fast preset uses 60; a "
@@ -138,7 +138,7 @@ def _heartbeat(run: RunEvidence, i: int, fault: FaultResult) -> Finding | None:
 def _shutdown(run: RunEvidence, i: int, fault: FaultResult) -> Finding | None:
     if fault.phases.get("shutdown") is None:
         return None
-    f = fault.injected_at
+    f = fault.measured_from
     killed = first(run.events, AgentEv.WORKER_KILL_FORCED, after=f, where=lambda e: e.node != fault.target)
     if killed is None:
         return None

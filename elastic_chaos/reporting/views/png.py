@@ -51,7 +51,7 @@ def write_png(path: Path, series: Series, faults: Sequence[FaultResult], t0: flo
             ax.axvline(f.injected_at - t0, color=FAULT_COLOR, ls="--", lw=1.5)
             ax.text(f.injected_at - t0, top * 1.02, f" {f.fault} → {f.target}", color=FAULT_COLOR,
                     fontsize=8, va="bottom")
-            start = f.injected_at - t0
+            start = f.measured_from - t0   # the phases count from there (a notice acted on: before it)
             for name, d in f.phases.items():
                 if d is None:
                     break

@@ -174,7 +174,7 @@ def _phase_lane(faults: Sequence[FaultResult], sx: _Scale, top: float) -> str:
     out = []
     bar_h = PHASE_H - 8 if len(faults) <= 1 else ROW_H - 2
     for i, f in enumerate(faults):
-        t = f.injected_at
+        t = f.measured_from   # the phases count from there (a notice acted on: before the fault)
         y = top + 4 + (0 if len(faults) <= 1 else i * ROW_H)
         for name, d in f.phases.items():
             if d is None:
