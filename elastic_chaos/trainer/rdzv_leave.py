@@ -81,8 +81,8 @@ def check() -> None:
         import torch
         raise MissingInternals(
             f"torch {torch.__version__} lacks what leaving the rendezvous on SIGTERM relies on: "
-            f"{', '.join(missing)}. Run without --leave-on-sigterm (survivors then wait for the node's "
-            "keep-alive to expire), or use a torch that has them (tested on 2.13)")
+            f"{', '.join(missing)}. Run without --leave-on-sigterm and --leave-on-notice (survivors then wait for "
+            "the node's keep-alive to expire), or use a torch that has them (tested on 2.13)")
 
 
 def leave(handler: Any) -> bool:
