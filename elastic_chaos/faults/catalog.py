@@ -14,8 +14,8 @@ import importlib
 from elastic_chaos.errors import SpecError
 from elastic_chaos.faults.api import Fault
 
-_MODULES = tuple(f"elastic_chaos.faults.{m}" for m in ("node", "spot", "hang", "store", "slow", "storage", "corrupt",
-                                                        "shard", "network", "kubernetes", "aws"))
+_MODULES = tuple(f"elastic_chaos.faults.{m}" for m in ("node", "spot", "hang", "store", "slow", "storage", "stale",
+                                                        "corrupt", "shard", "network", "kubernetes", "aws"))
 """Where fault classes live; imported on first lookup (the AWS and Kubernetes ones
 import their clients only when a fault is made)."""
 

@@ -17,12 +17,13 @@ from elastic_chaos.hypotheses import (
     shards,
     silent,
     slow,
+    stale,
     storage,
 )
 from elastic_chaos.hypotheses.api import HYPOTHESES, Hypothesis
 
 __all__ = ["HYPOTHESES", "corruption", "get", "grace", "growth", "losses", "network", "pods", "replay", "savepoints",
-           "shards", "silent", "slow", "storage"]
+           "shards", "silent", "slow", "stale", "storage"]
 
 
 def get(name: str) -> Hypothesis:

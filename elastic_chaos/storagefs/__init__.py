@@ -15,7 +15,8 @@ docs/STORAGE.md says why this and not mfusepy or pyfuse3.
 - :class:`StorageFs` (controller.py): mount, rules, pauses, op log, unmount;
   :func:`unavailable` says why it cannot be used here.
 - rules.py: the rule model (:class:`Latency`, :class:`Throttle`, :class:`Hang`,
-  :class:`NoSpace`, :class:`Errors`, :class:`ReadOnly`, :class:`CrashPoint`).
+  :class:`NoSpace`, :class:`Errors`, :class:`ReadOnly`, :class:`CrashPoint`, :class:`StaleRead`).
+- stale.py: what a stale cache shows (:class:`~elastic_chaos.storagefs.stale.StaleView`).
 - oplog.py: the op log, and save timings from it.
 - mounts.py: mountinfo, unmounting, :func:`~mounts.cleanup` for reapers.
 - daemon.py, server.py, engine.py, callers.py, fs.py, proto.py, control.py: the daemon.
@@ -38,9 +39,10 @@ from elastic_chaos.storagefs.rules import (
     ReadOnly,
     Rule,
     SavePoint,
+    StaleRead,
     Throttle,
 )
 
 __all__ = ["ALL", "DATA", "MUTATING", "CrashPoint", "Errors", "Hang", "Kind", "Latency", "MountLedger", "MountRecord",
-           "NoSpace", "OpRecord", "Paused", "ReadOnly", "Rule", "Save", "SaveStats", "SavePoint", "StorageFs",
-           "Throttle", "cleanup", "save_stats", "saves", "unavailable"]
+           "NoSpace", "OpRecord", "Paused", "ReadOnly", "Rule", "Save", "SaveStats", "SavePoint", "StaleRead",
+           "StorageFs", "Throttle", "cleanup", "save_stats", "saves", "unavailable"]

@@ -36,6 +36,7 @@ from elastic_chaos.storagefs.engine import Engine
 from elastic_chaos.storagefs.fs import Passthrough
 from elastic_chaos.storagefs.oplog import OpLog
 from elastic_chaos.storagefs.server import Server
+from elastic_chaos.storagefs.stale import StaleView
 
 log = logging.getLogger("elastic_chaos.storagefs.daemon")
 _INLINE = frozenset({proto.Opcode.INTERRUPT, proto.Opcode.FORGET, proto.Opcode.BATCH_FORGET, proto.Opcode.INIT})
@@ -49,7 +50,9 @@ class Daemon:
         self.engine = Engine(self.oplog)
         self.fs = Passthrough(args.backing)
         self.fd = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
-        self.server = Server(self.fd, self.fs, self.engine, self.oplog)
+        self.view = StaleView(self.fs, Path(args.log).parent)   # copies of rewritten files: beside the op log
+        self.engine.on_stale = self.view.switch
+        self.server = Server(self.fd, self.fs, self.engine, self.oplog, self.view)
         self.pool = ThreadPoolExecutor(max_workers=args.workers, thread_name_prefix="op")
         self.stop = threading.Event()
         self.ended = threading.Event()

@@ -13,6 +13,12 @@ kernel waits for a request already handed to the daemon without a timeout. So
 each wait checks its caller (a pending SIGKILL in ``/proc/<tid>/status``, or the
 task gone) and gives up with :class:`CallerGone`; the daemon answers EINTR
 without doing the op, which is what a crash at that point leaves behind.
+
+A stale-read rule holds nothing: it changes what some callers are answered. The
+engine says which callers it covers (:meth:`Engine.stale`) and which paths it
+tracks (:meth:`Engine.tracked`), and tells its ``on_stale`` listener (the
+daemon's :class:`~elastic_chaos.storagefs.stale.StaleView`) when the first such
+rule is set and when the last one goes.
 """
 from __future__ import annotations
 
@@ -37,6 +43,7 @@ from elastic_chaos.storagefs.rules import (
     ReadOnly,
     Rule,
     SavePoint,
+    StaleRead,
     Throttle,
     matches,
     to_json,
@@ -147,6 +154,10 @@ class Engine:
         self._pauses: list[Pause] = []
         self._closed = False
         self._log = oplog
+        self.on_stale: Callable[[bool], None] | None = None
+        """Told True when a stale-read rule becomes active with none before, False when the last one goes
+        (called with the engine's lock held: it must not call back into the engine)."""
+        self._stale_on = False
 
     # -- the controller's side ---------------------------------------------------------
     def set(self, name: str, rule: Rule, node: str | None = None) -> None:
@@ -161,6 +172,7 @@ class Engine:
         with self._cond:
             self._rules[name] = active
             self._log.write(t=time.time(), op="rule-set", rule=name, detail=_describe(rule), node=node)
+            self._stale_changed()
             self._cond.notify_all()
 
     def clear(self, name: str | None = None) -> list[str]:
@@ -181,6 +193,28 @@ class Engine:
         with self._cond:
             self._expire()
             return {n: a.rule for n, a in self._rules.items()}
+
+    def stale(self, ctx: OpCtx, *, any_path: bool = False) -> str | None:
+        """The stale-read rule that covers ``ctx``'s caller and path (its name), or None; ``any_path``:
+        whatever the path (a listing: the view holds only the paths the rules track). A rule for every
+        node covers the callers that belong to a node of the job only: the toolkit's own reads (no
+        node) always see the volume as it is."""
+        if not self._stale_on:
+            return None
+        with self._cond:
+            rules = [a for a in self._rules.values() if isinstance(a.rule, StaleRead)]
+        for a in rules:
+            if (any_path or matches(a.rule.path, ctx.path)) and ctx.node is not None and a.node in (None, ctx.node):
+                return a.name
+        return None
+
+    def tracked(self, path: str) -> bool:
+        """Whether a change of ``path`` is to be remembered for some stale reader (an active
+        stale-read rule's pattern matches it)."""
+        if not self._stale_on:
+            return False
+        with self._cond:
+            return any(isinstance(a.rule, StaleRead) and matches(a.rule.path, path) for a in self._rules.values())
 
     def busy(self) -> bool:
         """Whether a request may have to wait (a rule or a held pause): serve it off the reader."""
@@ -259,8 +293,16 @@ class Engine:
 
     # -- inside the lock ---------------------------------------------------------------
     def _drop(self, name: str, why: str) -> None:
-        self._rules.pop(name, None)
-        self._log.write(t=time.time(), op=why, rule=name)
+        if self._rules.pop(name, None) is not None:
+            self._log.write(t=time.time(), op=why, rule=name)
+        self._stale_changed()
+
+    def _stale_changed(self) -> None:
+        on = any(isinstance(a.rule, StaleRead) for a in self._rules.values())
+        if on != self._stale_on:
+            self._stale_on = on
+            if self.on_stale is not None:
+                self.on_stale(on)
 
     def _expire(self) -> None:
         now = time.monotonic()

@@ -19,6 +19,7 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from elastic_chaos.storagefs import proto
@@ -68,6 +69,8 @@ class Passthrough:
         self._nodes: dict[int, Node] = {proto.ROOT_ID: Node(self.root_fd, (st.st_dev, st.st_ino), 1)}
         self._keys = {(st.st_dev, st.st_ino): proto.ROOT_ID}
         self._handles: dict[int, Handle] = {}
+        self._aliases: dict[tuple[int, int], str] = {}
+        """Inodes outside the backing folder served as a path inside it (a stale view's copies)."""
         self._ids = itertools.count(2)
         self._fhs = itertools.count(1)
         self._lock = threading.Lock()
@@ -94,7 +97,11 @@ class Passthrough:
     def path(self, nodeid: int) -> str:
         """Where the node is now, inside the mount ('' for the root; best effort)."""
         try:
-            where = os.readlink(_proc(self.node(nodeid).fd))
+            node = self.node(nodeid)
+            alias = self._aliases.get(node.key)
+            if alias is not None:
+                return alias
+            where = os.readlink(_proc(node.fd))
         except OSError:
             return "?"
         where = where.removesuffix(" (deleted)")
@@ -121,6 +128,16 @@ class Passthrough:
             self._keys[key] = nodeid
             return nodeid, st
 
+    def adopt(self, fd: int, alias: str | None = None) -> tuple[int, os.stat_result]:
+        """A node for ``O_PATH`` descriptor ``fd`` (taken over) of an object that need not be linked in the
+        backing folder (a stale view's old version), one lookup more; ``alias``: the path inside the mount
+        it is served as, where it lies outside the folder."""
+        nodeid, st = self._remember(fd)
+        if alias is not None:
+            with self._lock:
+                self._aliases[(st.st_dev, st.st_ino)] = alias
+        return nodeid, st
+
     def forget(self, nodeid: int, count: int) -> None:
         with self._lock:
             node = self._nodes.get(nodeid)
@@ -130,6 +147,7 @@ class Passthrough:
             if node.lookups <= 0:
                 del self._nodes[nodeid]
                 self._keys.pop(node.key, None)
+                self._aliases.pop(node.key, None)
                 os.close(node.fd)
 
     def _add_handle(self, fd: int, nodeid: int, path: str, writable: bool, pid: int | None,
@@ -256,10 +274,15 @@ class Passthrough:
         fd = os.open(_proc(self.node(nodeid).fd), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         return self._add_handle(fd, nodeid, path, False, pid, is_dir=True)
 
-    def readdir(self, fh: int, offset: int, size: int) -> bytes:
+    def readdir(self, fh: int, offset: int, size: int,
+                adjust: Callable[[list[tuple[str, int, int]]], list[tuple[str, int, int]]] | None = None) -> bytes:
+        """Entries of folder handle ``fh`` from ``offset`` on, as many as fit in ``size`` bytes. The folder
+        is read at offset 0 (``adjust``: what the caller is shown of it instead, a stale view's)."""
         h = self.handle(fh)
         if h.entries is None or offset == 0:
             h.entries = self._list(h)
+            if adjust is not None:
+                h.entries = adjust(h.entries)
         out, used = [], 0
         for index in range(offset, len(h.entries)):
             name, ino, mode = h.entries[index]

@@ -162,13 +162,13 @@ def attr(st: os.stat_result) -> bytes:
                      st.st_nlink, st.st_uid, st.st_gid, st.st_rdev & 0xFFFFFFFF, st.st_blksize, 0)
 
 
-def entry(nodeid: int, st: os.stat_result) -> bytes:
-    """``fuse_entry_out``: a name resolved to ``nodeid``."""
-    return ENTRY_HEAD.pack(nodeid, 0, ENTRY_TIMEOUT_S, ENTRY_TIMEOUT_S, 0, 0) + attr(st)
+def entry(nodeid: int, st: os.stat_result, valid_s: int = ENTRY_TIMEOUT_S) -> bytes:
+    """``fuse_entry_out``: a name resolved to ``nodeid``, which the kernel may keep ``valid_s``."""
+    return ENTRY_HEAD.pack(nodeid, 0, valid_s, valid_s, 0, 0) + attr(st)
 
 
-def attr_out(st: os.stat_result) -> bytes:
-    return ATTR_HEAD.pack(ENTRY_TIMEOUT_S, 0, 0) + attr(st)
+def attr_out(st: os.stat_result, valid_s: int = ENTRY_TIMEOUT_S) -> bytes:
+    return ATTR_HEAD.pack(valid_s, 0, 0) + attr(st)
 
 
 def open_out(fh: int) -> bytes:

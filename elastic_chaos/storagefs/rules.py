@@ -209,9 +209,42 @@ class CrashPoint:
         _check_path(self.path)
 
 
-Rule = Latency | Throttle | Hang | NoSpace | Errors | ReadOnly | CrashPoint
+@dataclass(frozen=True)
+class StaleRead:
+    """Reads through a stale cache, from the moment the rule is set until it is cleared: an NFS
+    client's attribute, lookup and data caches that are never revalidated (``nocto``, a long
+    ``actimeo``), an eventually consistent object store behind a FUSE mount. For the callers it
+    covers (a node's, or every node's: a caller of no node, the toolkit itself, always sees the
+    volume as it is), every path matching ``path`` that was changed after the rule was set
+    reads as it was then:
+
+    - a file replaced by a rename, rewritten in place (opened for writing, truncated) or
+      removed reads back its old bytes (the old inode is kept, or a copy of it taken before
+      the first write);
+    - a name that did not exist then is not there (ENOENT, as a cached negative lookup or a
+      cached listing answers);
+    - a listing shows the folder as it was (new names left out, removed ones still in, a
+      replaced one with its old inode number).
+
+    Each node sees its own changes: a path its callers changed (or tried to, and were refused
+    because it exists) is read afresh by that node from then on, as an NFS client's own writes
+    update its own cache. Inside a folder made since the rule was set nothing is stale (nothing
+    of it was cached): a node that sees the folder sees its contents as they are. Opening an old
+    version for writing is answered ESTALE, as a write through a stale NFS file handle is (the
+    kernel retries with a fresh lookup, which then finds the file as it is). Attributes of
+    folders (size, times) are not staled."""
+
+    path: str = "*"
+    ops: frozenset[Kind] = field(default=frozenset({Kind.LOOKUP, Kind.READDIR}), init=False)
+
+    def __post_init__(self) -> None:
+        _check_path(self.path)
+
+
+Rule = Latency | Throttle | Hang | NoSpace | Errors | ReadOnly | CrashPoint | StaleRead
 KINDS: dict[str, type[Rule]] = {"latency": Latency, "throttle": Throttle, "hang": Hang, "no-space": NoSpace,
-                                "errors": Errors, "read-only": ReadOnly, "crash-point": CrashPoint}
+                                "errors": Errors, "read-only": ReadOnly, "crash-point": CrashPoint,
+                                "stale-read": StaleRead}
 _NAMES = {cls: name for name, cls in KINDS.items()}
 
 

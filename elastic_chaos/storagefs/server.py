@@ -5,7 +5,10 @@ calling thread), lets the :class:`~elastic_chaos.storagefs.engine.Engine` hold,
 slow or fail it, does it on the backing folder
 (:class:`~elastic_chaos.storagefs.fs.Passthrough`) and says what it did in the
 op log when the op is interesting (see :mod:`~elastic_chaos.storagefs.oplog`).
-An injected error and an op whose caller was killed while it waited are
+While a stale-read rule is on, each change first tells the
+:class:`~elastic_chaos.storagefs.stale.StaleView` (what the path held, who changed
+it), and the lookups and listings of the callers the rule covers are answered from
+it. An injected error and an op whose caller was killed while it waited are
 answered like any failure: the errno (EINTR for the killed caller, who never
 sees it), the op not done.
 """
@@ -26,6 +29,7 @@ from elastic_chaos.storagefs.fs import Handle, Passthrough
 from elastic_chaos.storagefs.oplog import OpLog
 from elastic_chaos.storagefs.proto import Opcode, Request
 from elastic_chaos.storagefs.rules import Kind, SavePoint
+from elastic_chaos.storagefs.stale import VALID_S, StaleView
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -38,8 +42,8 @@ def _ename(err: int) -> str:
 
 
 class Server:
-    def __init__(self, fuse_fd: int, fs: Passthrough, engine: Engine, oplog: OpLog) -> None:
-        self.fd, self.fs, self.engine, self.oplog = fuse_fd, fs, engine, oplog
+    def __init__(self, fuse_fd: int, fs: Passthrough, engine: Engine, oplog: OpLog, view: StaleView) -> None:
+        self.fd, self.fs, self.engine, self.oplog, self.view = fuse_fd, fs, engine, oplog, view
         self.initialized = threading.Event()
         self._handlers: dict[int, Callable[[Request], bytes]] = {
             Opcode.INIT: self._init, Opcode.DESTROY: lambda r: b"", Opcode.LOOKUP: self._lookup,
@@ -134,20 +138,65 @@ class Server:
         self.initialized.set()
         return proto.init_reply(flags)
 
+    def _valid(self) -> int:
+        """How long the kernel may cache a name or attributes: not at all while a stale view is on
+        (each caller is answered its own view on every path walk)."""
+        return VALID_S if self.view.on else proto.ENTRY_TIMEOUT_S
+
+    def _entry(self, found: tuple[int, os.stat_result]) -> bytes:
+        return proto.entry(*found, valid_s=self._valid())
+
     def _lookup(self, req: Request) -> bytes:
         (name,) = req.names(0, 1)
         ctx = self._ctx(Kind.LOOKUP, req, self.fs.child(req.nodeid, name))
-        return proto.entry(*self._op(ctx, lambda: self.fs.lookup(req.nodeid, name)))
+        stale = self.engine.stale(ctx)
+        return self._entry(self._op(ctx, lambda: self._stale_lookup(ctx, stale) or self.fs.lookup(req.nodeid, name)))
+
+    def _stale_lookup(self, ctx: OpCtx, rule: str | None) -> tuple[int, os.stat_result] | None:
+        """What a caller behind stale-read ``rule`` finds at ``ctx.path`` (None: the path as it is). An
+        answer from the stale view is noted on ``ctx`` (the op log says so)."""
+        if rule is None:
+            return None
+        try:
+            found = self.view.lookup(ctx.path, ctx.node)
+        except FileNotFoundError:
+            raise Injected(errno.ENOENT, rule) from None
+        if found is not None:
+            ctx.touched(rule)
+        return found
+
+    def _changing(self, ctx: OpCtx, parent: int, name: str, path: str, *, copy: bool = False) -> None:
+        """Tell the stale view ``ctx``'s caller is about to change ``path`` (``name`` in ``parent``)."""
+        if self.engine.tracked(path):
+            self.view.before_change(parent, name, path, ctx.node, copy=copy)
+
+    def _rewriting(self, ctx: OpCtx, nodeid: int) -> None:
+        """``ctx``'s caller is about to rewrite node ``nodeid`` in place (an open for writing, a setattr):
+        ESTALE through an old version a stale view handed out (the caller's node sees the path afresh
+        from then on), else the stale view keeps a copy of its bytes first."""
+        if not self.view.on:
+            return
+        stale = self.view.stale_handle(nodeid)
+        if stale is not None:
+            self.view.refresh(stale, ctx.node)
+            raise OSError(errno.ESTALE, "a stale file handle: the file was replaced or removed since this node's "
+                                        "cache was filled")
+        if self.engine.tracked(ctx.path):
+            self.view.before_node_change(nodeid, ctx.path, ctx.node)
 
     def _getattr(self, req: Request) -> bytes:
         flags, _dummy, fh = proto.GETATTR_IN.unpack_from(req.body)
         ctx = self._ctx(Kind.GETATTR, req, self.fs.path(req.nodeid))
         st = self._op(ctx, lambda: self.fs.getattr(req.nodeid, fh if flags & proto.GETATTR_FH else None))
-        return proto.attr_out(st)
+        return proto.attr_out(st, self._valid())
 
     def _setattr(self, req: Request) -> bytes:
         ctx = self._ctx(Kind.SETATTR, req, self.fs.path(req.nodeid))
-        return proto.attr_out(self._op(ctx, lambda: self.fs.setattr(req.nodeid, req.body), logged=True))
+
+        def do() -> os.stat_result:
+            self._rewriting(ctx, req.nodeid)
+            return self.fs.setattr(req.nodeid, req.body)
+        return proto.attr_out(self._op(ctx, do, logged=True), self._valid())
 
     def _readlink(self, req: Request) -> bytes:
         ctx = self._ctx(Kind.READLINK, req, self.fs.path(req.nodeid))
@@ -155,7 +204,11 @@ class Server:
 
     def _made(self, kind: Kind, req: Request, name: str, make: Callable[[], tuple[int, os.stat_result]]) -> bytes:
         ctx = self._ctx(kind, req, self.fs.child(req.nodeid, name))
-        return proto.entry(*self._op(ctx, make, logged=True))
+
+        def do() -> tuple[int, os.stat_result]:
+            self._changing(ctx, req.nodeid, name, ctx.path)
+            return make()
+        return self._entry(self._op(ctx, do, logged=True))
 
     def _symlink(self, req: Request) -> bytes:
         name, target = req.names(0, 2)
@@ -181,13 +234,21 @@ class Server:
     def _unlink(self, req: Request) -> bytes:
         (name,) = req.names(0, 1)
         ctx = self._ctx(Kind.UNLINK, req, self.fs.child(req.nodeid, name))
-        self._op(ctx, lambda: self.fs.unlink(req.nodeid, name), logged=True)
+
+        def do() -> None:
+            self._changing(ctx, req.nodeid, name, ctx.path)
+            self.fs.unlink(req.nodeid, name)
+        self._op(ctx, do, logged=True)
         return b""
 
     def _rmdir(self, req: Request) -> bytes:
         (name,) = req.names(0, 1)
         ctx = self._ctx(Kind.RMDIR, req, self.fs.child(req.nodeid, name))
-        self._op(ctx, lambda: self.fs.rmdir(req.nodeid, name), logged=True)
+
+        def do() -> None:
+            self._changing(ctx, req.nodeid, name, ctx.path)
+            self.fs.rmdir(req.nodeid, name)
+        self._op(ctx, do, logged=True)
         return b""
 
     def _rename(self, req: Request) -> bytes:
@@ -197,8 +258,14 @@ class Server:
         else:
             (newdir,), flags, offset = proto.RENAME_IN.unpack_from(req.body), 0, proto.RENAME_IN.size
         old, new = req.names(offset, 2)
-        ctx = self._ctx(Kind.RENAME, req, self.fs.child(req.nodeid, old), dst=self.fs.child(newdir, new))
-        self._op(ctx, lambda: self.fs.rename(req.nodeid, old, newdir, new, flags), logged=True)
+        dst = self.fs.child(newdir, new)
+        ctx = self._ctx(Kind.RENAME, req, self.fs.child(req.nodeid, old), dst=dst)
+
+        def do() -> None:
+            self._changing(ctx, req.nodeid, old, ctx.path)
+            self._changing(ctx, newdir, new, dst)
+            self.fs.rename(req.nodeid, old, newdir, new, flags)
+        self._op(ctx, do, logged=True)
         return b""
 
     def _open(self, req: Request) -> bytes:
@@ -206,7 +273,12 @@ class Server:
         path = self.fs.path(req.nodeid)
         writes = bool(flags & os.O_ACCMODE) or bool(flags & os.O_TRUNC)
         ctx = self._ctx(Kind.OPEN, req, path, writes_data=writes)
-        fh = self._op(ctx, lambda: self.fs.open(req.nodeid, flags, path, ctx.pid), logged=writes,
+
+        def do() -> int:
+            if writes:
+                self._rewriting(ctx, req.nodeid)
+            return self.fs.open(req.nodeid, flags, path, ctx.pid)
+        fh = self._op(ctx, do, logged=writes,
                       undo=lambda fh: self._drop_handle(fh), note=lambda fh: {"fh": fh})
         return proto.open_out(fh)
 
@@ -220,10 +292,11 @@ class Server:
             self._drop_handle(made[2])
             self.fs.forget(made[0], 1)
 
-        nodeid, st, fh = self._op(ctx, lambda: self.fs.create(req.nodeid, name, flags, mode, req.uid, req.gid, path,
-                                                               ctx.pid),
-                                  logged=True, undo=undo, note=lambda made: {"fh": made[2]})
-        return proto.entry(nodeid, st) + proto.open_out(fh)
+        def do() -> tuple[int, os.stat_result, int]:
+            self._changing(ctx, req.nodeid, name, path, copy=True)
+            return self.fs.create(req.nodeid, name, flags, mode, req.uid, req.gid, path, ctx.pid)
+        nodeid, st, fh = self._op(ctx, do, logged=True, undo=undo, note=lambda made: {"fh": made[2]})
+        return self._entry((nodeid, st)) + proto.open_out(fh)
 
     def _drop_handle(self, fh: int) -> None:
         self.fs.close_handle(fh)
@@ -311,7 +384,14 @@ class Server:
     def _readdir(self, req: Request) -> bytes:
         fh, offset, size, *_ = proto.READ_IN.unpack_from(req.body)
         ctx = self._ctx(Kind.READDIR, req, self.fs.handle(fh).path)
-        return self._op(ctx, lambda: self.fs.readdir(fh, offset, size))
+        stale = self.engine.stale(ctx, any_path=True) if offset == 0 else None
+
+        def adjust(entries: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+            shown, differs = self.view.listing(ctx.path, entries, ctx.node)
+            if differs and stale is not None:
+                ctx.touched(stale)
+            return shown
+        return self._op(ctx, lambda: self.fs.readdir(fh, offset, size, adjust if stale is not None else None))
 
     def _releasedir(self, req: Request) -> bytes:
         fh, *_ = proto.RELEASE_IN.unpack_from(req.body)
