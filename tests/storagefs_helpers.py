@@ -5,14 +5,15 @@ The mounts are real (root and /dev/fuse): nothing in these tests is a fake.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from elastic_chaos.storagefs import unavailable
+from elastic_chaos.storagefs import StorageFs, unavailable
 
 
 def require_fuse() -> None:
@@ -46,3 +47,16 @@ def within(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
             return True
         time.sleep(0.02)
     return condition()
+
+
+@contextlib.contextmanager
+def storage_mount(folder: Path, workdir: Path) -> Iterator[StorageFs]:
+    """A live storage mount over ``folder`` (its daemon's files in ``workdir``), unmounted after the block;
+    asserts nothing is left mounted. Skips (fails under CI=true) where FUSE cannot be used."""
+    require_fuse()
+    storage = StorageFs(folder, workdir=workdir).mount()
+    try:
+        yield storage
+    finally:
+        storage.unmount()
+    assert not mounted(folder)

@@ -2,6 +2,7 @@
 and removed with nothing left behind (elastic_chaos.host.links)."""
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from collections.abc import Iterator
@@ -11,6 +12,31 @@ from link_helpers import require_links
 
 from elastic_chaos.errors import SetupError
 from elastic_chaos.host import links, netns
+
+
+@contextlib.contextmanager
+def relay_port(a: links.End) -> Iterator[int]:
+    """A port that accepts and closes connections on loopback in ``a``'s namespace (the relay's place, where
+    the node reaches the store), served by a thread until the block ends."""
+    listener = netns.socket_in_netns(a.netns, ("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                listener.accept()[0].close()
+            except OSError:
+                continue
+
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        acceptor.join(2)
+        listener.close()
 
 
 @pytest.fixture
@@ -138,20 +164,11 @@ def test_a_faults_leftovers_are_its_own(pair: tuple[links.End, links.End]) -> No
 
 def test_the_stores_link_is_delayed_on_the_relays_port_only(pair: tuple[links.End, links.End]) -> None:
     a, b = pair
-    listener = netns.socket_in_netns(a.netns, ("127.0.0.1", 0))     # the relay's place: loopback in a's namespace
-    port = listener.getsockname()[1]
-    listener.settimeout(0.2)
-    stop = threading.Event()
+    with relay_port(a) as port:
+        _delay_the_stores_link(a, b, port)
 
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                listener.accept()[0].close()
-            except OSError:
-                continue
 
-    acceptor = threading.Thread(target=accept, daemon=True)
-    acceptor.start()
+def _delay_the_stores_link(a: links.End, b: links.End, port: int) -> None:
     d = links.Degradation("ta", a, (), queue=10, store_port=port)
     try:
         base = links.probe_connects(a, port, count=10)
@@ -169,9 +186,6 @@ def test_the_stores_link_is_delayed_on_the_relays_port_only(pair: tuple[links.En
         slow = links.probe_connects(a, port, count=40, budget_s=3.0)
     finally:
         assert links.remove(d) == []
-        stop.set()
-        acceptor.join(2)
-        listener.close()
     assert base.rtt_ms is not None and delayed.rtt_ms is not None and delayed.echoed == 10
     assert 28 <= delayed.rtt_ms - base.rtt_ms <= 45, (base, delayed)
     assert slow.echoed == slow.sent and 2 <= slow.sent <= 5 and slow.seconds < 3.0 + 2 * 1.3, slow
@@ -240,20 +254,11 @@ def test_a_bursty_loss_drops_its_rate_in_runs_and_goes_without_a_trace(pair: tup
 
 def test_the_stores_link_reads_its_two_ways_on_two_queues(pair: tuple[links.End, links.End]) -> None:
     a, _ = pair
-    listener = netns.socket_in_netns(a.netns, ("127.0.0.1", 0))
-    port = listener.getsockname()[1]
-    listener.settimeout(0.2)
-    stop = threading.Event()
+    with relay_port(a) as port:
+        _delay_the_stores_link_each_way(a, port)
 
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                listener.accept()[0].close()
-            except OSError:
-                continue
 
-    acceptor = threading.Thread(target=accept, daemon=True)
-    acceptor.start()
+def _delay_the_stores_link_each_way(a: links.End, port: int) -> None:
     one = links.Degradation("tf", a, (), queue=15, store_port=port)
     d = links.Degradation("tg", a, (), queue=16, reverse_queue=17, store_port=port)
     try:
@@ -267,9 +272,6 @@ def test_the_stores_link_reads_its_two_ways_on_two_queues(pair: tuple[links.End,
         delayed = links.probe_connects(a, port, count=10)
     finally:
         assert links.remove(d) == []
-        stop.set()
-        acceptor.join(2)
-        listener.close()
     assert base.rtt_ms is not None and delayed.rtt_ms is not None and delayed.echoed == 10
     assert 23 <= delayed.rtt_ms - base.rtt_ms <= 38, (base, delayed)    # 20 ms to the store + 5 back
     assert links.leftovers(a.netns, a.host_veth) == []

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from storagefs_helpers import mounted, require_fuse
+from storagefs_helpers import storage_mount
 
 from elastic_chaos.errors import SpecError
 from elastic_chaos.events import CheckpointEv, Event
@@ -40,13 +40,8 @@ def folder(tmp_path) -> Path:
 
 @pytest.fixture
 def fs(folder, tmp_path) -> Iterator[StorageFs]:
-    require_fuse()
-    storage = StorageFs(folder, workdir=tmp_path / "storage").mount()
-    try:
+    with storage_mount(folder, tmp_path / "storage") as storage:
         yield storage
-    finally:
-        storage.unmount()
-    assert not mounted(folder)
 
 
 def on(node: str | None, script: str, folder: Path) -> str:
