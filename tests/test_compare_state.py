@@ -165,3 +165,18 @@ def test_trust_loads_what_weights_only_refuses(tmp_path):
     with pytest.raises(cs.BadInput):
         cs.compare(a, b)
     assert cs.compare(a, b, trust=True)["equal"]
+
+
+def test_the_largest_difference_is_over_every_differing_value_not_only_those_listed(tmp_path):
+    # more differing tensors than the comparer lists: the largest difference is in one it leaves out
+    many = {f"w{i:02d}": torch.zeros(2) for i in range(cs.MAX_LISTED + 3)}
+    moved = {k: v + (0.5 if k == f"w{cs.MAX_LISTED + 2:02d}" else 0.001) for k, v in many.items()}
+    out = cs.compare(save(tmp_path, "a.pt", {"model": many}), save(tmp_path, "b.pt", {"model": moved}))
+    assert len(out["divergences"]) == cs.MAX_LISTED and out["differing"] == cs.MAX_LISTED + 3
+    assert out["max_abs_diff"] == 0.5 and out["not_numeric"] == 0
+    # an integer step and a shape are compared exactly: no tolerance covers them
+    stepped = cs.compare(save(tmp_path, "c.pt", state()), save(tmp_path, "d.pt", state(step=101)))
+    assert stepped["not_numeric"] == 1 and stepped["max_abs_diff"] is None
+    shaped = cs.compare(save(tmp_path, "e.pt", {"model": {"w": torch.zeros(2)}}),
+                        save(tmp_path, "f.pt", {"model": {"w": torch.zeros(3)}}))
+    assert shaped["not_numeric"] == 1 and shaped["max_abs_diff"] is None

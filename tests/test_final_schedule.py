@@ -99,6 +99,17 @@ def test_the_final_state_names_its_reference_and_reads_back_the_same():
     assert parse(raw) == state
 
 
+def test_a_replays_comparison_says_the_spread_of_two_clean_replays_it_allowed():
+    bitwise = parse(EQUAL).with_reference(REPLAY).with_clean_spread(0.0)
+    assert bitwise.describe().startswith("final state: equal (bitwise: two clean replays of the schedule were "
+                                         "bitwise equal, 35 values at step 54; reference: a clean replay")
+    noisy = parse({**EQUAL, "tolerance": 3e-07}).with_reference(REPLAY).with_clean_spread(3e-07)
+    assert noisy.comparison == "within 3e-07: two clean replays of the schedule differed by up to 3e-07"
+    raw = json.loads(json.dumps(noisy.to_json()))
+    assert raw["clean_spread"] == 3e-07 and parse(raw) == noisy
+    assert parse(EQUAL).comparison == "bitwise"   # a comparison of two given checkpoints says nothing more
+
+
 @pytest.mark.parametrize("legs", [[], [{"world": 2, "start": 0}], [{"world": True, "start": 0, "end": 4}]])
 def test_a_reference_without_whole_legs_is_refused(legs):
     with pytest.raises(ValueError):

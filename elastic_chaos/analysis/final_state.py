@@ -92,6 +92,14 @@ class FinalState:
     reference: Reference | None = None
     """The clean run ``a`` came from (a run at one world size, or a replay of the judged run's schedule);
     None: the caller gave two checkpoints (``elastic-chaos compare-final``)."""
+    max_abs_diff: float | None = None
+    """The largest absolute difference over every differing floating value (None: none differs so)."""
+    not_numeric: int = 0
+    """Differing values that are not floating values compared by size (an integer step, a shape, a type):
+    no tolerance covers them."""
+    clean_spread: float | None = None
+    """Where the reference is a replay of the job's schedule: the largest difference between two clean
+    replays of it (0.0: bitwise equal), which ``tolerance`` covers; None: not measured."""
     diverged_by: int | None = None
     """The earliest step whose saves of the two runs differ (:func:`trace_back`); None: not traced."""
     equal_at: int | None = None
@@ -99,7 +107,14 @@ class FinalState:
 
     @property
     def comparison(self) -> str:
-        return "bitwise" if self.tolerance == 0 else f"within {self.tolerance:g}"
+        measured = "" if self.clean_spread is None else (
+            ": two clean replays of the schedule were bitwise equal" if self.clean_spread == 0 else
+            f": two clean replays of the schedule differed by up to {self.clean_spread:g}")
+        return ("bitwise" if self.tolerance == 0 else f"within {self.tolerance:g}") + measured
+
+    def with_clean_spread(self, spread: float) -> FinalState:
+        """The same comparison, saying the spread of two clean replays its tolerance was set from."""
+        return dataclasses.replace(self, clean_spread=spread)
 
     @property
     def step(self) -> str:
@@ -150,6 +165,7 @@ class FinalState:
                 "first": _divergence_json(self.first) if self.first else None,
                 "divergences": [_divergence_json(d) for d in self.divergences],
                 "reference": self.reference.to_json() if self.reference else None,
+                "max_abs_diff": self.max_abs_diff, "not_numeric": self.not_numeric, "clean_spread": self.clean_spread,
                 "diverged_by": self.diverged_by, "equal_at": self.equal_at, "summary": self.describe()}
 
 
@@ -177,6 +193,8 @@ def parse(data: Any) -> FinalState:
                       classes={StateClass(k): int(v) for k, v in dict(data.get("classes") or {}).items()},
                       first=first, divergences=found,
                       reference=Reference.from_json(data["reference"]) if data.get("reference") is not None else None,
+                      max_abs_diff=_opt_float(data.get("max_abs_diff")), not_numeric=_int(data, "not_numeric"),
+                      clean_spread=_opt_float(data.get("clean_spread")),
                       diverged_by=_opt_int(data.get("diverged_by")), equal_at=_opt_int(data.get("equal_at")))
 
 
@@ -200,6 +218,12 @@ def _int(data: dict[str, Any], key: str) -> int:
     if not isinstance(v, int) or isinstance(v, bool) or v < 0:
         raise ValueError(f"{key!r} is not a count: {v!r}")
     return v
+
+
+def _opt_float(v: Any) -> float | None:
+    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return float(v)
 
 
 def _opt_int(v: Any) -> int | None:

@@ -105,6 +105,8 @@ class Divergence:
     state: str
     detail: str
     max_abs_diff: float | None = None
+    floating: bool = False
+    """A difference of floating values (a tolerance can cover it); an integer, a shape, a type cannot be."""
 
     def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "state": self.state, "detail": self.detail, "max_abs_diff": self.max_abs_diff,
@@ -131,7 +133,8 @@ class Walk:
             self.scheduler_leaves += _own_scheduler_state(parts)
             detail, diff = self._leaf(a, b)
             if detail is not None:
-                self.found.append(Divergence(".".join(parts) or "(root)", state_class(parts), detail, diff))
+                self.found.append(Divergence(".".join(parts) or "(root)", state_class(parts), detail, diff,
+                                             floating=diff is not None and _floating(a, b)))
 
     def attribute_lr(self) -> None:
         """An LR that differs while the scheduler's own counters were compared equal: the optimizer's
@@ -175,6 +178,14 @@ class Walk:
         if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
             return (None, None) if a == b else (f"{a} in A, {b} in B", float(abs(a - b)))
         return (None, None) if _plain_equal(a, b) else (f"{_short(a)} in A, {_short(b)} in B", None)
+
+
+def _floating(a: Any, b: Any) -> bool:
+    """Whether both values are floating point (a float, a floating tensor or array)."""
+    a, b = _as_tensor(a), _as_tensor(b)
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.is_floating_point() and b.is_floating_point()
+    return isinstance(a, float) and isinstance(b, float)
 
 
 def _as_tensor(v: Any) -> Any:
@@ -310,7 +321,11 @@ def compare(a: Path, b: Path, *, tolerance: float = 0.0, trust: bool = False) ->
             "comparison": "bitwise" if tolerance == 0 else "within-tolerance", "compared": w.compared,
             "differing": len(w.found), "step": {"a": _step(sa), "b": _step(sb)}, "classes": classes,
             "first": ranked[0].to_json() if ranked else None,
-            "divergences": [d.to_json() for d in ranked[:MAX_LISTED]]}
+            "divergences": [d.to_json() for d in ranked[:MAX_LISTED]],
+            # over every differing value, not only those listed: the spread a tolerance must cover
+            "max_abs_diff": max((d.max_abs_diff for d in w.found if d.floating and d.max_abs_diff is not None),
+                                default=None),
+            "not_numeric": sum(1 for d in w.found if not d.floating)}
 
 
 def _tolerance(text: str) -> float:
