@@ -46,9 +46,9 @@ from elastic_chaos.analysis.final_state import (
 )
 from elastic_chaos.analysis.schedule import Leg, Reference, ReferenceKind, ScheduleUnknown, trained_schedule
 from elastic_chaos.errors import SpecError
-from elastic_chaos.host import lifeline, procs
 from elastic_chaos.hypotheses import final_script
 from elastic_chaos.hypotheses.api import Trial
+from elastic_chaos.hypotheses.clean_run import run_tagged
 from elastic_chaos.options import MAX_STEPS, option, validate
 from elastic_chaos.spec import JobSpec
 from elastic_chaos.waiting import eventually
@@ -291,20 +291,7 @@ def leg_command(leg: Leg, *, python: str, args: list[str], every: int, out: Path
 
 def _train_leg(cmd: list[str], env: dict[str, str], tag: str, made: Path, f: IO[str], out: Path) -> int | None:
     """One torchrun of the reference: its exit code (None: it saved ``made`` but did not exit)."""
-    root = str(Path(__file__).resolve().parents[2])   # the trainer this toolkit ships, as the nodes import it
-    # tagged as the run's, as its nodes are (elastic_chaos.host.procs): torchrun starts each worker in a session
-    # of its own, out of reach of torchrun's group; the tag finds them (and a dead runner's reaper does too)
-    env = {**env, procs.TAG_VAR: tag, "PYTHONPATH": os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)}
-    # tied to this process (lifeline): the runner's death stops torchrun; a timeout, a Ctrl-C or a worker
-    # hung on its way out stops torchrun and every worker by their tag, never leaving one training
-    proc = lifeline.popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=out,
-                          start_new_session=True)
-    try:
-        code = _wait_reference(proc, made)
-    finally:
-        # before: torchrun's group was killed, and a hung worker, in a session of its own, trained on
-        procs.kill_tree(tag, first=proc.pid if proc.poll() is None else None)
-        proc.wait(timeout=30)
+    code = run_tagged(cmd, env=env, tag=tag, cwd=out, log=f, wait=lambda proc: _wait_reference(proc, made))
     if code is None:   # said in its log, which the check names
         f.write(f"elastic-chaos: the reference run saved {made.name} but had not exited {EXIT_GRACE_S:g}s later "
                 "(a worker hung on its way out); stopped, its save kept\n")

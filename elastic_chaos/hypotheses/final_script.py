@@ -26,6 +26,7 @@ import dataclasses
 import glob
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -33,8 +34,8 @@ from elastic_chaos.analysis.final_state import CHECK, FOLDER, ComparerFailed, Fi
 from elastic_chaos.analysis.schedule import Leg, Reference, ReferenceKind
 from elastic_chaos.errors import SpecError
 from elastic_chaos.events import ProgressEv
-from elastic_chaos.host import lifeline, procs
 from elastic_chaos.hypotheses.api import Trial
+from elastic_chaos.hypotheses.clean_run import run_tagged
 from elastic_chaos.spec import JobSpec, locate_script
 
 TWIN_TIMEOUT_S = 1800.0
@@ -125,29 +126,24 @@ def twin_command(job: JobSpec, world: int, *, python: str, out: Path) -> list[st
             f"--log-dir={out / 'twin.torchelastic'}", *shim, *locate_script(job.script)]
 
 
+def _wait_twin(proc: subprocess.Popen[bytes]) -> int | None:
+    """The twin's exit code; None when it runs past :data:`TWIN_TIMEOUT_S`."""
+    deadline = time.monotonic() + TWIN_TIMEOUT_S
+    while (code := proc.poll()) is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return code
+
+
 def run_twin(t: Trial, world: int, out: Path, *, python: str | None) -> Path:
     """Run the clean twin to its end in ``out/twin-workdir``; that folder. SpecError when it fails or takes
     longer than :data:`TWIN_TIMEOUT_S`."""
-    import sys
     workdir = out / "twin-workdir"
     workdir.mkdir(parents=True, exist_ok=True)
-    tag = f"{t.job.run_id}/twin"
-    root = str(Path(__file__).resolve().parents[2])   # the toolkit the nodes import (the launch shim)
-    env = {**os.environ, **t.job.node_env(), procs.TAG_VAR: tag, "ELASTIC_CHAOS_SHARED_DIR": str(workdir),
-           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    env = {**os.environ, **t.job.node_env(), "ELASTIC_CHAOS_SHARED_DIR": str(workdir)}
     cmd = twin_command(t.job, world, python=python or sys.executable, out=out)
     log = out / "twin.log"
     with open(log, "w", encoding="utf-8") as f:
-        # tied to this process (lifeline); the tag stops every worker of it, as for the reference trainer's
-        proc = lifeline.popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                              cwd=workdir, start_new_session=True)
-        try:
-            deadline = time.monotonic() + TWIN_TIMEOUT_S
-            while (code := proc.poll()) is None and time.monotonic() < deadline:
-                time.sleep(0.5)
-        finally:
-            procs.kill_tree(tag, first=proc.pid if proc.poll() is None else None)
-            proc.wait(timeout=30)
+        code = run_tagged(cmd, env=env, tag=f"{t.job.run_id}/twin", cwd=workdir, log=f, wait=_wait_twin)
     if code is None:
         raise SpecError(f"the clean twin did not finish in {TWIN_TIMEOUT_S:g}s (log: {log})")
     if code != 0:
