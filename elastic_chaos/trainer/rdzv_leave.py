@@ -174,9 +174,12 @@ def main(argv: list[str] | None = None) -> None:
 
 def say(text: str) -> None:
     """Print ``text`` to stderr after PREFIX, with the time (UTC, ms), flushed."""
-    now = time.time()
-    stamp = time.strftime("%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d} UTC"
-    print(f"{PREFIX} {text} (at {stamp})", file=sys.stderr, flush=True)
+    print(f"{PREFIX} {text} (at {stamp(time.time())})", file=sys.stderr, flush=True)
+
+
+def stamp(t: float) -> str:
+    """``t`` (time.time()) as the lines of this module and rdzv_notice say it: HH:MM:SS.mmm UTC."""
+    return time.strftime("%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d} UTC"
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 from elastic_chaos.trainer import rdzv_leave
-from elastic_chaos.trainer.rdzv_leave import PREFIX, MissingInternals, say
+from elastic_chaos.trainer.rdzv_leave import PREFIX, MissingInternals, say, stamp
 from elastic_chaos.trainer.spot_notice import ENDPOINT_VAR, Notice, SpotNoticeWatcher
 
 POLL_S = 0.5
@@ -211,16 +211,16 @@ def wait_for_termination(state: State, exc: BaseException) -> None:
     deadline = wait_deadline(state.notice)
     left = rdzv_leave.last_leave
     how = "left the rendezvous" if left else "could not leave the rendezvous"
-    say(f"{how} on the interruption notice seen at {_stamp(state.notice.seen_at)} "
+    say(f"{how} on the interruption notice seen at {stamp(state.notice.seen_at)} "
         f"({time.time() - state.notice.seen_at:.3f} s ago); the workers are stopped; waiting for the "
-        f"termination signal until {_stamp(deadline)}")
+        f"termination signal until {stamp(deadline)}")
     while not state.held and time.time() < deadline:
         time.sleep(0.1)
     if state.held:
         say(f"{signal.Signals(state.held[0]).name} came {time.time() - state.notice.seen_at:.3f} s after the "
             "notice was seen: exiting as torchrun does on it")
     else:
-        say(f"no termination signal by {_stamp(deadline)}: exiting as torchrun does on SIGTERM ({exc})")
+        say(f"no termination signal by {stamp(deadline)}: exiting as torchrun does on SIGTERM ({exc})")
 
 
 def main(argv: list[str] | None = None, *, endpoint: str | None = None) -> None:
@@ -247,10 +247,6 @@ def main(argv: list[str] | None = None, *, endpoint: str | None = None) -> None:
         if state.stopped_by is Stop.NOTICE:
             wait_for_termination(state, exc)
         raise
-
-
-def _stamp(t: float) -> str:
-    return time.strftime("%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d} UTC"
 
 
 if __name__ == "__main__":
