@@ -19,6 +19,7 @@ from pathlib import Path
 
 from elastic_chaos.analysis.final_state import FinalState
 from elastic_chaos.analysis.samples import account_samples
+from elastic_chaos.analysis.saves import saves
 from elastic_chaos.errors import RecoveryTimeout
 from elastic_chaos.events import CheckpointEv, Event, of
 from elastic_chaos.events.records import FaultRecord
@@ -52,10 +53,9 @@ class Load:
     step: int
 
 
-def _trainers(events: Iterable[Event], after: float | None = None, until: float | None = None) -> list[Event]:
-    """The saves the job itself reported durable (not the file watcher's), in the window."""
-    return [e for e in of(events, CheckpointEv.SAVED, after=after, until=until)
-            if e.data.via != "file" and e.data.step is not None]
+def _trainers(events: Sequence[Event], after: float | None = None, until: float | None = None) -> list[Event]:
+    """The saves the job itself reported durable (not the file watcher's) with their step, in the window."""
+    return [e for e in saves(events, after=after, until=until, via="reported") if e.data.step is not None]
 
 
 def first_resume(events: Sequence[Event], after: float) -> list[Load]:
