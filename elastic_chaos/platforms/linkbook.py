@@ -81,7 +81,7 @@ class LinkBook:
                 measured = links.probe(end, others[0], count=20, interval_s=min(0.02, down_s / 40),
                                        wait_s=min(0.5, down_s / 4))
             else:
-                action = _apply(d, loss=loss, rate_kbit=rate_kbit, delay_ms=delay_ms, jitter_ms=jitter_ms,
+                action = apply(d, loss=loss, rate_kbit=rate_kbit, delay_ms=delay_ms, jitter_ms=jitter_ms,
                                 reverse_delay_ms=reverse_delay_ms, reverse_jitter_ms=reverse_jitter_ms, burst=burst)
                 # the last echoes wait out the round trip the delay makes (a 6 s delay: 12 s)
                 wait_s = 1.0 + round_trip_ms(delay_ms, jitter_ms, reverse_delay_ms, reverse_jitter_ms) / 1000
@@ -159,11 +159,11 @@ def _ms(v: float | None) -> float | None:
     return None if v is None else v / 1000
 
 
-def _apply(d: links.Degradation, *, loss: float, rate_kbit: int | None, delay_ms: float | None,
+def apply(d: links.Degradation, *, loss: float, rate_kbit: int | None, delay_ms: float | None,
            jitter_ms: float, reverse_delay_ms: float | None = None, reverse_jitter_ms: float | None = None,
            burst: float | None = None) -> str:
     """Delay, loss and a rate cap on ``d`` as asked; the action's name (``delay+loss``, ...;
-    ``bursty-loss``)."""
+    ``bursty-loss``). Also the store link's (elastic_chaos.platforms.local.links), without a rate cap."""
     if delay_ms is not None:
         links.set_delay(d, delay_ms / 1000, jitter_ms / 1000, reverse_delay_s=_ms(reverse_delay_ms),
                         reverse_jitter_s=_ms(reverse_jitter_ms))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from elastic_chaos.errors import InjectionFailed, SetupError
 from elastic_chaos.host import links, netns
 from elastic_chaos.platforms import capabilities as caps
-from elastic_chaos.platforms.linkbook import LinkBook
+from elastic_chaos.platforms.linkbook import LinkBook, apply
 from elastic_chaos.platforms.nodes import Hit
 
 if TYPE_CHECKING:
@@ -96,21 +96,14 @@ class LocalLinks(caps.LinkDegrader):
         try:
             baseline = links.probe_connects(end, relay.port, count=10)
             at = time.time()
-            if delay_ms is not None:
-                links.set_delay(d, delay_ms / 1000, jitter_ms / 1000,
-                                reverse_delay_s=None if reverse_delay_ms is None else reverse_delay_ms / 1000,
-                                reverse_jitter_s=None if reverse_jitter_ms is None else reverse_jitter_ms / 1000)
-            if loss > 0 and burst is not None:
-                links.set_bursty_loss(d, loss, burst)
-            elif loss > 0:
-                links.set_loss(d, loss)
+            action = "store-" + apply(d, loss=loss, rate_kbit=None, delay_ms=delay_ms, jitter_ms=jitter_ms,
+                                      reverse_delay_ms=reverse_delay_ms, reverse_jitter_ms=reverse_jitter_ms,
+                                      burst=burst)
             measured = links.probe_connects(end, relay.port, count=STORE_PROBE_COUNT, budget_s=STORE_PROBE_BUDGET_S)
         except SetupError as exc:
             links.remove(d)
             raise InjectionFailed(f"could not degrade {node}'s link to the rendezvous store: {exc}") from exc
         self.book.hold(d)
-        lossy = "bursty-loss" if burst is not None else "loss"
-        action = "store-" + "+".join(w for w, on in (("delay", delay_ms is not None), (lossy, loss > 0)) if on)
         drops = {"drops": d.drops()} if burst is not None else {}
         return Hit(node=node, at=at, action=action, detail={
             "link": d.ident, "peers": [], "probed": "store", "baseline": baseline.to_json(),
