@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from storagefs_helpers import mounted, require_fuse, within
+from storagefs_helpers import mounted, require_fuse, storage_mount, within
 
 from elastic_chaos.storagefs import (
     CrashPoint,
@@ -52,13 +52,8 @@ def folder(tmp_path) -> Path:
 @pytest.fixture
 def fs(folder, tmp_path) -> Iterator[StorageFs]:
     """A live storage mount over ``folder`` (serving its own files), unmounted afterwards."""
-    require_fuse()
-    storage = StorageFs(folder, workdir=tmp_path / "storage").mount()
-    try:
+    with storage_mount(folder, tmp_path / "storage") as storage:
         yield storage
-    finally:
-        storage.unmount()
-    assert not mounted(folder)
 
 
 def state() -> dict[str, torch.Tensor | int]:
